@@ -1,0 +1,26 @@
+// Throughput benchmark of a full training step on synthetic tokens, reported
+// against the machine's own measured single-precision GEMM rate.
+// Invariant: FLOPs are counted from the model's shapes (6 x matmul params x
+// tokens, plus the causal attention actually computed), never from timings.
+#pragma once
+
+#include "core/config.h"
+
+namespace llm {
+
+struct StepFlops {
+  double matmul;     // 6 * (parameters used in matmuls) * tokens
+  double attention;  // forward + backward of causal attention
+  double total() const { return matmul + attention; }
+};
+
+// FLOPs of one optimizer step of `config` (its global batch).
+StepFlops step_flops(const Config& config);
+
+// GFLOP/s of square sgemm of size n, best of `repeats`.
+double measure_gemm_gflops(int n, int repeats);
+
+// Times `steps` training steps (after one warm-up step) and prints the report.
+void benchmark_run(Config config, int steps);
+
+}  // namespace llm

@@ -1,0 +1,167 @@
+// The training loop behind `./train`.
+#include "core/trainer.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "core/system.h"
+#include "data/tokenizer.h"
+#include "model/generate.h"
+
+namespace llm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+}  // namespace
+
+MemoryPlan memory_plan(const Config& config) {
+  MemoryPlan plan;
+  plan.state = ShardingEngine::planned_bytes(layout_build(config.model));
+  plan.activations = Transformer::activation_bytes(config.model, config.training.micro_batch_size,
+                                                   config.training.seq_len);
+  return plan;
+}
+
+void check_memory_fits(const Config& config) {
+  MemoryPlan plan = memory_plan(config);
+  size_t available = memory_available_bytes();
+  LLM_CHECK(available == 0 || plan.total() <= available,
+            "{}: needs {} per rank (parameters {}, gradients {}, optimizer {}, activations {}) but "
+            "this machine has {} available",
+            config.path, format_bytes(plan.total()), format_bytes(plan.state.params),
+            format_bytes(plan.state.grads), format_bytes(plan.state.optimizer),
+            format_bytes(plan.activations), format_bytes(available));
+}
+
+Trainer::Trainer(Config config)
+    : config_(std::move(config)),
+      accumulation_steps_(config_.training.batch_size / config_.training.micro_batch_size) {
+  const TrainingConfig& t = config_.training;
+  check_memory_fits(config_);
+  train_data_ = std::make_unique<DataLoader>(config_.data.train, t.seq_len, config_.model.vocab_size,
+                                             static_cast<uint64_t>(t.seed), /*shuffle=*/true);
+  if (!config_.data.val.empty() && t.eval_sequences > 0) {
+    val_data_ = std::make_unique<DataLoader>(config_.data.val, t.seq_len, config_.model.vocab_size,
+                                             static_cast<uint64_t>(t.seed), /*shuffle=*/false);
+  }
+  model_ = std::make_unique<Transformer>(config_.model, t.micro_batch_size, t.seq_len, backend_cpu());
+  engine_ = std::make_unique<ShardingEngine>(model_->layout(), config_, backend_cpu());
+  inputs_.resize(static_cast<size_t>(t.micro_batch_size) * t.seq_len);
+  targets_.resize(inputs_.size());
+}
+
+StepResult Trainer::train_step(int step) {
+  const TrainingConfig& t = config_.training;
+  const int mb = t.micro_batch_size;
+  const float dloss = 1.0f / (static_cast<float>(t.batch_size) * t.seq_len);
+  engine_->zero_grads();
+  double loss_sum = 0;
+  for (int micro = 0; micro < accumulation_steps_; ++micro) {
+    int64_t position = static_cast<int64_t>(step) * t.batch_size + static_cast<int64_t>(micro) * mb;
+    train_data_->read(position, mb, inputs_.data(), targets_.data());
+    loss_sum += model_->forward_backward(*engine_, inputs_.data(), targets_.data(), mb, t.seq_len,
+                                         dloss);
+  }
+  StepResult result;
+  result.loss = static_cast<float>(loss_sum / accumulation_steps_);
+  result.grad_norm = engine_->grad_norm();
+  LLM_CHECK(std::isfinite(result.loss) && std::isfinite(result.grad_norm),
+            "step {}: loss {} / gradient norm {} is not finite (lower training.lr?)", step + 1,
+            result.loss, result.grad_norm);
+  result.lr = lr_at_step(t, step);
+  engine_->optimizer_step(
+      {result.lr, clip_scale(result.grad_norm, static_cast<float>(t.grad_clip)), step + 1});
+  return result;
+}
+
+float Trainer::evaluate() {
+  if (!val_data_) return NAN;
+  const TrainingConfig& t = config_.training;
+  const int total = static_cast<int>(std::min<int64_t>(t.eval_sequences, val_data_->num_samples()));
+  double loss_sum = 0;
+  for (int done = 0; done < total;) {
+    int count = std::min(t.micro_batch_size, total - done);
+    val_data_->read(done, count, inputs_.data(), targets_.data());
+    loss_sum += static_cast<double>(model_->forward(*engine_, inputs_.data(), targets_.data(), count,
+                                                    t.seq_len)) * count;
+    done += count;
+  }
+  return static_cast<float>(loss_sum / total);
+}
+
+std::string Trainer::sample(int tokens) {
+  LLM_CHECK(!config_.data.tokenizer.empty(), "{}: sampling needs data.tokenizer", config_.path);
+  Tokenizer tokenizer = Tokenizer::load(config_.data.tokenizer);
+  SamplingOptions options;
+  options.max_new_tokens = tokens;
+  options.seed = static_cast<uint64_t>(config_.training.seed);
+  std::vector<int32_t> out = generate(*model_, *engine_, {tokenizer.bos_id()},
+                                      config_.training.seq_len, options);
+  return tokenizer.decode(std::vector<int>(out.begin() + 1, out.end()));
+}
+
+void Trainer::run() {
+  const TrainingConfig& t = config_.training;
+  const std::string run_dir = config_.run_dir();
+  std::filesystem::create_directories(run_dir);
+  {
+    std::ofstream(std::filesystem::path(run_dir) / "config.toml") << config_to_toml(config_);
+  }
+  if (config_.logging.metrics) metrics_ = MetricsLog(run_dir + "/metrics.jsonl", /*append=*/false);
+
+  StateBytes state = engine_->bytes();
+  spdlog::info("config {} | {} parameters | batch {} x {} tokens ({} micro-batches of {})",
+               config_.path, model_->layout().total_numel, t.batch_size, t.seq_len,
+               accumulation_steps_, t.micro_batch_size);
+  spdlog::info("memory: parameters {}, gradients {}, optimizer {}, activations {}",
+               format_bytes(state.params), format_bytes(state.grads), format_bytes(state.optimizer),
+               format_bytes(model_->activation_bytes()));
+
+  auto log_eval = [&](int step) {
+    float val_loss = evaluate();
+    if (std::isnan(val_loss)) return;
+    spdlog::info("step {:>5}/{} | val loss {:.4f}", step, t.steps, val_loss);
+    if (metrics_.is_open()) metrics_.write({{"step", step}, {"val_loss", val_loss}});
+  };
+
+  log_eval(0);
+  const double tokens_per_step = static_cast<double>(t.batch_size) * t.seq_len;
+  auto run_start = Clock::now();
+  for (int step = 0; step < t.steps; ++step) {
+    auto step_start = Clock::now();
+    StepResult r = train_step(step);
+    double seconds = seconds_since(step_start);
+    double tokens_per_s = tokens_per_step / seconds;
+    int done = step + 1;
+    if (done % config_.logging.log_interval == 0 || done == t.steps) {
+      double eta = seconds_since(run_start) / done * (t.steps - done);
+      spdlog::info("step {:>5}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | "
+                   "{:.1f} ms | ETA {}",
+                   done, t.steps, r.loss, r.lr, r.grad_norm, tokens_per_s, seconds * 1e3,
+                   format_duration(eta));
+    }
+    if (metrics_.is_open()) {
+      metrics_.write({{"step", done}, {"loss", r.loss}, {"lr", r.lr}, {"grad_norm", r.grad_norm},
+                      {"tokens_per_s", tokens_per_s}, {"ms_per_step", seconds * 1e3}});
+    }
+    bool last = done == t.steps;
+    if ((t.eval_interval > 0 && done % t.eval_interval == 0) || last) log_eval(done);
+  }
+  spdlog::info("trained {} steps in {}; peak resident memory {}", t.steps,
+               format_duration(seconds_since(run_start)), format_bytes(peak_resident_bytes()));
+  if (t.sample_tokens > 0 && !config_.data.tokenizer.empty()) {
+    spdlog::info("sample:\n{}", sample(t.sample_tokens));
+  }
+}
+
+}  // namespace llm

@@ -1,0 +1,46 @@
+// The small backend interface: one table of op entry points per device. Model
+// code calls ops only through a Backend, so it never contains #ifdef CUDA; a
+// CUDA backend fills the same table with launchers of identical signatures
+// (decltype of the CPU twin), which the compiler checks.
+#pragma once
+
+#include "core/device.h"
+#include "model/kernels/adamw.h"
+#include "model/kernels/attention.h"
+#include "model/kernels/cross_entropy.h"
+#include "model/kernels/embedding.h"
+#include "model/kernels/fill.h"
+#include "model/kernels/matmul.h"
+#include "model/kernels/residual.h"
+#include "model/kernels/rmsnorm.h"
+#include "model/kernels/rope.h"
+#include "model/kernels/swiglu.h"
+
+namespace llm {
+
+struct Backend {
+  Device device;
+  decltype(&cpu::embedding_forward) embedding_forward;
+  decltype(&cpu::embedding_backward) embedding_backward;
+  decltype(&cpu::rmsnorm_forward) rmsnorm_forward;
+  decltype(&cpu::rmsnorm_backward) rmsnorm_backward;
+  decltype(&cpu::rope_table) rope_table;
+  decltype(&cpu::rope_forward) rope_forward;
+  decltype(&cpu::rope_backward) rope_backward;
+  decltype(&cpu::attention_forward) attention_forward;
+  decltype(&cpu::attention_backward) attention_backward;
+  decltype(&cpu::swiglu_forward) swiglu_forward;
+  decltype(&cpu::swiglu_backward) swiglu_backward;
+  decltype(&cpu::matmul_forward) matmul_forward;
+  decltype(&cpu::matmul_backward) matmul_backward;
+  decltype(&cpu::residual_forward) residual_forward;
+  decltype(&cpu::cross_entropy_forward) cross_entropy_forward;
+  decltype(&cpu::cross_entropy_forward_backward) cross_entropy_forward_backward;
+  decltype(&cpu::fill_zero) fill_zero;
+  decltype(&cpu::adamw_update) adamw_update;
+  decltype(&cpu::sum_squares) sum_squares;
+};
+
+const Backend& backend_cpu();
+
+}  // namespace llm

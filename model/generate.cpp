@@ -1,0 +1,48 @@
+// Temperature / top-k sampling over the transformer's logits.
+#include "model/generate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "core/error.h"
+#include "core/rng.h"
+
+namespace llm {
+
+std::vector<int32_t> generate(Transformer& model, UnitProvider& units, std::vector<int32_t> tokens,
+                              int max_context, const SamplingOptions& options) {
+  LLM_CHECK(!tokens.empty(), "generation needs at least one prompt token");
+  const int V = model.config().vocab_size;
+  Rng rng(options.seed);
+  std::vector<int> order(V);
+  std::vector<double> probs(V);
+  for (int i = 0; i < options.max_new_tokens; ++i) {
+    int T = std::min<int>(static_cast<int>(tokens.size()), max_context);
+    model.forward(units, tokens.data() + tokens.size() - T, nullptr, 1, T);
+    const float* logits = model.logits() + static_cast<size_t>(T - 1) * V;
+
+    int k = options.top_k > 0 ? std::min(options.top_k, V) : V;
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                      [&](int a, int b) { return logits[a] > logits[b]; });
+    double max_logit = logits[order[0]], total = 0;
+    for (int j = 0; j < k; ++j) {
+      probs[j] = std::exp((logits[order[j]] - max_logit) / std::max(options.temperature, 1e-4f));
+      total += probs[j];
+    }
+    double r = rng.next_uniform() * total;
+    int chosen = order[k - 1];
+    for (int j = 0; j < k; ++j) {
+      r -= probs[j];
+      if (r <= 0) {
+        chosen = order[j];
+        break;
+      }
+    }
+    tokens.push_back(chosen);
+  }
+  return tokens;
+}
+
+}  // namespace llm

@@ -1,0 +1,21 @@
+// Causal grouped-query self-attention over the fused qkv buffer, flash-style:
+// the (T, T) score matrix is never stored; forward keeps only the
+// log-sum-exp of each query's scores, and backward recomputes probabilities.
+// Invariant: deterministic (each kv head's gradient is summed by one thread in
+// a fixed order), scale 1/sqrt(D), query head h reads kv head h / (H / KV).
+#pragma once
+
+namespace llm::cpu {
+
+// qkv (B, T, (H + 2*KV) * D): per token, H query heads, then KV key heads,
+// then KV value heads (RoPE already applied to q and k).
+// out (B, T, H * D); lse (B, H, T) = log sum_s<=t exp(q_t . k_s / sqrt(D)).
+void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int H, int KV,
+                       int D);
+
+// dqkv (B, T, (H + 2*KV) * D) is overwritten with the gradient of q, k and v;
+// dout (B, T, H * D); out and lse are what forward produced.
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
+                        const float* lse, int B, int T, int H, int KV, int D);
+
+}  // namespace llm::cpu

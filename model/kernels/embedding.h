@@ -1,0 +1,16 @@
+// Token embedding lookup and its gradient.
+// Invariant: backward is deterministic (each row of dwte sums its tokens in
+// token order, whatever the thread count), so gradients are reproducible bits.
+#pragma once
+
+#include <cstdint>
+
+namespace llm::cpu {
+
+// out (N, C) = wte (V, C) row tokens[n]; every token must lie in [0, V).
+void embedding_forward(float* out, const int32_t* tokens, const float* wte, int N, int C);
+
+// dwte (V, C) += sum over positions n with tokens[n] == v of dout[n] (N, C).
+void embedding_backward(float* dwte, const float* dout, const int32_t* tokens, int N, int C);
+
+}  // namespace llm::cpu

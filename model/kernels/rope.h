@@ -1,0 +1,22 @@
+// Rotary position embedding, applied in place to the query and key heads that
+// sit at the start of each row of the fused qkv buffer.
+// Layout: the Hugging Face Llama convention ("rotate half"): within a head of
+// size D, element i pairs with element i + D/2 and the pair is rotated by the
+// angle pos * theta^(-2i/D). Invariant: backward is the exact inverse rotation.
+#pragma once
+
+namespace llm::cpu {
+
+// cos, sin (T, D/2): cos/sin of pos * theta^(-2i/D), angles computed in double.
+void rope_table(float* cos, float* sin, int T, int D, float theta);
+
+// x: N = B*T rows of row_stride floats; row n has position n % T. Rotates the
+// first n_heads heads (each D contiguous floats) of every row, in place.
+void rope_forward(float* x, const float* cos, const float* sin, int N, int T, int n_heads, int D,
+                  int row_stride);
+
+// The adjoint: rotates the gradient dx by the opposite angle, in place.
+void rope_backward(float* dx, const float* cos, const float* sin, int N, int T, int n_heads, int D,
+                   int row_stride);
+
+}  // namespace llm::cpu

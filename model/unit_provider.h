@@ -1,0 +1,28 @@
+// The seam between the model and parallelism. The model is written as if for
+// one device and asks a UnitProvider for each unit's parameters right before
+// using them and for the buffer its gradient accumulates into; a sharding
+// engine implements this to gather, free and reduce units at the right time.
+// Contract:
+//  - acquire_params / release_params come in balanced pairs per pass; the
+//    pointer is valid until the matching release (a unit may be acquired
+//    again later in the same pass, e.g. a tied embedding used by the head).
+//  - acquire_grads may be called several times per backward pass; the model
+//    accumulates (+=) into the returned full-size buffer.
+//  - release_grads(unit) is called exactly once per unit per backward pass,
+//    after the last write to that unit's gradient.
+#pragma once
+
+namespace llm {
+
+enum class Pass { forward, backward };
+
+class UnitProvider {
+ public:
+  virtual ~UnitProvider() = default;
+  virtual const float* acquire_params(int unit, Pass pass) = 0;
+  virtual void release_params(int unit, Pass pass) = 0;
+  virtual float* acquire_grads(int unit) = 0;
+  virtual void release_grads(int unit) = 0;
+};
+
+}  // namespace llm

@@ -1,0 +1,162 @@
+// Entry point. Subcommands:
+//   ./train [train] --config FILE [--section.key=value ...]   train (default)
+//   ./train prepare --input PATH... --out DIR [--vocab-size N] ...   text -> shards
+//   ./train bench --config FILE [--bench-steps N] [--section.key=value ...]
+// Only main decides to exit: every failure below it is an llm::Error, printed
+// as one line on stderr with a non-zero exit status.
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "core/benchmark.h"
+#include "core/config.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "core/trainer.h"
+#include "data/prepare.h"
+
+namespace {
+
+constexpr const char* kUsage = R"(usage:
+  ./train [train] --config FILE [--section.key=value ...]
+      Train. FILE is a path, or a name looked up in configs/ (e.g. tiny).
+      Any config key can be overridden, e.g. --training.steps=20.
+  ./train prepare --input PATH [--input PATH ...] --out DIR [--vocab-size N]
+                  [--val-fraction F] [--shard-tokens N] [--seed N] [--quiet]
+      Train a SentencePiece BPE tokenizer on text files or directories and
+      write tokenizer.model, train_*.bin and val_*.bin into DIR.
+  ./train bench --config FILE [--bench-steps N] [--section.key=value ...]
+      Time training steps on synthetic tokens; report tokens/s and GFLOP/s
+      against this machine's sgemm rate.
+)";
+
+struct Args {
+  std::string command = "train";
+  std::vector<std::pair<std::string, std::string>> options;  // --name value
+  std::vector<std::string> overrides;                        // section.key=value
+};
+
+bool takes_value(const std::string& name) {
+  return name != "quiet" && name != "help";
+}
+
+Args parse_args(int argc, char** argv) {
+  Args args;
+  int i = 1;
+  if (i < argc && argv[i][0] != '-') args.command = argv[i++];
+  for (; i < argc; ++i) {
+    std::string arg = argv[i];
+    LLM_CHECK(arg.rfind("--", 0) == 0, "unexpected argument '{}' (see ./train --help)", arg);
+    std::string name = arg.substr(2);
+    if (name.find('.') != std::string::npos && name.find('=') != std::string::npos) {
+      args.overrides.push_back(name);
+      continue;
+    }
+    std::string value;
+    if (size_t eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    } else if (takes_value(name)) {
+      LLM_CHECK(i + 1 < argc, "option --{} needs a value", name);
+      value = argv[++i];
+    }
+    args.options.emplace_back(name, value);
+  }
+  return args;
+}
+
+const std::string* find_option(const Args& args, const std::string& name) {
+  const std::string* found = nullptr;
+  for (const auto& [key, value] : args.options) {
+    if (key == name) found = &value;
+  }
+  return found;
+}
+
+void check_options(const Args& args, std::initializer_list<const char*> allowed) {
+  for (const auto& [key, value] : args.options) {
+    bool ok = false;
+    for (const char* name : allowed) ok = ok || key == name;
+    LLM_CHECK(ok, "./train {}: unknown option --{} (see ./train --help)", args.command, key);
+  }
+}
+
+long long to_integer(const std::string& text, const std::string& option) {
+  size_t used = 0;
+  long long value = 0;
+  try {
+    value = std::stoll(text, &used);
+  } catch (const std::exception&) {
+  }
+  LLM_CHECK(used == text.size() && !text.empty(), "--{}: expected an integer, got '{}'", option, text);
+  return value;
+}
+
+llm::Config load_config(const Args& args) {
+  const std::string* path = find_option(args, "config");
+  LLM_CHECK(path, "./train {}: --config FILE is required (see ./train --help)", args.command);
+  return llm::config_load(*path, args.overrides);
+}
+
+int run_prepare(const Args& args) {
+  check_options(args, {"input", "out", "vocab-size", "val-fraction", "shard-tokens", "seed", "quiet"});
+  LLM_CHECK(args.overrides.empty(), "./train prepare takes no config overrides");
+  llm::PrepareOptions options;
+  for (const auto& [key, value] : args.options) {
+    if (key == "input") options.inputs.push_back(value);
+    if (key == "out") options.out_dir = value;
+    if (key == "vocab-size") options.vocab_size = static_cast<int>(to_integer(value, key));
+    if (key == "shard-tokens") options.shard_tokens = to_integer(value, key);
+    if (key == "seed") options.seed = static_cast<uint64_t>(to_integer(value, key));
+    if (key == "quiet") options.quiet = true;
+    if (key == "val-fraction") {
+      size_t used = 0;
+      try {
+        options.val_fraction = std::stod(value, &used);
+      } catch (const std::exception&) {
+      }
+      LLM_CHECK(used == value.size() && !value.empty(), "--val-fraction: expected a number, got '{}'",
+                value);
+    }
+  }
+  LLM_CHECK(!options.inputs.empty(), "./train prepare: --input PATH is required");
+  LLM_CHECK(!options.out_dir.empty(), "./train prepare: --out DIR is required");
+  llm::prepare_dataset(options);
+  return 0;
+}
+
+int run_train(const Args& args) {
+  check_options(args, {"config"});
+  llm::Trainer trainer(load_config(args));
+  trainer.run();
+  return 0;
+}
+
+int run_bench(const Args& args) {
+  check_options(args, {"config", "bench-steps"});
+  const std::string* steps = find_option(args, "bench-steps");
+  llm::benchmark_run(load_config(args), steps ? static_cast<int>(to_integer(*steps, "bench-steps")) : 5);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  llm::log_setup(0);
+  try {
+    Args args = parse_args(argc, argv);
+    if (find_option(args, "help") || argc == 1) {
+      std::fputs(kUsage, stdout);
+      return argc == 1 ? 2 : 0;
+    }
+    if (args.command == "train") return run_train(args);
+    if (args.command == "prepare") return run_prepare(args);
+    if (args.command == "bench") return run_bench(args);
+    LLM_FAIL("unknown command '{}' (see ./train --help)", args.command);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}
