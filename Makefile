@@ -1,0 +1,46 @@
+# Thin wrapper over CMake. The two commands a newcomer needs:
+#   make demo   install deps, build, prepare the fortunes corpus, train the demo model
+#   make test   install deps, build, run every test suite (ctest)
+BUILD  ?= build
+JOBS   ?= $(shell nproc)
+CMAKE_FLAGS ?=
+SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+# Everything comes from Debian packages; `fortunes` is the demo's English corpus.
+DEB_PACKAGES := build-essential cmake pkg-config \
+  libopenmpi-dev openmpi-bin libopenblas-dev \
+  libsentencepiece-dev libspdlog-dev libfmt-dev libtomlplusplus-dev nlohmann-json3-dev \
+  libgtest-dev fortunes
+
+FORTUNES_DATA := data/fortunes/train_000.bin
+
+.PHONY: all deps build demo test bench clean
+
+all: build
+
+# Safe to run twice: installs only when a package is missing.
+deps:
+	@dpkg -s $(DEB_PACKAGES) >/dev/null 2>&1 || { \
+	  echo "installing Debian packages: $(DEB_PACKAGES)"; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(DEB_PACKAGES); }
+
+build:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j $(JOBS)
+
+$(FORTUNES_DATA): | build
+	./train prepare --input /usr/share/games/fortunes --out data/fortunes --vocab-size 4096
+
+demo: deps build $(FORTUNES_DATA)
+	./train --config configs/demo.toml
+
+test: deps build
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+bench: deps build
+	./train bench --config configs/demo.toml
+	./train bench --config configs/25m.toml
+
+clean:
+	rm -rf $(BUILD) train data/fortunes data/tiny/*.bin data/tiny/tokenizer.*
