@@ -3,7 +3,8 @@
 //   ./train prepare --input PATH... --out DIR [--vocab-size N] ...   text -> shards
 //   ./train bench --config FILE [--bench-steps N] [--section.key=value ...]
 // Only main decides to exit: every failure below it is an llm::Error, printed
-// as one line on stderr with a non-zero exit status.
+// as one line on stderr (naming the rank) with a non-zero exit status; under
+// mpirun a failing rank aborts the whole job.
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
@@ -14,8 +15,10 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/system.h"
 #include "core/trainer.h"
 #include "data/prepare.h"
+#include "parallel/comm.h"
 
 namespace {
 
@@ -127,9 +130,19 @@ int run_prepare(const Args& args) {
   return 0;
 }
 
+// Joins the MPI world (a world of one without mpirun), quiets ranks other
+// than 0 and shares the node's cores among its ranks.
+llm::Group& join_world() {
+  llm::Group& world = llm::comm_world();
+  llm::log_setup(world.rank());
+  llm::configure_threads(llm::comm_local_size());
+  return world;
+}
+
 int run_train(const Args& args) {
   check_options(args, {"config"});
-  llm::Trainer trainer(load_config(args));
+  llm::Group& world = join_world();
+  llm::Trainer trainer(load_config(args), world);
   trainer.run();
   return 0;
 }
@@ -137,7 +150,9 @@ int run_train(const Args& args) {
 int run_bench(const Args& args) {
   check_options(args, {"config", "bench-steps"});
   const std::string* steps = find_option(args, "bench-steps");
-  llm::benchmark_run(load_config(args), steps ? static_cast<int>(to_integer(*steps, "bench-steps")) : 5);
+  llm::Group& world = join_world();
+  llm::benchmark_run(load_config(args), world,
+                     steps ? static_cast<int>(to_integer(*steps, "bench-steps")) : 5);
   return 0;
 }
 
@@ -156,7 +171,7 @@ int main(int argc, char** argv) {
     if (args.command == "bench") return run_bench(args);
     LLM_FAIL("unknown command '{}' (see ./train --help)", args.command);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
+    // Under mpirun this takes every rank down, so none waits on a dead peer.
+    llm::comm_abort(e.what());
   }
 }

@@ -62,7 +62,7 @@ double measure_gemm_gflops(int n, int repeats) {
   return 2.0 * n * n * n / best / 1e9;
 }
 
-void benchmark_run(Config config, int steps) {
+void benchmark_run(Config config, Group& world, int steps) {
   const TrainingConfig& t = config.training;
   // Synthetic uniform tokens: throughput does not depend on the text.
   std::vector<uint32_t> tokens(static_cast<size_t>(t.batch_size) * (t.seq_len + 1));
@@ -74,7 +74,7 @@ void benchmark_run(Config config, int steps) {
   config.data.train = shard.string();
   config.data.val = "";
   config.logging.metrics = false;
-  Trainer trainer(config);
+  Trainer trainer(config, world);
   std::filesystem::remove(shard);
 
   double gemm = measure_gemm_gflops(2048, 3);

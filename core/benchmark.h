@@ -5,6 +5,7 @@
 #pragma once
 
 #include "core/config.h"
+#include "parallel/comm.h"
 
 namespace llm {
 
@@ -21,6 +22,6 @@ StepFlops step_flops(const Config& config);
 double measure_gemm_gflops(int n, int repeats);
 
 // Times `steps` training steps (after one warm-up step) and prints the report.
-void benchmark_run(Config config, int steps);
+void benchmark_run(Config config, Group& world, int steps);
 
 }  // namespace llm

@@ -1,10 +1,14 @@
 // /proc and getrusage readers behind core/system.h.
 #include "core/system.h"
 
+#include <cblas.h>
+#include <omp.h>
 #include <sys/resource.h>
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 
@@ -25,6 +29,13 @@ size_t peak_resident_bytes() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   return static_cast<size_t>(usage.ru_maxrss) * 1024;
+}
+
+void configure_threads(int ranks_per_node) {
+  if (ranks_per_node <= 1 || std::getenv("OMP_NUM_THREADS")) return;
+  int threads = std::max(1, omp_get_num_procs() / ranks_per_node);
+  omp_set_num_threads(threads);
+  openblas_set_num_threads(threads);
 }
 
 std::string format_bytes(double bytes) {

@@ -14,6 +14,10 @@ size_t memory_available_bytes();
 // Peak resident set size of this process, in bytes.
 size_t peak_resident_bytes();
 
+// Shares this machine's cores among the `ranks_per_node` processes on it
+// (OpenMP and OpenBLAS threads), unless OMP_NUM_THREADS says otherwise.
+void configure_threads(int ranks_per_node);
+
 // "1.50 GiB", "12.0 MiB", "512 B".
 std::string format_bytes(double bytes);
 

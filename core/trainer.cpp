@@ -24,30 +24,41 @@ double seconds_since(Clock::time_point start) {
 
 }  // namespace
 
-MemoryPlan memory_plan(const Config& config) {
+MemoryPlan memory_plan(const Config& config, const ShardingPlan& sharding) {
   MemoryPlan plan;
-  plan.state = ShardingEngine::planned_bytes(layout_build(config.model));
+  plan.state = ShardingEngine::planned_bytes(layout_build(config.model), sharding);
   plan.activations = Transformer::activation_bytes(config.model, config.training.micro_batch_size,
                                                    config.training.seq_len);
   return plan;
 }
 
-void check_memory_fits(const Config& config) {
-  MemoryPlan plan = memory_plan(config);
-  size_t available = memory_available_bytes();
+void check_memory_fits(const Config& config, const ShardingPlan& sharding, int ranks_per_node) {
+  MemoryPlan plan = memory_plan(config, sharding);
+  size_t available = memory_available_bytes() / std::max(ranks_per_node, 1);
   LLM_CHECK(available == 0 || plan.total() <= available,
-            "{}: needs {} per rank (parameters {}, gradients {}, optimizer {}, activations {}) but "
-            "this machine has {} available",
-            config.path, format_bytes(plan.total()), format_bytes(plan.state.params),
+            "{}: needs {} per rank in mode {} (parameters {}, gradients {}, optimizer {}, buffers "
+            "{}, activations {}) but this machine has {} available per rank",
+            config.path, format_bytes(plan.total()), sharding.mode, format_bytes(plan.state.params),
             format_bytes(plan.state.grads), format_bytes(plan.state.optimizer),
-            format_bytes(plan.activations), format_bytes(available));
+            format_bytes(plan.state.buffers), format_bytes(plan.activations),
+            format_bytes(available));
 }
 
-Trainer::Trainer(Config config)
+int micro_batches_per_step(const TrainingConfig& t, int dp_size) {
+  const int per_step = t.micro_batch_size * dp_size;
+  LLM_CHECK(t.batch_size % per_step == 0,
+            "training.batch_size ({}) must be a multiple of training.micro_batch_size ({}) x "
+            "data-parallel ranks ({})",
+            t.batch_size, t.micro_batch_size, dp_size);
+  return t.batch_size / per_step;
+}
+
+Trainer::Trainer(Config config, Group& world)
     : config_(std::move(config)),
-      accumulation_steps_(config_.training.batch_size / config_.training.micro_batch_size) {
+      topology_(world, config_.parallel),
+      accumulation_steps_(micro_batches_per_step(config_.training, topology_.dp_size())) {
   const TrainingConfig& t = config_.training;
-  check_memory_fits(config_);
+  check_memory_fits(config_, topology_.plan, comm_local_size());
   train_data_ = std::make_unique<DataLoader>(config_.data.train, t.seq_len, config_.model.vocab_size,
                                              static_cast<uint64_t>(t.seed), /*shuffle=*/true);
   if (!config_.data.val.empty() && t.eval_sequences > 0) {
@@ -55,7 +66,7 @@ Trainer::Trainer(Config config)
                                              static_cast<uint64_t>(t.seed), /*shuffle=*/false);
   }
   model_ = std::make_unique<Transformer>(config_.model, t.micro_batch_size, t.seq_len, backend_cpu());
-  engine_ = std::make_unique<ShardingEngine>(model_->layout(), config_, backend_cpu());
+  engine_ = std::make_unique<ShardingEngine>(model_->layout(), config_, backend_cpu(), topology_);
   inputs_.resize(static_cast<size_t>(t.micro_batch_size) * t.seq_len);
   targets_.resize(inputs_.size());
 }
@@ -64,16 +75,22 @@ StepResult Trainer::train_step(int step) {
   const TrainingConfig& t = config_.training;
   const int mb = t.micro_batch_size;
   const float dloss = 1.0f / (static_cast<float>(t.batch_size) * t.seq_len);
+  const int dp = topology_.dp_size();
   engine_->zero_grads();
   double loss_sum = 0;
   for (int micro = 0; micro < accumulation_steps_; ++micro) {
-    int64_t position = static_cast<int64_t>(step) * t.batch_size + static_cast<int64_t>(micro) * mb;
+    // Micro-batch `micro` of every rank, side by side, then the next: the
+    // step's sequences are the same whatever the world size.
+    int64_t position = static_cast<int64_t>(step) * t.batch_size +
+                       (static_cast<int64_t>(micro) * dp + topology_.dp_rank()) * mb;
     train_data_->read(position, mb, inputs_.data(), targets_.data());
+    engine_->begin_micro_batch(micro == accumulation_steps_ - 1);
     loss_sum += model_->forward_backward(*engine_, inputs_.data(), targets_.data(), mb, t.seq_len,
                                          dloss);
   }
   StepResult result;
-  result.loss = static_cast<float>(loss_sum / accumulation_steps_);
+  result.loss = static_cast<float>(topology_.world.all_reduce_sum(loss_sum) /
+                                   (static_cast<double>(accumulation_steps_) * dp));
   result.grad_norm = engine_->grad_norm();
   LLM_CHECK(std::isfinite(result.loss) && std::isfinite(result.grad_norm),
             "step {}: loss {} / gradient norm {} is not finite (lower training.lr?)", step + 1,
@@ -113,19 +130,23 @@ std::string Trainer::sample(int tokens) {
 void Trainer::run() {
   const TrainingConfig& t = config_.training;
   const std::string run_dir = config_.run_dir();
-  std::filesystem::create_directories(run_dir);
-  {
+  const bool leader = topology_.world.rank() == 0;
+  if (leader) {
+    std::filesystem::create_directories(run_dir);
     std::ofstream(std::filesystem::path(run_dir) / "config.toml") << config_to_toml(config_);
+    if (config_.logging.metrics) metrics_ = MetricsLog(run_dir + "/metrics.jsonl", /*append=*/false);
   }
-  if (config_.logging.metrics) metrics_ = MetricsLog(run_dir + "/metrics.jsonl", /*append=*/false);
 
   StateBytes state = engine_->bytes();
-  spdlog::info("config {} | {} parameters | batch {} x {} tokens ({} micro-batches of {})",
+  spdlog::info("config {} | {} parameters | batch {} x {} tokens | {} ranks, mode {} (shard group "
+               "{}) | {} micro-batches of {} per rank",
                config_.path, model_->layout().total_numel, t.batch_size, t.seq_len,
+               topology_.dp_size(), topology_.plan.mode, topology_.plan.shard_group_size,
                accumulation_steps_, t.micro_batch_size);
-  spdlog::info("memory: parameters {}, gradients {}, optimizer {}, activations {}",
+  spdlog::info("memory per rank: parameters {}, gradients {}, optimizer {}, buffers {}, "
+               "activations {}",
                format_bytes(state.params), format_bytes(state.grads), format_bytes(state.optimizer),
-               format_bytes(model_->activation_bytes()));
+               format_bytes(state.buffers), format_bytes(model_->activation_bytes()));
 
   auto log_eval = [&](int step) {
     float val_loss = evaluate();

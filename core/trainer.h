@@ -14,7 +14,9 @@
 #include "core/log.h"
 #include "data/loader.h"
 #include "model/transformer.h"
+#include "parallel/comm.h"
 #include "parallel/sharding_engine.h"
+#include "parallel/topology.h"
 
 namespace llm {
 
@@ -25,11 +27,16 @@ struct MemoryPlan {
   size_t activations = 0;
   size_t total() const { return state.total() + activations; }
 };
-MemoryPlan memory_plan(const Config& config);
+MemoryPlan memory_plan(const Config& config, const ShardingPlan& plan);
 
 // Throws, with one line naming the config and both figures, when the plan
-// exceeds the memory this machine has available.
-void check_memory_fits(const Config& config);
+// exceeds the memory this machine has available (shared by `ranks_per_node`
+// processes).
+void check_memory_fits(const Config& config, const ShardingPlan& plan, int ranks_per_node);
+
+// Micro-batches per rank per step: batch_size / (micro_batch_size x dp_size);
+// throws naming the keys when that does not divide.
+int micro_batches_per_step(const TrainingConfig& training, int dp_size);
 
 struct StepResult {
   float loss;
@@ -39,7 +46,8 @@ struct StepResult {
 
 class Trainer {
  public:
-  explicit Trainer(Config config);
+  // Trains over `world` (every rank of it calls this together).
+  Trainer(Config config, Group& world);
 
   // Runs training.steps steps with evaluation and logging; then the sample.
   void run();
@@ -51,12 +59,14 @@ class Trainer {
   std::string sample(int tokens);
 
   ShardingEngine& engine() { return *engine_; }
+  Topology& topology() { return topology_; }
   Transformer& model() { return *model_; }
   const Config& config() const { return config_; }
   int accumulation_steps() const { return accumulation_steps_; }
 
  private:
   Config config_;
+  Topology topology_;
   int accumulation_steps_;
   std::unique_ptr<Transformer> model_;
   std::unique_ptr<ShardingEngine> engine_;

@@ -1,61 +1,314 @@
-// World-of-one sharding engine: full state in three arenas.
+// The sharding engine (see sharding_engine.h for the contract).
 #include "parallel/sharding_engine.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+
+#include "core/error.h"
 
 namespace llm {
+namespace {
 
-StateBytes ShardingEngine::planned_bytes(const ParameterLayout& layout) {
-  StateBytes b;
+constexpr int kGatherSlots = 3;  // the unit in use + a prefetch, or head + tied embedding + a prefetch
+constexpr int kGradSlots = 2;    // the unit in backward + the one still reducing
+enum Category { kParams, kGrads, kOptimizer, kBuffers };
+
+}  // namespace
+
+std::vector<ShardingEngine::UnitShard> ShardingEngine::unit_shards(const ParameterLayout& layout,
+                                                                   int group_size, int group_rank) {
+  std::vector<UnitShard> shards;
   for (const UnitSpec& u : layout.units) {
-    b.params += align_up(u.numel * sizeof(float));
-    b.grads += align_up(u.numel * sizeof(float));
-    b.optimizer += 2 * align_up(u.numel * sizeof(float));
+    UnitShard s;
+    s.numel = u.numel;
+    s.shard = (u.numel + group_size - 1) / group_size;
+    s.padded = s.shard * group_size;
+    s.begin = s.shard * group_rank;
+    s.owned = s.begin >= u.numel ? 0 : std::min(s.shard, u.numel - s.begin);
+    shards.push_back(s);
   }
-  return b;
+  return shards;
+}
+
+void ShardingEngine::plan_buffers(const std::vector<UnitShard>& shards, const ShardingPlan& plan,
+                                  std::vector<UnitState>* units, std::vector<GatherSlot>* gather,
+                                  std::vector<GradSlot>* grad, BufferPlan out[4]) {
+  *units = std::vector<UnitState>(shards.size());  // sized before slots are planned
+  size_t max_padded = 0, max_shard = 0;
+  for (size_t u = 0; u < shards.size(); ++u) {
+    const UnitShard& s = shards[u];
+    UnitState& state = (*units)[u];
+    max_padded = std::max(max_padded, s.padded);
+    max_shard = std::max(max_shard, s.shard);
+    if (plan.shard_params) {
+      out[kParams].add(state.owned_params, s.shard);
+    } else {
+      out[kParams].add(state.full_params, s.padded);
+    }
+    if (!plan.shard_grads) out[kGrads].add(state.local_grads, s.padded);
+    if (plan.shard_optimizer) out[kGrads].add(state.reduced_grads, s.shard);
+    out[kOptimizer].add(state.m, s.shard);
+    out[kOptimizer].add(state.v, s.shard);
+  }
+  *gather = std::vector<GatherSlot>(plan.shard_params ? kGatherSlots : 0);
+  for (GatherSlot& slot : *gather) out[kBuffers].add(slot.full, max_padded);
+  *grad = std::vector<GradSlot>(plan.shard_grads ? kGradSlots : 0);
+  for (GradSlot& slot : *grad) {
+    out[kBuffers].add(slot.full, max_padded);
+    out[kBuffers].add(slot.landing, max_shard);
+  }
+}
+
+StateBytes ShardingEngine::planned_bytes(const ParameterLayout& layout, const ShardingPlan& plan) {
+  std::vector<UnitState> units;
+  std::vector<GatherSlot> gather;
+  std::vector<GradSlot> grad;
+  BufferPlan plans[4];
+  plan_buffers(unit_shards(layout, plan.shard_group_size, 0), plan, &units, &gather, &grad, plans);
+  return {plans[kParams].bytes(), plans[kGrads].bytes(), plans[kOptimizer].bytes(),
+          plans[kBuffers].bytes()};
 }
 
 ShardingEngine::ShardingEngine(const ParameterLayout& layout, const Config& config,
-                               const Backend& backend)
-    : layout_(layout), training_(config.training), be_(backend), bytes_(planned_bytes(layout)) {
-  param_arena_ = Arena("parameters", bytes_.params);
-  grad_arena_ = Arena("gradients", bytes_.grads);
-  optimizer_arena_ = Arena("optimizer", bytes_.optimizer);
-  const size_t n_units = layout.units.size();
-  params_.resize(n_units);
-  grads_.resize(n_units);
-  m_.resize(n_units);
-  v_.resize(n_units);
-  for (size_t u = 0; u < n_units; ++u) {
-    size_t n = layout.units[u].numel;
-    params_[u] = param_arena_.alloc<float>(n);
-    grads_[u] = grad_arena_.alloc<float>(n);
-    m_[u] = optimizer_arena_.alloc<float>(n);
-    v_[u] = optimizer_arena_.alloc<float>(n);
-    layout_init_params(layout, config.model, static_cast<uint64_t>(config.training.seed),
-                       static_cast<int>(u), 0, n, params_[u]);
+                               const Backend& backend, Topology& topology)
+    : layout_(layout),
+      training_(config.training),
+      be_(backend),
+      topo_(topology),
+      plan_(topology.plan),
+      shards_(unit_shards(layout, topology.shard->size(), topology.shard->rank())) {
+  BufferPlan plans[4];
+  plan_buffers(shards_, plan_, &units_, &gather_slots_, &grad_slots_, plans);
+  const char* names[4] = {"parameters", "gradients", "optimizer", "buffers"};
+  for (int c = 0; c < 4; ++c) {
+    arenas_[c] = Arena(names[c], plans[c].bytes());
+    plans[c].bind(arenas_[c]);
+  }
+  bytes_ = {arenas_[kParams].capacity(), arenas_[kGrads].capacity(),
+            arenas_[kOptimizer].capacity(), arenas_[kBuffers].capacity()};
+  const uint64_t seed = static_cast<uint64_t>(config.training.seed);
+  for (size_t u = 0; u < units_.size(); ++u) {
+    const UnitShard& s = shards_[u];
+    int unit = static_cast<int>(u);
+    if (plan_.shard_params) {
+      layout_init_params(layout, config.model, seed, unit, s.begin, s.begin + s.owned,
+                         units_[u].owned_params);
+    } else {
+      layout_init_params(layout, config.model, seed, unit, 0, s.numel, units_[u].full_params);
+    }
   }
 }
 
-const float* ShardingEngine::acquire_params(int unit, Pass) { return params_[unit]; }
-void ShardingEngine::release_params(int, Pass) {}
-float* ShardingEngine::acquire_grads(int unit) { return grads_[unit]; }
-void ShardingEngine::release_grads(int) {}
+// --- parameters ----------------------------------------------------------------
+
+ShardingEngine::GatherSlot* ShardingEngine::find_gather_slot(int unit) {
+  for (GatherSlot& slot : gather_slots_) {
+    if (slot.unit == unit) return &slot;
+  }
+  return nullptr;
+}
+
+ShardingEngine::GatherSlot& ShardingEngine::start_gather(int unit) {
+  // Least recently used slot that nobody holds and that is not receiving.
+  GatherSlot* victim = nullptr;
+  for (GatherSlot& slot : gather_slots_) {
+    if (slot.refs > 0 || slot.pending.pending()) continue;
+    if (!victim || slot.last_use < victim->last_use) victim = &slot;
+  }
+  LLM_CHECK(victim, "sharding engine: no free gather buffer for unit {} ({} in use)",
+            layout_.units[unit].name, gather_slots_.size());
+  const UnitShard& s = shards_[unit];
+  victim->unit = unit;
+  victim->pending =
+      topo_.shard->all_gather_async(units_[unit].owned_params, victim->full, s.shard, WireType::f32);
+  return *victim;
+}
+
+void ShardingEngine::prefetch(int unit) {
+  if (unit < 0 || unit >= static_cast<int>(units_.size()) || find_gather_slot(unit)) return;
+  for (const GatherSlot& slot : gather_slots_) {
+    if (slot.refs == 0 && !slot.pending.pending()) {
+      start_gather(unit);
+      return;
+    }
+  }
+}
+
+const float* ShardingEngine::acquire_params(int unit, Pass pass) {
+  if (!plan_.shard_params) return units_[unit].full_params;
+  bool alone = std::none_of(gather_slots_.begin(), gather_slots_.end(),
+                            [](const GatherSlot& s) { return s.refs > 0; });
+  GatherSlot* slot = find_gather_slot(unit);
+  if (!slot) slot = &start_gather(unit);
+  slot->pending.wait();
+  slot->refs++;
+  // Prefetch the next unit of this pass, unless this acquire is nested inside
+  // another unit's (the tied embedding used by the head), which is off-order.
+  if (alone) {
+    int next = pass == Pass::forward ? unit + 1 : unit - 1;
+    if (pass == Pass::backward && next == layout_.embed_unit()) next = -1;  // backward needs no embedding params
+    prefetch(next);
+  }
+  return slot->full;
+}
+
+void ShardingEngine::release_params(int unit, Pass) {
+  if (!plan_.shard_params) return;
+  GatherSlot* slot = find_gather_slot(unit);
+  LLM_CHECK(slot && slot->refs > 0, "sharding engine: unit {} released but not acquired",
+            layout_.units[unit].name);
+  slot->refs--;
+  slot->last_use = ++clock_;
+}
+
+void ShardingEngine::gather_params(int unit, float* out) {
+  const UnitShard& s = shards_[unit];
+  if (!plan_.shard_params) {
+    std::memcpy(out, units_[unit].full_params, s.numel * sizeof(float));
+    return;
+  }
+  const float* full = acquire_params(unit, Pass::forward);
+  std::memcpy(out, full, s.numel * sizeof(float));
+  release_params(unit, Pass::forward);
+}
+
+std::vector<float> ShardingEngine::gather_all_params() {
+  std::vector<float> all(layout_.total_numel);
+  size_t offset = 0;
+  for (size_t u = 0; u < units_.size(); ++u) {
+    gather_params(static_cast<int>(u), all.data() + offset);
+    offset += shards_[u].numel;
+  }
+  return all;
+}
+
+// --- gradients -----------------------------------------------------------------
+
+ShardingEngine::GradSlot& ShardingEngine::free_grad_slot() {
+  for (GradSlot& slot : grad_slots_) {
+    if (slot.unit < 0) return slot;
+  }
+  // All slots busy: finish the reduction that is in flight.
+  for (GradSlot& slot : grad_slots_) {
+    if (slot.reducing) {
+      complete_reduction(slot);
+      return slot;
+    }
+  }
+  LLM_FAIL("sharding engine: more than {} units hold gradient buffers at once", grad_slots_.size());
+}
+
+float* ShardingEngine::acquire_grads(int unit) {
+  UnitState& state = units_[unit];
+  if (!plan_.shard_grads) return state.local_grads;
+  if (!state.grad_slot) {
+    GradSlot& slot = free_grad_slot();
+    slot.unit = unit;
+    be_.fill_zero(slot.full, shards_[unit].padded);
+    state.grad_slot = &slot;
+  }
+  return state.grad_slot->full;
+}
+
+void ShardingEngine::release_grads(int unit) {
+  UnitState& state = units_[unit];
+  const UnitShard& s = shards_[unit];
+  if (!plan_.shard_grads) {
+    if (!last_micro_batch_) return;  // keep accumulating locally
+    if (plan_.shard_optimizer) {     // zero1
+      state.pending = topo_.shard->reduce_scatter_async(state.local_grads, state.reduced_grads,
+                                                        s.shard, WireType::f32);
+    } else {  // ddp
+      state.pending = topo_.replicate->all_reduce_async(state.local_grads, s.padded, WireType::f32);
+    }
+    return;
+  }
+  GradSlot& slot = *state.grad_slot;
+  state.grad_slot = nullptr;
+  slot.reducing = true;
+  slot.last_micro_batch = last_micro_batch_;
+  slot.pending = topo_.shard->reduce_scatter_async(slot.full, slot.landing, s.shard, WireType::f32);
+}
+
+void ShardingEngine::complete_reduction(GradSlot& slot) {
+  slot.pending.wait();
+  const int unit = slot.unit;
+  UnitState& state = units_[unit];
+  const size_t n = shards_[unit].shard;
+  for (size_t i = 0; i < n; ++i) state.reduced_grads[i] += slot.landing[i];
+  if (slot.last_micro_batch && topo_.replicate->size() > 1) {
+    state.pending = topo_.replicate->all_reduce_async(state.reduced_grads, n, WireType::f32);
+  }
+  slot.unit = -1;
+  slot.reducing = false;
+}
+
+void ShardingEngine::wait_gradients() {
+  for (GradSlot& slot : grad_slots_) {
+    if (slot.reducing) complete_reduction(slot);
+  }
+  for (UnitState& state : units_) state.pending.wait();
+}
+
+float* ShardingEngine::reduced_grads(int unit) {
+  return plan_.shard_optimizer ? units_[unit].reduced_grads : units_[unit].local_grads;
+}
 
 void ShardingEngine::zero_grads() {
-  for (size_t u = 0; u < grads_.size(); ++u) be_.fill_zero(grads_[u], layout_.units[u].numel);
+  wait_gradients();
+  for (size_t u = 0; u < units_.size(); ++u) {
+    if (units_[u].local_grads) be_.fill_zero(units_[u].local_grads, shards_[u].padded);
+    if (units_[u].reduced_grads) be_.fill_zero(units_[u].reduced_grads, shards_[u].shard);
+  }
+}
+
+void ShardingEngine::gather_grads(int unit, float* out) {
+  wait_gradients();
+  const UnitShard& s = shards_[unit];
+  if (!plan_.shard_optimizer) {
+    std::memcpy(out, units_[unit].local_grads, s.numel * sizeof(float));
+    return;
+  }
+  std::vector<float> full(s.padded);
+  topo_.shard->all_gather(units_[unit].reduced_grads, full.data(), s.shard, WireType::f32);
+  std::memcpy(out, full.data(), s.numel * sizeof(float));
 }
 
 float ShardingEngine::grad_norm() {
+  wait_gradients();
   double sum = 0;
-  for (size_t u = 0; u < grads_.size(); ++u) sum += be_.sum_squares(grads_[u], layout_.units[u].numel);
+  for (size_t u = 0; u < units_.size(); ++u) {
+    const UnitShard& s = shards_[u];
+    // ddp: the full gradient, identical on every rank; otherwise the owned slice.
+    sum += plan_.shard_optimizer ? be_.sum_squares(units_[u].reduced_grads, s.owned)
+                                 : be_.sum_squares(units_[u].local_grads, s.numel);
+  }
+  if (plan_.shard_optimizer) sum = topo_.shard->all_reduce_sum(sum);
   return static_cast<float>(std::sqrt(sum));
 }
 
 void ShardingEngine::optimizer_step(const AdamWStep& step) {
-  for (size_t u = 0; u < params_.size(); ++u) {
-    optimizer_update_slice(be_, layout_, training_, step, static_cast<int>(u), 0,
-                           layout_.units[u].numel, params_[u], grads_[u], m_[u], v_[u]);
+  wait_gradients();
+  for (size_t u = 0; u < units_.size(); ++u) {
+    const UnitShard& s = shards_[u];
+    UnitState& state = units_[u];
+    if (s.owned == 0) continue;
+    float* params = plan_.shard_params ? state.owned_params : state.full_params + s.begin;
+    const float* grads = plan_.shard_optimizer ? state.reduced_grads : state.local_grads;
+    optimizer_update_slice(be_, layout_, training_, step, static_cast<int>(u), s.begin,
+                           s.begin + s.owned, params, grads, state.m, state.v);
+  }
+  if (plan_.shard_params) {
+    for (GatherSlot& slot : gather_slots_) slot.unit = -1;  // cached gathers are stale
+  } else if (plan_.shard_optimizer) {
+    std::vector<CommHandle> gathers;
+    for (size_t u = 0; u < units_.size(); ++u) {
+      const UnitShard& s = shards_[u];
+      float* full = units_[u].full_params;
+      gathers.push_back(topo_.shard->all_gather_async(full + s.begin, full, s.shard, WireType::f32));
+    }
+    for (CommHandle& gather : gathers) gather.wait();
   }
 }
 

@@ -1,11 +1,25 @@
-// Owns the model state (fp32 parameters, gradients, AdamW moments; one flat
-// buffer per unit) and serves it to the model through UnitProvider.
-// This first version is the world of one: nothing is sharded and no
-// communication happens; the parallel modes extend it.
-// Invariant: gradients accumulate across micro-batches until zero_grads().
+// The sharding engine: owns the model state (fp32 parameters, gradients, AdamW
+// moments; per unit) sharded as the mode's ShardingPlan says, and serves it to
+// the model through UnitProvider, communicating at unit boundaries.
+//  - Each unit of n elements is padded to P = s * S (S the shard group size,
+//    s = ceil(n / S)); shard-group member i owns elements [i*s, i*s + s) ∩ [0, n).
+//  - Sharded parameters (zero3, hybrid): a unit is all-gathered into one of a
+//    few pooled buffers when the model acquires it, the next unit in pass
+//    order is prefetched (at most two gathers beyond the unit in use), and a
+//    gathered copy stays cached until its buffer is needed or parameters change.
+//  - Gradients: unsharded modes accumulate full local gradients and reduce them
+//    once, during the last micro-batch (ddp all-reduce, zero1 reduce-scatter);
+//    sharded modes reduce-scatter each unit as soon as its backward releases
+//    it, every micro-batch, from a pooled scratch buffer into the owned shard
+//    (hybrid then all-reduces the shard across replicas on the last one).
+//  - The optimizer updates only owned slices; zero1/zero2 then all-gather the
+//    parameters.
+// Invariant: every member of a group issues the same collectives in the same
+// order, because they all follow the model's deterministic unit order.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "core/arena.h"
@@ -14,20 +28,27 @@
 #include "model/layout.h"
 #include "model/optimizer.h"
 #include "model/unit_provider.h"
+#include "parallel/comm.h"
+#include "parallel/topology.h"
 
 namespace llm {
 
+// Bytes held by one rank. `buffers` are the pooled gather / gradient scratch
+// buffers of the sharded modes.
 struct StateBytes {
-  size_t params = 0, grads = 0, optimizer = 0;
-  size_t total() const { return params + grads + optimizer; }
+  size_t params = 0, grads = 0, optimizer = 0, buffers = 0;
+  size_t state() const { return params + grads + optimizer; }
+  size_t total() const { return state() + buffers; }
 };
 
 class ShardingEngine : public UnitProvider {
  public:
-  ShardingEngine(const ParameterLayout& layout, const Config& config, const Backend& backend);
+  ShardingEngine(const ParameterLayout& layout, const Config& config, const Backend& backend,
+                 Topology& topology);
 
-  // Bytes this rank will hold, computed without allocating.
-  static StateBytes planned_bytes(const ParameterLayout& layout);
+  // Bytes a member of a shard group of the plan's size holds, computed
+  // without allocating (the largest over shard ranks).
+  static StateBytes planned_bytes(const ParameterLayout& layout, const ShardingPlan& plan);
   StateBytes bytes() const { return bytes_; }
 
   const float* acquire_params(int unit, Pass pass) override;
@@ -35,22 +56,84 @@ class ShardingEngine : public UnitProvider {
   float* acquire_grads(int unit) override;
   void release_grads(int unit) override;
 
+  // Gradients of the coming micro-batch are reduced during it when it is the
+  // last of the step (and always when gradients are sharded).
+  void begin_micro_batch(bool last) { last_micro_batch_ = last; }
   void zero_grads();
-  // Global L2 norm of the accumulated gradient.
+  // Global L2 norm of the reduced gradient (waits for pending reductions).
   float grad_norm();
   void optimizer_step(const AdamWStep& step);
 
-  // Full parameters of a unit (for tests, sampling and checkpoints).
-  float* unit_params(int unit) { return params_[unit]; }
-  float* unit_grads(int unit) { return grads_[unit]; }
+  // The full parameters of `unit` (numel elements) into out; a collective
+  // over the shard group when parameters are sharded.
+  void gather_params(int unit, float* out);
+  // The reduced gradient of `unit` (numel elements) into out; a collective
+  // over the shard group when gradients are sharded.
+  void gather_grads(int unit, float* out);
+  // Every unit's parameters, concatenated in unit order (total_numel).
+  std::vector<float> gather_all_params();
 
  private:
+  struct UnitShard {
+    size_t numel;   // n
+    size_t shard;   // s
+    size_t padded;  // P = s * S
+    size_t begin;   // first owned element
+    size_t owned;   // owned elements (may be 0 on trailing ranks)
+  };
+  struct GatherSlot {
+    float* full = nullptr;  // (P_max)
+    int unit = -1;          // whose parameters it holds (or is receiving)
+    int refs = 0;
+    uint64_t last_use = 0;
+    CommHandle pending;
+  };
+  struct GradSlot {
+    float* full = nullptr;     // (P_max) where the model accumulates
+    float* landing = nullptr;  // (s_max) the reduce-scatter result
+    int unit = -1;             // in use by the model, or reducing
+    bool reducing = false;
+    bool last_micro_batch = false;
+    CommHandle pending;
+  };
+  struct UnitState {
+    float* full_params = nullptr;    // (P) unsharded parameters
+    float* owned_params = nullptr;   // (s) sharded parameters
+    float* local_grads = nullptr;    // (P) unsharded-gradient accumulation
+    float* reduced_grads = nullptr;  // (s) reduced gradient of the owned slice
+    float* m = nullptr;              // (s)
+    float* v = nullptr;              // (s)
+    GradSlot* grad_slot = nullptr;   // sharded gradients: the slot in use
+    CommHandle pending;              // unsharded / replica gradient reduction
+  };
+
+  static std::vector<UnitShard> unit_shards(const ParameterLayout& layout, int group_size,
+                                            int group_rank);
+  static void plan_buffers(const std::vector<UnitShard>& shards, const ShardingPlan& plan,
+                           std::vector<UnitState>* units, std::vector<GatherSlot>* gather,
+                           std::vector<GradSlot>* grad, BufferPlan out[4]);
+
+  GatherSlot* find_gather_slot(int unit);
+  GatherSlot& start_gather(int unit);
+  void prefetch(int unit);
+  GradSlot& free_grad_slot();
+  void complete_reduction(GradSlot& slot);
+  void wait_gradients();
+  float* reduced_grads(int unit);
+
   const ParameterLayout& layout_;
   const TrainingConfig& training_;
   const Backend& be_;
+  Topology& topo_;
+  const ShardingPlan& plan_;
+  std::vector<UnitShard> shards_;
+  std::vector<UnitState> units_;
+  std::vector<GatherSlot> gather_slots_;
+  std::vector<GradSlot> grad_slots_;
+  Arena arenas_[4];  // parameters, gradients, optimizer, buffers
   StateBytes bytes_;
-  Arena param_arena_, grad_arena_, optimizer_arena_;
-  std::vector<float*> params_, grads_, m_, v_;  // per unit
+  bool last_micro_batch_ = true;
+  uint64_t clock_ = 0;
 };
 
 }  // namespace llm

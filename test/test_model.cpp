@@ -41,8 +41,9 @@ using NamedParams = std::map<std::string, Vec>;
 NamedParams named_params(const ParameterLayout& layout, ShardingEngine& engine) {
   NamedParams out;
   for (const TensorSpec& t : layout.tensors) {
-    const float* p = engine.unit_params(t.unit) + t.offset;
-    out[t.name] = Vec(p, p + t.numel);
+    std::vector<float> unit(layout.units[t.unit].numel);
+    engine.gather_params(t.unit, unit.data());
+    out[t.name] = Vec(unit.begin() + t.offset, unit.begin() + t.offset + t.numel);
   }
   return out;
 }
@@ -92,7 +93,8 @@ TEST_P(ModelVsNaive, LossAndEveryParameterGradientMatch) {
   Config c = tiny_config(tied);
   const int B = 2, T = 5, N = B * T;
   Transformer model(c.model, B, T, backend_cpu());
-  ShardingEngine engine(model.layout(), c, backend_cpu());
+  Topology topology(comm_world(), c.parallel);
+  ShardingEngine engine(model.layout(), c, backend_cpu(), topology);
   std::vector<int32_t> inputs = random_tokens(N, c.model.vocab_size, 1);
   std::vector<int32_t> targets = random_tokens(N, c.model.vocab_size, 2);
 
@@ -107,7 +109,9 @@ TEST_P(ModelVsNaive, LossAndEveryParameterGradientMatch) {
   const double h = 1e-5;
   int checked = 0;
   for (const TensorSpec& t : model.layout().tensors) {
-    const float* grad = engine.unit_grads(t.unit) + t.offset;
+    std::vector<float> unit_grads(model.layout().units[t.unit].numel);
+    engine.gather_grads(t.unit, unit_grads.data());
+    const float* grad = unit_grads.data() + t.offset;
     Vec& values = params.at(t.name);
     for (size_t i = 0; i < t.numel; ++i) {
       double saved = values[i];
@@ -184,7 +188,8 @@ TEST(Model, OverfitsOneBatch) {
   c.data.train = "unused";
   const int B = 2, T = 16, N = B * T;
   Transformer model(c.model, B, T, backend_cpu());
-  ShardingEngine engine(model.layout(), c, backend_cpu());
+  Topology topology(comm_world(), c.parallel);
+  ShardingEngine engine(model.layout(), c, backend_cpu(), topology);
   std::vector<int32_t> inputs = random_tokens(N, c.model.vocab_size, 3);
   std::vector<int32_t> targets = random_tokens(N, c.model.vocab_size, 4);
   float loss = 0;

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "parallel/comm.h"
 #include "core/trainer.h"
 #include "model/optimizer.h"
 
@@ -27,22 +28,17 @@ std::vector<float> losses_of(Trainer& trainer, int steps) {
 }
 
 TEST(Trainer, SameSeedSameConfigGivesIdenticalBits) {
-  Trainer a(tiny()), b(tiny());
+  Trainer a(tiny(), comm_world()), b(tiny(), comm_world());
   std::vector<float> la = losses_of(a, 4), lb = losses_of(b, 4);
   EXPECT_EQ(la, lb);  // exact: same kernels, same order, same data
-  const ParameterLayout& layout = a.model().layout();
-  for (size_t u = 0; u < layout.units.size(); ++u) {
-    int unit = static_cast<int>(u);
-    ASSERT_EQ(0, std::memcmp(a.engine().unit_params(unit), b.engine().unit_params(unit),
-                             layout.units[u].numel * sizeof(float)))
-        << layout.units[u].name;
-  }
-  Trainer c(tiny({"training.seed=1"}));
+  std::vector<float> pa = a.engine().gather_all_params(), pb = b.engine().gather_all_params();
+  EXPECT_EQ(0, std::memcmp(pa.data(), pb.data(), pa.size() * sizeof(float)));
+  Trainer c(tiny({"training.seed=1"}), comm_world());
   EXPECT_NE(losses_of(c, 4), la);
 }
 
 TEST(Trainer, LossFallsOnTinyData) {
-  Trainer trainer(tiny());
+  Trainer trainer(tiny(), comm_world());
   float before = trainer.evaluate();
   EXPECT_NEAR(before, std::log(512.0f), 0.3f);  // untrained: about ln(vocab)
   losses_of(trainer, 40);
@@ -52,8 +48,8 @@ TEST(Trainer, LossFallsOnTinyData) {
 // Same global batch as one micro-batch of 8 or as 4 accumulated micro-batches
 // of 2: the gradient is the same sum in another order, so fp32 agreement.
 TEST(Trainer, GradientAccumulationMatchesOneBigMicroBatch) {
-  Trainer whole(tiny({"training.micro_batch_size=8"}));
-  Trainer accumulated(tiny({"training.micro_batch_size=2"}));
+  Trainer whole(tiny({"training.micro_batch_size=8"}), comm_world());
+  Trainer accumulated(tiny({"training.micro_batch_size=2"}), comm_world());
   ASSERT_EQ(whole.accumulation_steps(), 1);
   ASSERT_EQ(accumulated.accumulation_steps(), 4);
   for (int s = 0; s < 3; ++s) {
@@ -61,24 +57,21 @@ TEST(Trainer, GradientAccumulationMatchesOneBigMicroBatch) {
     EXPECT_NEAR(a.loss, b.loss, 1e-5f);
     EXPECT_NEAR(a.grad_norm, b.grad_norm, 1e-4f * a.grad_norm);
   }
-  const ParameterLayout& layout = whole.model().layout();
-  for (size_t u = 0; u < layout.units.size(); ++u) {
-    const float* pa = whole.engine().unit_params(static_cast<int>(u));
-    const float* pb = accumulated.engine().unit_params(static_cast<int>(u));
-    for (size_t i = 0; i < layout.units[u].numel; ++i) ASSERT_NEAR(pa[i], pb[i], 1e-5f);
-  }
+  std::vector<float> pa = whole.engine().gather_all_params();
+  std::vector<float> pb = accumulated.engine().gather_all_params();
+  for (size_t i = 0; i < pa.size(); ++i) ASSERT_NEAR(pa[i], pb[i], 1e-5f) << i;
 }
 
 TEST(Trainer, EvaluationIsTheMeanOverTheFirstValidationSequences) {
-  Trainer trainer(tiny({"training.eval_sequences=3", "training.micro_batch_size=2"}));
+  Trainer trainer(tiny({"training.eval_sequences=3", "training.micro_batch_size=2"}), comm_world());
   float whole = trainer.evaluate();  // micro-batches of 2 + 1 sequences
   Trainer one_by_one(tiny({"training.eval_sequences=3", "training.micro_batch_size=1",
-                           "training.batch_size=8"}));
+                           "training.batch_size=8"}), comm_world());
   EXPECT_NEAR(one_by_one.evaluate(), whole, 1e-5f);
 }
 
 TEST(Trainer, SampleDecodesGeneratedText) {
-  Trainer trainer(tiny());
+  Trainer trainer(tiny(), comm_world());
   losses_of(trainer, 5);
   std::string text = trainer.sample(20);
   EXPECT_FALSE(text.empty());
@@ -87,13 +80,14 @@ TEST(Trainer, SampleDecodesGeneratedText) {
 
 TEST(Trainer, RefusesAModelThatCannotFitBeforeAllocating) {
   Config config = config_load("configs/llama8b.toml", {});
-  MemoryPlan plan = memory_plan(config);
+  ShardingPlan ddp = sharding_plan(config.parallel, 1);
+  MemoryPlan plan = memory_plan(config, ddp);
   const size_t n = layout_build(config.model).total_numel;
   EXPECT_GT(n, 8.00e9);  // Llama 3 8B: 8.03B parameters
   EXPECT_LT(n, 8.06e9);
   EXPECT_GE(plan.state.params, n * sizeof(float));
   try {
-    check_memory_fits(config);
+    check_memory_fits(config, ddp, 1);
     FAIL() << "llama8b fit in this machine's memory";
   } catch (const Error& e) {
     std::string message = e.what();

@@ -1,0 +1,51 @@
+// AdamW and the gradient squared-norm on the CPU.
+// Invariant: both are elementwise over [0, n) so a shard gets the same bits as
+// the whole; sum_squares adds fixed-size chunks, each in double, in chunk
+// order, so its result does not depend on the thread count.
+#include "model/kernels/adamw.h"
+
+#include <cmath>
+#include <vector>
+
+namespace llm::cpu {
+
+namespace {
+constexpr size_t kSumChunk = 1 << 14;  // floats per partial sum of sum_squares
+}
+
+void adamw_update(float* params, const float* grads, float* m, float* v, size_t n, float lr,
+                  float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+                  int t) {
+  const float bias_correction1 = (float)(1.0 - std::pow((double)beta1, t));
+  const float bias_correction2 = (float)(1.0 - std::pow((double)beta2, t));
+#pragma omp parallel for simd schedule(static)
+  for (size_t i = 0; i < n; i++) {
+    const float g = grads[i] * grad_scale;
+    const float m_i = beta1 * m[i] + (1.0f - beta1) * g;
+    const float v_i = beta2 * v[i] + (1.0f - beta2) * g * g;
+    m[i] = m_i;
+    v[i] = v_i;
+    const float m_hat = m_i / bias_correction1;
+    const float v_hat = v_i / bias_correction2;
+    params[i] -= lr * (m_hat / (std::sqrt(v_hat) + eps) + weight_decay * params[i]);
+  }
+}
+
+double sum_squares(const float* x, size_t n) {
+  const size_t n_chunks = (n + kSumChunk - 1) / kSumChunk;
+  std::vector<double> partial(n_chunks);
+#pragma omp parallel for schedule(static)
+  for (size_t chunk = 0; chunk < n_chunks; chunk++) {
+    const size_t begin = chunk * kSumChunk;
+    const size_t end = begin + kSumChunk < n ? begin + kSumChunk : n;
+    double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
+    for (size_t i = begin; i < end; i++) sum += (double)x[i] * x[i];
+    partial[chunk] = sum;
+  }
+  double total = 0.0;
+  for (double p : partial) total += p;
+  return total;
+}
+
+}  // namespace llm::cpu

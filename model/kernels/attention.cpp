@@ -1,0 +1,269 @@
+// Causal grouped-query attention on the CPU, flash-style: forward keeps only
+// the log-sum-exp of each query's scores; backward recomputes probabilities.
+// Work is tiled into blocks of kBlock queries x kBlock keys; each head's keys
+// and values are first copied into contiguous per-thread scratch (qkv rows are
+// kilobytes apart, which thrashes cache sets), and every product is an
+// accumulate_rows call: a register-blocked sum of scaled contiguous rows.
+// Invariant: backward gives each (batch, kv head) to one thread, which sums
+// the gradients of that head's keys and values over its query heads and
+// positions in a fixed order, so results do not depend on the thread count.
+#include "model/kernels/attention.h"
+
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+#include <vector>
+
+#include "model/kernels/cpu_exp.h"
+
+namespace llm::cpu {
+
+namespace {
+
+using Vec8 = float __attribute__((vector_size(32)));  // 8 floats: one AVX register
+constexpr int kLanes = 8;
+constexpr int kBlock = 64;  // queries and keys per tile; a tile of keys (64 x D) stays in L1
+
+inline Vec8 load8(const float* p) {
+  Vec8 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+inline void store8(float* p, Vec8 v) { std::memcpy(p, &v, sizeof v); }
+
+// out[0, 8 NV) += sum_i coeffs[i] * rows[i * stride + (0, 8 NV)], with the NV
+// partial sums held in registers for the whole loop over i.
+template <int NV>
+inline void accumulate_block(float* out, const float* coeffs, const float* rows, int stride,
+                             int n) {
+  Vec8 acc[NV];
+  for (int v = 0; v < NV; v++) acc[v] = load8(out + v * kLanes);
+  for (int i = 0; i < n; i++) {
+    const float c = coeffs[i];
+    const float* row = rows + (size_t)i * stride;
+    for (int v = 0; v < NV; v++) acc[v] += c * load8(row + v * kLanes);
+  }
+  for (int v = 0; v < NV; v++) store8(out + v * kLanes, acc[v]);
+}
+
+// out[j] += sum_{i < n} coeffs[i] * rows[i * stride + j] for j < width: a
+// vector-matrix product over contiguous rows, widest register blocks first.
+void accumulate_rows(float* out, const float* coeffs, const float* rows, int stride, int n,
+                     int width) {
+  int j = 0;
+  for (; j + 8 * kLanes <= width; j += 8 * kLanes)
+    accumulate_block<8>(out + j, coeffs, rows + j, stride, n);
+  if (j + 4 * kLanes <= width) {
+    accumulate_block<4>(out + j, coeffs, rows + j, stride, n);
+    j += 4 * kLanes;
+  }
+  if (j + 2 * kLanes <= width) {
+    accumulate_block<2>(out + j, coeffs, rows + j, stride, n);
+    j += 2 * kLanes;
+  }
+  if (j + kLanes <= width) {
+    accumulate_block<1>(out + j, coeffs, rows + j, stride, n);
+    j += kLanes;
+  }
+  for (; j < width; j++) {
+    float sum = out[j];
+    for (int i = 0; i < n; i++) sum += coeffs[i] * rows[(size_t)i * stride + j];
+    out[j] = sum;
+  }
+}
+
+inline float dot(const float* a, const float* b, int D) {
+  float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+  for (int d = 0; d < D; d++) sum += a[d] * b[d];
+  return sum;
+}
+
+inline int round_up(int x, int multiple) { return (x + multiple - 1) / multiple * multiple; }
+
+// dst (rows_pad, D) = `rows` rows of D floats read `stride` apart, then zeros.
+void copy_rows(float* dst, const float* src, size_t stride, int rows, int rows_pad, int D) {
+  for (int r = 0; r < rows; r++)
+    std::memcpy(dst + (size_t)r * D, src + r * stride, sizeof(float) * D);
+  std::memset(dst + (size_t)rows * D, 0, sizeof(float) * (rows_pad - rows) * D);
+}
+
+// dst[(kb * D + d) * kBlock + j] = row kb * kBlock + j, element d, of src (zero
+// past T): per key tile, the transpose (D, kBlock), contiguous, so a query's
+// scores against a tile are accumulate_rows over D rows of kBlock floats.
+void transpose_tiles(float* dst, const float* src, size_t stride, int T, int T_pad, int D) {
+  for (int s = 0; s < T_pad; s++) {
+    float* tile = dst + (size_t)(s / kBlock) * D * kBlock + s % kBlock;
+    for (int d = 0; d < D; d++) tile[(size_t)d * kBlock] = s < T ? src[s * stride + d] : 0.0f;
+  }
+}
+
+// scores[i][s] (stride T_pad) = q_i . k_s for the queries of tile [t0, t0 + n)
+// and the key tiles up to the diagonal; q_i = queries[i * q_stride].
+void score_tile(float* scores, const float* queries, size_t q_stride, const float* keys_tiled,
+                int t0, int n, int T_pad, int D) {
+  for (int kb = 0; kb <= t0 / kBlock; kb++) {
+    const float* tile = keys_tiled + (size_t)kb * D * kBlock;
+    for (int i = 0; i < n; i++) {
+      float* out = scores + (size_t)i * T_pad + kb * kBlock;
+      std::memset(out, 0, sizeof(float) * kBlock);
+      accumulate_rows(out, queries + i * q_stride, tile, kBlock, D, kBlock);
+    }
+  }
+}
+
+}  // namespace
+
+void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int H, int KV,
+                       int D) {
+  const size_t row = (size_t)(H + 2 * KV) * D;  // floats per token in qkv
+  const size_t out_row = (size_t)H * D;
+  const int group = H / KV;  // query heads per kv head
+  const float scale = 1.0f / std::sqrt((float)D);
+  const int T_pad = round_up(T, kBlock);
+#pragma omp parallel
+  {
+    // Per-thread scratch: this head's keys (tiled transpose) and values
+    // (contiguous), and the scores then probabilities of one query tile.
+    std::vector<float> keys_tiled((size_t)T_pad * D), values((size_t)T_pad * D);
+    std::vector<float> probs((size_t)kBlock * T_pad);
+    float inv_sums[kBlock];  // 1 / sum of each query's unnormalized probabilities
+#pragma omp for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++) {
+      for (int h = 0; h < H; h++) {
+        const float* keys = qkv + (size_t)b * T * row + (size_t)(H + h / group) * D;
+        transpose_tiles(keys_tiled.data(), keys, row, T, T_pad, D);
+        copy_rows(values.data(), keys + (size_t)KV * D, row, T, T_pad, D);
+        for (int t0 = 0; t0 < T; t0 += kBlock) {
+          const int n = T - t0 < kBlock ? T - t0 : kBlock;
+          const float* q0 = qkv + (size_t)(b * T + t0) * row + (size_t)h * D;
+          score_tile(probs.data(), q0, row, keys_tiled.data(), t0, n, T_pad, D);
+          const int n_keys = t0 + kBlock;  // keys of the tiles up to the diagonal
+          float* o0 = out + (size_t)(b * T + t0) * out_row + (size_t)h * D;
+          for (int i = 0; i < n; i++) {
+            const int t = t0 + i;
+            float* p = probs.data() + (size_t)i * T_pad;
+            float max = p[0];
+#pragma omp simd reduction(max : max)
+            for (int s = 0; s <= t; s++) max = p[s] > max ? p[s] : max;
+            float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+            for (int s = 0; s < n_keys; s++) {
+              p[s] = s <= t ? exp_vectorizable((p[s] - max) * scale) : 0.0f;
+              sum += p[s];
+            }
+            std::memset(o0 + i * out_row, 0, sizeof(float) * D);
+            inv_sums[i] = 1.0f / sum;
+            lse[((size_t)b * H + h) * T + t] = max * scale + std::log(sum);
+          }
+          for (int kb = 0; kb <= t0 / kBlock; kb++) {
+            for (int i = 0; i < n; i++) {
+              accumulate_rows(o0 + i * out_row, probs.data() + (size_t)i * T_pad + kb * kBlock,
+                              values.data() + (size_t)kb * kBlock * D, D, kBlock, D);
+            }
+          }
+          for (int i = 0; i < n; i++) {
+            float* o = o0 + i * out_row;
+#pragma omp simd
+            for (int d = 0; d < D; d++) o[d] *= inv_sums[i];
+          }
+        }
+      }
+    }
+  }
+}
+
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
+                        const float* lse, int B, int T, int H, int KV, int D) {
+  const size_t row = (size_t)(H + 2 * KV) * D;
+  const size_t out_row = (size_t)H * D;
+  const int group = H / KV;
+  const float scale = 1.0f / std::sqrt((float)D);
+  const int T_pad = round_up(T, kBlock);
+#pragma omp parallel
+  {
+    // Per-thread scratch. Whole kv head: keys and values as tiled transposes,
+    // keys contiguous, and the key and value gradients being summed. One query
+    // tile: its queries, output gradients and query gradients (contiguous),
+    // probabilities and score gradients query-major, then key-major so that a
+    // key's gradient sums over the tile with contiguous coefficients.
+    const size_t head = (size_t)T_pad * D, tile = (size_t)kBlock * T_pad;
+    std::vector<float> keys_tiled(head), values_tiled(head), keys(head), dkeys(head), dvalues(head);
+    std::vector<float> queries((size_t)kBlock * D), douts((size_t)kBlock * D),
+        dqueries((size_t)kBlock * D);
+    std::vector<float> probs(tile), dscores(tile), probs_t(tile), dscores_t(tile);
+#pragma omp for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++) {
+      for (int g = 0; g < KV; g++) {
+        const float* k_src = qkv + (size_t)b * T * row + (size_t)(H + g) * D;
+        const float* v_src = k_src + (size_t)KV * D;
+        transpose_tiles(keys_tiled.data(), k_src, row, T, T_pad, D);
+        transpose_tiles(values_tiled.data(), v_src, row, T, T_pad, D);
+        copy_rows(keys.data(), k_src, row, T, T_pad, D);
+        std::memset(dkeys.data(), 0, sizeof(float) * head);
+        std::memset(dvalues.data(), 0, sizeof(float) * head);
+        for (int h = g * group; h < (g + 1) * group; h++) {
+          for (int t0 = 0; t0 < T; t0 += kBlock) {
+            const int n = T - t0 < kBlock ? T - t0 : kBlock;
+            const int n_keys = t0 + kBlock;
+            const size_t token0 = (size_t)b * T + t0;
+            copy_rows(queries.data(), qkv + token0 * row + (size_t)h * D, row, n, kBlock, D);
+            copy_rows(douts.data(), dout + token0 * out_row + (size_t)h * D, out_row, n, kBlock, D);
+            score_tile(probs.data(), queries.data(), D, keys_tiled.data(), t0, n, T_pad, D);
+            score_tile(dscores.data(), douts.data(), D, values_tiled.data(), t0, n, T_pad, D);
+            for (int i = 0; i < kBlock; i++) {
+              const int t = t0 + i;  // queries past T (i >= n) get zero rows
+              float* p = probs.data() + (size_t)i * T_pad;
+              float* ds = dscores.data() + (size_t)i * T_pad;  // holds dp = dout_t . v_s
+              const float lse_t = i < n ? lse[((size_t)b * H + h) * T + t] : 0.0f;
+              const float delta =
+                  i < n ? dot(douts.data() + i * D, out + (token0 + i) * out_row + (size_t)h * D, D)
+                        : 0.0f;  // sum_s p_s dp_s
+#pragma omp simd
+              for (int s = 0; s < n_keys; s++) {
+                const bool visible = i < n && s <= t;
+                const float p_s = visible ? exp_vectorizable(p[s] * scale - lse_t) : 0.0f;
+                p[s] = p_s;
+                ds[s] = visible ? p_s * (ds[s] - delta) * scale : 0.0f;  // dL / d(q_t . k_s)
+              }
+            }
+            // dq_t = sum_s dscore[t][s] k_s
+            std::memset(dqueries.data(), 0, sizeof(float) * kBlock * D);
+            for (int kb = 0; kb <= t0 / kBlock; kb++) {
+              for (int i = 0; i < n; i++) {
+                accumulate_rows(dqueries.data() + i * D,
+                                dscores.data() + (size_t)i * T_pad + kb * kBlock,
+                                keys.data() + (size_t)kb * kBlock * D, D, kBlock, D);
+              }
+            }
+            for (int i = 0; i < n; i++)
+              std::memcpy(dqkv + (token0 + i) * row + (size_t)h * D, dqueries.data() + i * D,
+                          sizeof(float) * D);
+            // dk_s += sum_t dscore[t][s] q_t; dv_s += sum_t p[t][s] dout_t
+            for (int i = 0; i < kBlock; i++) {
+              for (int s = 0; s < n_keys; s++) {
+                probs_t[(size_t)s * kBlock + i] = probs[(size_t)i * T_pad + s];
+                dscores_t[(size_t)s * kBlock + i] = dscores[(size_t)i * T_pad + s];
+              }
+            }
+            for (int s = 0; s < n_keys && s < T; s++) {
+              accumulate_rows(dkeys.data() + s * D, dscores_t.data() + (size_t)s * kBlock,
+                              queries.data(), D, kBlock, D);
+              accumulate_rows(dvalues.data() + s * D, probs_t.data() + (size_t)s * kBlock,
+                              douts.data(), D, kBlock, D);
+            }
+          }
+        }
+        float* dk_dst = dqkv + (size_t)b * T * row + (size_t)(H + g) * D;
+        for (int s = 0; s < T; s++) {
+          std::memcpy(dk_dst + s * row, dkeys.data() + (size_t)s * D, sizeof(float) * D);
+          std::memcpy(dk_dst + (size_t)KV * D + s * row, dvalues.data() + (size_t)s * D,
+                      sizeof(float) * D);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace llm::cpu

@@ -1,0 +1,68 @@
+// RMSNorm on the CPU: y = x * rstd * weight, rstd = 1 / sqrt(mean(x^2) + eps).
+// Invariant: dweight is summed over rows in row order inside fixed column
+// blocks, so its bits do not depend on the thread count; dinp and dweight
+// accumulate (+=).
+#include "model/kernels/rmsnorm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+
+namespace llm::cpu {
+
+namespace {
+constexpr int kColumnBlock = 64;  // dweight columns per work item of the backward pass
+}
+
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int N, int C,
+                     float eps) {
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; n++) {
+    const float* x = inp + (size_t)n * C;
+    float* y = out + (size_t)n * C;
+    double sum_sq = 0.0;
+#pragma omp simd reduction(+ : sum_sq)
+    for (int c = 0; c < C; c++) sum_sq += (double)x[c] * x[c];
+    const float s = (float)(1.0 / std::sqrt(sum_sq / C + eps));
+#pragma omp simd
+    for (int c = 0; c < C; c++) y[c] = x[c] * s * weight[c];
+    rstd[n] = s;
+  }
+}
+
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
+                      const float* weight, const float* rstd, int N, int C) {
+  // dinp = rstd * (w * dy - xhat * mean(w * dy * xhat)), with xhat = x * rstd.
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; n++) {
+    const float* x = inp + (size_t)n * C;
+    const float* dy = dout + (size_t)n * C;
+    float* dx = dinp + (size_t)n * C;
+    const float s = rstd[n];
+    float dot = 0.0f;  // sum_c w * dy * x
+#pragma omp simd reduction(+ : dot)
+    for (int c = 0; c < C; c++) dot += weight[c] * dy[c] * x[c];
+    const float coeff = dot * s * s / C;
+#pragma omp simd
+    for (int c = 0; c < C; c++) dx[c] += s * (weight[c] * dy[c] - x[c] * coeff);
+  }
+
+  // dweight[c] += sum_n dy[n][c] * x[n][c] * rstd[n], rows in order.
+  const int n_blocks = (C + kColumnBlock - 1) / kColumnBlock;
+#pragma omp parallel for schedule(static)
+  for (int block = 0; block < n_blocks; block++) {
+    const int c0 = block * kColumnBlock;
+    const int width = std::min(kColumnBlock, C - c0);
+    float acc[kColumnBlock] = {};
+    for (int n = 0; n < N; n++) {
+      const float* x = inp + (size_t)n * C + c0;
+      const float* dy = dout + (size_t)n * C + c0;
+      const float s = rstd[n];
+#pragma omp simd
+      for (int c = 0; c < width; c++) acc[c] += dy[c] * x[c] * s;
+    }
+    for (int c = 0; c < width; c++) dweight[c0 + c] += acc[c];
+  }
+}
+
+}  // namespace llm::cpu

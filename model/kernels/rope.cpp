@@ -1,0 +1,58 @@
+// Rotary position embedding on the CPU, "rotate half" (Hugging Face Llama)
+// pairing: element i of a head pairs with element i + D/2.
+// Invariant: backward applies the transposed (inverse) rotation of forward.
+#include "model/kernels/rope.h"
+
+#include <cmath>
+#include <cstddef>
+
+namespace llm::cpu {
+
+namespace {
+
+// Rotates the pairs (x[i], x[i + D/2]) of the first n_heads heads of every row
+// by the angle whose cosine is cos and whose sine is sign * sin.
+void rope_rotate(float* x, const float* cos, const float* sin, float sign, int N, int T,
+                 int n_heads, int D, int row_stride) {
+  const int half = D / 2;
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; n++) {
+    const float* c = cos + (size_t)(n % T) * half;
+    const float* s = sin + (size_t)(n % T) * half;
+    for (int h = 0; h < n_heads; h++) {
+      float* lo = x + (size_t)n * row_stride + (size_t)h * D;
+      float* hi = lo + half;
+#pragma omp simd
+      for (int i = 0; i < half; i++) {
+        const float a = lo[i], b = hi[i], si = sign * s[i];
+        lo[i] = a * c[i] - b * si;
+        hi[i] = b * c[i] + a * si;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void rope_table(float* cos, float* sin, int T, int D, float theta) {
+  const int half = D / 2;
+  for (int t = 0; t < T; t++) {
+    for (int i = 0; i < half; i++) {
+      const double angle = t * std::pow((double)theta, -2.0 * i / D);
+      cos[(size_t)t * half + i] = (float)std::cos(angle);
+      sin[(size_t)t * half + i] = (float)std::sin(angle);
+    }
+  }
+}
+
+void rope_forward(float* x, const float* cos, const float* sin, int N, int T, int n_heads, int D,
+                  int row_stride) {
+  rope_rotate(x, cos, sin, 1.0f, N, T, n_heads, D, row_stride);
+}
+
+void rope_backward(float* dx, const float* cos, const float* sin, int N, int T, int n_heads, int D,
+                   int row_stride) {
+  rope_rotate(dx, cos, sin, -1.0f, N, T, n_heads, D, row_stride);
+}
+
+}  // namespace llm::cpu

@@ -1,0 +1,107 @@
+// Communication over process groups. A Group is a set of ranks (an MPI
+// communicator now, an NCCL communicator with the CUDA backend) offering the
+// collectives the sharding engine needs, each asynchronous (returns a
+// CommHandle to wait on) with a blocking convenience form.
+// Invariants: collectives on a group are issued in the same order by every
+// member; a single-rank group needs no special casing (every collective is a
+// copy or a no-op); every call adds its traffic to the group's CommStats.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace llm {
+
+// Element type on the wire. bf16 is summed with fp32 arithmetic, each partial
+// sum rounded to nearest even.
+enum class WireType { f32, bf16 };
+size_t wire_bytes(WireType type);
+
+// Traffic of one group, counted per collective. `payload` is the bytes of the
+// full logical buffer (e.g. the whole input of a reduce-scatter); `sent` is
+// what a ring algorithm sends per rank: all_reduce 2(n-1)/n, reduce_scatter
+// and all_gather (n-1)/n of the payload, broadcast the payload (root).
+struct CommStats {
+  uint64_t calls = 0;
+  uint64_t payload_bytes = 0;
+  uint64_t sent_bytes = 0;
+  uint64_t all_reduce_sent = 0, reduce_scatter_sent = 0, all_gather_sent = 0, broadcast_sent = 0;
+  void add(const CommStats& other);
+};
+
+// A pending collective; wait() blocks until its buffers may be used. Waiting
+// twice is harmless; destroying an unwaited handle waits.
+class CommHandle {
+ public:
+  CommHandle() = default;
+  explicit CommHandle(std::function<void()> wait) : wait_(std::move(wait)) {}
+  CommHandle(CommHandle&& other) noexcept : wait_(std::move(other.wait_)) { other.wait_ = nullptr; }
+  CommHandle& operator=(CommHandle&& other) noexcept;
+  CommHandle(const CommHandle&) = delete;
+  CommHandle& operator=(const CommHandle&) = delete;
+  ~CommHandle() { wait(); }
+  void wait();
+  bool pending() const { return static_cast<bool>(wait_); }
+
+ private:
+  std::function<void()> wait_;
+};
+
+class Group {
+ public:
+  virtual ~Group() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // In place: data (count) becomes the elementwise sum over the group.
+  virtual CommHandle all_reduce_async(void* data, size_t count, WireType type) = 0;
+  // send holds size() chunks of recv_count; member r receives the elementwise
+  // sum of every member's chunk r.
+  virtual CommHandle reduce_scatter_async(const void* send, void* recv, size_t recv_count,
+                                          WireType type) = 0;
+  // recv (size() * send_count) is every member's send, in rank order.
+  virtual CommHandle all_gather_async(const void* send, void* recv, size_t send_count,
+                                      WireType type) = 0;
+  // data (count) of member `root` is copied to every member.
+  virtual CommHandle broadcast_async(void* data, size_t count, WireType type, int root) = 0;
+  virtual void barrier() = 0;
+
+  // A new group of the members that pass the same color, ordered by key.
+  virtual std::unique_ptr<Group> split(int color, int key) = 0;
+
+  void all_reduce(void* data, size_t count, WireType type) { all_reduce_async(data, count, type).wait(); }
+  void reduce_scatter(const void* send, void* recv, size_t recv_count, WireType type) {
+    reduce_scatter_async(send, recv, recv_count, type).wait();
+  }
+  void all_gather(const void* send, void* recv, size_t send_count, WireType type) {
+    all_gather_async(send, recv, send_count, type).wait();
+  }
+  void broadcast(void* data, size_t count, WireType type, int root) {
+    broadcast_async(data, count, type, root).wait();
+  }
+  // Sum of a double over the group (gradient norms, losses); blocking.
+  virtual double all_reduce_sum(double value) = 0;
+
+  const CommStats& stats() const { return stats_; }
+  void reset_stats() { stats_ = {}; }
+
+ protected:
+  CommStats stats_;
+};
+
+// --- the MPI world ----------------------------------------------------------
+
+// The MPI world of this process (MPI is initialized on first use and
+// finalized at exit). Without mpirun it is a world of one.
+Group& comm_world();
+// Ranks of this process's node (for one-device-per-rank placement).
+int comm_local_rank();
+int comm_local_size();
+// Prints "rank R: error: <message>" to stderr and takes every rank down
+// (MPI_Abort) so that no rank waits forever on a dead peer.
+[[noreturn]] void comm_abort(const std::string& message);
+
+}  // namespace llm

@@ -1,0 +1,228 @@
+// Group over an MPI communicator (host buffers), plus the MPI world: init at
+// first use, finalize at exit, node-local ranks, abort.
+// Invariants: each collective is one nonblocking MPI call whose handle waits
+// on its request; bf16 sums are done in fp32 and rounded to nearest even after
+// every partial sum; every collective adds its ring-algorithm traffic to stats_.
+#include <mpi.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+
+#include "core/bf16.h"
+#include "core/error.h"
+#include "parallel/comm.h"
+
+namespace llm {
+namespace {
+
+bool mpi_active() {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  return initialized && !finalized;
+}
+
+// User reduction for bf16: inout[i] = bf16(float(in[i]) + float(inout[i])).
+void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  const uint16_t* a = static_cast<const uint16_t*>(in);
+  uint16_t* b = static_cast<uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = float_to_bf16(bf16_to_float(a[i]) + bf16_to_float(b[i]));
+}
+
+// A 2-byte datatype of its own, so that MPI's built-in integer SUM can never
+// be applied to bf16 by mistake. Created once, after MPI_Init; MPI_Finalize
+// releases it.
+MPI_Datatype mpi_bf16_type() {
+  static MPI_Datatype type = [] {
+    MPI_Datatype t;
+    MPI_Type_contiguous(2, MPI_BYTE, &t);
+    MPI_Type_commit(&t);
+    return t;
+  }();
+  return type;
+}
+
+MPI_Op mpi_bf16_sum_op() {
+  static MPI_Op op = [] {
+    MPI_Op o;
+    MPI_Op_create(&bf16_sum, /*commute=*/1, &o);
+    return o;
+  }();
+  return op;
+}
+
+MPI_Datatype mpi_type(WireType type) { return type == WireType::f32 ? MPI_FLOAT : mpi_bf16_type(); }
+MPI_Op mpi_sum(WireType type) { return type == WireType::f32 ? MPI_SUM : mpi_bf16_sum_op(); }
+
+// MPI counts are int; larger buffers must be split by the caller.
+int mpi_count(size_t count, const char* collective) {
+  LLM_CHECK(count <= static_cast<size_t>(INT_MAX),
+            "{}: count {} exceeds the MPI limit of {} elements per call", collective, count, INT_MAX);
+  return static_cast<int>(count);
+}
+
+bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
+  auto a0 = reinterpret_cast<uintptr_t>(a), b0 = reinterpret_cast<uintptr_t>(b);
+  return a_bytes > 0 && b_bytes > 0 && a0 < b0 + b_bytes && b0 < a0 + a_bytes;
+}
+
+CommHandle wait_on(MPI_Request request) {
+  return CommHandle([request]() mutable { MPI_Wait(&request, MPI_STATUS_IGNORE); });
+}
+
+class MpiGroup : public Group {
+ public:
+  // `owned` communicators (from split) are freed with the group.
+  MpiGroup(MPI_Comm comm, bool owned) : comm_(comm), owned_(owned) {
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+  }
+  ~MpiGroup() override {
+    if (owned_ && mpi_active()) MPI_Comm_free(&comm_);
+  }
+  MpiGroup(const MpiGroup&) = delete;
+  MpiGroup& operator=(const MpiGroup&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  CommHandle all_reduce_async(void* data, size_t count, WireType type) override {
+    int n = mpi_count(count, "all_reduce");
+    uint64_t payload = count * wire_bytes(type);
+    record(payload, 2 * (size_ - 1) * payload / size_, stats_.all_reduce_sent);
+    MPI_Request request;
+    MPI_Iallreduce(MPI_IN_PLACE, data, n, mpi_type(type), mpi_sum(type), comm_, &request);
+    return wait_on(request);
+  }
+
+  CommHandle reduce_scatter_async(const void* send, void* recv, size_t recv_count,
+                                  WireType type) override {
+    int n = mpi_count(recv_count, "reduce_scatter");
+    uint64_t chunk = recv_count * wire_bytes(type);
+    LLM_CHECK(!overlaps(send, size_ * chunk, recv, chunk),
+              "reduce_scatter: send and recv buffers overlap");
+    record(size_ * chunk, (size_ - 1) * chunk, stats_.reduce_scatter_sent);
+    MPI_Request request;
+    MPI_Ireduce_scatter_block(send, recv, n, mpi_type(type), mpi_sum(type), comm_, &request);
+    return wait_on(request);
+  }
+
+  // send may be this member's own slot of recv (the shard living inside the
+  // full buffer): that is MPI's in-place all-gather.
+  CommHandle all_gather_async(const void* send, void* recv, size_t send_count,
+                              WireType type) override {
+    int n = mpi_count(send_count, "all_gather");
+    uint64_t chunk = send_count * wire_bytes(type);
+    const void* own_slot = static_cast<const char*>(recv) + rank_ * chunk;
+    bool in_place = send == own_slot;
+    LLM_CHECK(in_place || !overlaps(send, chunk, recv, size_ * chunk),
+              "all_gather: send overlaps recv without being this member's slot of it");
+    record(size_ * chunk, (size_ - 1) * chunk, stats_.all_gather_sent);
+    MPI_Request request;
+    MPI_Datatype t = mpi_type(type);
+    MPI_Iallgather(in_place ? MPI_IN_PLACE : send, n, t, recv, n, t, comm_, &request);
+    return wait_on(request);
+  }
+
+  // Every member counts the root's send (payload), so that stats agree
+  // across members.
+  CommHandle broadcast_async(void* data, size_t count, WireType type, int root) override {
+    int n = mpi_count(count, "broadcast");
+    LLM_CHECK(root >= 0 && root < size_, "broadcast: root {} outside a group of {}", root, size_);
+    uint64_t payload = count * wire_bytes(type);
+    record(payload, size_ > 1 ? payload : 0, stats_.broadcast_sent);
+    MPI_Request request;
+    MPI_Ibcast(data, n, mpi_type(type), root, comm_, &request);
+    return wait_on(request);
+  }
+
+  void barrier() override { MPI_Barrier(comm_); }
+
+  std::unique_ptr<Group> split(int color, int key) override {
+    LLM_CHECK(color >= 0, "split: color {} must be non-negative", color);
+    MPI_Comm sub;
+    MPI_Comm_split(comm_, color, key, &sub);
+    return std::make_unique<MpiGroup>(sub, /*owned=*/true);
+  }
+
+  double all_reduce_sum(double value) override {
+    double sum = 0;
+    MPI_Allreduce(&value, &sum, 1, MPI_DOUBLE, MPI_SUM, comm_);
+    return sum;
+  }
+
+ private:
+  void record(uint64_t payload, uint64_t sent, uint64_t& collective_sent) {
+    stats_.calls += 1;
+    stats_.payload_bytes += payload;
+    stats_.sent_bytes += sent;
+    collective_sent += sent;
+  }
+
+  MPI_Comm comm_;
+  bool owned_;
+  int rank_ = 0, size_ = 1;
+};
+
+void finalize_mpi() {
+  if (mpi_active()) MPI_Finalize();
+}
+
+MPI_Comm init_mpi_world() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    // Only the main thread calls MPI (OpenMP threads never do).
+    int provided = 0;
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+    LLM_CHECK(provided >= MPI_THREAD_FUNNELED, "MPI provides thread level {}, need FUNNELED", provided);
+    // Registered during the world's construction, so it runs after the
+    // world's destructor.
+    std::atexit(finalize_mpi);
+  }
+  return MPI_COMM_WORLD;
+}
+
+struct NodeRanks {
+  int rank = 0, size = 1;
+};
+
+const NodeRanks& node_ranks() {
+  static NodeRanks node = [] {
+    comm_world();
+    MPI_Comm node_comm;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node_comm);
+    NodeRanks r;
+    MPI_Comm_rank(node_comm, &r.rank);
+    MPI_Comm_size(node_comm, &r.size);
+    MPI_Comm_free(&node_comm);
+    return r;
+  }();
+  return node;
+}
+
+}  // namespace
+
+Group& comm_world() {
+  static MpiGroup world(init_mpi_world(), /*owned=*/false);
+  return world;
+}
+
+int comm_local_rank() { return node_ranks().rank; }
+int comm_local_size() { return node_ranks().size; }
+
+void comm_abort(const std::string& message) {
+  int rank = 0, size = 1;
+  bool active = mpi_active();
+  if (active) {
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+  }
+  std::fprintf(stderr, "rank %d: error: %s\n", rank, message.c_str());
+  std::fflush(stderr);
+  if (active && size > 1) MPI_Abort(MPI_COMM_WORLD, 1);
+  std::exit(1);
+}
+
+}  // namespace llm

@@ -1,0 +1,168 @@
+// Naive reference implementations of every model op's forward pass, in double
+// precision, with plain nested loops and no threading: the obviously-correct
+// twin that the CPU kernels are tested against (and finite differences are
+// taken on), and the building blocks of a naive whole-model reference.
+// Invariant: layouts and semantics are exactly those of model/kernels/*.h
+// (row-major, fused qkv, [gate | up] rows, rotate-half RoPE at position n % T,
+// causal GQA with scale 1/sqrt(D) where query head h reads kv head h / (H/KV)).
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace llm::reference {
+
+using Vec = std::vector<double>;
+
+// out (N, C) = wte (V, C) row tokens[n].
+inline Vec embedding_forward(const std::vector<int32_t>& tokens, const Vec& wte, int N, int C) {
+  Vec out((size_t)N * C);
+  for (int n = 0; n < N; n++)
+    for (int c = 0; c < C; c++) out[(size_t)n * C + c] = wte[(size_t)tokens[n] * C + c];
+  return out;
+}
+
+// out (N, C) = inp * rstd * weight, rstd = 1 / sqrt(mean(inp^2) + eps) per row;
+// rstd (N) is also written when the pointer is not null.
+inline Vec rmsnorm_forward(const Vec& inp, const Vec& weight, int N, int C, double eps,
+                           Vec* rstd = nullptr) {
+  Vec out((size_t)N * C);
+  if (rstd) rstd->assign(N, 0.0);
+  for (int n = 0; n < N; n++) {
+    double sum_sq = 0.0;
+    for (int c = 0; c < C; c++) sum_sq += inp[(size_t)n * C + c] * inp[(size_t)n * C + c];
+    const double s = 1.0 / std::sqrt(sum_sq / C + eps);
+    for (int c = 0; c < C; c++) out[(size_t)n * C + c] = inp[(size_t)n * C + c] * s * weight[c];
+    if (rstd) (*rstd)[n] = s;
+  }
+  return out;
+}
+
+// The RoPE angle of pair i (0 <= i < D/2) at position pos: pos * theta^(-2i/D).
+inline double rope_angle(int pos, int i, int D, double theta) {
+  return pos * std::pow(theta, -2.0 * i / D);
+}
+
+// x: N rows of row_stride values, row n at position n % T. Returns x with the
+// first n_heads heads (D values each) of every row rotated: the pair
+// (x[i], x[i + D/2]) by rope_angle(n % T, i); all other values copied.
+inline Vec rope_forward(const Vec& x, int N, int T, int n_heads, int D, int row_stride,
+                        double theta) {
+  Vec out = x;
+  const int half = D / 2;
+  for (int n = 0; n < N; n++) {
+    for (int h = 0; h < n_heads; h++) {
+      const size_t head = (size_t)n * row_stride + (size_t)h * D;
+      for (int i = 0; i < half; i++) {
+        const double angle = rope_angle(n % T, i, D, theta);
+        const double a = x[head + i], b = x[head + i + half];
+        out[head + i] = a * std::cos(angle) - b * std::sin(angle);
+        out[head + i + half] = b * std::cos(angle) + a * std::sin(angle);
+      }
+    }
+  }
+  return out;
+}
+
+// qkv (B, T, (H + 2*KV) * D): per token H query heads, KV key heads, KV value
+// heads. Returns out (B, T, H * D) of causal softmax attention with scale
+// 1/sqrt(D), query head h attending to kv head h / (H / KV); lse (B, H, T), the
+// log-sum-exp of each query's scaled scores, is written when not null.
+inline Vec attention_forward(const Vec& qkv, int B, int T, int H, int KV, int D,
+                             Vec* lse = nullptr) {
+  const size_t row = (size_t)(H + 2 * KV) * D;
+  const double scale = 1.0 / std::sqrt((double)D);
+  Vec out((size_t)B * T * H * D, 0.0);
+  if (lse) lse->assign((size_t)B * H * T, 0.0);
+  for (int b = 0; b < B; b++) {
+    for (int h = 0; h < H; h++) {
+      const int g = h / (H / KV);
+      for (int t = 0; t < T; t++) {
+        const size_t q = (size_t)(b * T + t) * row + (size_t)h * D;
+        Vec scores(t + 1);
+        double max = -INFINITY;
+        for (int s = 0; s <= t; s++) {
+          const size_t k = (size_t)(b * T + s) * row + (size_t)(H + g) * D;
+          double dot = 0.0;
+          for (int d = 0; d < D; d++) dot += qkv[q + d] * qkv[k + d];
+          scores[s] = dot * scale;
+          max = std::fmax(max, scores[s]);
+        }
+        double sum = 0.0;
+        for (int s = 0; s <= t; s++) sum += std::exp(scores[s] - max);
+        const size_t o = (size_t)(b * T + t) * H * D + (size_t)h * D;
+        for (int s = 0; s <= t; s++) {
+          const double p = std::exp(scores[s] - max) / sum;
+          const size_t v = (size_t)(b * T + s) * row + (size_t)(H + KV + g) * D;
+          for (int d = 0; d < D; d++) out[o + d] += p * qkv[v + d];
+        }
+        if (lse) (*lse)[((size_t)b * H + h) * T + t] = max + std::log(sum);
+      }
+    }
+  }
+  return out;
+}
+
+// h13 (N, 2F), row = [gate | up]; returns out (N, F) = silu(gate) * up.
+inline Vec swiglu_forward(const Vec& h13, int N, int F) {
+  Vec out((size_t)N * F);
+  for (int n = 0; n < N; n++) {
+    for (int i = 0; i < F; i++) {
+      const double gate = h13[(size_t)n * 2 * F + i], up = h13[(size_t)n * 2 * F + F + i];
+      out[(size_t)n * F + i] = gate / (1.0 + std::exp(-gate)) * up;
+    }
+  }
+  return out;
+}
+
+// out (N, OC) = inp (N, C) @ weight (OC, C)^T.
+inline Vec matmul_forward(const Vec& inp, const Vec& weight, int N, int C, int OC) {
+  Vec out((size_t)N * OC, 0.0);
+  for (int n = 0; n < N; n++)
+    for (int o = 0; o < OC; o++)
+      for (int c = 0; c < C; c++)
+        out[(size_t)n * OC + o] += inp[(size_t)n * C + c] * weight[(size_t)o * C + c];
+  return out;
+}
+
+// out = a + b elementwise.
+inline Vec residual_forward(const Vec& a, const Vec& b) {
+  Vec out(a.size());
+  for (size_t i = 0; i < a.size(); i++) out[i] = a[i] + b[i];
+  return out;
+}
+
+// losses (N) = logsumexp(logits[n]) - logits[n][targets[n]], logits (N, V);
+// the max is subtracted first (exp overflows double beyond ~709).
+inline Vec cross_entropy_forward(const Vec& logits, const std::vector<int32_t>& targets, int N,
+                                 int V) {
+  Vec losses(N);
+  for (int n = 0; n < N; n++) {
+    const double* row = logits.data() + (size_t)n * V;
+    double max = row[0];
+    for (int v = 0; v < V; v++) max = std::fmax(max, row[v]);
+    double sum = 0.0;
+    for (int v = 0; v < V; v++) sum += std::exp(row[v] - max);
+    losses[n] = max + std::log(sum) - row[targets[n]];
+  }
+  return losses;
+}
+
+// One AdamW step t >= 1, in place, with the semantics of llm::cpu::adamw_update:
+// g = grad * grad_scale; m, v moments; bias-corrected; decoupled weight decay
+// scaled by lr.
+inline void adamw_update(Vec& params, const Vec& grads, Vec& m, Vec& v, double lr, double beta1,
+                         double beta2, double eps, double weight_decay, double grad_scale, int t) {
+  for (size_t i = 0; i < params.size(); i++) {
+    const double g = grads[i] * grad_scale;
+    m[i] = beta1 * m[i] + (1.0 - beta1) * g;
+    v[i] = beta2 * v[i] + (1.0 - beta2) * g * g;
+    const double m_hat = m[i] / (1.0 - std::pow(beta1, t));
+    const double v_hat = v[i] / (1.0 - std::pow(beta2, t));
+    params[i] -= lr * (m_hat / (std::sqrt(v_hat) + eps) + weight_decay * params[i]);
+  }
+}
+
+}  // namespace llm::reference
