@@ -185,18 +185,26 @@ std::vector<float> ShardingEngine::gather_all_params() {
 
 // --- gradients -----------------------------------------------------------------
 
+ShardingEngine::GradSlot* ShardingEngine::oldest_reduction() {
+  GradSlot* oldest = nullptr;
+  for (GradSlot& slot : grad_slots_) {
+    if (slot.reducing && (!oldest || slot.released_at < oldest->released_at)) oldest = &slot;
+  }
+  return oldest;
+}
+
 ShardingEngine::GradSlot& ShardingEngine::free_grad_slot() {
   for (GradSlot& slot : grad_slots_) {
     if (slot.unit < 0) return slot;
   }
-  // All slots busy: finish the reduction that is in flight.
-  for (GradSlot& slot : grad_slots_) {
-    if (slot.reducing) {
-      complete_reduction(slot);
-      return slot;
-    }
-  }
-  LLM_FAIL("sharding engine: more than {} units hold gradient buffers at once", grad_slots_.size());
+  // All slots busy: finish the oldest reduction in flight. Oldest first keeps
+  // a unit's micro-batch contributions in order, so none is added after the
+  // replica all-reduce of its last micro-batch has started.
+  GradSlot* oldest = oldest_reduction();
+  LLM_CHECK(oldest, "sharding engine: more than {} units hold gradient buffers at once",
+            grad_slots_.size());
+  complete_reduction(*oldest);
+  return *oldest;
 }
 
 float* ShardingEngine::acquire_grads(int unit) {
@@ -228,6 +236,7 @@ void ShardingEngine::release_grads(int unit) {
   state.grad_slot = nullptr;
   slot.reducing = true;
   slot.last_micro_batch = last_micro_batch_;
+  slot.released_at = ++clock_;
   slot.pending = topo_.shard->reduce_scatter_async(slot.full, slot.landing, s.shard, WireType::f32);
 }
 
@@ -245,9 +254,7 @@ void ShardingEngine::complete_reduction(GradSlot& slot) {
 }
 
 void ShardingEngine::wait_gradients() {
-  for (GradSlot& slot : grad_slots_) {
-    if (slot.reducing) complete_reduction(slot);
-  }
+  while (GradSlot* slot = oldest_reduction()) complete_reduction(*slot);
   for (UnitState& state : units_) state.pending.wait();
 }
 

@@ -94,6 +94,7 @@ class ShardingEngine : public UnitProvider {
     int unit = -1;             // in use by the model, or reducing
     bool reducing = false;
     bool last_micro_batch = false;
+    uint64_t released_at = 0;  // reductions complete in release order
     CommHandle pending;
   };
   struct UnitState {
@@ -117,6 +118,7 @@ class ShardingEngine : public UnitProvider {
   GatherSlot& start_gather(int unit);
   void prefetch(int unit);
   GradSlot& free_grad_slot();
+  GradSlot* oldest_reduction();
   void complete_reduction(GradSlot& slot);
   void wait_gradients();
   float* reduced_grads(int unit);

@@ -24,27 +24,25 @@ using Vec8 = float __attribute__((vector_size(32)));  // 8 floats: one AVX regis
 constexpr int kLanes = 8;
 constexpr int kBlock = 64;  // queries and keys per tile; a tile of keys (64 x D) stays in L1
 
-inline Vec8 load8(const float* p) {
-  Vec8 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-inline void store8(float* p, Vec8 v) { std::memcpy(p, &v, sizeof v); }
-
 // out[0, 8 NV) += sum_i coeffs[i] * rows[i * stride + (0, 8 NV)], with the NV
 // partial sums held in registers for the whole loop over i.
 template <int NV>
 inline void accumulate_block(float* out, const float* coeffs, const float* rows, int stride,
                              int n) {
+  // memcpy is an unaligned vector load or store (and keeps vector types out of
+  // function signatures, whose ABI depends on the target's vector extensions).
   Vec8 acc[NV];
-  for (int v = 0; v < NV; v++) acc[v] = load8(out + v * kLanes);
+  for (int v = 0; v < NV; v++) std::memcpy(&acc[v], out + v * kLanes, sizeof(Vec8));
   for (int i = 0; i < n; i++) {
     const float c = coeffs[i];
     const float* row = rows + (size_t)i * stride;
-    for (int v = 0; v < NV; v++) acc[v] += c * load8(row + v * kLanes);
+    for (int v = 0; v < NV; v++) {
+      Vec8 x;
+      std::memcpy(&x, row + v * kLanes, sizeof x);
+      acc[v] += c * x;
+    }
   }
-  for (int v = 0; v < NV; v++) store8(out + v * kLanes, acc[v]);
+  for (int v = 0; v < NV; v++) std::memcpy(out + v * kLanes, &acc[v], sizeof(Vec8));
 }
 
 // out[j] += sum_{i < n} coeffs[i] * rows[i * stride + j] for j < width: a

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# One failing rank must take the whole job down with its message, quickly.
+# Two ranks train on the tiny data plus one extra shard holding a single
+# sample of out-of-range tokens: exactly one rank reads it (ranks read
+# distinct samples) and throws, while the other waits in a collective. The job
+# must exit non-zero within 60 s, naming the rank and the bad shard.
+# usage: failing_rank_test.sh <path to train> <mpiexec>
+set -u
+train=$1
+mpiexec=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+cp data/tiny/train_000.bin "$tmp/train_000.bin"
+le32() { printf "\\x$(printf %02x $(($1 & 255)))\\x$(printf %02x $((($1 >> 8) & 255)))\\x$(printf %02x $((($1 >> 16) & 255)))\\x$(printf %02x $((($1 >> 24) & 255)))"; }
+{
+  le32 20240520; le32 1; le32 33          # magic, version, tokens (seq_len + 1)
+  head -c $((253 * 4)) /dev/zero          # rest of the 256-int header
+  for _ in $(seq 33); do printf '\xff\xff'; done  # token 65535 >= vocab 512
+} > "$tmp/train_001.bin"
+
+start=$(date +%s)
+timeout 60 "$mpiexec" -np 2 --oversubscribe "$train" --config configs/tiny.toml \
+  --data.train="$tmp/train_*.bin" --training.steps=80 --training.eval_interval=0 \
+  --checkpoint.dir="$tmp/run" > "$tmp/out.txt" 2>&1
+rc=$?
+elapsed=$(( $(date +%s) - start ))
+cat "$tmp/out.txt" | tail -5
+
+fail() { echo "FAIL: $*"; exit 1; }
+[ $rc -ne 124 ] || fail "the job hung (killed after 60 s)"
+[ $rc -ne 0 ] || fail "the job exited 0 despite a bad shard"
+grep -qE 'rank [01]: error: .*train_001\.bin' "$tmp/out.txt" || fail "no 'rank N: error:' line naming the bad shard"
+echo "PASS: job exited with status $rc after ${elapsed} s"

@@ -1,0 +1,175 @@
+// Every parallel mode against the single-process run, on whatever world size
+// mpirun gave: each rank trains the same config in a world of one of its own
+// (the reference) and then, together with the other ranks, in the mode under
+// test; per-step losses and final parameters must agree. The global batch
+// (12 sequences, micro-batch 1) is the same sample set for every world size.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "core/trainer.h"
+#include "parallel/comm.h"
+
+namespace llm {
+namespace {
+
+constexpr int kSteps = 4;
+// fp32 tolerances: a mode sums the same per-rank gradients in another order
+// (rounding ~1e-7 relative per step), and AdamW's normalized update passes
+// such differences through at most about lr (here <= 1.2e-3) per element.
+constexpr float kLossTolerance = 2e-5f;
+constexpr float kParamTolerance = 2e-5f;
+
+std::vector<std::string> base_overrides(const std::string& model) {
+  std::vector<std::string> o = {
+      "training.batch_size=12", "training.micro_batch_size=1", "training.warmup_steps=2",
+      "training.lr=1e-3", "logging.metrics=false",
+      "checkpoint.dir=" + (std::filesystem::temp_directory_path() / "llm_mpi_modes").string()};
+  if (model == "ragged") {
+    // Unit sizes that no world size > 1 here divides (head unit: 40 elements),
+    // odd head count per group, untied LM head.
+    for (const char* kv : {"model.dim=40", "model.n_heads=4", "model.n_kv_heads=1",
+                           "model.ffn_dim=100", "model.tie_embeddings=false"}) {
+      o.push_back(kv);
+    }
+  }
+  return o;
+}
+
+struct RunResult {
+  std::vector<float> losses, grad_norms;
+  std::vector<float> params;
+  StateBytes bytes;
+  CommStats comm;
+};
+
+RunResult train(Group& world, const std::string& model, std::vector<std::string> overrides) {
+  std::vector<std::string> all = base_overrides(model);
+  all.insert(all.end(), overrides.begin(), overrides.end());
+  Trainer trainer(config_load("configs/tiny.toml", all), world);
+  RunResult r;
+  for (int s = 0; s < kSteps; ++s) {
+    StepResult step = trainer.train_step(s);
+    r.losses.push_back(step.loss);
+    r.grad_norms.push_back(step.grad_norm);
+  }
+  r.params = trainer.engine().gather_all_params();
+  r.bytes = trainer.engine().bytes();
+  r.comm = trainer.topology().shard->stats();
+  r.comm.add(trainer.topology().replicate->stats());
+  return r;
+}
+
+// The single-process reference, computed by every rank on its own.
+const RunResult& reference(const std::string& model) {
+  static std::map<std::string, RunResult> cache;
+  if (!cache.count(model)) {
+    Group& world = comm_world();
+    std::unique_ptr<Group> alone = world.split(world.rank(), 0);
+    cache[model] = train(*alone, model, {});
+  }
+  return cache.at(model);
+}
+
+void expect_matches_reference(const std::string& model, const std::vector<std::string>& mode) {
+  const RunResult& ref = reference(model);
+  RunResult run = train(comm_world(), model, mode);
+  for (int s = 0; s < kSteps; ++s) {
+    EXPECT_NEAR(run.losses[s], ref.losses[s], kLossTolerance) << "step " << s + 1;
+    EXPECT_NEAR(run.grad_norms[s], ref.grad_norms[s], 1e-4f * ref.grad_norms[s]) << "step " << s + 1;
+  }
+  ASSERT_EQ(run.params.size(), ref.params.size());
+  float worst = 0;
+  for (size_t i = 0; i < ref.params.size(); ++i) {
+    worst = std::max(worst, std::abs(run.params[i] - ref.params[i]));
+  }
+  EXPECT_LE(worst, kParamTolerance);
+}
+
+class Modes : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Modes, DdpMatchesSingleProcess) { expect_matches_reference(GetParam(), {"parallel.mode=ddp"}); }
+TEST_P(Modes, Zero1MatchesSingleProcess) { expect_matches_reference(GetParam(), {"parallel.mode=zero1"}); }
+TEST_P(Modes, Zero2MatchesSingleProcess) { expect_matches_reference(GetParam(), {"parallel.mode=zero2"}); }
+TEST_P(Modes, Zero3MatchesSingleProcess) { expect_matches_reference(GetParam(), {"parallel.mode=zero3"}); }
+TEST_P(Modes, FsdpIsZero3) { expect_matches_reference(GetParam(), {"parallel.mode=fsdp"}); }
+
+TEST_P(Modes, HybridMatchesSingleProcessForEveryGroupSize) {
+  const int world = comm_world().size();
+  for (int group = 1; group <= world; ++group) {
+    if (world % group != 0) continue;
+    SCOPED_TRACE("shard_group_size " + std::to_string(group));
+    expect_matches_reference(GetParam(), {"parallel.mode=hybrid",
+                                          "parallel.shard_group_size=" + std::to_string(group)});
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(TinyAndRagged, Modes, ::testing::Values("tiny", "ragged"));
+
+// Bytes actually allocated per rank: sharded state is 1/N of ddp's (up to
+// padding and alignment), per component, as each mode promises.
+TEST(ModeMemory, ShardedStateIsAFractionOfDdp) {
+  const int n = comm_world().size();
+  auto bytes_of = [&](const std::string& mode) {
+    return train(comm_world(), "tiny", {"parallel.mode=" + mode}).bytes;
+  };
+  StateBytes ddp = bytes_of("ddp"), z1 = bytes_of("zero1"), z2 = bytes_of("zero2"),
+             z3 = bytes_of("zero3");
+  auto near_fraction = [&](size_t part, size_t whole, double fraction) {
+    double ratio = static_cast<double>(part) / static_cast<double>(whole);
+    return ratio >= fraction * 0.99 && ratio <= fraction * 1.03 + 1e-9;
+  };
+  const double f = 1.0 / n;
+  EXPECT_EQ(ddp.buffers, 0u);
+  // zero1: full parameters and local gradients, plus the 1/N reduced shard.
+  EXPECT_TRUE(near_fraction(z1.params, ddp.params, 1.0));  // padded to a multiple of N
+  EXPECT_TRUE(near_fraction(z1.grads - ddp.grads, ddp.grads, f)) << z1.grads << " vs " << ddp.grads;
+  EXPECT_TRUE(near_fraction(z1.optimizer, ddp.optimizer, f));
+  // zero2: full parameters, sharded gradients and optimizer state.
+  EXPECT_TRUE(near_fraction(z2.params, ddp.params, 1.0));
+  EXPECT_TRUE(near_fraction(z2.grads, ddp.grads, f));
+  EXPECT_TRUE(near_fraction(z2.optimizer, ddp.optimizer, f));
+  // zero3: everything sharded; gathered copies live in at most 3 unit buffers.
+  EXPECT_TRUE(near_fraction(z3.state(), ddp.state(), f)) << z3.state() << " vs " << ddp.state();
+  const ParameterLayout layout = layout_build(config_load("configs/tiny.toml", {}).model);
+  size_t largest_unit = layout.max_unit_numel() * sizeof(float);
+  EXPECT_LE(z3.buffers, 5 * (largest_unit + 64 * 4) + 2 * (largest_unit / n + 64 * 4));
+  EXPECT_EQ(ShardingEngine::planned_bytes(layout, sharding_plan(ParallelConfig{"zero3", 0}, n)).total(),
+            z3.total());
+}
+
+// Bytes on the wire per step, one micro-batch per rank: ddp all-reduces the
+// gradients (2 x model x (N-1)/N); zero1 and zero2 reduce-scatter them and
+// all-gather parameters (the same volume); zero3 gathers every unit for the
+// forward, again for the backward and reduce-scatters gradients: at most 1.5x
+// ddp plus a second gather of the tied embedding for the LM head, and less
+// when a unit is still cached from the forward or not needed (the embedding
+// in backward); at least the forward gathers plus the reduce-scatter (1x).
+TEST(ModeTraffic, Zero3SendsAboutOneAndAHalfTimesDdp) {
+  const int n = comm_world().size();
+  if (n == 1) GTEST_SKIP() << "a world of one sends nothing";
+  if (12 % n != 0) GTEST_SKIP() << "12 sequences do not split evenly over " << n << " ranks";
+  auto sent = [&](const std::string& mode) {
+    std::string micro = "training.micro_batch_size=" + std::to_string(12 / n);
+    return static_cast<double>(
+        train(comm_world(), "tiny", {"parallel.mode=" + mode, micro}).comm.sent_bytes);
+  };
+  const double ddp = sent("ddp");
+  ASSERT_GT(ddp, 0);
+  const ParameterLayout layout = layout_build(config_load("configs/tiny.toml", {}).model);
+  const double model_bytes = 4.0 * layout.total_numel, ring = (n - 1.0) / n;
+  EXPECT_NEAR(ddp / kSteps, 2 * model_bytes * ring, 0.01 * model_bytes);
+  EXPECT_NEAR(sent("zero1") / ddp, 1.0, 0.02);
+  EXPECT_NEAR(sent("zero2") / ddp, 1.0, 0.02);
+  const double embed_share = static_cast<double>(layout.units[0].numel) / layout.total_numel;
+  const double zero3 = sent("zero3") / ddp;
+  EXPECT_GT(zero3, 1.0 + 0.01);
+  EXPECT_LE(zero3, 1.5 + embed_share / 2 + 0.01);
+}
+
+}  // namespace
+}  // namespace llm

@@ -1,0 +1,60 @@
+// Parallel mode presets and the invalid combinations that must fail before
+// anything is allocated, with one line naming the key.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "core/trainer.h"
+#include "parallel/topology.h"
+
+namespace llm {
+namespace {
+
+TEST(Topology, ModesArePresetsOfOneTuple) {
+  ShardingPlan ddp = sharding_plan({"ddp", 0}, 4);
+  EXPECT_FALSE(ddp.shard_optimizer || ddp.shard_grads || ddp.shard_params);
+  EXPECT_EQ(ddp.shard_group_size, 1);
+  ShardingPlan z1 = sharding_plan({"zero1", 0}, 4);
+  EXPECT_TRUE(z1.shard_optimizer && !z1.shard_grads && !z1.shard_params);
+  ShardingPlan z2 = sharding_plan({"zero2", 0}, 4);
+  EXPECT_TRUE(z2.shard_optimizer && z2.shard_grads && !z2.shard_params);
+  ShardingPlan z3 = sharding_plan({"zero3", 0}, 4);
+  EXPECT_TRUE(z3.shard_optimizer && z3.shard_grads && z3.shard_params);
+  EXPECT_EQ(z3.shard_group_size, 4);
+  EXPECT_EQ(sharding_plan({"fsdp", 0}, 4).mode, "zero3");
+  ShardingPlan hybrid = sharding_plan({"hybrid", 2}, 6);
+  EXPECT_TRUE(hybrid.shard_params);
+  EXPECT_EQ(hybrid.shard_group_size, 2);
+}
+
+TEST(Topology, InvalidCombinationsNameTheKey) {
+  auto message = [](const ParallelConfig& c, int world) {
+    try {
+      sharding_plan(c, world);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(message({"hybrid", 3}, 4).find("parallel.shard_group_size (3) must be set and divide the world size (4)"),
+            std::string::npos);
+  EXPECT_NE(message({"hybrid", 0}, 4).find("parallel.shard_group_size"), std::string::npos);
+  EXPECT_NE(message({"zero3", 2}, 4).find("only used by mode hybrid"), std::string::npos);
+}
+
+TEST(Topology, BatchMustSplitOverMicroBatchesAndRanks) {
+  TrainingConfig t;
+  t.batch_size = 12;
+  t.micro_batch_size = 2;
+  EXPECT_EQ(micro_batches_per_step(t, 3), 2);
+  try {
+    micro_batches_per_step(t, 4);
+    FAIL() << "12 sequences split over 4 ranks x 2";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("training.batch_size (12) must be a multiple of "
+                                         "training.micro_batch_size (2) x data-parallel ranks (4)"),
+              std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace llm
