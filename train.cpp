@@ -30,9 +30,11 @@ constexpr const char* kUsage = R"(usage:
                   [--val-fraction F] [--shard-tokens N] [--seed N] [--quiet]
       Train a SentencePiece BPE tokenizer on text files or directories and
       write tokenizer.model, train_*.bin and val_*.bin into DIR.
-  ./train bench --config FILE [--bench-steps N] [--section.key=value ...]
+  ./train bench --config FILE [--bench-steps N] [--modes] [--section.key=value ...]
       Time training steps on synthetic tokens; report tokens/s and GFLOP/s
-      against this machine's sgemm rate.
+      against this machine's sgemm rate. With --modes (under mpirun), run the
+      config in every parallel mode and print a table of step time, memory
+      per rank and bytes communicated per step.
 )";
 
 struct Args {
@@ -42,7 +44,7 @@ struct Args {
 };
 
 bool takes_value(const std::string& name) {
-  return name != "quiet" && name != "help";
+  return name != "quiet" && name != "help" && name != "modes";
 }
 
 Args parse_args(int argc, char** argv) {
@@ -148,11 +150,15 @@ int run_train(const Args& args) {
 }
 
 int run_bench(const Args& args) {
-  check_options(args, {"config", "bench-steps"});
-  const std::string* steps = find_option(args, "bench-steps");
+  check_options(args, {"config", "bench-steps", "modes"});
+  const std::string* steps_option = find_option(args, "bench-steps");
+  int steps = steps_option ? static_cast<int>(to_integer(*steps_option, "bench-steps")) : 5;
   llm::Group& world = join_world();
-  llm::benchmark_run(load_config(args), world,
-                     steps ? static_cast<int>(to_integer(*steps, "bench-steps")) : 5);
+  if (find_option(args, "modes")) {
+    llm::benchmark_modes(load_config(args), world, steps);
+  } else {
+    llm::benchmark_run(load_config(args), world, steps);
+  }
   return 0;
 }
 

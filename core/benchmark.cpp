@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <memory>
 #include <vector>
 
 #include "core/rng.h"
@@ -62,9 +63,12 @@ double measure_gemm_gflops(int n, int repeats) {
   return 2.0 * n * n * n / best / 1e9;
 }
 
-void benchmark_run(Config config, Group& world, int steps) {
+namespace {
+
+// A trainer on synthetic uniform tokens (throughput does not depend on the
+// text); the shard file only lives while the loader opens it.
+std::unique_ptr<Trainer> synthetic_trainer(Config config, Group& world) {
   const TrainingConfig& t = config.training;
-  // Synthetic uniform tokens: throughput does not depend on the text.
   std::vector<uint32_t> tokens(static_cast<size_t>(t.batch_size) * (t.seq_len + 1));
   Rng rng(static_cast<uint64_t>(t.seed));
   for (uint32_t& token : tokens) token = static_cast<uint32_t>(rng.next_below(config.model.vocab_size));
@@ -74,30 +78,90 @@ void benchmark_run(Config config, Group& world, int steps) {
   config.data.train = shard.string();
   config.data.val = "";
   config.logging.metrics = false;
-  Trainer trainer(config, world);
+  auto trainer = std::make_unique<Trainer>(config, world);
   std::filesystem::remove(shard);
+  return trainer;
+}
 
-  double gemm = measure_gemm_gflops(2048, 3);
-  trainer.train_step(0);  // warm-up
+// Seconds per step over `steps` steps after one warm-up step (slowest rank).
+double time_steps(Trainer& trainer, int steps) {
+  trainer.train_step(0);
+  trainer.topology().world.barrier();
   auto start = Clock::now();
   for (int s = 1; s <= steps; ++s) trainer.train_step(s);
-  double seconds = seconds_since(start) / steps;
+  trainer.topology().world.barrier();
+  return seconds_since(start) / steps;
+}
 
+}  // namespace
+
+void benchmark_run(Config config, Group& world, int steps) {
+  const TrainingConfig& t = config.training;
+  std::unique_ptr<Trainer> trainer = synthetic_trainer(config, world);
+  double gemm = measure_gemm_gflops(2048, 3);
+  double seconds = time_steps(*trainer, steps);
+
+  if (world.rank() != 0) return;
   StepFlops flops = step_flops(config);
   double step_tokens = static_cast<double>(t.batch_size) * t.seq_len;
-  double achieved = flops.total() / seconds / 1e9;
-  fmt::print("benchmark {} ({} parameters, {} threads)\n", config.path,
-             trainer.model().layout().total_numel, omp_get_max_threads());
+  double achieved = flops.total() / seconds / 1e9 / world.size();
+  fmt::print("benchmark {} ({} parameters, {} rank(s) x {} threads, mode {})\n", config.path,
+             trainer->model().layout().total_numel, world.size(), omp_get_max_threads(),
+             trainer->topology().plan.mode);
   fmt::print("  batch {} x {} tokens, micro-batch {}\n", t.batch_size, t.seq_len, t.micro_batch_size);
-  fmt::print("  sgemm 2048^3 rate      {:9.1f} GFLOP/s\n", gemm);
+  fmt::print("  sgemm 2048^3 rate      {:9.1f} GFLOP/s per rank\n", gemm);
   fmt::print("  step time              {:9.1f} ms\n", seconds * 1e3);
   fmt::print("  tokens/s               {:9.0f}\n", step_tokens / seconds);
   fmt::print("  FLOPs per step         {:9.3g} (matmul {:.3g}, attention {:.3g})\n", flops.total(),
              flops.matmul, flops.attention);
-  fmt::print("  achieved               {:9.1f} GFLOP/s = {:.1f}% of the sgemm rate\n", achieved,
-             100.0 * achieved / gemm);
-  fmt::print("  activations {}, model state {}\n", format_bytes(trainer.model().activation_bytes()),
-             format_bytes(trainer.engine().bytes().total()));
+  fmt::print("  achieved               {:9.1f} GFLOP/s per rank = {:.1f}% of the sgemm rate\n",
+             achieved, 100.0 * achieved / gemm);
+  fmt::print("  activations {}, model state {}\n", format_bytes(trainer->model().activation_bytes()),
+             format_bytes(trainer->engine().bytes().total()));
+}
+
+void benchmark_modes(Config config, Group& world, int steps) {
+  const int n = world.size();
+  std::vector<std::pair<std::string, int>> modes = {
+      {"ddp", 0}, {"zero1", 0}, {"zero2", 0}, {"zero3", 0}};
+  if (n >= 4 && n % 2 == 0) modes.push_back({"hybrid", n / 2});
+  const ParameterLayout layout = layout_build(config.model);
+  const double model_bytes = 4.0 * layout.total_numel;
+  if (world.rank() == 0) {
+    fmt::print("modes benchmark {}: {} parameters ({}), {} ranks, batch {} x {}, micro-batch {}\n",
+               config.path, layout.total_numel, format_bytes(model_bytes), n,
+               config.training.batch_size, config.training.seq_len, config.training.micro_batch_size);
+    fmt::print("{:<10} {:>9} {:>9} {:>11} {:>11} {:>11} {:>11} {:>12} {:>8}\n", "mode", "ms/step",
+               "tokens/s", "params", "grads", "optimizer", "buffers", "sent/step", "vs ddp");
+  }
+  double ddp_sent = 0;
+  for (const auto& [mode, group] : modes) {
+    config.parallel.mode = mode;
+    config.parallel.shard_group_size = group;
+    std::unique_ptr<Trainer> trainer = synthetic_trainer(config, world);
+    Topology& topo = trainer->topology();
+    double seconds = time_steps(*trainer, 1);  // warm-up before the counted steps
+    topo.shard->reset_stats();
+    topo.replicate->reset_stats();
+    seconds = time_steps(*trainer, steps);
+    CommStats comm = topo.shard->stats();
+    comm.add(topo.replicate->stats());
+    double sent = static_cast<double>(comm.sent_bytes) / (steps + 1);  // + the warm-up step
+    if (mode == "ddp") ddp_sent = sent;
+    StateBytes b = trainer->engine().bytes();
+    if (world.rank() != 0) continue;
+    std::string name = mode == "hybrid" ? fmt::format("hybrid/{}", group) : mode;
+    fmt::print("{:<10} {:>9.1f} {:>9.0f} {:>11} {:>11} {:>11} {:>11} {:>12} {:>8.2f}\n", name,
+               seconds * 1e3, config.training.batch_size * config.training.seq_len / seconds,
+               format_bytes(b.params), format_bytes(b.grads), format_bytes(b.optimizer),
+               format_bytes(b.buffers), format_bytes(sent), ddp_sent > 0 ? sent / ddp_sent : 0.0);
+  }
+  if (world.rank() == 0) {
+    fmt::print("theory (ring, per rank): ddp all-reduce = 2 x model x (n-1)/n = {} per step; "
+               "zero1/zero2 1x that with one micro-batch per step; zero3 1.5x (less when gathered "
+               "units stay cached)\n",
+               format_bytes(2 * model_bytes * (n - 1.0) / n));
+  }
 }
 
 }  // namespace llm

@@ -24,4 +24,9 @@ double measure_gemm_gflops(int n, int repeats);
 // Times `steps` training steps (after one warm-up step) and prints the report.
 void benchmark_run(Config config, Group& world, int steps);
 
+// Runs the config in every parallel mode on `world` and prints a table: step
+// time, tokens/s, bytes per rank of parameters / gradients / optimizer state /
+// buffers, and bytes sent per step (counted by the comm layer) against ddp.
+void benchmark_modes(Config config, Group& world, int steps);
+
 }  // namespace llm
