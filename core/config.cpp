@@ -216,6 +216,11 @@ void config_validate(const Config& c) {
             "{}: parallel.mode must be ddp, zero1, zero2, zero3, fsdp or hybrid, got '{}'", f,
             c.parallel.mode);
   LLM_CHECK(c.parallel.shard_group_size >= 0, "{}: parallel.shard_group_size must be >= 0", f);
+  const CheckpointConfig& k = c.checkpoint;
+  LLM_CHECK(k.interval >= 0, "{}: checkpoint.interval must be >= 0", f);
+  LLM_CHECK(k.keep_last >= 0, "{}: checkpoint.keep_last must be >= 0", f);
+  LLM_CHECK(k.keep_every >= 0, "{}: checkpoint.keep_every must be >= 0", f);
+  LLM_CHECK(!k.resume.empty(), "{}: checkpoint.resume must be auto, none or a checkpoint path", f);
   LLM_CHECK(c.logging.log_interval > 0, "{}: logging.log_interval must be positive", f);
 }
 

@@ -22,6 +22,7 @@ struct ModelConfig {
   double norm_eps = 1e-5;
   bool tie_embeddings = true;
   double init_std = 0.02;
+  std::string init_from = "";
 
   template <class V> void visit_fields(V&& v) {
     v("dim", dim, "hidden size (width of the residual stream)");
@@ -34,6 +35,7 @@ struct ModelConfig {
     v("norm_eps", norm_eps, "epsilon inside RMSNorm");
     v("tie_embeddings", tie_embeddings, "share the token embedding with the LM head");
     v("init_std", init_std, "std of the normal init of weight matrices");
+    v("init_from", init_from, "start from Hugging Face Llama weights (model.safetensors or its dir)");
   }
 };
 
@@ -101,9 +103,19 @@ struct ParallelConfig {
 
 struct CheckpointConfig {
   std::string dir = "";
+  int interval = 0;
+  bool save_final = true;
+  int keep_last = 3;
+  int keep_every = 0;
+  std::string resume = "auto";
 
   template <class V> void visit_fields(V&& v) {
     v("dir", dir, "run directory (default checkpoints/<config name>)");
+    v("interval", interval, "save every this many steps (0 = no periodic saves)");
+    v("save_final", save_final, "save after the last step (and on SIGTERM / SIGINT)");
+    v("keep_last", keep_last, "keep the newest this many checkpoints (0 = keep all)");
+    v("keep_every", keep_every, "also keep forever every checkpoint whose step is a multiple of this");
+    v("resume", resume, "auto (continue from <run dir>/latest if present) | none | a step_N path");
   }
 };
 

@@ -9,9 +9,11 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "core/stop_signal.h"
 #include "core/system.h"
 #include "data/tokenizer.h"
 #include "model/generate.h"
+#include "parallel/checkpoint.h"
 
 namespace llm {
 namespace {
@@ -69,6 +71,28 @@ Trainer::Trainer(Config config, Group& world)
   engine_ = std::make_unique<ShardingEngine>(model_->layout(), config_, backend_cpu(), topology_);
   inputs_.resize(static_cast<size_t>(t.micro_batch_size) * t.seq_len);
   targets_.resize(inputs_.size());
+  restore_state();
+}
+
+void Trainer::restore_state() {
+  const std::string& resume = config_.checkpoint.resume;
+  std::string path;
+  if (resume == "auto") {
+    path = checkpoint_latest(config_.run_dir());
+  } else if (resume != "none") {
+    path = resume;
+  }
+  if (!path.empty()) {
+    start_step_ = checkpoint_load(path, *engine_);
+    resumed_from_ = path;
+    LLM_CHECK(start_step_ <= config_.training.steps,
+              "{}: checkpoint {} is at step {}, beyond training.steps ({})", config_.path, path,
+              start_step_, config_.training.steps);
+  }
+}
+
+std::string Trainer::save_checkpoint(int steps_done) {
+  return checkpoint_save(config_.run_dir(), steps_done, config_, *engine_, topology_);
 }
 
 StepResult Trainer::train_step(int step) {
@@ -134,7 +158,13 @@ void Trainer::run() {
   if (leader) {
     std::filesystem::create_directories(run_dir);
     std::ofstream(std::filesystem::path(run_dir) / "config.toml") << config_to_toml(config_);
-    if (config_.logging.metrics) metrics_ = MetricsLog(run_dir + "/metrics.jsonl", /*append=*/false);
+    if (config_.logging.metrics) {
+      metrics_ = MetricsLog(run_dir + "/metrics.jsonl", /*append=*/!resumed_from_.empty());
+    }
+  }
+  stop_signal_install();
+  if (!resumed_from_.empty()) {
+    spdlog::info("resumed from {} at step {}", resumed_from_, start_step_);
   }
 
   StateBytes state = engine_->bytes();
@@ -155,17 +185,25 @@ void Trainer::run() {
     if (metrics_.is_open()) metrics_.write({{"step", step}, {"val_loss", val_loss}});
   };
 
-  log_eval(0);
+  if (resumed_from_.empty()) log_eval(0);
   const double tokens_per_step = static_cast<double>(t.batch_size) * t.seq_len;
+  const CheckpointConfig& policy = config_.checkpoint;
   auto run_start = Clock::now();
-  for (int step = 0; step < t.steps; ++step) {
+  int last_saved = resumed_from_.empty() ? -1 : start_step_;
+  auto save = [&](int done) {
+    auto start = Clock::now();
+    std::string dir = save_checkpoint(done);
+    last_saved = done;
+    spdlog::info("saved {} in {:.2f} s", dir, seconds_since(start));
+  };
+  for (int step = start_step_; step < t.steps; ++step) {
     auto step_start = Clock::now();
     StepResult r = train_step(step);
     double seconds = seconds_since(step_start);
     double tokens_per_s = tokens_per_step / seconds;
     int done = step + 1;
     if (done % config_.logging.log_interval == 0 || done == t.steps) {
-      double eta = seconds_since(run_start) / done * (t.steps - done);
+      double eta = seconds_since(run_start) / (done - start_step_) * (t.steps - done);
       spdlog::info("step {:>5}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | "
                    "{:.1f} ms | ETA {}",
                    done, t.steps, r.loss, r.lr, r.grad_norm, tokens_per_s, seconds * 1e3,
@@ -177,8 +215,16 @@ void Trainer::run() {
     }
     bool last = done == t.steps;
     if ((t.eval_interval > 0 && done % t.eval_interval == 0) || last) log_eval(done);
+    if (policy.interval > 0 && done % policy.interval == 0) save(done);
+    // Every rank learns of a signal that reached any of them, at the same step.
+    if (topology_.world.all_reduce_sum(stop_signal_received() ? 1.0 : 0.0) > 0) {
+      if (policy.save_final && last_saved != done) save(done);
+      spdlog::warn("stopped by a signal after step {}", done);
+      return;
+    }
   }
-  spdlog::info("trained {} steps in {}; peak resident memory {}", t.steps,
+  if (policy.save_final && last_saved != t.steps) save(t.steps);
+  spdlog::info("trained steps {}..{} in {}; peak resident memory {}", start_step_, t.steps,
                format_duration(seconds_since(run_start)), format_bytes(peak_resident_bytes()));
   if (t.sample_tokens > 0 && !config_.data.tokenizer.empty()) {
     spdlog::info("sample:\n{}", sample(t.sample_tokens));

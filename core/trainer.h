@@ -49,8 +49,13 @@ class Trainer {
   // Trains over `world` (every rank of it calls this together).
   Trainer(Config config, Group& world);
 
-  // Runs training.steps steps with evaluation and logging; then the sample.
+  // Runs from start_step() to training.steps with evaluation, logging and
+  // checkpoints; then the sample. Returns early (after saving) on SIGTERM/SIGINT.
   void run();
+  // Optimizer steps already done: the resumed checkpoint's step, else 0.
+  int start_step() const { return start_step_; }
+  // Collective: saves the state after `steps_done` steps; returns its directory.
+  std::string save_checkpoint(int steps_done);
   // One optimizer step (all micro-batches of the global batch).
   StepResult train_step(int step);
   // Mean loss over the first training.eval_sequences sequences of data.val.
@@ -65,9 +70,15 @@ class Trainer {
   int accumulation_steps() const { return accumulation_steps_; }
 
  private:
+  // Loads checkpoint.resume (or the run dir's latest with "auto"), else
+  // model.init_from; sets start_step_.
+  void restore_state();
+
   Config config_;
   Topology topology_;
   int accumulation_steps_;
+  int start_step_ = 0;
+  std::string resumed_from_;
   std::unique_ptr<Transformer> model_;
   std::unique_ptr<ShardingEngine> engine_;
   std::unique_ptr<DataLoader> train_data_;

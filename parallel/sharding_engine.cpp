@@ -183,6 +183,36 @@ std::vector<float> ShardingEngine::gather_all_params() {
   return all;
 }
 
+std::vector<OwnedSlice> ShardingEngine::owned_slices() const {
+  std::vector<OwnedSlice> slices;
+  for (size_t u = 0; u < units_.size(); ++u) {
+    const UnitShard& s = shards_[u];
+    const UnitState& state = units_[u];
+    if (s.owned == 0) continue;
+    const float* params = plan_.shard_params ? state.owned_params : state.full_params + s.begin;
+    slices.push_back({static_cast<int>(u), s.begin, s.owned, params, state.m, state.v});
+  }
+  return slices;
+}
+
+void ShardingEngine::load_state(StateSource& source, bool with_moments) {
+  wait_gradients();
+  for (size_t u = 0; u < units_.size(); ++u) {
+    const UnitShard& s = shards_[u];
+    UnitState& state = units_[u];
+    int unit = static_cast<int>(u);
+    float* m = with_moments ? state.m : nullptr;
+    float* v = with_moments ? state.v : nullptr;
+    if (plan_.shard_params) {
+      if (s.owned > 0) source.read(unit, s.begin, s.owned, state.owned_params, m, v);
+      continue;
+    }
+    source.read(unit, 0, s.numel, state.full_params, nullptr, nullptr);
+    if (with_moments && s.owned > 0) source.read(unit, s.begin, s.owned, nullptr, m, v);
+  }
+  for (GatherSlot& slot : gather_slots_) slot.unit = -1;  // cached gathers are stale
+}
+
 // --- gradients -----------------------------------------------------------------
 
 ShardingEngine::GradSlot* ShardingEngine::oldest_reduction() {

@@ -41,6 +41,24 @@ struct StateBytes {
   size_t total() const { return state() + buffers; }
 };
 
+// The slice of model state a rank is responsible for saving: elements
+// [begin, begin + count) of a unit's fp32 parameters and AdamW moments.
+struct OwnedSlice {
+  int unit;
+  size_t begin, count;
+  const float* params;
+  const float* m;
+  const float* v;
+};
+
+// Where loaded state comes from: fills any element range of a unit's
+// parameters and moments; a null output is not wanted.
+class StateSource {
+ public:
+  virtual ~StateSource() = default;
+  virtual void read(int unit, size_t begin, size_t count, float* params, float* m, float* v) = 0;
+};
+
 class ShardingEngine : public UnitProvider {
  public:
   ShardingEngine(const ParameterLayout& layout, const Config& config, const Backend& backend,
@@ -50,6 +68,7 @@ class ShardingEngine : public UnitProvider {
   // without allocating (the largest over shard ranks).
   static StateBytes planned_bytes(const ParameterLayout& layout, const ShardingPlan& plan);
   StateBytes bytes() const { return bytes_; }
+  const ParameterLayout& layout() const { return layout_; }
 
   const float* acquire_params(int unit, Pass pass) override;
   void release_params(int unit, Pass pass) override;
@@ -72,6 +91,13 @@ class ShardingEngine : public UnitProvider {
   void gather_grads(int unit, float* out);
   // Every unit's parameters, concatenated in unit order (total_numel).
   std::vector<float> gather_all_params();
+
+  // The state this rank owns, unit by unit (units it owns nothing of are
+  // left out). A checkpoint is the union of one replica's owned slices.
+  std::vector<OwnedSlice> owned_slices() const;
+  // Replaces parameters (and moments, when `with_moments`) by what `source`
+  // says, each rank reading just the ranges it holds.
+  void load_state(StateSource& source, bool with_moments);
 
  private:
   struct UnitShard {

@@ -27,7 +27,7 @@ constexpr float kParamTolerance = 2e-5f;
 std::vector<std::string> base_overrides(const std::string& model) {
   std::vector<std::string> o = {
       "training.batch_size=12", "training.micro_batch_size=1", "training.warmup_steps=2",
-      "training.lr=1e-3", "logging.metrics=false",
+      "training.lr=1e-3", "logging.metrics=false", "checkpoint.resume=none",
       "checkpoint.dir=" + (std::filesystem::temp_directory_path() / "llm_mpi_modes").string()};
   if (model == "ragged") {
     // Unit sizes that no world size > 1 here divides (head unit: 40 elements),

@@ -20,6 +20,7 @@
 #include "model/kernels/attention.h"
 #include "model/kernels/cross_entropy.h"
 #include "model/kernels/embedding.h"
+#include "model/kernels/fill.h"
 #include "model/kernels/matmul.h"
 #include "model/kernels/residual.h"
 #include "model/kernels/rmsnorm.h"
@@ -549,6 +550,21 @@ TEST(KernelResidual, ForwardMatchesReferenceAndMayAlias) {
     Floats in_place = a;
     llm::cpu::residual_forward(in_place.data(), in_place.data(), b.data(), n);
     expect_same_bits(in_place, out, "out aliasing a");
+  }
+}
+
+// ---- fill ---------------------------------------------------------------------
+
+TEST(KernelFill, ZeroesExactlyTheRange) {
+  std::mt19937 rng(24);
+  for (size_t n : {size_t{0}, size_t{1}, size_t{1000}}) {
+    SCOPED_TRACE(testing::Message() << "n=" << n);
+    const Floats before = random_floats(n + 2, rng, 1.0f, 2.0f);  // nonzero everywhere
+    Floats x = before;
+    llm::cpu::fill_zero(x.data() + 1, n);
+    EXPECT_EQ(x.front(), before.front());
+    EXPECT_EQ(x.back(), before.back());
+    for (size_t i = 1; i <= n; i++) ASSERT_EQ(x[i], 0.0f) << "index " << i;
   }
 }
 

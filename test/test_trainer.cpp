@@ -18,6 +18,7 @@ Config tiny(std::vector<std::string> overrides = {}) {
   overrides.push_back("checkpoint.dir=" +
                       (std::filesystem::temp_directory_path() / "llm_test_trainer").string());
   overrides.push_back("logging.metrics=false");
+  overrides.push_back("checkpoint.resume=none");
   return config_load("configs/tiny.toml", overrides);
 }
 

@@ -1,0 +1,28 @@
+// Durable file writes. A file written with write_file_atomically is either
+// absent or complete at `path`, even across a crash: it is written to a
+// temporary name, fsynced, renamed, and the directory entry is fsynced.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace llm {
+
+// Writes `bytes` to `path` in place and fsyncs it (for files inside a
+// temporary directory that is renamed as a whole later).
+void write_file_synced(const std::string& path, std::string_view bytes);
+
+// Writes `bytes` to path + ".tmp", fsyncs, renames over `path`, fsyncs the directory.
+void write_file_atomically(const std::string& path, std::string_view bytes);
+
+// Makes renames and creations inside `dir` durable.
+void fsync_directory(const std::string& dir);
+
+// The whole file; errors name it.
+std::string read_file(const std::string& path);
+
+// Reads `bytes` at `offset`; errors name the file and say when it is too short.
+void read_file_range(const std::string& path, size_t offset, size_t bytes, void* out);
+
+}  // namespace llm

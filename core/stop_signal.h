@@ -1,0 +1,13 @@
+// SIGTERM / SIGINT handling for graceful stops: the handler only records the
+// request; the training loop polls it between steps (all ranks agree through
+// an all-reduce), saves a checkpoint and returns.
+#pragma once
+
+namespace llm {
+
+// Installs the handlers (idempotent).
+void stop_signal_install();
+// True once SIGTERM or SIGINT arrived in this process.
+bool stop_signal_received();
+
+}  // namespace llm

@@ -1,0 +1,38 @@
+// Sharded checkpoints: <run dir>/step_<N>/ holds meta.json (resolved config,
+// step, world size, mode, data position, a global index of every tensor and
+// of every saved record) and one shard file per writing rank with its owned
+// slices of fp32 parameters and AdamW moments, each record checksummed.
+// Invariants:
+//  - Atomic: everything is written into <run dir>/.step_<N>.tmp/, fsynced, and
+//    renamed to step_<N>/ only after every rank finished; `latest` (a file
+//    naming the directory) is replaced atomically afterwards. An interrupted
+//    save leaves only a .tmp directory, never chosen.
+//  - No rank ever holds the whole model: one replica's ranks each write their
+//    own slices (ddp: rank 0 alone).
+//  - The index is global (unit, element offset), so any world size and mode
+//    can load any checkpoint, each rank reading only the records it needs.
+#pragma once
+
+#include <string>
+
+#include "core/config.h"
+#include "parallel/sharding_engine.h"
+#include "parallel/topology.h"
+
+namespace llm {
+
+// Collective over the world. Saves the state after `step` optimizer steps,
+// then prunes old checkpoints per checkpoint.keep_last / keep_every.
+// Returns the checkpoint's directory.
+std::string checkpoint_save(const std::string& run_dir, int step, Config& config,
+                            ShardingEngine& engine, Topology& topology);
+
+// The newest complete checkpoint of run_dir ("" when there is none).
+std::string checkpoint_latest(const std::string& run_dir);
+
+// Collective over the world. Loads parameters and moments from `path` into
+// `engine` (any saved world size or mode) after checking its index against
+// the engine's layout; returns the saved step. Errors name the file.
+int checkpoint_load(const std::string& path, ShardingEngine& engine);
+
+}  // namespace llm

@@ -1,0 +1,151 @@
+// Checkpoints under mpirun: an interrupted-and-resumed run is bit-identical to
+// an uninterrupted one in every mode; a checkpoint saved by any mode on this
+// world loads into every mode here and into a world of one (and back), and
+// training continues on the single-process curve within fp32 tolerance.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/trainer.h"
+#include "parallel/comm.h"
+
+namespace llm {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kSaveAt = 3, kSteps = 6;
+constexpr float kLossTolerance = 2e-5f, kParamTolerance = 2e-5f;  // as in mpi_test_modes.cpp
+
+const std::vector<std::vector<std::string>> kModes = {
+    {"parallel.mode=ddp"}, {"parallel.mode=zero1"}, {"parallel.mode=zero2"},
+    {"parallel.mode=zero3"}, {"parallel.mode=hybrid", "parallel.shard_group_size=1"}};
+
+// A directory shared by all ranks, emptied by rank 0.
+std::string shared_dir(Group& world, const std::string& name) {
+  fs::path dir = fs::temp_directory_path() /
+                 ("llm_mpi_ckpt_np" + std::to_string(comm_world().size()) + "_" + name);
+  if (world.rank() == 0) fs::remove_all(dir);
+  world.barrier();
+  return dir.string();
+}
+
+Config make_config(const std::string& run_dir, const std::string& resume,
+                   std::vector<std::string> mode) {
+  std::vector<std::string> o = {"training.batch_size=12", "training.micro_batch_size=1",
+                                "training.warmup_steps=2", "logging.metrics=false",
+                                "checkpoint.dir=" + run_dir, "checkpoint.resume=" + resume};
+  o.insert(o.end(), mode.begin(), mode.end());
+  return config_load("configs/tiny.toml", o);
+}
+
+struct TrainedRun {
+  std::vector<float> losses;  // of the steps it trained
+  std::vector<float> params;
+};
+
+// Trains steps [from, until) (from defaults to where the trainer starts).
+TrainedRun train(Trainer& trainer, int until, int from = -1) {
+  TrainedRun r;
+  for (int s = from < 0 ? trainer.start_step() : from; s < until; ++s) {
+    r.losses.push_back(trainer.train_step(s).loss);
+  }
+  r.params = trainer.engine().gather_all_params();
+  return r;
+}
+
+std::string mode_name(const std::vector<std::string>& mode) {
+  std::string name = mode[0].substr(mode[0].find('=') + 1);
+  return name;
+}
+
+TEST(CheckpointResume, BitIdenticalToAnUninterruptedRunInEveryMode) {
+  Group& world = comm_world();
+  for (const auto& mode : kModes) {
+    SCOPED_TRACE(mode_name(mode));
+    std::string dir = shared_dir(world, "exact_" + mode_name(mode));
+    Trainer straight(make_config(dir + "/straight", "none", mode), world);
+    TrainedRun whole = train(straight, kSteps);
+
+    std::string saved;
+    {
+      Trainer first(make_config(dir + "/split", "none", mode), world);
+      train(first, kSaveAt);
+      saved = first.save_checkpoint(kSaveAt);
+    }
+    Trainer second(make_config(dir + "/split", "auto", mode), world);  // finds `latest`
+    ASSERT_EQ(second.start_step(), kSaveAt);
+    TrainedRun rest = train(second, kSteps);
+    ASSERT_EQ(rest.losses.size(), static_cast<size_t>(kSteps - kSaveAt));
+    for (int s = kSaveAt; s < kSteps; ++s) EXPECT_EQ(rest.losses[s - kSaveAt], whole.losses[s]);
+    ASSERT_EQ(rest.params.size(), whole.params.size());
+    EXPECT_EQ(0, std::memcmp(rest.params.data(), whole.params.data(), whole.params.size() * 4));
+  }
+}
+
+void expect_continues_reference(const TrainedRun& run, const TrainedRun& reference) {
+  for (int s = kSaveAt; s < kSteps; ++s) {
+    EXPECT_NEAR(run.losses[s - kSaveAt], reference.losses[s], kLossTolerance) << "step " << s + 1;
+  }
+  float worst = 0;
+  for (size_t i = 0; i < reference.params.size(); ++i) {
+    worst = std::max(worst, std::abs(run.params[i] - reference.params[i]));
+  }
+  EXPECT_LE(worst, kParamTolerance);
+}
+
+TEST(CheckpointReshard, AnyModeHereLoadsIntoEveryModeAndIntoOneRank) {
+  Group& world = comm_world();
+  std::unique_ptr<Group> alone = world.split(world.rank(), 0);
+  // The single-process reference, computed by each rank alone, saving its own
+  // checkpoint halfway (saving does not change the state).
+  auto alone_dir = [](int rank) {
+    return (fs::temp_directory_path() / ("llm_mpi_ckpt_alone_rank" + std::to_string(rank))).string();
+  };
+  const std::string own_dir = alone_dir(world.rank());
+  fs::remove_all(own_dir);
+  TrainedRun reference;
+  {
+    Trainer t(make_config(own_dir, "none", {}), *alone);
+    TrainedRun head = train(t, kSaveAt);
+    t.save_checkpoint(kSaveAt);
+    reference = train(t, kSteps, kSaveAt);
+    reference.losses.insert(reference.losses.begin(), head.losses.begin(), head.losses.end());
+  }
+  world.barrier();  // rank 0's single-process checkpoint is complete
+  const std::string from_single = alone_dir(0) + "/step_" + std::to_string(kSaveAt);
+
+  for (const auto& to : kModes) {
+    SCOPED_TRACE("single process -> " + mode_name(to));
+    std::string dir = shared_dir(world, "from_single_" + mode_name(to));
+    Trainer t(make_config(dir, from_single, to), world);
+    ASSERT_EQ(t.start_step(), kSaveAt);
+    expect_continues_reference(train(t, kSteps), reference);
+  }
+
+  for (const auto& from : kModes) {
+    std::string saved_dir = shared_dir(world, "from_" + mode_name(from));
+    std::string saved;
+    {
+      Trainer t(make_config(saved_dir, "none", from), world);
+      train(t, kSaveAt);
+      saved = t.save_checkpoint(kSaveAt);
+    }
+    for (const auto& to : kModes) {
+      SCOPED_TRACE(mode_name(from) + " -> " + mode_name(to));
+      std::string dir = shared_dir(world, "to_" + mode_name(to));
+      Trainer t(make_config(dir, saved, to), world);
+      ASSERT_EQ(t.start_step(), kSaveAt);
+      expect_continues_reference(train(t, kSteps), reference);
+    }
+    SCOPED_TRACE(mode_name(from) + " -> one rank");
+    Trainer t(make_config(own_dir + "_to_single", saved, {}), *alone);
+    expect_continues_reference(train(t, kSteps), reference);
+  }
+}
+
+}  // namespace
+}  // namespace llm
