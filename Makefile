@@ -8,7 +8,7 @@ SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # Everything comes from Debian packages; `fortunes` is the demo's English corpus.
 DEB_PACKAGES := build-essential cmake pkg-config \
-  libopenmpi-dev openmpi-bin libopenblas-dev \
+  libopenmpi-dev openmpi-bin libopenblas-openmp-dev \
   libsentencepiece-dev libspdlog-dev libfmt-dev libtomlplusplus-dev nlohmann-json3-dev zlib1g-dev \
   libgtest-dev fortunes
 

@@ -1,7 +1,8 @@
 // Entry point. Subcommands:
 //   ./train [train] --config FILE [--section.key=value ...]   train (default)
 //   ./train prepare --input PATH... --out DIR [--vocab-size N] ...   text -> shards
-//   ./train bench --config FILE [--bench-steps N] [--section.key=value ...]
+//   ./train bench --config FILE [--bench-steps N] [--modes] [--section.key=value ...]
+//   ./train export --checkpoint DIR --out DIR   checkpoint -> Hugging Face Llama
 // Only main decides to exit: every failure below it is an llm::Error, printed
 // as one line on stderr (naming the rank) with a non-zero exit status; under
 // mpirun a failing rank aborts the whole job.
@@ -18,6 +19,8 @@
 #include "core/system.h"
 #include "core/trainer.h"
 #include "data/prepare.h"
+#include "model/hf_llama.h"
+#include "parallel/checkpoint.h"
 #include "parallel/comm.h"
 
 namespace {
@@ -30,6 +33,10 @@ constexpr const char* kUsage = R"(usage:
                   [--val-fraction F] [--shard-tokens N] [--seed N] [--quiet]
       Train a SentencePiece BPE tokenizer on text files or directories and
       write tokenizer.model, train_*.bin and val_*.bin into DIR.
+  ./train export --checkpoint DIR --out DIR [--dtype float32|bfloat16]
+      Write a checkpoint as Hugging Face Llama weights (model.safetensors and
+      config.json). The reverse: [model] init_from = "DIR" starts training
+      from such weights.
   ./train bench --config FILE [--bench-steps N] [--modes] [--section.key=value ...]
       Time training steps on synthetic tokens; report tokens/s and GFLOP/s
       against this machine's sgemm rate. With --modes (under mpirun), run the
@@ -141,6 +148,25 @@ llm::Group& join_world() {
   return world;
 }
 
+int run_export(const Args& args) {
+  check_options(args, {"checkpoint", "out", "dtype"});
+  LLM_CHECK(args.overrides.empty(), "./train export takes no config overrides");
+  const std::string* checkpoint = find_option(args, "checkpoint");
+  const std::string* out = find_option(args, "out");
+  LLM_CHECK(checkpoint && out, "./train export: --checkpoint DIR and --out DIR are required");
+  const std::string* dtype = find_option(args, "dtype");
+  llm::Config config = llm::checkpoint_read_config(*checkpoint);
+  llm::ParameterLayout layout = llm::layout_build(config.model);
+  std::vector<float> params = llm::checkpoint_read_params(*checkpoint, layout);
+  llm::HfExportOptions options;
+  options.max_position_embeddings = config.training.seq_len;
+  if (dtype) options.dtype = *dtype;
+  llm::hf_export(config.model, layout, params.data(), *out, options);
+  std::printf("exported %s (%zu parameters, %s) to %s/model.safetensors and config.json\n",
+              checkpoint->c_str(), layout.total_numel, options.dtype.c_str(), out->c_str());
+  return 0;
+}
+
 int run_train(const Args& args) {
   check_options(args, {"config"});
   llm::Group& world = join_world();
@@ -175,6 +201,7 @@ int main(int argc, char** argv) {
     if (args.command == "train") return run_train(args);
     if (args.command == "prepare") return run_prepare(args);
     if (args.command == "bench") return run_bench(args);
+    if (args.command == "export") return run_export(args);
     LLM_FAIL("unknown command '{}' (see ./train --help)", args.command);
   } catch (const std::exception& e) {
     // Under mpirun this takes every rank down, so none waits on a dead peer.

@@ -187,6 +187,7 @@ void config_validate(const Config& c) {
 
   const TrainingConfig& t = c.training;
   LLM_CHECK(t.steps >= 0, "{}: training.steps must be >= 0, got {}", f, t.steps);
+  LLM_CHECK(t.stop_at_step >= 0, "{}: training.stop_at_step must be >= 0", f);
   LLM_CHECK(t.batch_size > 0, "{}: training.batch_size must be positive", f);
   LLM_CHECK(t.micro_batch_size > 0, "{}: training.micro_batch_size must be positive", f);
   LLM_CHECK(t.batch_size % t.micro_batch_size == 0,

@@ -41,6 +41,7 @@ struct ModelConfig {
 
 struct TrainingConfig {
   int steps = 100;
+  int stop_at_step = 0;
   int batch_size = 8;
   int micro_batch_size = 8;
   int seq_len = 64;
@@ -59,7 +60,8 @@ struct TrainingConfig {
   int sample_tokens = 0;
 
   template <class V> void visit_fields(V&& v) {
-    v("steps", steps, "optimizer steps to run");
+    v("steps", steps, "optimizer steps of the whole run (sets the LR schedule)");
+    v("stop_at_step", stop_at_step, "stop (and save) after this step, e.g. at a job's time limit (0 = steps)");
     v("batch_size", batch_size, "global batch in sequences per optimizer step (all ranks together)");
     v("micro_batch_size", micro_batch_size, "sequences per rank per forward pass");
     v("seq_len", seq_len, "tokens per sequence");

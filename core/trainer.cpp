@@ -13,6 +13,7 @@
 #include "core/system.h"
 #include "data/tokenizer.h"
 #include "model/generate.h"
+#include "model/hf_llama.h"
 #include "parallel/checkpoint.h"
 
 namespace llm {
@@ -23,6 +24,18 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
+
+// Hugging Face weights as a source of parameters (moments stay zero).
+class HfWeightsSource : public StateSource {
+ public:
+  explicit HfWeightsSource(const HfWeights& weights) : weights_(weights) {}
+  void read(int unit, size_t begin, size_t count, float* params, float*, float*) override {
+    if (params) weights_.read(unit, begin, count, params);
+  }
+
+ private:
+  const HfWeights& weights_;
+};
 
 }  // namespace
 
@@ -88,6 +101,11 @@ void Trainer::restore_state() {
     LLM_CHECK(start_step_ <= config_.training.steps,
               "{}: checkpoint {} is at step {}, beyond training.steps ({})", config_.path, path,
               start_step_, config_.training.steps);
+  } else if (!config_.model.init_from.empty()) {
+    // Fine-tuning: parameters from Hugging Face weights, fresh AdamW moments.
+    HfWeights weights = HfWeights::open(config_.model.init_from, config_.model, model_->layout());
+    HfWeightsSource source(weights);
+    engine_->load_state(source, /*with_moments=*/false);
   }
 }
 
@@ -196,7 +214,8 @@ void Trainer::run() {
     last_saved = done;
     spdlog::info("saved {} in {:.2f} s", dir, seconds_since(start));
   };
-  for (int step = start_step_; step < t.steps; ++step) {
+  const int stop_at = t.stop_at_step > 0 ? std::min(t.stop_at_step, t.steps) : t.steps;
+  for (int step = start_step_; step < stop_at; ++step) {
     auto step_start = Clock::now();
     StepResult r = train_step(step);
     double seconds = seconds_since(step_start);
@@ -223,9 +242,14 @@ void Trainer::run() {
       return;
     }
   }
-  if (policy.save_final && last_saved != t.steps) save(t.steps);
-  spdlog::info("trained steps {}..{} in {}; peak resident memory {}", start_step_, t.steps,
+  if (policy.save_final && last_saved != stop_at) save(stop_at);
+  spdlog::info("trained steps {}..{} in {}; peak resident memory {}", start_step_, stop_at,
                format_duration(seconds_since(run_start)), format_bytes(peak_resident_bytes()));
+  if (stop_at < t.steps) {
+    spdlog::info("stopped at step {} of {} (training.stop_at_step); run again to continue", stop_at,
+                 t.steps);
+    return;
+  }
   if (t.sample_tokens > 0 && !config_.data.tokenizer.empty()) {
     spdlog::info("sample:\n{}", sample(t.sample_tokens));
   }

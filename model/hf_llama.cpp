@@ -6,13 +6,12 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 
 #include "core/error.h"
+#include "core/file_io.h"
 
 namespace llm {
 namespace {
@@ -50,7 +49,9 @@ std::vector<RowPiece> hf_pieces(const std::string& name, const std::vector<int64
   }
   if (part == "attn.wo") return {{hf + "self_attn.o_proj.weight", shape[0]}};
   if (part == "mlp_norm.weight") return {{hf + "post_attention_layernorm.weight", shape[0]}};
-  if (part == "mlp.w13") return {{hf + "mlp.gate_proj.weight", c.ffn_dim}, {hf + "mlp.up_proj.weight", c.ffn_dim}};
+  if (part == "mlp.w13") {
+    return {{hf + "mlp.gate_proj.weight", c.ffn_dim}, {hf + "mlp.up_proj.weight", c.ffn_dim}};
+  }
   if (part == "mlp.w2") return {{hf + "mlp.down_proj.weight", shape[0]}};
   LLM_FAIL("hf_llama: no Hugging Face name for parameter '{}'", name);
 }
@@ -62,12 +63,9 @@ bool is_ignorable(const std::string& hf_name, const ModelConfig& config) {
 }
 
 nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  LLM_CHECK(in.good(), "{}: cannot open", path);
-  std::stringstream text;
-  text << in.rdbuf();
+  const std::string text = read_file(path);
   try {
-    return nlohmann::json::parse(text.str());
+    return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     LLM_FAIL("{}: not valid JSON: {}", path, e.what());
   }
@@ -89,11 +87,13 @@ class ConfigKeys {
               "{}: key '{}': expected a positive integer, found {}", path_, key, v.dump());
     return v.get<int>();
   }
-  int positive_int(const char* key, int fallback) const { return has(key) ? positive_int(key) : fallback; }
+  int positive_int(const char* key, int fallback) const {
+    return has(key) ? positive_int(key) : fallback;
+  }
 
   double positive_number(const nlohmann::json& v, const char* key) const {
-    LLM_CHECK(v.is_number() && v.get<double>() > 0, "{}: key '{}': expected a positive number, found {}",
-              path_, key, v.dump());
+    LLM_CHECK(v.is_number() && v.get<double>() > 0,
+              "{}: key '{}': expected a positive number, found {}", path_, key, v.dump());
     return v.get<double>();
   }
   double positive_number(const char* key, double fallback) const {
@@ -150,6 +150,43 @@ void check_config_matches(const std::string& config_path, const ModelConfig& our
   same("tie_word_embeddings", "tie_embeddings", theirs.tie_embeddings, ours.tie_embeddings);
 }
 
+// Where a checkpoint's tensors live.
+struct CheckpointIndex {
+  std::string dir;     // where a config.json would sit
+  std::string source;  // what errors name: the model.safetensors or the index
+  std::map<std::string, std::string> file_of;  // HF tensor name -> safetensors path
+};
+
+// path: a .safetensors file, an .index.json, or a directory holding either.
+CheckpointIndex checkpoint_index(const std::string& path) {
+  CheckpointIndex checkpoint;
+  if (fs::is_directory(path)) {
+    checkpoint.dir = path;
+    checkpoint.source = (fs::path(path) / kWeightsFile).string();
+    if (!fs::exists(checkpoint.source)) checkpoint.source = (fs::path(path) / kIndexFile).string();
+    LLM_CHECK(fs::exists(checkpoint.source), "{}: holds neither {} nor {}", path, kWeightsFile,
+              kIndexFile);
+  } else {
+    checkpoint.dir = fs::path(path).parent_path().string();
+    checkpoint.source = path;
+  }
+  if (!checkpoint.source.ends_with(".index.json")) {
+    for (const std::string& name : SafetensorsFile::open(checkpoint.source).names()) {
+      checkpoint.file_of[name] = checkpoint.source;
+    }
+    return checkpoint;
+  }
+  const nlohmann::json index = read_json(checkpoint.source);
+  LLM_CHECK(index.is_object() && index.contains("weight_map") && index["weight_map"].is_object(),
+            "{}: missing object 'weight_map'", checkpoint.source);
+  for (const auto& [name, file] : index["weight_map"].items()) {
+    LLM_CHECK(file.is_string(), "{}: weight_map entry of '{}' is not a file name",
+              checkpoint.source, name);
+    checkpoint.file_of[name] = (fs::path(checkpoint.dir) / file.get<std::string>()).string();
+  }
+  return checkpoint;
+}
+
 }  // namespace
 
 std::vector<HfTensor> hf_llama_tensors(const ModelConfig& config, const ParameterLayout& layout) {
@@ -166,8 +203,8 @@ std::vector<HfTensor> hf_llama_tensors(const ModelConfig& config, const Paramete
       offset += numel;
       rows += piece.rows;
     }
-    LLM_CHECK(rows == t.shape[0], "hf_llama: parameter '{}' has {} rows but config gives {}", t.name,
-              t.shape[0], rows);
+    LLM_CHECK(rows == t.shape[0], "hf_llama: parameter '{}' has {} rows but config gives {}",
+              t.name, t.shape[0], rows);
   }
   return tensors;
 }
@@ -182,7 +219,9 @@ void hf_export(const ModelConfig& config, const ParameterLayout& layout, const f
   LLM_CHECK(!error, "hf_export: cannot create {}: {}", out_dir, error.message());
 
   std::vector<size_t> unit_begin(layout.units.size(), 0);
-  for (size_t u = 1; u < layout.units.size(); ++u) unit_begin[u] = unit_begin[u - 1] + layout.units[u - 1].numel;
+  for (size_t u = 1; u < layout.units.size(); ++u) {
+    unit_begin[u] = unit_begin[u - 1] + layout.units[u - 1].numel;
+  }
 
   SafetensorsWriter writer;
   writer.set_metadata("format", "pt");  // transformers refuses files without it
@@ -240,11 +279,12 @@ ModelConfig hf_read_config(const std::string& dir_or_config_json) {
   c.tie_embeddings = keys.boolean("tie_word_embeddings", false);
   c.init_std = keys.positive_number("initializer_range", 0.02);
 
-  LLM_CHECK(c.dim % c.n_heads == 0, "{}: hidden_size {} is not a multiple of num_attention_heads {}",
-            path, c.dim, c.n_heads);
+  LLM_CHECK(c.dim % c.n_heads == 0,
+            "{}: hidden_size {} is not a multiple of num_attention_heads {}", path, c.dim,
+            c.n_heads);
   LLM_CHECK(c.n_heads % c.n_kv_heads == 0,
-            "{}: num_attention_heads {} is not a multiple of num_key_value_heads {}", path, c.n_heads,
-            c.n_kv_heads);
+            "{}: num_attention_heads {} is not a multiple of num_key_value_heads {}", path,
+            c.n_heads, c.n_kv_heads);
   if (keys.has("head_dim")) {
     const int head_dim = keys.positive_int("head_dim");
     LLM_CHECK(head_dim == c.dim / c.n_heads,
@@ -256,38 +296,11 @@ ModelConfig hf_read_config(const std::string& dir_or_config_json) {
 
 HfWeights HfWeights::open(const std::string& path, const ModelConfig& config,
                           const ParameterLayout& layout) {
-  // Which file holds each HF tensor: one model.safetensors, or an index's weight_map.
-  std::string dir, index_path, single_path;
-  if (fs::is_directory(path)) {
-    dir = path;
-    if (fs::exists(fs::path(dir) / kWeightsFile)) {
-      single_path = (fs::path(dir) / kWeightsFile).string();
-    } else {
-      index_path = (fs::path(dir) / kIndexFile).string();
-      LLM_CHECK(fs::exists(index_path), "{}: holds neither {} nor {}", path, kWeightsFile, kIndexFile);
-    }
-  } else {
-    dir = fs::path(path).parent_path().string();
-    (path.ends_with(".index.json") ? index_path : single_path) = path;
-  }
-  const std::string config_path = (fs::path(dir) / kConfigFile).string();
+  const CheckpointIndex checkpoint = checkpoint_index(path);
+  const std::string config_path = (fs::path(checkpoint.dir) / kConfigFile).string();
   if (fs::exists(config_path)) check_config_matches(config_path, config);
-
-  HfWeights weights;
-  std::map<std::string, std::string> file_of;  // HF tensor name -> safetensors path
-  if (!single_path.empty()) {
-    weights.files_.push_back(SafetensorsFile::open(single_path));
-    for (const std::string& name : weights.files_[0].names()) file_of[name] = single_path;
-  } else {
-    const nlohmann::json index = read_json(index_path);
-    LLM_CHECK(index.is_object() && index.contains("weight_map") && index["weight_map"].is_object(),
-              "{}: missing object 'weight_map'", index_path);
-    for (const auto& [name, file] : index["weight_map"].items()) {
-      LLM_CHECK(file.is_string(), "{}: weight_map entry of '{}' is not a file name", index_path, name);
-      file_of[name] = (fs::path(dir) / file.get<std::string>()).string();
-    }
-  }
-  const std::string source = single_path.empty() ? index_path : single_path;
+  const std::string& source = checkpoint.source;
+  const std::map<std::string, std::string>& file_of = checkpoint.file_of;
 
   const std::vector<HfTensor> expected = hf_llama_tensors(config, layout);
   std::set<std::string> expected_names;
@@ -298,14 +311,15 @@ HfWeights HfWeights::open(const std::string& path, const ModelConfig& config,
               source, name);
   }
 
+  HfWeights weights;
   std::map<std::string, size_t> file_index;  // safetensors path -> index into files_
-  if (!single_path.empty()) file_index[single_path] = 0;
   weights.unit_sources_.resize(layout.units.size());
   for (const HfTensor& t : expected) {
     auto located = file_of.find(t.name);
     LLM_CHECK(located != file_of.end(), "{}: missing tensor '{}' (expected shape {}){}", source,
               t.name, shape_string(t.shape),
-              t.name == "lm_head.weight" ? "; for a tied checkpoint set model.tie_embeddings = true" : "");
+              t.name == "lm_head.weight" ? "; for a tied checkpoint set model.tie_embeddings = true"
+                                         : "");
     auto [it, inserted] = file_index.try_emplace(located->second, weights.files_.size());
     if (inserted) weights.files_.push_back(SafetensorsFile::open(located->second));
     const SafetensorsFile& file = weights.files_[it->second];

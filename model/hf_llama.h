@@ -55,8 +55,8 @@ ModelConfig hf_read_config(const std::string& dir_or_config_json);
 // architecture matches `config`.
 class HfWeights {
  public:
-  // path: a .safetensors file, or a directory holding model.safetensors or a
-  // sharded model.safetensors.index.json.
+  // path: a .safetensors file, a sharded checkpoint's model.safetensors.index.json,
+  // or a directory holding either.
   static HfWeights open(const std::string& path, const ModelConfig& config,
                         const ParameterLayout& layout);
 

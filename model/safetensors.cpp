@@ -13,19 +13,20 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <tuple>
 #include <nlohmann/json.hpp>
+#include <tuple>
 #include <utility>
 
 #include "core/bf16.h"
 #include "core/error.h"
+#include "core/file_io.h"
 
 namespace llm {
 namespace {
 
 static_assert(std::endian::native == std::endian::little, "safetensors is little-endian");
 
-constexpr size_t kLengthBytes = 8;  // the u64 header length
+constexpr size_t kLengthBytes = 8;         // the u64 header length
 constexpr size_t kConvertChunk = 1 << 16;  // elements converted per write when narrowing
 
 float f16_to_float(uint16_t half) {
@@ -51,7 +52,8 @@ bool dtype_from_name(const std::string& name, Dtype* dtype) {
 }
 
 // A file written under path + ".tmp" that replaces path only on commit();
-// destroyed uncommitted, it removes the temporary file.
+// destroyed uncommitted, it removes the temporary file. Streams, unlike
+// core/file_io's write_file_atomically, so a large model is never copied whole.
 class AtomicFile {
  public:
   explicit AtomicFile(std::string path) : path_(std::move(path)), tmp_path_(path_ + ".tmp") {
@@ -84,13 +86,7 @@ class AtomicFile {
     LLM_CHECK(::rename(tmp_path_.c_str(), path_.c_str()) == 0, "{}: cannot rename from {}: {}",
               path_, tmp_path_, std::strerror(errno));
     committed_ = true;
-    // Make the rename itself durable; the data is already synced, so best effort.
-    std::string dir = std::filesystem::path(path_).parent_path().string();
-    int dir_fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir_fd >= 0) {
-      ::fsync(dir_fd);
-      ::close(dir_fd);
-    }
+    fsync_directory(std::filesystem::path(path_).parent_path().string());
   }
 
  private:
@@ -144,8 +140,8 @@ TensorInfo parse_entry(const std::string& name, const nlohmann::json& entry,
             "{}: shape {} is too large", what, shape_string(info.shape));
   LLM_CHECK(bytes == info.data_end - info.data_begin,
             "{}: shape {} of {} needs {} bytes but data_offsets [{}, {}] span {}", what,
-            shape_string(info.shape), dtype_name(info.dtype), bytes, info.data_begin,
-            info.data_end, info.data_end - info.data_begin);
+            shape_string(info.shape), dtype_name(info.dtype), bytes, info.data_begin, info.data_end,
+            info.data_end - info.data_begin);
   return info;
 }
 
@@ -172,8 +168,7 @@ std::string shape_string(const std::vector<int64_t>& shape) {
 
 void SafetensorsWriter::add(std::string name, std::vector<int64_t> shape, const float* data,
                             Dtype dtype) {
-  LLM_CHECK(!name.empty() && name != "__metadata__", "safetensors: invalid tensor name '{}'",
-            name);
+  LLM_CHECK(!name.empty() && name != "__metadata__", "safetensors: invalid tensor name '{}'", name);
   LLM_CHECK(dtype == Dtype::f32 || dtype == Dtype::bf16,
             "safetensors: tensor '{}': only F32 and BF16 can be written, not {}", name,
             dtype_name(dtype));
@@ -197,8 +192,8 @@ void SafetensorsWriter::write(const std::string& path) const {
   size_t offset = 0;
   for (const Entry& e : entries_) {
     const size_t end = offset + e.numel * dtype_bytes(e.dtype);
-    header[e.name] = {{"dtype", dtype_name(e.dtype)}, {"shape", e.shape},
-                      {"data_offsets", {offset, end}}};
+    header[e.name] = {
+        {"dtype", dtype_name(e.dtype)}, {"shape", e.shape}, {"data_offsets", {offset, end}}};
     offset = end;
   }
   std::string text = header.dump();
@@ -222,12 +217,6 @@ void SafetensorsWriter::write(const std::string& path) const {
       file.append(narrowed.data(), count * sizeof(uint16_t));
     }
   }
-  file.commit();
-}
-
-void write_file_atomically(const std::string& path, const std::string& contents) {
-  AtomicFile file(path);
-  file.append(contents.data(), contents.size());
   file.commit();
 }
 
@@ -280,13 +269,15 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
       }
       continue;
     }
-    file.tensors_.push_back(parse_entry(name, entry, fmt::format("safetensors {}: tensor '{}'", path, name)));
+    file.tensors_.push_back(
+        parse_entry(name, entry, fmt::format("safetensors {}: tensor '{}'", path, name)));
   }
 
   // The tensors must tile the data section exactly: sorted, no gaps, no overlaps.
-  std::sort(file.tensors_.begin(), file.tensors_.end(), [](const TensorInfo& a, const TensorInfo& b) {
-    return std::tie(a.data_begin, a.data_end) < std::tie(b.data_begin, b.data_end);
-  });
+  std::sort(file.tensors_.begin(), file.tensors_.end(),
+            [](const TensorInfo& a, const TensorInfo& b) {
+              return std::tie(a.data_begin, a.data_end) < std::tie(b.data_begin, b.data_end);
+            });
   size_t covered = 0;
   for (size_t i = 0; i < file.tensors_.size(); ++i) {
     const TensorInfo& t = file.tensors_[i];
@@ -303,9 +294,8 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   LLM_CHECK(covered <= data_bytes,
             "safetensors {}: truncated: tensors need {} data bytes but the file holds {}", path,
             covered, data_bytes);
-  LLM_CHECK(covered == data_bytes,
-            "safetensors {}: {} trailing bytes after the last tensor's data", path,
-            data_bytes - covered);
+  LLM_CHECK(covered == data_bytes, "safetensors {}: {} trailing bytes after the last tensor's data",
+            path, data_bytes - covered);
   file.data_ = file.mapping_ + kLengthBytes + header_bytes;
   return file;
 }

@@ -86,13 +86,10 @@ class SafetensorsFile {
   std::string path_;
   const uint8_t* mapping_ = nullptr;  // the whole file
   size_t mapping_bytes_ = 0;
-  const uint8_t* data_ = nullptr;  // the data section, inside the mapping
-  std::vector<TensorInfo> tensors_;  // sorted by data_begin
+  const uint8_t* data_ = nullptr;                  // the data section, inside the mapping
+  std::vector<TensorInfo> tensors_;                // sorted by data_begin
   std::unordered_map<std::string, size_t> index_;  // name -> position in tensors_
   std::map<std::string, std::string> metadata_;
 };
-
-// Writes `contents` to path + ".tmp", fsyncs and renames it to path.
-void write_file_atomically(const std::string& path, const std::string& contents);
 
 }  // namespace llm

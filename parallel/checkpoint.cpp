@@ -93,7 +93,7 @@ class CheckpointReader : public StateSource {
       for (const json& r : shard.at("records")) {
         records_[r.at("unit").get<int>()].push_back(
             {file, r.at("begin").get<size_t>(), r.at("count").get<size_t>(),
-             r.at("offset").get<size_t>(), r.at("crc32").get<uint32_t>()});
+             r.at("offset").get<size_t>(), r.at("crc32").get<uint32_t>(), {}});
       }
     }
   }
@@ -144,7 +144,7 @@ std::string checkpoint_save(const std::string& run_dir, int step, Config& config
                             ShardingEngine& engine, Topology& topology) {
   Group& world = topology.world;
   const fs::path final_dir = fs::path(run_dir) / step_name(step);
-  const fs::path tmp_dir = fs::path(run_dir) / ("." + step_name(step) + ".tmp");
+  const fs::path tmp_dir = fs::path(run_dir) / fmt::format(".{}.tmp", step_name(step));
   if (world.rank() == 0) {
     fs::remove_all(tmp_dir);  // the remains of an interrupted save
     fs::create_directories(tmp_dir);
@@ -202,7 +202,10 @@ std::string checkpoint_latest(const std::string& run_dir) {
   return dir.string();
 }
 
-int checkpoint_load(const std::string& path, ShardingEngine& engine) {
+namespace {
+
+// meta.json of a checkpoint, validated against `layout` when given.
+json read_meta(const std::string& path, const ParameterLayout* layout) {
   const std::string meta_path = (fs::path(path) / "meta.json").string();
   LLM_CHECK(fs::exists(meta_path), "checkpoint {}: no meta.json (not a complete checkpoint)", path);
   json meta;
@@ -213,7 +216,8 @@ int checkpoint_load(const std::string& path, ShardingEngine& engine) {
   }
   LLM_CHECK(meta.value("format", "") == kFormat, "{}: unknown checkpoint format '{}'", meta_path,
             meta.value("format", ""));
-  const json expected = tensor_index(engine.layout());
+  if (!layout) return meta;
+  const json expected = tensor_index(*layout);
   const json& saved = meta.at("tensors");
   LLM_CHECK(saved.size() == expected.size(),
             "{}: index has {} tensors but the config's model has {}", meta_path, saved.size(),
@@ -223,9 +227,35 @@ int checkpoint_load(const std::string& path, ShardingEngine& engine) {
               meta_path, expected[i].at("name").get<std::string>(), saved[i].dump(),
               expected[i].dump());
   }
+  return meta;
+}
+
+}  // namespace
+
+int checkpoint_load(const std::string& path, ShardingEngine& engine) {
+  json meta = read_meta(path, &engine.layout());
   CheckpointReader reader(path, meta);
   engine.load_state(reader, /*with_moments=*/true);
   return meta.at("step").get<int>();
+}
+
+Config checkpoint_read_config(const std::string& path) {
+  json meta = read_meta(path, nullptr);
+  return config_parse(meta.at("config").get<std::string>(),
+                      (fs::path(path) / "meta.json").string(), {});
+}
+
+std::vector<float> checkpoint_read_params(const std::string& path, const ParameterLayout& layout) {
+  json meta = read_meta(path, &layout);
+  CheckpointReader reader(path, meta);
+  std::vector<float> params(layout.total_numel);
+  size_t offset = 0;
+  for (size_t u = 0; u < layout.units.size(); ++u) {
+    reader.read(static_cast<int>(u), 0, layout.units[u].numel, params.data() + offset, nullptr,
+                nullptr);
+    offset += layout.units[u].numel;
+  }
+  return params;
 }
 
 }  // namespace llm

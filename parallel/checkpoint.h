@@ -14,6 +14,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "core/config.h"
 #include "parallel/sharding_engine.h"
@@ -34,5 +35,12 @@ std::string checkpoint_latest(const std::string& run_dir);
 // `engine` (any saved world size or mode) after checking its index against
 // the engine's layout; returns the saved step. Errors name the file.
 int checkpoint_load(const std::string& path, ShardingEngine& engine);
+
+// The resolved config a checkpoint was saved with (its model shape).
+Config checkpoint_read_config(const std::string& path);
+
+// Every unit's parameters, concatenated in unit order, read in one process
+// without an engine (for export); verifies checksums like checkpoint_load.
+std::vector<float> checkpoint_read_params(const std::string& path, const ParameterLayout& layout);
 
 }  // namespace llm

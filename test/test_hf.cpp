@@ -46,7 +46,8 @@ class TempDir {
 };
 
 // Runs `fn` and returns the llm::Error message it throws ("" if none).
-template <class F> std::string error_of(F&& fn) {
+template <class F>
+std::string error_of(F&& fn) {
   try {
     fn();
   } catch (const Error& e) {
@@ -55,8 +56,9 @@ template <class F> std::string error_of(F&& fn) {
   return "";
 }
 
-#define EXPECT_CONTAINS(text, part) \
-  EXPECT_NE(std::string(text).find(part), std::string::npos) << "'" << (part) << "' not in: " << (text)
+#define EXPECT_CONTAINS(text, part)                          \
+  EXPECT_NE(std::string(text).find(part), std::string::npos) \
+      << "'" << (part) << "' not in: " << (text)
 
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -177,9 +179,9 @@ TEST(Safetensors, HeaderOnDiskIsPaddedJsonWithContiguousOffsets) {
 TEST(Safetensors, ReadsF16ConvertingEveryKindOfValue) {
   TempDir dir;
   const std::vector<std::pair<uint16_t, float>> cases = {
-      {0x3C00, 1.0f},        {0xC000, -2.0f},           {0x3555, 0.333251953125f},
-      {0x7BFF, 65504.0f},    {0x0400, 0x1p-14f},         {0x0001, 0x1p-24f},
-      {0x83FF, -0x3FFp-24f}, {0x8000, -0.0f},            {0x7C00, INFINITY}};
+      {0x3C00, 1.0f},        {0xC000, -2.0f},    {0x3555, 0.333251953125f},
+      {0x7BFF, 65504.0f},    {0x0400, 0x1p-14f}, {0x0001, 0x1p-24f},
+      {0x83FF, -0x3FFp-24f}, {0x8000, -0.0f},    {0x7C00, INFINITY}};
   std::string data;
   for (auto [half, value] : cases) data.append(reinterpret_cast<const char*>(&half), 2);
   const uint16_t nan = 0x7E00;
@@ -210,21 +212,27 @@ TEST(Safetensors, CorruptFilesAreErrorsNamingTheFile) {
       {"header length beyond file", raw_safetensors("{}", "", 1000), "runs past the end"},
       {"bad json", raw_safetensors(R"({"a": {"dtype": )", ""), "not valid JSON"},
       {"not an object", raw_safetensors("[1, 2]", ""), "not a JSON object"},
-      {"unknown dtype", raw_safetensors(R"({"a":{"dtype":"Q4","shape":[2],"data_offsets":[0,2]}})", "xx"),
+      {"unknown dtype",
+       raw_safetensors(R"({"a":{"dtype":"Q4","shape":[2],"data_offsets":[0,2]}})", "xx"),
        "unknown dtype 'Q4'"},
       {"offsets not matching shape",
-       raw_safetensors(R"({"a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,12]}})", "123456789012"),
+       raw_safetensors(R"({"a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,12]}})",
+                       "123456789012"),
        "needs 16 bytes"},
-      {"negative dim", raw_safetensors(R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,0]}})", ""),
+      {"negative dim",
+       raw_safetensors(R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,0]}})", ""),
        "not a non-negative integer"},
       {"overlapping offsets",
-       raw_safetensors("{\"a\":{" + f32_16 + R"(},"b":{"dtype":"F32","shape":[4],"data_offsets":[8,24]}})",
-                       std::string(24, 'x')),
+       raw_safetensors(
+           "{\"a\":{" + f32_16 + R"(},"b":{"dtype":"F32","shape":[4],"data_offsets":[8,24]}})",
+           std::string(24, 'x')),
        "overlap"},
       {"gap between tensors",
-       raw_safetensors(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", "12345678"), "gap of 4"},
+       raw_safetensors(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", "12345678"),
+       "gap of 4"},
       {"truncated data", raw_safetensors("{\"a\":{" + f32_16 + "}}", "12345678"), "truncated"},
-      {"trailing bytes", raw_safetensors("{\"a\":{" + f32_16 + "}}", sixteen + "!"), "1 trailing bytes"},
+      {"trailing bytes", raw_safetensors("{\"a\":{" + f32_16 + "}}", sixteen + "!"),
+       "1 trailing bytes"},
   };
   for (const Case& c : cases) {
     const std::string path = dir.file(std::string(c.label) + ".safetensors");
@@ -241,7 +249,8 @@ TEST(Safetensors, BadReadsAndWritesAreErrors) {
   SafetensorsWriter writer;
   writer.add("a", {2, 3}, a.data(), Dtype::f32);
   EXPECT_CONTAINS(error_of([&] { writer.add("a", {6}, a.data(), Dtype::f32); }), "added twice");
-  EXPECT_CONTAINS(error_of([&] { writer.add("h", {6}, a.data(), Dtype::f16); }), "only F32 and BF16");
+  EXPECT_CONTAINS(error_of([&] { writer.add("h", {6}, a.data(), Dtype::f16); }),
+                  "only F32 and BF16");
   writer.write(dir.file("a.safetensors"));
 
   SafetensorsFile file = SafetensorsFile::open(dir.file("a.safetensors"));
@@ -330,7 +339,8 @@ void expect_export_round_trips(bool tied) {
     const size_t begin = rng() % numel, count = rng() % (numel - begin + 1);
     std::vector<float> out(count, NAN);
     weights.read(unit, begin, count, out.data());
-    EXPECT_EQ(std::memcmp(out.data(), model.params.data() + model.unit_begin[unit] + begin, count * 4), 0)
+    EXPECT_EQ(
+        std::memcmp(out.data(), model.params.data() + model.unit_begin[unit] + begin, count * 4), 0)
         << "unit " << unit << " [" << begin << ", +" << count << ")";
   }
 }
@@ -357,7 +367,8 @@ TEST(HfExport, FusedTensorsSplitByRows) {
 
   for (int64_t r : {int64_t{0}, int64_t{3}, KVD - 1}) {
     EXPECT_EQ(hf_row(file, hf + "self_attn.q_proj.weight", r), model.row("layers.1.attn.wqkv", r));
-    EXPECT_EQ(hf_row(file, hf + "self_attn.k_proj.weight", r), model.row("layers.1.attn.wqkv", HD + r));
+    EXPECT_EQ(hf_row(file, hf + "self_attn.k_proj.weight", r),
+              model.row("layers.1.attn.wqkv", HD + r));
     EXPECT_EQ(hf_row(file, hf + "self_attn.v_proj.weight", r),
               model.row("layers.1.attn.wqkv", HD + KVD + r));
     EXPECT_EQ(hf_row(file, hf + "mlp.gate_proj.weight", r), model.row("layers.1.mlp.w13", r));
@@ -385,7 +396,9 @@ TEST(HfExport, Bfloat16ExportRoundsEveryParameter) {
     ASSERT_EQ(bits_of(out[i]), bits_of(expected)) << i;
   }
   options.dtype = "float16";
-  EXPECT_CONTAINS(error_of([&] { hf_export(model.config, model.layout, model.params.data(), dir.str(), options); }),
+  EXPECT_CONTAINS(error_of([&] {
+                    hf_export(model.config, model.layout, model.params.data(), dir.str(), options);
+                  }),
                   "'float16'");
 }
 
@@ -498,11 +511,15 @@ TEST(HfWeights, MissingTensorIsAnErrorNamingIt) {
   TempDir dir;
   TinyModel model(false);
   export_edited(model, dir, [](std::vector<StoredTensor>& tensors) {
-    std::erase_if(tensors, [](const StoredTensor& t) { return t.name == "model.layers.1.self_attn.k_proj.weight"; });
+    std::erase_if(tensors, [](const StoredTensor& t) {
+      return t.name == "model.layers.1.self_attn.k_proj.weight";
+    });
   });
-  const std::string message = error_of([&] { HfWeights::open(dir.str(), model.config, model.layout); });
+  const std::string message =
+      error_of([&] { HfWeights::open(dir.str(), model.config, model.layout); });
   EXPECT_CONTAINS(message, dir.file("model.safetensors"));
-  EXPECT_CONTAINS(message, "missing tensor 'model.layers.1.self_attn.k_proj.weight' (expected shape [8, 16])");
+  EXPECT_CONTAINS(
+      message, "missing tensor 'model.layers.1.self_attn.k_proj.weight' (expected shape [8, 16])");
 }
 
 TEST(HfWeights, WrongShapeIsAnErrorNamingTensorAndShapes) {
@@ -513,9 +530,12 @@ TEST(HfWeights, WrongShapeIsAnErrorNamingTensorAndShapes) {
       if (t.name == "model.layers.0.self_attn.k_proj.weight") t.shape = {16, 8};
     }
   });
-  const std::string message = error_of([&] { HfWeights::open(dir.str(), model.config, model.layout); });
+  const std::string message =
+      error_of([&] { HfWeights::open(dir.str(), model.config, model.layout); });
   EXPECT_CONTAINS(message, dir.file("model.safetensors"));
-  EXPECT_CONTAINS(message, "tensor 'model.layers.0.self_attn.k_proj.weight' has shape [16, 8], expected [8, 16]");
+  EXPECT_CONTAINS(
+      message,
+      "tensor 'model.layers.0.self_attn.k_proj.weight' has shape [16, 8], expected [8, 16]");
 }
 
 TEST(HfWeights, UnexpectedTensorIsAnError) {
@@ -548,11 +568,13 @@ TEST(HfWeights, TiedModelIgnoresACheckpointLmHeadAndUntiedNeedsOne) {
   HfWeights weights = HfWeights::open(dir.file("model.safetensors"), tied.config, tied.layout);
   std::vector<float> norm(16);
   weights.read(tied.layout.head_unit(), 0, 16, norm.data());
-  EXPECT_EQ(norm, std::vector<float>(untied.params.end() - 40 * 16 - 16, untied.params.end() - 40 * 16));
+  EXPECT_EQ(norm,
+            std::vector<float>(untied.params.end() - 40 * 16 - 16, untied.params.end() - 40 * 16));
 
   hf_export(tied.config, tied.layout, tied.params.data(), dir.str(), {});
   fs::remove(dir.file("config.json"));
-  const std::string message = error_of([&] { HfWeights::open(dir.str(), untied.config, untied.layout); });
+  const std::string message =
+      error_of([&] { HfWeights::open(dir.str(), untied.config, untied.layout); });
   EXPECT_CONTAINS(message, dir.file("model.safetensors"));
   EXPECT_CONTAINS(message, "missing tensor 'lm_head.weight'");
 }
@@ -578,14 +600,16 @@ TEST(HfWeights, ReadsAShardedCheckpointThroughItsIndex) {
     HfWeights weights = HfWeights::open(path, model.config, model.layout);
     std::vector<float> all(model.layout.total_numel);
     for (size_t u = 0; u < model.layout.units.size(); ++u) {
-      weights.read(static_cast<int>(u), 0, model.layout.units[u].numel, all.data() + model.unit_begin[u]);
+      weights.read(static_cast<int>(u), 0, model.layout.units[u].numel,
+                   all.data() + model.unit_begin[u]);
     }
     EXPECT_EQ(all, model.params) << path;
   }
 
   index["weight_map"].erase("model.norm.weight");
   write_bytes(dir.file("model.safetensors.index.json"), index.dump());
-  const std::string message = error_of([&] { HfWeights::open(dir.str(), model.config, model.layout); });
+  const std::string message =
+      error_of([&] { HfWeights::open(dir.str(), model.config, model.layout); });
   EXPECT_CONTAINS(message, dir.file("model.safetensors.index.json"));
   EXPECT_CONTAINS(message, "missing tensor 'model.norm.weight'");
 }
