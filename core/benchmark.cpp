@@ -116,7 +116,7 @@ void benchmark_run(Config config, Group& world, int steps) {
              flops.matmul, flops.attention);
   fmt::print("  achieved               {:9.1f} GFLOP/s per rank = {:.1f}% of the sgemm rate\n",
              achieved, 100.0 * achieved / gemm);
-  fmt::print("  activations {}, model state {}\n", format_bytes(trainer->model().activation_bytes()),
+  fmt::print("  activations {}, model state {}\n", format_bytes(trainer->model().activation_bytes().total),
              format_bytes(trainer->engine().bytes().total()));
 }
 

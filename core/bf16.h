@@ -3,10 +3,14 @@
 // round-to-nearest-even.
 // Invariants: bf16_to_float is exact; float_to_bf16 rounds to nearest, ties to
 // even, overflows to +/-inf, keeps inf as inf and NaN as a (quiet) NaN.
+// Bf16 is the storage type of bf16 tensors (distinct from uint16_t tokens, so
+// overloads and op tables are type-checked); to_float / store let one kernel
+// template read and write float or Bf16 storage with fp32 math in between.
 #pragma once
 
 #include <bit>
 #include <cstdint>
+#include <type_traits>
 
 namespace llm {
 
@@ -24,5 +28,18 @@ inline uint16_t float_to_bf16(float value) {
   uint32_t lsb = (bits >> 16) & 1u;
   return static_cast<uint16_t>((bits + 0x7FFFu + lsb) >> 16);
 }
+
+struct Bf16 {
+  uint16_t bits;
+};
+static_assert(sizeof(Bf16) == 2 && std::is_trivial_v<Bf16>);
+
+inline float to_float(Bf16 x) { return bf16_to_float(x.bits); }
+inline float to_float(float x) { return x; }
+inline Bf16 to_bf16(float x) { return Bf16{float_to_bf16(x)}; }
+
+// *dst = value in dst's storage type: float as is, Bf16 rounded to nearest even.
+inline void store(float* dst, float value) { *dst = value; }
+inline void store(Bf16* dst, float value) { *dst = to_bf16(value); }
 
 }  // namespace llm

@@ -208,6 +208,12 @@ void config_validate(const Config& c) {
   LLM_CHECK(t.grad_clip >= 0, "{}: training.grad_clip must be >= 0", f);
   LLM_CHECK(t.eval_interval >= 0, "{}: training.eval_interval must be >= 0", f);
   LLM_CHECK(t.eval_sequences >= 0, "{}: training.eval_sequences must be >= 0", f);
+  LLM_CHECK(t.activation_checkpointing == "none" || t.activation_checkpointing == "full" ||
+                t.activation_checkpointing == "selective",
+            "{}: training.activation_checkpointing must be none, full or selective, got '{}'", f,
+            t.activation_checkpointing);
+  LLM_CHECK(t.checkpoint_every >= 1, "{}: training.checkpoint_every must be >= 1, got {}", f,
+            t.checkpoint_every);
   LLM_CHECK(t.sample_tokens >= 0, "{}: training.sample_tokens must be >= 0", f);
 
   LLM_CHECK(!c.data.train.empty(), "{}: data.train must name the training shards", f);

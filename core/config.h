@@ -58,6 +58,8 @@ struct TrainingConfig {
   int eval_interval = 50;
   int eval_sequences = 32;
   int sample_tokens = 0;
+  std::string activation_checkpointing = "none";
+  int checkpoint_every = 1;
 
   template <class V> void visit_fields(V&& v) {
     v("steps", steps, "optimizer steps of the whole run (sets the LR schedule)");
@@ -78,6 +80,9 @@ struct TrainingConfig {
     v("eval_interval", eval_interval, "steps between validation passes (0 = only at the end)");
     v("eval_sequences", eval_sequences, "validation sequences, the first ones of data.val in file order");
     v("sample_tokens", sample_tokens, "tokens of text to generate after training (0 = none)");
+    v("activation_checkpointing", activation_checkpointing,
+      "none | full (keep block inputs, recompute the rest) | selective (keep matmul outputs)");
+    v("checkpoint_every", checkpoint_every, "checkpoint blocks 0, k, 2k, ... (1 = every block)");
   }
 };
 

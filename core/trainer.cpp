@@ -43,7 +43,9 @@ MemoryPlan memory_plan(const Config& config, const ShardingPlan& sharding) {
   MemoryPlan plan;
   plan.state = ShardingEngine::planned_bytes(layout_build(config.model), sharding);
   plan.activations = Transformer::activation_bytes(config.model, config.training.micro_batch_size,
-                                                   config.training.seq_len);
+                                                   config.training.seq_len,
+                                                   checkpointing_plan(config.training))
+                         .total;
   return plan;
 }
 
@@ -80,7 +82,8 @@ Trainer::Trainer(Config config, Group& world)
     val_data_ = std::make_unique<DataLoader>(config_.data.val, t.seq_len, config_.model.vocab_size,
                                              static_cast<uint64_t>(t.seed), /*shuffle=*/false);
   }
-  model_ = std::make_unique<Transformer>(config_.model, t.micro_batch_size, t.seq_len, backend_cpu());
+  model_ = std::make_unique<Transformer>(config_.model, t.micro_batch_size, t.seq_len, backend_cpu(),
+                                         checkpointing_plan(t));
   engine_ = std::make_unique<ShardingEngine>(model_->layout(), config_, backend_cpu(), topology_);
   inputs_.resize(static_cast<size_t>(t.micro_batch_size) * t.seq_len);
   targets_.resize(inputs_.size());
@@ -194,7 +197,7 @@ void Trainer::run() {
   spdlog::info("memory per rank: parameters {}, gradients {}, optimizer {}, buffers {}, "
                "activations {}",
                format_bytes(state.params), format_bytes(state.grads), format_bytes(state.optimizer),
-               format_bytes(state.buffers), format_bytes(model_->activation_bytes()));
+               format_bytes(state.buffers), format_bytes(model_->activation_bytes().total));
 
   auto log_eval = [&](int step) {
     float val_loss = evaluate();

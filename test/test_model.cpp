@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <map>
 
 #include "core/error.h"
@@ -171,6 +172,56 @@ TEST(Layout, SliceInitializationMatchesWholeUnit) {
   std::vector<float> other_seed(n);
   layout_init_params(layout, c.model, 100, unit, 0, n, other_seed.data());
   EXPECT_NE(whole, other_seed);
+}
+
+// Activation checkpointing recomputes with the same kernels in the same order:
+// every gradient is bit-identical to the run that kept everything, for full
+// and selective recomputation and for checkpointing every block or every
+// other one; and it keeps less.
+TEST(ActivationCheckpointing, GradientsAreBitIdenticalAndMemoryShrinks) {
+  Config c = tiny_config(true);
+  c.model.n_layers = 3;
+  const int B = 2, T = 5, N = B * T;
+  std::vector<int32_t> inputs = random_tokens(N, c.model.vocab_size, 5);
+  std::vector<int32_t> targets = random_tokens(N, c.model.vocab_size, 6);
+  Topology topology(comm_world(), c.parallel);
+  auto gradients = [&](CheckpointingPlan plan, size_t* bytes) {
+    Transformer model(c.model, B, T, backend_cpu(), plan);
+    ShardingEngine engine(model.layout(), c, backend_cpu(), topology);
+    engine.zero_grads();
+    model.forward_backward(engine, inputs.data(), targets.data(), B, T, 1.0f / N);
+    *bytes = model.activation_bytes().total;
+    std::vector<float> all;
+    for (size_t u = 0; u < model.layout().units.size(); ++u) {
+      std::vector<float> g(model.layout().units[u].numel);
+      engine.gather_grads(static_cast<int>(u), g.data());
+      all.insert(all.end(), g.begin(), g.end());
+    }
+    return all;
+  };
+  size_t kept_bytes = 0;
+  const std::vector<float> reference = gradients({Recompute::none, 1}, &kept_bytes);
+  for (Recompute mode : {Recompute::full, Recompute::selective}) {
+    for (int every : {1, 2}) {
+      SCOPED_TRACE(std::string(mode == Recompute::full ? "full" : "selective") + " every " +
+                   std::to_string(every));
+      size_t bytes = 0;
+      std::vector<float> g = gradients({mode, every}, &bytes);
+      ASSERT_EQ(g.size(), reference.size());
+      EXPECT_EQ(0, std::memcmp(g.data(), reference.data(), g.size() * sizeof(float)));
+      EXPECT_LT(bytes, kept_bytes);
+    }
+  }
+  // What each kind of block keeps, as documented in the README.
+  ActivationBytes none = Transformer::activation_bytes(c.model, B, T, {Recompute::none, 1});
+  ActivationBytes full = Transformer::activation_bytes(c.model, B, T, {Recompute::full, 1});
+  ActivationBytes selective = Transformer::activation_bytes(c.model, B, T, {Recompute::selective, 1});
+  EXPECT_EQ(full.per_block_checkpointed, 0u);  // the input lives in the residual stream
+  EXPECT_GT(selective.per_block_checkpointed, 0u);
+  EXPECT_LT(selective.per_block_checkpointed, none.per_block_kept);
+  EXPECT_EQ(none.recompute_scratch, 0u);
+  EXPECT_EQ(full.recompute_scratch, none.per_block_kept);
+  EXPECT_EQ(none.total - full.total, 3 * none.per_block_kept - full.recompute_scratch);
 }
 
 // A tiny model memorizes one fixed batch: the loss must drop below 0.05.

@@ -1,9 +1,12 @@
 // Causal grouped-query attention on the CPU, flash-style: forward keeps only
 // the log-sum-exp of each query's scores; backward recomputes probabilities.
 // Work is tiled into blocks of kBlock queries x kBlock keys; each head's keys
-// and values are first copied into contiguous per-thread scratch (qkv rows are
-// kilobytes apart, which thrashes cache sets), and every product is an
-// accumulate_rows call: a register-blocked sum of scaled contiguous rows.
+// and values, and each tile's queries, are first copied into contiguous
+// per-thread fp32 scratch (qkv rows are kilobytes apart, which thrashes cache
+// sets), and every product is an accumulate_rows call: a register-blocked sum
+// of scaled contiguous rows. One template serves fp32 and bf16 storage: the
+// copies into scratch widen, all math is fp32, and each output is rounded to
+// its storage type once, when a finished fp32 row is stored.
 // Invariant: backward gives each (batch, kv head) to one thread, which sums
 // the gradients of that head's keys and values over its query heads and
 // positions in a fixed order, so results do not depend on the thread count.
@@ -71,29 +74,46 @@ void accumulate_rows(float* out, const float* coeffs, const float* rows, int str
   }
 }
 
-inline float dot(const float* a, const float* b, int D) {
+template <class Storage>
+inline float dot(const float* a, const Storage* b, int D) {
   float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-  for (int d = 0; d < D; d++) sum += a[d] * b[d];
+  for (int d = 0; d < D; d++) sum += a[d] * to_float(b[d]);
   return sum;
 }
 
 inline int round_up(int x, int multiple) { return (x + multiple - 1) / multiple * multiple; }
 
-// dst (rows_pad, D) = `rows` rows of D floats read `stride` apart, then zeros.
-void copy_rows(float* dst, const float* src, size_t stride, int rows, int rows_pad, int D) {
-  for (int r = 0; r < rows; r++)
-    std::memcpy(dst + (size_t)r * D, src + r * stride, sizeof(float) * D);
+// dst (rows_pad, D) = `rows` rows of D values read `stride` apart, as fp32,
+// then zeros.
+template <class Storage>
+void copy_rows(float* dst, const Storage* src, size_t stride, int rows, int rows_pad, int D) {
+  for (int r = 0; r < rows; r++) {
+#pragma omp simd
+    for (int d = 0; d < D; d++) dst[(size_t)r * D + d] = to_float(src[r * stride + d]);
+  }
   std::memset(dst + (size_t)rows * D, 0, sizeof(float) * (rows_pad - rows) * D);
+}
+
+// The inverse of copy_rows: `rows` contiguous fp32 rows of D values stored
+// `stride` apart into dst, each rounded to dst's type.
+template <class Storage>
+void store_rows(Storage* dst, size_t stride, const float* src, int rows, int D) {
+  for (int r = 0; r < rows; r++) {
+#pragma omp simd
+    for (int d = 0; d < D; d++) store(dst + r * stride + d, src[(size_t)r * D + d]);
+  }
 }
 
 // dst[(kb * D + d) * kBlock + j] = row kb * kBlock + j, element d, of src (zero
 // past T): per key tile, the transpose (D, kBlock), contiguous, so a query's
 // scores against a tile are accumulate_rows over D rows of kBlock floats.
-void transpose_tiles(float* dst, const float* src, size_t stride, int T, int T_pad, int D) {
+template <class Storage>
+void transpose_tiles(float* dst, const Storage* src, size_t stride, int T, int T_pad, int D) {
   for (int s = 0; s < T_pad; s++) {
     float* tile = dst + (size_t)(s / kBlock) * D * kBlock + s % kBlock;
-    for (int d = 0; d < D; d++) tile[(size_t)d * kBlock] = s < T ? src[s * stride + d] : 0.0f;
+    for (int d = 0; d < D; d++)
+      tile[(size_t)d * kBlock] = s < T ? to_float(src[s * stride + d]) : 0.0f;
   }
 }
 
@@ -111,11 +131,9 @@ void score_tile(float* scores, const float* queries, size_t q_stride, const floa
   }
 }
 
-}  // namespace
-
-void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int H, int KV,
-                       int D) {
-  const size_t row = (size_t)(H + 2 * KV) * D;  // floats per token in qkv
+template <class Storage>
+void attend(Storage* out, float* lse, const Storage* qkv, int B, int T, int H, int KV, int D) {
+  const size_t row = (size_t)(H + 2 * KV) * D;  // values per token in qkv
   const size_t out_row = (size_t)H * D;
   const int group = H / KV;  // query heads per kv head
   const float scale = 1.0f / std::sqrt((float)D);
@@ -123,22 +141,23 @@ void attention_forward(float* out, float* lse, const float* qkv, int B, int T, i
 #pragma omp parallel
   {
     // Per-thread scratch: this head's keys (tiled transpose) and values
-    // (contiguous), and the scores then probabilities of one query tile.
+    // (contiguous); one query tile's queries, their scores then
+    // probabilities, and their unnormalized outputs.
     std::vector<float> keys_tiled((size_t)T_pad * D), values((size_t)T_pad * D);
+    std::vector<float> queries((size_t)kBlock * D), outs((size_t)kBlock * D);
     std::vector<float> probs((size_t)kBlock * T_pad);
     float inv_sums[kBlock];  // 1 / sum of each query's unnormalized probabilities
 #pragma omp for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
       for (int h = 0; h < H; h++) {
-        const float* keys = qkv + (size_t)b * T * row + (size_t)(H + h / group) * D;
+        const Storage* keys = qkv + (size_t)b * T * row + (size_t)(H + h / group) * D;
         transpose_tiles(keys_tiled.data(), keys, row, T, T_pad, D);
         copy_rows(values.data(), keys + (size_t)KV * D, row, T, T_pad, D);
         for (int t0 = 0; t0 < T; t0 += kBlock) {
           const int n = T - t0 < kBlock ? T - t0 : kBlock;
-          const float* q0 = qkv + (size_t)(b * T + t0) * row + (size_t)h * D;
-          score_tile(probs.data(), q0, row, keys_tiled.data(), t0, n, T_pad, D);
+          copy_rows(queries.data(), qkv + (size_t)(b * T + t0) * row + (size_t)h * D, row, n, n, D);
+          score_tile(probs.data(), queries.data(), D, keys_tiled.data(), t0, n, T_pad, D);
           const int n_keys = t0 + kBlock;  // keys of the tiles up to the diagonal
-          float* o0 = out + (size_t)(b * T + t0) * out_row + (size_t)h * D;
           for (int i = 0; i < n; i++) {
             const int t = t0 + i;
             float* p = probs.data() + (size_t)i * T_pad;
@@ -151,20 +170,22 @@ void attention_forward(float* out, float* lse, const float* qkv, int B, int T, i
               p[s] = s <= t ? exp_vectorizable((p[s] - max) * scale) : 0.0f;
               sum += p[s];
             }
-            std::memset(o0 + i * out_row, 0, sizeof(float) * D);
+            std::memset(outs.data() + (size_t)i * D, 0, sizeof(float) * D);
             inv_sums[i] = 1.0f / sum;
             lse[((size_t)b * H + h) * T + t] = max * scale + std::log(sum);
           }
           for (int kb = 0; kb <= t0 / kBlock; kb++) {
             for (int i = 0; i < n; i++) {
-              accumulate_rows(o0 + i * out_row, probs.data() + (size_t)i * T_pad + kb * kBlock,
+              accumulate_rows(outs.data() + (size_t)i * D,
+                              probs.data() + (size_t)i * T_pad + kb * kBlock,
                               values.data() + (size_t)kb * kBlock * D, D, kBlock, D);
             }
           }
+          Storage* o0 = out + (size_t)(b * T + t0) * out_row + (size_t)h * D;
           for (int i = 0; i < n; i++) {
-            float* o = o0 + i * out_row;
+            const float* o = outs.data() + (size_t)i * D;
 #pragma omp simd
-            for (int d = 0; d < D; d++) o[d] *= inv_sums[i];
+            for (int d = 0; d < D; d++) store(o0 + i * out_row + d, o[d] * inv_sums[i]);
           }
         }
       }
@@ -172,8 +193,9 @@ void attention_forward(float* out, float* lse, const float* qkv, int B, int T, i
   }
 }
 
-void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                        const float* lse, int B, int T, int H, int KV, int D) {
+template <class Storage>
+void attend_backward(Storage* dqkv, const Storage* dout, const Storage* qkv, const Storage* out,
+                     const float* lse, int B, int T, int H, int KV, int D) {
   const size_t row = (size_t)(H + 2 * KV) * D;
   const size_t out_row = (size_t)H * D;
   const int group = H / KV;
@@ -194,8 +216,8 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
 #pragma omp for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
       for (int g = 0; g < KV; g++) {
-        const float* k_src = qkv + (size_t)b * T * row + (size_t)(H + g) * D;
-        const float* v_src = k_src + (size_t)KV * D;
+        const Storage* k_src = qkv + (size_t)b * T * row + (size_t)(H + g) * D;
+        const Storage* v_src = k_src + (size_t)KV * D;
         transpose_tiles(keys_tiled.data(), k_src, row, T, T_pad, D);
         transpose_tiles(values_tiled.data(), v_src, row, T, T_pad, D);
         copy_rows(keys.data(), k_src, row, T, T_pad, D);
@@ -235,9 +257,7 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
                                 keys.data() + (size_t)kb * kBlock * D, D, kBlock, D);
               }
             }
-            for (int i = 0; i < n; i++)
-              std::memcpy(dqkv + (token0 + i) * row + (size_t)h * D, dqueries.data() + i * D,
-                          sizeof(float) * D);
+            store_rows(dqkv + token0 * row + (size_t)h * D, row, dqueries.data(), n, D);
             // dk_s += sum_t dscore[t][s] q_t; dv_s += sum_t p[t][s] dout_t
             for (int i = 0; i < kBlock; i++) {
               for (int s = 0; s < n_keys; s++) {
@@ -253,15 +273,34 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
             }
           }
         }
-        float* dk_dst = dqkv + (size_t)b * T * row + (size_t)(H + g) * D;
-        for (int s = 0; s < T; s++) {
-          std::memcpy(dk_dst + s * row, dkeys.data() + (size_t)s * D, sizeof(float) * D);
-          std::memcpy(dk_dst + (size_t)KV * D + s * row, dvalues.data() + (size_t)s * D,
-                      sizeof(float) * D);
-        }
+        Storage* dk_dst = dqkv + (size_t)b * T * row + (size_t)(H + g) * D;
+        store_rows(dk_dst, row, dkeys.data(), T, D);
+        store_rows(dk_dst + (size_t)KV * D, row, dvalues.data(), T, D);
       }
     }
   }
+}
+
+}  // namespace
+
+void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int H, int KV,
+                       int D) {
+  attend(out, lse, qkv, B, T, H, KV, D);
+}
+
+void attention_forward_bf16(Bf16* out, float* lse, const Bf16* qkv, int B, int T, int H, int KV,
+                            int D) {
+  attend(out, lse, qkv, B, T, H, KV, D);
+}
+
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
+                        const float* lse, int B, int T, int H, int KV, int D) {
+  attend_backward(dqkv, dout, qkv, out, lse, B, T, H, KV, D);
+}
+
+void attention_backward_bf16(Bf16* dqkv, const Bf16* dout, const Bf16* qkv, const Bf16* out,
+                             const float* lse, int B, int T, int H, int KV, int D) {
+  attend_backward(dqkv, dout, qkv, out, lse, B, T, H, KV, D);
 }
 
 }  // namespace llm::cpu

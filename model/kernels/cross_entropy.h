@@ -1,20 +1,27 @@
 // Cross-entropy of the LM head, fused with its gradient so no separate
-// softmax buffer exists: the logits buffer is overwritten by dlogits.
+// softmax buffer exists: the logits buffer is overwritten by dlogits. Logits
+// are fp32 or bf16 (`_bf16`); losses are fp32 in both.
 // Invariant: every target lies in [0, V); per-row losses are exact
 // log-sum-exp minus the target logit (max-subtracted for stability).
 #pragma once
 
 #include <cstdint>
 
+#include "core/bf16.h"
+
 namespace llm::cpu {
 
 // losses (N) = logsumexp(logits[n]) - logits[n][targets[n]]; logits (N, V) untouched.
 void cross_entropy_forward(float* losses, const float* logits, const int32_t* targets, int N,
                            int V);
+void cross_entropy_forward_bf16(float* losses, const Bf16* logits, const int32_t* targets, int N,
+                                int V);
 
 // As above, then logits[n] is overwritten with (softmax(logits[n]) - onehot(targets[n])) * dloss,
-// the gradient of dloss * sum_n losses[n].
+// the gradient of dloss * sum_n losses[n] (in bf16: computed in fp32, rounded once).
 void cross_entropy_forward_backward(float* losses, float* logits, const int32_t* targets, int N,
                                     int V, float dloss);
+void cross_entropy_forward_backward_bf16(float* losses, Bf16* logits, const int32_t* targets,
+                                         int N, int V, float dloss);
 
 }  // namespace llm::cpu

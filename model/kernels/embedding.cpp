@@ -1,7 +1,8 @@
-// Token embedding lookup and its gradient on the CPU.
+// Token embedding lookup and its gradient on the CPU, one template over the
+// storage type (float or Bf16) of the embedding rows and their gradient.
 // Invariant: backward splits the work over column blocks of dwte and visits
 // tokens in order inside each block, so every dwte element sums its
-// contributions in token order whatever the thread count.
+// contributions (in fp32) in token order whatever the thread count.
 #include "model/kernels/embedding.h"
 
 #include <algorithm>
@@ -11,17 +12,19 @@
 namespace llm::cpu {
 
 namespace {
-constexpr int kColumnBlock = 64;  // floats per work item of the backward pass
-}
 
-void embedding_forward(float* out, const int32_t* tokens, const float* wte, int N, int C) {
+constexpr int kColumnBlock = 64;  // columns per work item of the backward pass
+
+template <class T>
+void gather_rows(T* out, const int32_t* tokens, const T* wte, int N, int C) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; n++) {
-    std::memcpy(out + (size_t)n * C, wte + (size_t)tokens[n] * C, sizeof(float) * C);
+    std::memcpy(out + (size_t)n * C, wte + (size_t)tokens[n] * C, sizeof(T) * C);
   }
 }
 
-void embedding_backward(float* dwte, const float* dout, const int32_t* tokens, int N, int C) {
+template <class T>
+void scatter_add_rows(float* dwte, const T* dout, const int32_t* tokens, int N, int C) {
   const int n_blocks = (C + kColumnBlock - 1) / kColumnBlock;
 #pragma omp parallel for schedule(static)
   for (int block = 0; block < n_blocks; block++) {
@@ -29,11 +32,29 @@ void embedding_backward(float* dwte, const float* dout, const int32_t* tokens, i
     const int width = std::min(kColumnBlock, C - c0);
     for (int n = 0; n < N; n++) {
       float* dst = dwte + (size_t)tokens[n] * C + c0;
-      const float* src = dout + (size_t)n * C + c0;
+      const T* src = dout + (size_t)n * C + c0;
 #pragma omp simd
-      for (int c = 0; c < width; c++) dst[c] += src[c];
+      for (int c = 0; c < width; c++) dst[c] += to_float(src[c]);
     }
   }
+}
+
+}  // namespace
+
+void embedding_forward(float* out, const int32_t* tokens, const float* wte, int N, int C) {
+  gather_rows(out, tokens, wte, N, C);
+}
+
+void embedding_forward_bf16(Bf16* out, const int32_t* tokens, const Bf16* wte, int N, int C) {
+  gather_rows(out, tokens, wte, N, C);
+}
+
+void embedding_backward(float* dwte, const float* dout, const int32_t* tokens, int N, int C) {
+  scatter_add_rows(dwte, dout, tokens, N, C);
+}
+
+void embedding_backward_bf16(float* dwte, const Bf16* dout, const int32_t* tokens, int N, int C) {
+  scatter_add_rows(dwte, dout, tokens, N, C);
 }
 
 }  // namespace llm::cpu

@@ -1,10 +1,13 @@
-// Buffer fill: sets n floats to zero (the start of an accumulation).
+// Buffer fill: sets n elements (fp32 or bf16) to +0, the start of an accumulation.
 #pragma once
 
 #include <cstddef>
 
+#include "core/bf16.h"
+
 namespace llm::cpu {
 
 void fill_zero(float* x, size_t n);
+void fill_zero_bf16(Bf16* x, size_t n);
 
 }  // namespace llm::cpu

@@ -1,15 +1,68 @@
 // Bias-free linear layers on the CPU through OpenBLAS sgemm (row-major).
+// The BLAS has no bf16 GEMM, so the bf16 entry points widen their operands
+// into fp32 scratch (exact), run the fp32 kernels on them, and round the
+// results once. They go through the rows in chunks, so the scratch stays
+// bounded (about kChunkFloats floats per operand plus the widened weight)
+// however many rows there are: the LM head's logits are never held in fp32.
+// Scratch is grow-only and per thread: no allocation once warmed up.
 // Invariant: dweight accumulates (beta = 1), dinp is overwritten (beta = 0).
 #include "model/kernels/matmul.h"
 
 #include <cblas.h>
 
+#include <algorithm>
+#include <cstddef>
+#include <vector>
+
+#include "model/kernels/cast.h"
+
 namespace llm::cpu {
+
+namespace {
+
+constexpr size_t kChunkFloats = size_t{1} << 22;  // widest chunk operand: 16 MiB of fp32
+constexpr int kMinChunkRows = 64;                 // keeps each sgemm large enough to be efficient
+
+// Rows per chunk so that a chunk of rows of C or OC values holds about kChunkFloats.
+int chunk_rows(int N, int C, int OC) {
+  const int by_size = (int)(kChunkFloats / (size_t)std::max({C, OC, 1}));
+  return std::min(N, std::max(kMinChunkRows, by_size));
+}
+
+// The fp32 scratch buffers of the bf16 path, one per operand role.
+enum ScratchRole { kWeight, kInputRows, kOutputRows, kInputGradRows, kScratchRoles };
+
+float* scratch(ScratchRole role, size_t n) {
+  thread_local std::vector<float> buffers[kScratchRoles];
+  std::vector<float>& buffer = buffers[role];
+  if (buffer.size() < n) buffer.resize(n);
+  return buffer.data();
+}
+
+float* widened(ScratchRole role, const Bf16* x, size_t n) {
+  float* wide = scratch(role, n);
+  cast_bf16_to_f32(wide, x, n);
+  return wide;
+}
+
+}  // namespace
 
 void matmul_forward(float* out, const float* inp, const float* weight, int N, int C, int OC) {
   // out (N, OC) = inp (N, C) @ weight (OC, C)^T
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, weight, C, 0.0f, out,
               OC);
+}
+
+void matmul_forward_bf16(Bf16* out, const Bf16* inp, const Bf16* weight, int N, int C, int OC) {
+  const float* weight_f32 = widened(kWeight, weight, (size_t)OC * C);
+  const int rows = chunk_rows(N, C, OC);
+  float* out_f32 = scratch(kOutputRows, (size_t)rows * OC);
+  for (int n0 = 0; n0 < N; n0 += rows) {
+    const int m = std::min(rows, N - n0);
+    const float* inp_f32 = widened(kInputRows, inp + (size_t)n0 * C, (size_t)m * C);
+    matmul_forward(out_f32, inp_f32, weight_f32, m, C, OC);
+    cast_f32_to_bf16(out + (size_t)n0 * OC, out_f32, (size_t)m * OC);
+  }
 }
 
 void matmul_backward(float* dinp, float* dweight, const float* dout, const float* inp,
@@ -22,6 +75,21 @@ void matmul_backward(float* dinp, float* dweight, const float* dout, const float
   // dweight (OC, C) += dout (N, OC)^T @ inp (N, C)
   cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f,
               dweight, C);
+}
+
+// dweight sums the chunks in chunk order, each as one sgemm with beta = 1.
+void matmul_backward_bf16(Bf16* dinp, float* dweight, const Bf16* dout, const Bf16* inp,
+                          const Bf16* weight, int N, int C, int OC) {
+  const float* weight_f32 = dinp != nullptr ? widened(kWeight, weight, (size_t)OC * C) : nullptr;
+  const int rows = chunk_rows(N, C, OC);
+  float* dinp_f32 = dinp != nullptr ? scratch(kInputGradRows, (size_t)rows * C) : nullptr;
+  for (int n0 = 0; n0 < N; n0 += rows) {
+    const int m = std::min(rows, N - n0);
+    const float* dout_f32 = widened(kOutputRows, dout + (size_t)n0 * OC, (size_t)m * OC);
+    const float* inp_f32 = widened(kInputRows, inp + (size_t)n0 * C, (size_t)m * C);
+    matmul_backward(dinp_f32, dweight, dout_f32, inp_f32, weight_f32, m, C, OC);
+    if (dinp != nullptr) cast_f32_to_bf16(dinp + (size_t)n0 * C, dinp_f32, (size_t)m * C);
+  }
 }
 
 }  // namespace llm::cpu

@@ -1,4 +1,6 @@
-// RMSNorm on the CPU: y = x * rstd * weight, rstd = 1 / sqrt(mean(x^2) + eps).
+// RMSNorm on the CPU: y = x * rstd * weight, rstd = 1 / sqrt(mean(x^2) + eps),
+// one template over the storage type (float or Bf16) of x, y, weight and their
+// gradients; all math is fp32 (the sum of squares double), rounded once on store.
 // Invariant: dweight is summed over rows in row order inside fixed column
 // blocks, so its bits do not depend on the thread count; dinp and dweight
 // accumulate (+=).
@@ -11,40 +13,44 @@
 namespace llm::cpu {
 
 namespace {
-constexpr int kColumnBlock = 64;  // dweight columns per work item of the backward pass
-}
 
-void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int N, int C,
-                     float eps) {
+constexpr int kColumnBlock = 64;  // dweight columns per work item of the backward pass
+
+template <class T>
+void normalize_rows(T* out, float* rstd, const T* inp, const T* weight, int N, int C, float eps) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; n++) {
-    const float* x = inp + (size_t)n * C;
-    float* y = out + (size_t)n * C;
+    const T* x = inp + (size_t)n * C;
+    T* y = out + (size_t)n * C;
     double sum_sq = 0.0;
 #pragma omp simd reduction(+ : sum_sq)
-    for (int c = 0; c < C; c++) sum_sq += (double)x[c] * x[c];
+    for (int c = 0; c < C; c++) sum_sq += (double)to_float(x[c]) * to_float(x[c]);
     const float s = (float)(1.0 / std::sqrt(sum_sq / C + eps));
 #pragma omp simd
-    for (int c = 0; c < C; c++) y[c] = x[c] * s * weight[c];
+    for (int c = 0; c < C; c++) store(y + c, to_float(x[c]) * s * to_float(weight[c]));
     rstd[n] = s;
   }
 }
 
-void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
-                      const float* weight, const float* rstd, int N, int C) {
+template <class T>
+void normalize_rows_backward(T* dinp, float* dweight, const T* dout, const T* inp, const T* weight,
+                             const float* rstd, int N, int C) {
   // dinp = rstd * (w * dy - xhat * mean(w * dy * xhat)), with xhat = x * rstd.
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; n++) {
-    const float* x = inp + (size_t)n * C;
-    const float* dy = dout + (size_t)n * C;
-    float* dx = dinp + (size_t)n * C;
+    const T* x = inp + (size_t)n * C;
+    const T* dy = dout + (size_t)n * C;
+    T* dx = dinp + (size_t)n * C;
     const float s = rstd[n];
     float dot = 0.0f;  // sum_c w * dy * x
 #pragma omp simd reduction(+ : dot)
-    for (int c = 0; c < C; c++) dot += weight[c] * dy[c] * x[c];
+    for (int c = 0; c < C; c++) dot += to_float(weight[c]) * to_float(dy[c]) * to_float(x[c]);
     const float coeff = dot * s * s / C;
 #pragma omp simd
-    for (int c = 0; c < C; c++) dx[c] += s * (weight[c] * dy[c] - x[c] * coeff);
+    for (int c = 0; c < C; c++) {
+      const float grad = s * (to_float(weight[c]) * to_float(dy[c]) - to_float(x[c]) * coeff);
+      store(dx + c, to_float(dx[c]) + grad);
+    }
   }
 
   // dweight[c] += sum_n dy[n][c] * x[n][c] * rstd[n], rows in order.
@@ -55,14 +61,36 @@ void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const floa
     const int width = std::min(kColumnBlock, C - c0);
     float acc[kColumnBlock] = {};
     for (int n = 0; n < N; n++) {
-      const float* x = inp + (size_t)n * C + c0;
-      const float* dy = dout + (size_t)n * C + c0;
+      const T* x = inp + (size_t)n * C + c0;
+      const T* dy = dout + (size_t)n * C + c0;
       const float s = rstd[n];
 #pragma omp simd
-      for (int c = 0; c < width; c++) acc[c] += dy[c] * x[c] * s;
+      for (int c = 0; c < width; c++) acc[c] += to_float(dy[c]) * to_float(x[c]) * s;
     }
     for (int c = 0; c < width; c++) dweight[c0 + c] += acc[c];
   }
+}
+
+}  // namespace
+
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int N, int C,
+                     float eps) {
+  normalize_rows(out, rstd, inp, weight, N, C, eps);
+}
+
+void rmsnorm_forward_bf16(Bf16* out, float* rstd, const Bf16* inp, const Bf16* weight, int N, int C,
+                          float eps) {
+  normalize_rows(out, rstd, inp, weight, N, C, eps);
+}
+
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
+                      const float* weight, const float* rstd, int N, int C) {
+  normalize_rows_backward(dinp, dweight, dout, inp, weight, rstd, N, C);
+}
+
+void rmsnorm_backward_bf16(Bf16* dinp, float* dweight, const Bf16* dout, const Bf16* inp,
+                           const Bf16* weight, const float* rstd, int N, int C) {
+  normalize_rows_backward(dinp, dweight, dout, inp, weight, rstd, N, C);
 }
 
 }  // namespace llm::cpu

@@ -1,5 +1,6 @@
 // Rotary position embedding on the CPU, "rotate half" (Hugging Face Llama)
-// pairing: element i of a head pairs with element i + D/2.
+// pairing: element i of a head pairs with element i + D/2. One template over
+// the storage type (float or Bf16) of the heads; the rotation is fp32.
 // Invariant: backward applies the transposed (inverse) rotation of forward.
 #include "model/kernels/rope.h"
 
@@ -12,7 +13,8 @@ namespace {
 
 // Rotates the pairs (x[i], x[i + D/2]) of the first n_heads heads of every row
 // by the angle whose cosine is cos and whose sine is sign * sin.
-void rope_rotate(float* x, const float* cos, const float* sin, float sign, int N, int T,
+template <class Storage>
+void rope_rotate(Storage* x, const float* cos, const float* sin, float sign, int N, int T,
                  int n_heads, int D, int row_stride) {
   const int half = D / 2;
 #pragma omp parallel for schedule(static)
@@ -20,13 +22,13 @@ void rope_rotate(float* x, const float* cos, const float* sin, float sign, int N
     const float* c = cos + (size_t)(n % T) * half;
     const float* s = sin + (size_t)(n % T) * half;
     for (int h = 0; h < n_heads; h++) {
-      float* lo = x + (size_t)n * row_stride + (size_t)h * D;
-      float* hi = lo + half;
+      Storage* lo = x + (size_t)n * row_stride + (size_t)h * D;
+      Storage* hi = lo + half;
 #pragma omp simd
       for (int i = 0; i < half; i++) {
-        const float a = lo[i], b = hi[i], si = sign * s[i];
-        lo[i] = a * c[i] - b * si;
-        hi[i] = b * c[i] + a * si;
+        const float a = to_float(lo[i]), b = to_float(hi[i]), si = sign * s[i];
+        store(lo + i, a * c[i] - b * si);
+        store(hi + i, b * c[i] + a * si);
       }
     }
   }
@@ -50,8 +52,18 @@ void rope_forward(float* x, const float* cos, const float* sin, int N, int T, in
   rope_rotate(x, cos, sin, 1.0f, N, T, n_heads, D, row_stride);
 }
 
+void rope_forward_bf16(Bf16* x, const float* cos, const float* sin, int N, int T, int n_heads,
+                       int D, int row_stride) {
+  rope_rotate(x, cos, sin, 1.0f, N, T, n_heads, D, row_stride);
+}
+
 void rope_backward(float* dx, const float* cos, const float* sin, int N, int T, int n_heads, int D,
                    int row_stride) {
+  rope_rotate(dx, cos, sin, -1.0f, N, T, n_heads, D, row_stride);
+}
+
+void rope_backward_bf16(Bf16* dx, const float* cos, const float* sin, int N, int T, int n_heads,
+                        int D, int row_stride) {
   rope_rotate(dx, cos, sin, -1.0f, N, T, n_heads, D, row_stride);
 }
 

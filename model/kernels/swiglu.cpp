@@ -1,4 +1,5 @@
-// SwiGLU gating on the CPU: out = silu(gate) * up over rows of [gate | up].
+// SwiGLU gating on the CPU: out = silu(gate) * up over rows of [gate | up],
+// one template over the storage type (float or Bf16); the math is fp32.
 // Invariant: purely elementwise per row; backward overwrites dh13.
 #include "model/kernels/swiglu.h"
 
@@ -8,37 +9,57 @@
 
 namespace llm::cpu {
 
-void swiglu_forward(float* out, const float* h13, int N, int F) {
+namespace {
+
+template <class T>
+void gate_rows(T* out, const T* h13, int N, int F) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; n++) {
-    const float* gate = h13 + (size_t)n * 2 * F;
-    const float* up = gate + F;
-    float* o = out + (size_t)n * F;
+    const T* gate = h13 + (size_t)n * 2 * F;
+    const T* up = gate + F;
+    T* o = out + (size_t)n * F;
 #pragma omp simd
     for (int i = 0; i < F; i++) {
-      const float sigmoid = 1.0f / (1.0f + exp_vectorizable(-gate[i]));
-      o[i] = gate[i] * sigmoid * up[i];
+      const float g = to_float(gate[i]);
+      const float sigmoid = 1.0f / (1.0f + exp_vectorizable(-g));
+      store(o + i, g * sigmoid * to_float(up[i]));
     }
   }
 }
 
-void swiglu_backward(float* dh13, const float* dout, const float* h13, int N, int F) {
+template <class T>
+void gate_rows_backward(T* dh13, const T* dout, const T* h13, int N, int F) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; n++) {
-    const float* gate = h13 + (size_t)n * 2 * F;
-    const float* up = gate + F;
-    const float* d = dout + (size_t)n * F;
-    float* dgate = dh13 + (size_t)n * 2 * F;
-    float* dup = dgate + F;
+    const T* gate = h13 + (size_t)n * 2 * F;
+    const T* up = gate + F;
+    const T* d = dout + (size_t)n * F;
+    T* dgate = dh13 + (size_t)n * 2 * F;
+    T* dup = dgate + F;
 #pragma omp simd
     for (int i = 0; i < F; i++) {
-      const float sigmoid = 1.0f / (1.0f + exp_vectorizable(-gate[i]));
-      const float silu = gate[i] * sigmoid;
+      const float g = to_float(gate[i]), u = to_float(up[i]), di = to_float(d[i]);
+      const float sigmoid = 1.0f / (1.0f + exp_vectorizable(-g));
+      const float silu = g * sigmoid;
       // d silu(g) / dg = sigmoid(g) * (1 + g * (1 - sigmoid(g)))
-      dgate[i] = d[i] * up[i] * sigmoid * (1.0f + gate[i] * (1.0f - sigmoid));
-      dup[i] = d[i] * silu;
+      store(dgate + i, di * u * sigmoid * (1.0f + g * (1.0f - sigmoid)));
+      store(dup + i, di * silu);
     }
   }
+}
+
+}  // namespace
+
+void swiglu_forward(float* out, const float* h13, int N, int F) { gate_rows(out, h13, N, F); }
+
+void swiglu_forward_bf16(Bf16* out, const Bf16* h13, int N, int F) { gate_rows(out, h13, N, F); }
+
+void swiglu_backward(float* dh13, const float* dout, const float* h13, int N, int F) {
+  gate_rows_backward(dh13, dout, h13, N, F);
+}
+
+void swiglu_backward_bf16(Bf16* dh13, const Bf16* dout, const Bf16* h13, int N, int F) {
+  gate_rows_backward(dh13, dout, h13, N, F);
 }
 
 }  // namespace llm::cpu
