@@ -46,6 +46,8 @@ class BufferPlan {
   template <class T> void add(T*& slot, size_t count) {
     entries_.push_back({reinterpret_cast<void**>(&slot), count * sizeof(T)});
   }
+  // An untyped slot of `bytes` bytes (element type chosen at run time).
+  void add_bytes(void*& slot, size_t bytes) { entries_.push_back({&slot, bytes}); }
   size_t bytes() const;
   // Allocates every planned buffer from `arena` and stores its address in its slot.
   void bind(Arena& arena) const;

@@ -214,6 +214,10 @@ void config_validate(const Config& c) {
             t.activation_checkpointing);
   LLM_CHECK(t.checkpoint_every >= 1, "{}: training.checkpoint_every must be >= 1, got {}", f,
             t.checkpoint_every);
+  LLM_CHECK(t.precision == "fp32" || t.precision == "bf16",
+            "{}: training.precision must be fp32 or bf16, got '{}'", f, t.precision);
+  LLM_CHECK(c.parallel.reduce_dtype == "fp32" || c.parallel.reduce_dtype == "bf16",
+            "{}: parallel.reduce_dtype must be fp32 or bf16, got '{}'", f, c.parallel.reduce_dtype);
   LLM_CHECK(t.sample_tokens >= 0, "{}: training.sample_tokens must be >= 0", f);
 
   LLM_CHECK(!c.data.train.empty(), "{}: data.train must name the training shards", f);

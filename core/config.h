@@ -11,6 +11,10 @@
 
 namespace llm {
 
+// Storage type of compute parameters, activations and their gradients (master
+// weights, moments, weight-gradient accumulation and statistics stay fp32).
+enum class Precision { fp32, bf16 };
+
 struct ModelConfig {
   int dim = 256;
   int n_layers = 4;
@@ -60,6 +64,7 @@ struct TrainingConfig {
   int sample_tokens = 0;
   std::string activation_checkpointing = "none";
   int checkpoint_every = 1;
+  std::string precision = "fp32";
 
   template <class V> void visit_fields(V&& v) {
     v("steps", steps, "optimizer steps of the whole run (sets the LR schedule)");
@@ -83,6 +88,7 @@ struct TrainingConfig {
     v("activation_checkpointing", activation_checkpointing,
       "none | full (keep block inputs, recompute the rest) | selective (keep matmul outputs)");
     v("checkpoint_every", checkpoint_every, "checkpoint blocks 0, k, 2k, ... (1 = every block)");
+    v("precision", precision, "fp32 | bf16 (bf16 compute and activations, fp32 master weights)");
   }
 };
 
@@ -102,8 +108,11 @@ struct ParallelConfig {
   std::string mode = "ddp";
   int shard_group_size = 0;
 
+  std::string reduce_dtype = "fp32";
+
   template <class V> void visit_fields(V&& v) {
     v("mode", mode, "ddp | zero1 | zero2 | zero3 (alias fsdp) | hybrid");
+    v("reduce_dtype", reduce_dtype, "fp32 | bf16: the type gradients are reduced in");
     v("shard_group_size", shard_group_size, "ranks per shard group for hybrid (0 = mode default)");
   }
 };
@@ -157,6 +166,7 @@ struct Config {
 
   // The run directory: checkpoint.dir, else checkpoints/<name>.
   std::string run_dir() const;
+  Precision precision() const { return training.precision == "bf16" ? Precision::bf16 : Precision::fp32; }
 };
 
 // Finds the file (as given, else in configs/, adding .toml if missing), parses

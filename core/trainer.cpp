@@ -41,10 +41,13 @@ class HfWeightsSource : public StateSource {
 
 MemoryPlan memory_plan(const Config& config, const ShardingPlan& sharding) {
   MemoryPlan plan;
-  plan.state = ShardingEngine::planned_bytes(layout_build(config.model), sharding);
+  plan.state = ShardingEngine::planned_bytes(
+      layout_build(config.model), sharding, config.precision(),
+      config.parallel.reduce_dtype == "bf16" ? WireType::bf16 : WireType::f32);
   plan.activations = Transformer::activation_bytes(config.model, config.training.micro_batch_size,
                                                    config.training.seq_len,
-                                                   checkpointing_plan(config.training))
+                                                   checkpointing_plan(config.training),
+                                                   config.precision())
                          .total;
   return plan;
 }
@@ -83,7 +86,7 @@ Trainer::Trainer(Config config, Group& world)
                                              static_cast<uint64_t>(t.seed), /*shuffle=*/false);
   }
   model_ = std::make_unique<Transformer>(config_.model, t.micro_batch_size, t.seq_len, backend_cpu(),
-                                         checkpointing_plan(t));
+                                         checkpointing_plan(t), config_.precision());
   engine_ = std::make_unique<ShardingEngine>(model_->layout(), config_, backend_cpu(), topology_);
   inputs_.resize(static_cast<size_t>(t.micro_batch_size) * t.seq_len);
   targets_.resize(inputs_.size());

@@ -17,10 +17,11 @@ std::vector<int32_t> generate(Transformer& model, UnitProvider& units, std::vect
   Rng rng(options.seed);
   std::vector<int> order(V);
   std::vector<double> probs(V);
+  std::vector<float> logits(V);
   for (int i = 0; i < options.max_new_tokens; ++i) {
     int T = std::min<int>(static_cast<int>(tokens.size()), max_context);
     model.forward(units, tokens.data() + tokens.size() - T, nullptr, 1, T);
-    const float* logits = model.logits() + static_cast<size_t>(T - 1) * V;
+    model.logits_row(T - 1, logits.data());
 
     int k = options.top_k > 0 ? std::min(options.top_k, V) : V;
     std::iota(order.begin(), order.end(), 0);

@@ -5,6 +5,7 @@
 #include "model/transformer.h"
 
 #include "core/error.h"
+#include "model/ops.h"
 
 namespace llm {
 
@@ -16,46 +17,50 @@ CheckpointingPlan checkpointing_plan(const TrainingConfig& t) {
   return plan;
 }
 
-Transformer::Transformer(const ModelConfig& config, int max_batch, int max_seq,
-                         const Backend& backend, CheckpointingPlan checkpointing)
-    : config_(config),
-      layout_(layout_build(config)),
-      be_(backend),
-      max_batch_(max_batch),
-      max_seq_(max_seq),
-      C_(config.dim),
-      H_(config.n_heads),
-      KV_(config.n_kv_heads),
-      D_(config.dim / config.n_heads),
-      F_(config.ffn_dim),
-      V_(config.vocab_size),
-      L_(config.n_layers),
-      QKV_((config.n_heads + 2 * config.n_kv_heads) * (config.dim / config.n_heads)),
-      checkpointing_(checkpointing) {
-  const UnitSpec& block = layout_.units[layout_.block_unit(0)];
-  auto offset = [&](int i) { return layout_.tensors[block.tensors[i]].offset; };
-  block_ = {offset(0), offset(1), offset(2), offset(3), offset(4), offset(5)};
+namespace {
 
-  BufferPlan plan = plan_activations(config, max_batch, max_seq, checkpointing, buf_, bytes_);
-  arena_ = Arena("activations", plan.bytes());
-  plan.bind(arena_);
-  // Checkpointed blocks work in the shared scratch for what they do not keep.
-  for (int l = 0; l < L_; ++l) {
-    if (!checkpointing.checkpointed(l)) continue;
-    BlockBuffers& b = buf_.blocks[l];
-    const BlockBuffers& s = buf_.scratch;
-    b.xn1 = s.xn1, b.rstd1 = s.rstd1, b.xn2 = s.xn2, b.rstd2 = s.rstd2, b.g = s.g;
-    if (checkpointing.mode == Recompute::full) {
-      b.qkv = s.qkv, b.att = s.att, b.lse = s.lse, b.x_mid = s.x_mid, b.h13 = s.h13;
-    }
-  }
-  be_.rope_table(buf_.head.rope_cos, buf_.head.rope_sin, max_seq, D_,
-                 static_cast<float>(config.rope_theta));
-}
+// One block's activations; for checkpointed blocks some point into the shared
+// recompute scratch. T is the activation storage type; statistics are fp32.
+template <class A> struct BlockBuffers {
+  A* xn1;        // (N, C) attention-norm output
+  float* rstd1;  // (N)
+  A* qkv;        // (N, QKV) with RoPE applied to q and k
+  A* att;        // (N, H * D) attention output before the projection
+  float* lse;    // (B, H, T) softmax log-sum-exp per query
+  A* x_mid;      // (N, C) residual stream after attention
+  A* xn2;        // (N, C) MLP-norm output
+  float* rstd2;  // (N)
+  A* h13;        // (N, 2F) [gate | up]
+  A* g;          // (N, F) silu(gate) * up
+};
+template <class A> struct HeadBuffers {
+  A* residual;      // (L + 1, N, C): [l] is the input of block l, [L] the last output
+  A* xf;            // (N, C) final-norm output
+  float* rstd_f;    // (N)
+  A* logits;        // (N, V); becomes dlogits in forward_backward
+  float* losses;    // (N)
+  float* rope_cos;  // (T, D / 2)
+  float* rope_sin;  // (T, D / 2)
+};
+template <class A> struct GradBuffers {  // backward scratch, reused by every block
+  A* dres;  // (N, C) gradient of the residual stream
+  A* dxn;   // (N, C) gradient of a norm output
+  A* dqkv;  // (N, QKV)
+  A* datt;  // (N, H * D)
+  A* dh13;  // (N, 2F)
+  A* dg;    // (N, F)
+};
+template <class A> struct Buffers {
+  std::vector<BlockBuffers<A>> blocks;
+  BlockBuffers<A> scratch;
+  HeadBuffers<A> head;
+  GradBuffers<A> grads;
+};
 
-BufferPlan Transformer::plan_activations(const ModelConfig& c, int B, int T,
-                                         CheckpointingPlan checkpointing, Buffers& out,
-                                         ActivationBytes& bytes) {
+// Lists every buffer (binding `out`'s slots) and sums the bytes by role.
+template <class A>
+BufferPlan plan_activations(const ModelConfig& c, int B, int T, CheckpointingPlan checkpointing,
+                            Buffers<A>& out, ActivationBytes& bytes) {
   const size_t N = static_cast<size_t>(B) * T, L = c.n_layers, C = c.dim, F = c.ffn_dim;
   const size_t D = c.dim / c.n_heads, HD = c.n_heads * D, QKV = (c.n_heads + 2 * c.n_kv_heads) * D;
   BufferPlan plan;
@@ -68,7 +73,7 @@ BufferPlan Transformer::plan_activations(const ModelConfig& c, int B, int T,
   // What a block keeps: the matmul / attention outputs ("expensive", kept
   // unless the block is fully checkpointed) and the norm / SwiGLU outputs
   // ("cheap", kept only by blocks that are not checkpointed).
-  auto plan_block = [&](BufferPlan& p, BlockBuffers& b, bool expensive, bool cheap) {
+  auto plan_block = [&](BufferPlan& p, BlockBuffers<A>& b, bool expensive, bool cheap) {
     if (expensive) {
       p.add(b.qkv, N * QKV);
       p.add(b.att, N * HD);
@@ -87,13 +92,13 @@ BufferPlan Transformer::plan_activations(const ModelConfig& c, int B, int T,
   const bool selective = checkpointing.mode == Recompute::selective;
   {
     BufferPlan kept, checkpointed;
-    BlockBuffers probe{};
+    BlockBuffers<A> probe{};
     plan_block(kept, probe, true, true);
     plan_block(checkpointed, probe, selective, false);
     bytes.per_block_kept = kept.bytes();
     bytes.per_block_checkpointed = checkpointed.bytes();
   }
-  out.blocks.assign(L, BlockBuffers{});
+  out.blocks.assign(L, BlockBuffers<A>{});
   bool any_checkpointed = false;
   for (size_t l = 0; l < L; ++l) {
     bool checkpointed = checkpointing.checkpointed(static_cast<int>(l));
@@ -106,7 +111,7 @@ BufferPlan Transformer::plan_activations(const ModelConfig& c, int B, int T,
     bytes.recompute_scratch = role_bytes();
   }
 
-  HeadBuffers& h = out.head;
+  HeadBuffers<A>& h = out.head;
   plan.add(h.residual, (L + 1) * N * C);
   bytes.residual_stream = role_bytes();
   plan.add(h.xf, N * C);
@@ -116,7 +121,7 @@ BufferPlan Transformer::plan_activations(const ModelConfig& c, int B, int T,
   plan.add(h.rope_cos, T * D / 2);
   plan.add(h.rope_sin, T * D / 2);
   bytes.head_and_loss = role_bytes();
-  GradBuffers& g = out.grads;
+  GradBuffers<A>& g = out.grads;
   plan.add(g.dres, N * C);
   plan.add(g.dxn, N * C);
   plan.add(g.dqkv, N * QKV);
@@ -128,50 +133,138 @@ BufferPlan Transformer::plan_activations(const ModelConfig& c, int B, int T,
   return plan;
 }
 
-ActivationBytes Transformer::activation_bytes(const ModelConfig& config, int B, int T,
-                                              CheckpointingPlan checkpointing) {
-  Buffers unbound;
-  ActivationBytes bytes;
-  plan_activations(config, B, T, checkpointing, unbound, bytes);
-  return bytes;
-}
+}  // namespace
 
-float* Transformer::residual(int l) const {
-  return buf_.head.residual + static_cast<size_t>(l) * max_batch_ * max_seq_ * C_;
-}
+class Transformer::Impl {
+ public:
+  virtual ~Impl() = default;
+  virtual float forward(UnitProvider& units, const int32_t* inputs, const int32_t* targets, int B,
+                        int T) = 0;
+  virtual float forward_backward(UnitProvider& units, const int32_t* inputs, const int32_t* targets,
+                                 int B, int T, float dloss) = 0;
+  virtual void logits_row(int row, float* out) const = 0;
+  const ActivationBytes& bytes() const { return bytes_; }
 
-const float* Transformer::head_weight(UnitProvider& units, const float* head_params, Pass pass) {
-  if (config_.tie_embeddings) return units.acquire_params(layout_.embed_unit(), pass);
-  return head_params + config_.dim;
-}
+ protected:
+  ActivationBytes bytes_;
+};
 
-void Transformer::release_head_weight(UnitProvider& units, Pass pass) {
-  if (config_.tie_embeddings) units.release_params(layout_.embed_unit(), pass);
-}
+namespace {
 
-void Transformer::block_forward(int l, const float* p, int B, int T, bool write_output) {
+template <class A> class TransformerImpl : public Transformer::Impl {
+ public:
+  TransformerImpl(const ModelConfig& config, const ParameterLayout& layout, int max_batch,
+                  int max_seq, const Backend& backend, CheckpointingPlan checkpointing)
+      : config_(config),
+        layout_(layout),
+        ops_(backend),
+        max_batch_(max_batch),
+        max_seq_(max_seq),
+        C_(config.dim),
+        H_(config.n_heads),
+        KV_(config.n_kv_heads),
+        D_(config.dim / config.n_heads),
+        F_(config.ffn_dim),
+        V_(config.vocab_size),
+        L_(config.n_layers),
+        QKV_((config.n_heads + 2 * config.n_kv_heads) * (config.dim / config.n_heads)),
+        checkpointing_(checkpointing) {
+    const UnitSpec& block = layout_.units[layout_.block_unit(0)];
+    auto offset = [&](int i) { return layout_.tensors[block.tensors[i]].offset; };
+    block_ = {offset(0), offset(1), offset(2), offset(3), offset(4), offset(5)};
+
+    BufferPlan plan = plan_activations(config, max_batch, max_seq, checkpointing, buf_, bytes_);
+    arena_ = Arena("activations", plan.bytes());
+    plan.bind(arena_);
+    // Checkpointed blocks work in the shared scratch for what they do not keep.
+    for (int l = 0; l < L_; ++l) {
+      if (!checkpointing.checkpointed(l)) continue;
+      BlockBuffers<A>& b = buf_.blocks[l];
+      const BlockBuffers<A>& s = buf_.scratch;
+      b.xn1 = s.xn1, b.rstd1 = s.rstd1, b.xn2 = s.xn2, b.rstd2 = s.rstd2, b.g = s.g;
+      if (checkpointing.mode == Recompute::full) {
+        b.qkv = s.qkv, b.att = s.att, b.lse = s.lse, b.x_mid = s.x_mid, b.h13 = s.h13;
+      }
+    }
+    backend.rope_table(buf_.head.rope_cos, buf_.head.rope_sin, max_seq, D_,
+                       static_cast<float>(config.rope_theta));
+  }
+
+  float forward(UnitProvider& units, const int32_t* inputs, const int32_t* targets, int B,
+                int T) override;
+  float forward_backward(UnitProvider& units, const int32_t* inputs, const int32_t* targets, int B,
+                         int T, float dloss) override;
+  void logits_row(int row, float* out) const override {
+    ops_.to_f32(out, buf_.head.logits + static_cast<size_t>(row) * V_, V_);
+  }
+
+ private:
+  // Offsets of a block's tensors within its unit (the same for every block).
+  struct BlockOffsets {
+    size_t attn_norm, wqkv, wo, mlp_norm, w13, w2;
+  };
+
+  const A* params(UnitProvider& units, int unit, Pass pass) {
+    return static_cast<const A*>(units.acquire_params(unit, pass));
+  }
+  void forward_blocks(UnitProvider& units, const int32_t* inputs, int B, int T);
+  // Block l's forward into its buffers; with write_output false it stops
+  // after SwiGLU (what backward recomputation needs).
+  void block_forward(int l, const A* p, int B, int T, bool write_output);
+  void recompute_block(int l, const A* p, int B, int T);
+  void block_backward(int l, const A* p, float* grads, int B, int T);
+  A* residual(int l) const {
+    return buf_.head.residual + static_cast<size_t>(l) * max_batch_ * max_seq_ * C_;
+  }
+  const A* head_weight(UnitProvider& units, const A* head_params, Pass pass) {
+    if (config_.tie_embeddings) return params(units, layout_.embed_unit(), pass);
+    return head_params + config_.dim;
+  }
+  void release_head_weight(UnitProvider& units, Pass pass) {
+    if (config_.tie_embeddings) units.release_params(layout_.embed_unit(), pass);
+  }
+  float mean_loss(int N) const {
+    double sum = 0;
+    for (int i = 0; i < N; ++i) sum += buf_.head.losses[i];
+    return static_cast<float>(sum / N);
+  }
+
+  const ModelConfig& config_;
+  const ParameterLayout& layout_;
+  Ops ops_;
+  int max_batch_, max_seq_;
+  int C_, H_, KV_, D_, F_, V_, L_, QKV_;
+  CheckpointingPlan checkpointing_;
+  BlockOffsets block_;
+  Buffers<A> buf_;
+  Arena arena_;
+};
+
+template <class A>
+void TransformerImpl<A>::block_forward(int l, const A* p, int B, int T, bool write_output) {
   const int N = B * T;
   const size_t NC = static_cast<size_t>(N) * C_;
   const float eps = static_cast<float>(config_.norm_eps);
-  const BlockBuffers& b = buf_.blocks[l];
-  const float* x = residual(l);
-  be_.rmsnorm_forward(b.xn1, b.rstd1, x, p + block_.attn_norm, N, C_, eps);
-  be_.matmul_forward(b.qkv, b.xn1, p + block_.wqkv, N, C_, QKV_);
-  be_.rope_forward(b.qkv, buf_.head.rope_cos, buf_.head.rope_sin, N, T, H_ + KV_, D_, QKV_);
-  be_.attention_forward(b.att, b.lse, b.qkv, B, T, H_, KV_, D_);
-  be_.matmul_forward(b.x_mid, b.att, p + block_.wo, N, H_ * D_, C_);
-  be_.residual_forward(b.x_mid, b.x_mid, x, NC);
+  const BlockBuffers<A>& b = buf_.blocks[l];
+  const A* x = residual(l);
+  ops_.rmsnorm_forward(b.xn1, b.rstd1, x, p + block_.attn_norm, N, C_, eps);
+  ops_.matmul_forward(b.qkv, b.xn1, p + block_.wqkv, N, C_, QKV_);
+  ops_.rope_forward(b.qkv, buf_.head.rope_cos, buf_.head.rope_sin, N, T, H_ + KV_, D_, QKV_);
+  ops_.attention_forward(b.att, b.lse, b.qkv, B, T, H_, KV_, D_);
+  ops_.matmul_forward(b.x_mid, b.att, p + block_.wo, N, H_ * D_, C_);
+  ops_.residual_forward(b.x_mid, b.x_mid, x, NC);
 
-  be_.rmsnorm_forward(b.xn2, b.rstd2, b.x_mid, p + block_.mlp_norm, N, C_, eps);
-  be_.matmul_forward(b.h13, b.xn2, p + block_.w13, N, C_, 2 * F_);
-  be_.swiglu_forward(b.g, b.h13, N, F_);
+  ops_.rmsnorm_forward(b.xn2, b.rstd2, b.x_mid, p + block_.mlp_norm, N, C_, eps);
+  ops_.matmul_forward(b.h13, b.xn2, p + block_.w13, N, C_, 2 * F_);
+  ops_.swiglu_forward(b.g, b.h13, N, F_);
   if (!write_output) return;
-  float* x_out = residual(l + 1);
-  be_.matmul_forward(x_out, b.g, p + block_.w2, N, F_, C_);
-  be_.residual_forward(x_out, x_out, b.x_mid, NC);
+  A* x_out = residual(l + 1);
+  ops_.matmul_forward(x_out, b.g, p + block_.w2, N, F_, C_);
+  ops_.residual_forward(x_out, x_out, b.x_mid, NC);
 }
 
-void Transformer::recompute_block(int l, const float* p, int B, int T) {
+template <class A>
+void TransformerImpl<A>::recompute_block(int l, const A* p, int B, int T) {
   if (!checkpointing_.checkpointed(l)) return;
   if (checkpointing_.mode == Recompute::full) {
     block_forward(l, p, B, T, /*write_output=*/false);
@@ -180,94 +273,93 @@ void Transformer::recompute_block(int l, const float* p, int B, int T) {
   // Selective: the norms and SwiGLU, from the kept x_mid and h13.
   const int N = B * T;
   const float eps = static_cast<float>(config_.norm_eps);
-  const BlockBuffers& b = buf_.blocks[l];
-  be_.rmsnorm_forward(b.xn1, b.rstd1, residual(l), p + block_.attn_norm, N, C_, eps);
-  be_.rmsnorm_forward(b.xn2, b.rstd2, b.x_mid, p + block_.mlp_norm, N, C_, eps);
-  be_.swiglu_forward(b.g, b.h13, N, F_);
+  const BlockBuffers<A>& b = buf_.blocks[l];
+  ops_.rmsnorm_forward(b.xn1, b.rstd1, residual(l), p + block_.attn_norm, N, C_, eps);
+  ops_.rmsnorm_forward(b.xn2, b.rstd2, b.x_mid, p + block_.mlp_norm, N, C_, eps);
+  ops_.swiglu_forward(b.g, b.h13, N, F_);
 }
 
-void Transformer::block_backward(int l, const float* p, float* gr, int B, int T) {
+template <class A>
+void TransformerImpl<A>::block_backward(int l, const A* p, float* gr, int B, int T) {
   const int N = B * T;
-  const BlockBuffers& b = buf_.blocks[l];
-  const GradBuffers& d = buf_.grads;
+  const BlockBuffers<A>& b = buf_.blocks[l];
+  const GradBuffers<A>& d = buf_.grads;
   // MLP branch; dres holds d(loss)/d(block output) and becomes d/d(x_mid).
-  be_.matmul_backward(d.dg, gr + block_.w2, d.dres, b.g, p + block_.w2, N, F_, C_);
-  be_.swiglu_backward(d.dh13, d.dg, b.h13, N, F_);
-  be_.matmul_backward(d.dxn, gr + block_.w13, d.dh13, b.xn2, p + block_.w13, N, C_, 2 * F_);
-  be_.rmsnorm_backward(d.dres, gr + block_.mlp_norm, d.dxn, b.x_mid, p + block_.mlp_norm, b.rstd2,
+  ops_.matmul_backward(d.dg, gr + block_.w2, d.dres, b.g, p + block_.w2, N, F_, C_);
+  ops_.swiglu_backward(d.dh13, d.dg, b.h13, N, F_);
+  ops_.matmul_backward(d.dxn, gr + block_.w13, d.dh13, b.xn2, p + block_.w13, N, C_, 2 * F_);
+  ops_.rmsnorm_backward(d.dres, gr + block_.mlp_norm, d.dxn, b.x_mid, p + block_.mlp_norm, b.rstd2,
                        N, C_);
   // Attention branch; dres becomes d(loss)/d(block input).
-  be_.matmul_backward(d.datt, gr + block_.wo, d.dres, b.att, p + block_.wo, N, H_ * D_, C_);
-  be_.attention_backward(d.dqkv, d.datt, b.qkv, b.att, b.lse, B, T, H_, KV_, D_);
-  be_.rope_backward(d.dqkv, buf_.head.rope_cos, buf_.head.rope_sin, N, T, H_ + KV_, D_, QKV_);
-  be_.matmul_backward(d.dxn, gr + block_.wqkv, d.dqkv, b.xn1, p + block_.wqkv, N, C_, QKV_);
-  be_.rmsnorm_backward(d.dres, gr + block_.attn_norm, d.dxn, residual(l), p + block_.attn_norm,
+  ops_.matmul_backward(d.datt, gr + block_.wo, d.dres, b.att, p + block_.wo, N, H_ * D_, C_);
+  ops_.attention_backward(d.dqkv, d.datt, b.qkv, b.att, b.lse, B, T, H_, KV_, D_);
+  ops_.rope_backward(d.dqkv, buf_.head.rope_cos, buf_.head.rope_sin, N, T, H_ + KV_, D_, QKV_);
+  ops_.matmul_backward(d.dxn, gr + block_.wqkv, d.dqkv, b.xn1, p + block_.wqkv, N, C_, QKV_);
+  ops_.rmsnorm_backward(d.dres, gr + block_.attn_norm, d.dxn, residual(l), p + block_.attn_norm,
                        b.rstd1, N, C_);
 }
 
-void Transformer::forward_blocks(UnitProvider& units, const int32_t* inputs, int B, int T) {
+template <class A>
+void TransformerImpl<A>::forward_blocks(UnitProvider& units, const int32_t* inputs, int B, int T) {
   LLM_CHECK(B >= 1 && B <= max_batch_ && T >= 1 && T <= max_seq_,
             "micro-batch ({}, {}) exceeds the activation buffers ({}, {})", B, T, max_batch_,
             max_seq_);
   const int N = B * T;
-  const HeadBuffers& h = buf_.head;
-  const float* embed = units.acquire_params(layout_.embed_unit(), Pass::forward);
-  be_.embedding_forward(residual(0), inputs, embed, N, C_);
+  const HeadBuffers<A>& h = buf_.head;
+  const A* embed = params(units, layout_.embed_unit(), Pass::forward);
+  ops_.embedding_forward(residual(0), inputs, embed, N, C_);
   units.release_params(layout_.embed_unit(), Pass::forward);
 
   for (int l = 0; l < L_; ++l) {
-    const float* p = units.acquire_params(layout_.block_unit(l), Pass::forward);
+    const A* p = params(units, layout_.block_unit(l), Pass::forward);
     block_forward(l, p, B, T, /*write_output=*/true);
     units.release_params(layout_.block_unit(l), Pass::forward);
   }
 
   const int head = layout_.head_unit();
-  const float* hp = units.acquire_params(head, Pass::forward);
-  be_.rmsnorm_forward(h.xf, h.rstd_f, residual(L_), hp, N, C_, static_cast<float>(config_.norm_eps));
-  be_.matmul_forward(h.logits, h.xf, head_weight(units, hp, Pass::forward), N, C_, V_);
+  const A* hp = params(units, head, Pass::forward);
+  ops_.rmsnorm_forward(h.xf, h.rstd_f, residual(L_), hp, N, C_, static_cast<float>(config_.norm_eps));
+  ops_.matmul_forward(h.logits, h.xf, head_weight(units, hp, Pass::forward), N, C_, V_);
   release_head_weight(units, Pass::forward);
   units.release_params(head, Pass::forward);
 }
 
-float Transformer::mean_loss(int N) const {
-  double sum = 0;
-  for (int i = 0; i < N; ++i) sum += buf_.head.losses[i];
-  return static_cast<float>(sum / N);
-}
 
-float Transformer::forward(UnitProvider& units, const int32_t* inputs, const int32_t* targets,
-                           int B, int T) {
+template <class A>
+float TransformerImpl<A>::forward(UnitProvider& units, const int32_t* inputs, const int32_t* targets,
+                                 int B, int T) {
   forward_blocks(units, inputs, B, T);
   if (!targets) return 0.0f;
-  be_.cross_entropy_forward(buf_.head.losses, buf_.head.logits, targets, B * T, V_);
+  ops_.cross_entropy_forward(buf_.head.losses, buf_.head.logits, targets, B * T, V_);
   return mean_loss(B * T);
 }
 
-float Transformer::forward_backward(UnitProvider& units, const int32_t* inputs,
-                                    const int32_t* targets, int B, int T, float dloss) {
+template <class A>
+float TransformerImpl<A>::forward_backward(UnitProvider& units, const int32_t* inputs,
+                                          const int32_t* targets, int B, int T, float dloss) {
   forward_blocks(units, inputs, B, T);
   const int N = B * T;
-  const HeadBuffers& h = buf_.head;
-  const GradBuffers& d = buf_.grads;
-  be_.cross_entropy_forward_backward(h.losses, h.logits, targets, N, V_, dloss);
+  const HeadBuffers<A>& h = buf_.head;
+  const GradBuffers<A>& d = buf_.grads;
+  ops_.cross_entropy_forward_backward(h.losses, h.logits, targets, N, V_, dloss);
 
   // Head: final norm and LM head (its weight may be the tied embedding).
   const int head = layout_.head_unit();
-  const float* hp = units.acquire_params(head, Pass::backward);
+  const A* hp = params(units, head, Pass::backward);
   float* hg = units.acquire_grads(head);
   float* head_weight_grad =
       config_.tie_embeddings ? units.acquire_grads(layout_.embed_unit()) : hg + C_;
-  be_.matmul_backward(d.dxn, head_weight_grad, h.logits, h.xf,
+  ops_.matmul_backward(d.dxn, head_weight_grad, h.logits, h.xf,
                       head_weight(units, hp, Pass::backward), N, C_, V_);
-  be_.fill_zero(d.dres, static_cast<size_t>(N) * C_);
-  be_.rmsnorm_backward(d.dres, hg, d.dxn, residual(L_), hp, h.rstd_f, N, C_);
+  ops_.fill_zero(d.dres, static_cast<size_t>(N) * C_);
+  ops_.rmsnorm_backward(d.dres, hg, d.dxn, residual(L_), hp, h.rstd_f, N, C_);
   release_head_weight(units, Pass::backward);
   units.release_params(head, Pass::backward);
   units.release_grads(head);
 
   for (int l = L_ - 1; l >= 0; --l) {
     const int unit = layout_.block_unit(l);
-    const float* p = units.acquire_params(unit, Pass::backward);
+    const A* p = params(units, unit, Pass::backward);
     float* gr = units.acquire_grads(unit);
     recompute_block(l, p, B, T);
     block_backward(l, p, gr, B, T);
@@ -276,9 +368,54 @@ float Transformer::forward_backward(UnitProvider& units, const int32_t* inputs,
   }
 
   float* eg = units.acquire_grads(layout_.embed_unit());
-  be_.embedding_backward(eg, d.dres, inputs, N, C_);
+  ops_.embedding_backward(eg, d.dres, inputs, N, C_);
   units.release_grads(layout_.embed_unit());
   return mean_loss(N);
+}
+
+
+}  // namespace
+
+Transformer::Transformer(const ModelConfig& config, int max_batch, int max_seq,
+                         const Backend& backend, CheckpointingPlan checkpointing,
+                         Precision precision)
+    : config_(config), layout_(layout_build(config)), precision_(precision) {
+  if (precision == Precision::bf16) {
+    impl_ = std::make_unique<TransformerImpl<Bf16>>(config_, layout_, max_batch, max_seq, backend,
+                                                    checkpointing);
+  } else {
+    impl_ = std::make_unique<TransformerImpl<float>>(config_, layout_, max_batch, max_seq, backend,
+                                                     checkpointing);
+  }
+}
+
+Transformer::~Transformer() = default;
+
+ActivationBytes Transformer::activation_bytes(const ModelConfig& config, int B, int T,
+                                              CheckpointingPlan checkpointing, Precision precision) {
+  ActivationBytes bytes;
+  if (precision == Precision::bf16) {
+    Buffers<Bf16> unbound;
+    plan_activations(config, B, T, checkpointing, unbound, bytes);
+  } else {
+    Buffers<float> unbound;
+    plan_activations(config, B, T, checkpointing, unbound, bytes);
+  }
+  return bytes;
+}
+
+const ActivationBytes& Transformer::activation_bytes() const { return impl_->bytes(); }
+
+float Transformer::forward(UnitProvider& units, const int32_t* inputs, const int32_t* targets,
+                           int B, int T) {
+  return impl_->forward(units, inputs, targets, B, T);
+}
+
+void Transformer::logits_row(int row, float* out) const { impl_->logits_row(row, out); }
+
+float Transformer::forward_backward(UnitProvider& units, const int32_t* inputs,
+                                    const int32_t* targets, int B, int T, float dloss) {
+  return impl_->forward_backward(units, inputs, targets, B, T, dloss);
 }
 
 }  // namespace llm

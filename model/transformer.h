@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -49,20 +50,24 @@ struct ActivationBytes {
 class Transformer {
  public:
   Transformer(const ModelConfig& config, int max_batch, int max_seq, const Backend& backend,
-              CheckpointingPlan checkpointing = {});
+              CheckpointingPlan checkpointing = {}, Precision precision = Precision::fp32);
+  ~Transformer();
 
   static ActivationBytes activation_bytes(const ModelConfig& config, int B, int T,
-                                          CheckpointingPlan checkpointing = {});
+                                          CheckpointingPlan checkpointing = {},
+                                          Precision precision = Precision::fp32);
 
   const ModelConfig& config() const { return config_; }
   const ParameterLayout& layout() const { return layout_; }
-  const ActivationBytes& activation_bytes() const { return bytes_; }
+  Precision precision() const { return precision_; }
+  const ActivationBytes& activation_bytes() const;
 
   // Forward of B sequences of T tokens (inputs (B, T)). Returns the mean
   // cross-entropy against targets (B, T); with targets == nullptr returns 0
-  // and leaves the logits (B, T, V) readable through logits().
+  // and leaves the logits (B, T, V) readable through logits_row().
   float forward(UnitProvider& units, const int32_t* inputs, const int32_t* targets, int B, int T);
-  const float* logits() const { return buf_.head.logits; }
+  // The V logits of row `row` (= b * T + t) of the last forward, as fp32.
+  void logits_row(int row, float* out) const;
 
   // Forward and backward of one micro-batch. Each unit's gradient receives
   // (+=) d(dloss * sum of per-token losses)/d(params), so dloss = 1/(tokens of
@@ -71,74 +76,14 @@ class Transformer {
   float forward_backward(UnitProvider& units, const int32_t* inputs, const int32_t* targets, int B,
                          int T, float dloss);
 
+  // The activation storage type's implementation (transformer.cpp).
+  class Impl;
+
  private:
-  // Offsets of a block's tensors within its unit (the same for every block).
-  struct BlockOffsets {
-    size_t attn_norm, wqkv, wo, mlp_norm, w13, w2;
-  };
-  // One block's activations; for checkpointed blocks some point into the
-  // shared recompute scratch.
-  struct BlockBuffers {
-    float* xn1;    // (N, C) attention-norm output
-    float* rstd1;  // (N)
-    float* qkv;    // (N, QKV) with RoPE applied to q and k
-    float* att;    // (N, H * D) attention output before the projection
-    float* lse;    // (B, H, T) softmax log-sum-exp per query
-    float* x_mid;  // (N, C) residual stream after attention
-    float* xn2;    // (N, C) MLP-norm output
-    float* rstd2;  // (N)
-    float* h13;    // (N, 2F) [gate | up]
-    float* g;      // (N, F) silu(gate) * up
-  };
-  struct HeadBuffers {
-    float* residual;  // (L + 1, N, C): [l] is the input of block l, [L] the last output
-    float* xf;        // (N, C) final-norm output
-    float* rstd_f;    // (N)
-    float* logits;    // (N, V); becomes dlogits in forward_backward
-    float* losses;    // (N)
-    float* rope_cos;  // (T, D / 2)
-    float* rope_sin;  // (T, D / 2)
-  };
-  struct GradBuffers {  // backward scratch, reused by every block
-    float* dres;  // (N, C) gradient of the residual stream
-    float* dxn;   // (N, C) gradient of a norm output
-    float* dqkv;  // (N, QKV)
-    float* datt;  // (N, H * D)
-    float* dh13;  // (N, 2F)
-    float* dg;    // (N, F)
-  };
-  struct Buffers {
-    std::vector<BlockBuffers> blocks;
-    BlockBuffers scratch;
-    HeadBuffers head;
-    GradBuffers grads;
-  };
-
-  // Lists every buffer (binding `out`'s slots) and sums the bytes by role.
-  static BufferPlan plan_activations(const ModelConfig& config, int B, int T,
-                                     CheckpointingPlan checkpointing, Buffers& out,
-                                     ActivationBytes& bytes);
-  void forward_blocks(UnitProvider& units, const int32_t* inputs, int B, int T);
-  // Block l's forward into its buffers; with write_output false it stops
-  // after SwiGLU (what backward recomputation needs).
-  void block_forward(int l, const float* p, int B, int T, bool write_output);
-  void recompute_block(int l, const float* p, int B, int T);
-  void block_backward(int l, const float* p, float* grads, int B, int T);
-  float* residual(int l) const;
-  const float* head_weight(UnitProvider& units, const float* head_params, Pass pass);
-  void release_head_weight(UnitProvider& units, Pass pass);
-  float mean_loss(int N) const;
-
   ModelConfig config_;
   ParameterLayout layout_;
-  const Backend& be_;
-  int max_batch_, max_seq_;
-  int C_, H_, KV_, D_, F_, V_, L_, QKV_;
-  CheckpointingPlan checkpointing_;
-  BlockOffsets block_;
-  Buffers buf_;
-  ActivationBytes bytes_;
-  Arena arena_;
+  Precision precision_;
+  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace llm

@@ -3,11 +3,13 @@
 // using them and for the buffer its gradient accumulates into; a sharding
 // engine implements this to gather, free and reduce units at the right time.
 // Contract:
-//  - acquire_params / release_params come in balanced pairs per pass; the
+//  - acquire_params returns the unit's compute parameters in the model's
+//    precision (float or Bf16 elements; the provider is built for the same
+//    precision); acquire / release come in balanced pairs per pass; the
 //    pointer is valid until the matching release (a unit may be acquired
 //    again later in the same pass, e.g. a tied embedding used by the head).
 //  - acquire_grads may be called several times per backward pass; the model
-//    accumulates (+=) into the returned full-size buffer.
+//    accumulates (+=) into the returned full-size fp32 buffer.
 //  - release_grads(unit) is called exactly once per unit per backward pass,
 //    after the last write to that unit's gradient.
 #pragma once
@@ -19,7 +21,7 @@ enum class Pass { forward, backward };
 class UnitProvider {
  public:
   virtual ~UnitProvider() = default;
-  virtual const float* acquire_params(int unit, Pass pass) = 0;
+  virtual const void* acquire_params(int unit, Pass pass) = 0;
   virtual void release_params(int unit, Pass pass) = 0;
   virtual float* acquire_grads(int unit) = 0;
   virtual void release_grads(int unit) = 0;

@@ -32,8 +32,10 @@ std::vector<ShardingEngine::UnitShard> ShardingEngine::unit_shards(const Paramet
 }
 
 void ShardingEngine::plan_buffers(const std::vector<UnitShard>& shards, const ShardingPlan& plan,
+                                  Precision precision, WireType reduce_type,
                                   std::vector<UnitState>* units, std::vector<GatherSlot>* gather,
                                   std::vector<GradSlot>* grad, BufferPlan out[4]) {
+  const bool bf16 = precision == Precision::bf16, reduce_bf16 = reduce_type == WireType::bf16;
   *units = std::vector<UnitState>(shards.size());  // sized before slots are planned
   size_t max_padded = 0, max_shard = 0;
   for (size_t u = 0; u < shards.size(); ++u) {
@@ -50,22 +52,31 @@ void ShardingEngine::plan_buffers(const std::vector<UnitShard>& shards, const Sh
     if (plan.shard_optimizer) out[kGrads].add(state.reduced_grads, s.shard);
     out[kOptimizer].add(state.m, s.shard);
     out[kOptimizer].add(state.v, s.shard);
+    if (bf16) out[kParams].add(state.compute, plan.shard_params ? s.shard : s.padded);
+    if (reduce_bf16 && !plan.shard_grads) {
+      out[kBuffers].add(state.reduce_bf16, s.padded);
+      if (plan.shard_optimizer) out[kBuffers].add(state.landing_bf16, s.shard);
+    }
   }
+  const size_t compute_bytes = bf16 ? sizeof(Bf16) : sizeof(float);
   *gather = std::vector<GatherSlot>(plan.shard_params ? kGatherSlots : 0);
-  for (GatherSlot& slot : *gather) out[kBuffers].add(slot.full, max_padded);
+  for (GatherSlot& slot : *gather) out[kBuffers].add_bytes(slot.full, max_padded * compute_bytes);
   *grad = std::vector<GradSlot>(plan.shard_grads ? kGradSlots : 0);
   for (GradSlot& slot : *grad) {
     out[kBuffers].add(slot.full, max_padded);
-    out[kBuffers].add(slot.landing, max_shard);
+    if (reduce_bf16) out[kBuffers].add(slot.send_bf16, max_padded);
+    out[kBuffers].add_bytes(slot.landing, max_shard * wire_bytes(reduce_type));
   }
 }
 
-StateBytes ShardingEngine::planned_bytes(const ParameterLayout& layout, const ShardingPlan& plan) {
+StateBytes ShardingEngine::planned_bytes(const ParameterLayout& layout, const ShardingPlan& plan,
+                                         Precision precision, WireType reduce_type) {
   std::vector<UnitState> units;
   std::vector<GatherSlot> gather;
   std::vector<GradSlot> grad;
   BufferPlan plans[4];
-  plan_buffers(unit_shards(layout, plan.shard_group_size, 0), plan, &units, &gather, &grad, plans);
+  plan_buffers(unit_shards(layout, plan.shard_group_size, 0), plan, precision, reduce_type, &units,
+               &gather, &grad, plans);
   return {plans[kParams].bytes(), plans[kGrads].bytes(), plans[kOptimizer].bytes(),
           plans[kBuffers].bytes()};
 }
@@ -77,9 +88,13 @@ ShardingEngine::ShardingEngine(const ParameterLayout& layout, const Config& conf
       be_(backend),
       topo_(topology),
       plan_(topology.plan),
+      precision_(config.precision()),
+      reduce_type_(config.parallel.reduce_dtype == "bf16" ? WireType::bf16 : WireType::f32),
+      compute_type_(precision_ == Precision::bf16 ? WireType::bf16 : WireType::f32),
       shards_(unit_shards(layout, topology.shard->size(), topology.shard->rank())) {
   BufferPlan plans[4];
-  plan_buffers(shards_, plan_, &units_, &gather_slots_, &grad_slots_, plans);
+  plan_buffers(shards_, plan_, precision_, reduce_type_, &units_, &gather_slots_, &grad_slots_,
+               plans);
   const char* names[4] = {"parameters", "gradients", "optimizer", "buffers"};
   for (int c = 0; c < 4; ++c) {
     arenas_[c] = Arena(names[c], plans[c].bytes());
@@ -97,6 +112,18 @@ ShardingEngine::ShardingEngine(const ParameterLayout& layout, const Config& conf
     } else {
       layout_init_params(layout, config.model, seed, unit, 0, s.numel, units_[u].full_params);
     }
+    refresh_compute_copy(unit);
+  }
+}
+
+void ShardingEngine::refresh_compute_copy(int unit) {
+  UnitState& state = units_[unit];
+  if (!state.compute) return;
+  const UnitShard& s = shards_[unit];
+  if (plan_.shard_params) {
+    be_.cast_f32_to_bf16(state.compute, state.owned_params, s.shard);
+  } else {
+    be_.cast_f32_to_bf16(state.compute, state.full_params, s.padded);
   }
 }
 
@@ -120,8 +147,9 @@ ShardingEngine::GatherSlot& ShardingEngine::start_gather(int unit) {
             layout_.units[unit].name, gather_slots_.size());
   const UnitShard& s = shards_[unit];
   victim->unit = unit;
-  victim->pending =
-      topo_.shard->all_gather_async(units_[unit].owned_params, victim->full, s.shard, WireType::f32);
+  const UnitState& state = units_[unit];
+  const void* owned = state.compute ? static_cast<const void*>(state.compute) : state.owned_params;
+  victim->pending = topo_.shard->all_gather_async(owned, victim->full, s.shard, compute_type_);
   return *victim;
 }
 
@@ -135,8 +163,11 @@ void ShardingEngine::prefetch(int unit) {
   }
 }
 
-const float* ShardingEngine::acquire_params(int unit, Pass pass) {
-  if (!plan_.shard_params) return units_[unit].full_params;
+const void* ShardingEngine::acquire_params(int unit, Pass pass) {
+  if (!plan_.shard_params) {
+    const UnitState& state = units_[unit];
+    return state.compute ? static_cast<const void*>(state.compute) : state.full_params;
+  }
   bool alone = std::none_of(gather_slots_.begin(), gather_slots_.end(),
                             [](const GatherSlot& s) { return s.refs > 0; });
   GatherSlot* slot = find_gather_slot(unit);
@@ -168,9 +199,9 @@ void ShardingEngine::gather_params(int unit, float* out) {
     std::memcpy(out, units_[unit].full_params, s.numel * sizeof(float));
     return;
   }
-  const float* full = acquire_params(unit, Pass::forward);
-  std::memcpy(out, full, s.numel * sizeof(float));
-  release_params(unit, Pass::forward);
+  std::vector<float> full(s.padded);  // the fp32 masters, not the compute copy
+  topo_.shard->all_gather(units_[unit].owned_params, full.data(), s.shard, WireType::f32);
+  std::memcpy(out, full.data(), s.numel * sizeof(float));
 }
 
 std::vector<float> ShardingEngine::gather_all_params() {
@@ -211,6 +242,7 @@ void ShardingEngine::load_state(StateSource& source, bool with_moments) {
     if (with_moments && s.owned > 0) source.read(unit, s.begin, s.owned, nullptr, m, v);
   }
   for (GatherSlot& slot : gather_slots_) slot.unit = -1;  // cached gathers are stale
+  for (size_t u = 0; u < units_.size(); ++u) refresh_compute_copy(static_cast<int>(u));
 }
 
 // --- gradients -----------------------------------------------------------------
@@ -254,11 +286,16 @@ void ShardingEngine::release_grads(int unit) {
   const UnitShard& s = shards_[unit];
   if (!plan_.shard_grads) {
     if (!last_micro_batch_) return;  // keep accumulating locally
-    if (plan_.shard_optimizer) {     // zero1
-      state.pending = topo_.shard->reduce_scatter_async(state.local_grads, state.reduced_grads,
-                                                        s.shard, WireType::f32);
+    const void* send = state.local_grads;
+    if (state.reduce_bf16) {
+      be_.cast_f32_to_bf16(state.reduce_bf16, state.local_grads, s.padded);
+      send = state.reduce_bf16;
+    }
+    if (plan_.shard_optimizer) {  // zero1
+      void* recv = state.landing_bf16 ? static_cast<void*>(state.landing_bf16) : state.reduced_grads;
+      state.pending = topo_.shard->reduce_scatter_async(send, recv, s.shard, reduce_type_);
     } else {  // ddp
-      state.pending = topo_.replicate->all_reduce_async(state.local_grads, s.padded, WireType::f32);
+      state.pending = topo_.replicate->all_reduce_async(const_cast<void*>(send), s.padded, reduce_type_);
     }
     return;
   }
@@ -267,7 +304,23 @@ void ShardingEngine::release_grads(int unit) {
   slot.reducing = true;
   slot.last_micro_batch = last_micro_batch_;
   slot.released_at = ++clock_;
-  slot.pending = topo_.shard->reduce_scatter_async(slot.full, slot.landing, s.shard, WireType::f32);
+  const void* send = slot.full;
+  if (slot.send_bf16) {
+    be_.cast_f32_to_bf16(slot.send_bf16, slot.full, s.padded);
+    send = slot.send_bf16;
+  }
+  slot.pending = topo_.shard->reduce_scatter_async(send, slot.landing, s.shard, reduce_type_);
+}
+
+void ShardingEngine::unpack_bf16_reduction(int unit) {
+  UnitState& state = units_[unit];
+  if (!state.reduce_bf16) return;
+  const UnitShard& s = shards_[unit];
+  if (state.landing_bf16) {
+    be_.cast_bf16_to_f32(state.reduced_grads, state.landing_bf16, s.shard);
+  } else {
+    be_.cast_bf16_to_f32(state.local_grads, state.reduce_bf16, s.padded);
+  }
 }
 
 void ShardingEngine::complete_reduction(GradSlot& slot) {
@@ -275,7 +328,13 @@ void ShardingEngine::complete_reduction(GradSlot& slot) {
   const int unit = slot.unit;
   UnitState& state = units_[unit];
   const size_t n = shards_[unit].shard;
-  for (size_t i = 0; i < n; ++i) state.reduced_grads[i] += slot.landing[i];
+  if (reduce_type_ == WireType::bf16) {
+    const Bf16* landing = static_cast<const Bf16*>(slot.landing);
+    for (size_t i = 0; i < n; ++i) state.reduced_grads[i] += to_float(landing[i]);
+  } else {
+    const float* landing = static_cast<const float*>(slot.landing);
+    for (size_t i = 0; i < n; ++i) state.reduced_grads[i] += landing[i];
+  }
   if (slot.last_micro_batch && topo_.replicate->size() > 1) {
     state.pending = topo_.replicate->all_reduce_async(state.reduced_grads, n, WireType::f32);
   }
@@ -285,7 +344,11 @@ void ShardingEngine::complete_reduction(GradSlot& slot) {
 
 void ShardingEngine::wait_gradients() {
   while (GradSlot* slot = oldest_reduction()) complete_reduction(*slot);
-  for (UnitState& state : units_) state.pending.wait();
+  for (size_t u = 0; u < units_.size(); ++u) {
+    if (!units_[u].pending.pending()) continue;
+    units_[u].pending.wait();
+    if (!plan_.shard_grads) unpack_bf16_reduction(static_cast<int>(u));
+  }
 }
 
 float* ShardingEngine::reduced_grads(int unit) {
@@ -347,6 +410,7 @@ void ShardingEngine::optimizer_step(const AdamWStep& step) {
     }
     for (CommHandle& gather : gathers) gather.wait();
   }
+  for (size_t u = 0; u < units_.size(); ++u) refresh_compute_copy(static_cast<int>(u));
 }
 
 }  // namespace llm

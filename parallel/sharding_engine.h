@@ -14,6 +14,10 @@
 //    (hybrid then all-reduces the shard across replicas on the last one).
 //  - The optimizer updates only owned slices; zero1/zero2 then all-gather the
 //    parameters.
+//  - bf16 precision: the fp32 parameters above are the master weights; the
+//    model computes with a bf16 copy (full, or the owned shard that zero3 /
+//    hybrid all-gather in bf16, half the bytes), refreshed after every update.
+//    Gradients accumulate in fp32 and are reduced in parallel.reduce_dtype.
 // Invariant: every member of a group issues the same collectives in the same
 // order, because they all follow the model's deterministic unit order.
 #pragma once
@@ -23,6 +27,7 @@
 #include <vector>
 
 #include "core/arena.h"
+#include "core/bf16.h"
 #include "core/config.h"
 #include "model/backend.h"
 #include "model/layout.h"
@@ -66,11 +71,12 @@ class ShardingEngine : public UnitProvider {
 
   // Bytes a member of a shard group of the plan's size holds, computed
   // without allocating (the largest over shard ranks).
-  static StateBytes planned_bytes(const ParameterLayout& layout, const ShardingPlan& plan);
+  static StateBytes planned_bytes(const ParameterLayout& layout, const ShardingPlan& plan,
+                                  Precision precision, WireType reduce_type);
   StateBytes bytes() const { return bytes_; }
   const ParameterLayout& layout() const { return layout_; }
 
-  const float* acquire_params(int unit, Pass pass) override;
+  const void* acquire_params(int unit, Pass pass) override;
   void release_params(int unit, Pass pass) override;
   float* acquire_grads(int unit) override;
   void release_grads(int unit) override;
@@ -108,7 +114,7 @@ class ShardingEngine : public UnitProvider {
     size_t owned;   // owned elements (may be 0 on trailing ranks)
   };
   struct GatherSlot {
-    float* full = nullptr;  // (P_max)
+    void* full = nullptr;   // (P_max) compute-precision parameters
     int unit = -1;          // whose parameters it holds (or is receiving)
     int refs = 0;
     uint64_t last_use = 0;
@@ -116,7 +122,8 @@ class ShardingEngine : public UnitProvider {
   };
   struct GradSlot {
     float* full = nullptr;     // (P_max) where the model accumulates
-    float* landing = nullptr;  // (s_max) the reduce-scatter result
+    Bf16* send_bf16 = nullptr;  // (P_max) full, rounded, when reducing in bf16
+    void* landing = nullptr;   // (s_max) the reduce-scatter result, in the reduce type
     int unit = -1;             // in use by the model, or reducing
     bool reducing = false;
     bool last_micro_batch = false;
@@ -130,6 +137,9 @@ class ShardingEngine : public UnitProvider {
     float* reduced_grads = nullptr;  // (s) reduced gradient of the owned slice
     float* m = nullptr;              // (s)
     float* v = nullptr;              // (s)
+    Bf16* compute = nullptr;         // bf16: (P) or, sharded, (s) copy of the parameters
+    Bf16* reduce_bf16 = nullptr;     // bf16 reduce of unsharded gradients: (P) send buffer
+    Bf16* landing_bf16 = nullptr;    // ... and (s) zero1 reduce-scatter result
     GradSlot* grad_slot = nullptr;   // sharded gradients: the slot in use
     CommHandle pending;              // unsharded / replica gradient reduction
   };
@@ -137,8 +147,13 @@ class ShardingEngine : public UnitProvider {
   static std::vector<UnitShard> unit_shards(const ParameterLayout& layout, int group_size,
                                             int group_rank);
   static void plan_buffers(const std::vector<UnitShard>& shards, const ShardingPlan& plan,
+                           Precision precision, WireType reduce_type,
                            std::vector<UnitState>* units, std::vector<GatherSlot>* gather,
                            std::vector<GradSlot>* grad, BufferPlan out[4]);
+  // Rounds the fp32 master parameters of `unit` into its bf16 compute copy.
+  void refresh_compute_copy(int unit);
+  // Turns a finished bf16 reduction of unsharded gradients back into fp32.
+  void unpack_bf16_reduction(int unit);
 
   GatherSlot* find_gather_slot(int unit);
   GatherSlot& start_gather(int unit);
@@ -154,6 +169,9 @@ class ShardingEngine : public UnitProvider {
   const Backend& be_;
   Topology& topo_;
   const ShardingPlan& plan_;
+  const Precision precision_;
+  const WireType reduce_type_;
+  const WireType compute_type_;
   std::vector<UnitShard> shards_;
   std::vector<UnitState> units_;
   std::vector<GatherSlot> gather_slots_;
