@@ -57,10 +57,10 @@ RunResult train(Group& world, const std::string& model, std::vector<std::string>
     r.losses.push_back(step.loss);
     r.grad_norms.push_back(step.grad_norm);
   }
+  r.comm = trainer.topology().shard->stats();  // the steps' traffic, before gathering below
+  r.comm.add(trainer.topology().replicate->stats());
   r.params = trainer.engine().gather_all_params();
   r.bytes = trainer.engine().bytes();
-  r.comm = trainer.topology().shard->stats();
-  r.comm.add(trainer.topology().replicate->stats());
   return r;
 }
 
@@ -127,6 +127,43 @@ TEST(ModeCheckpointing, BitIdenticalToNoCheckpointingInEveryMode) {
       EXPECT_EQ(checkpointed.params, plain.params);
       EXPECT_EQ(checkpointed.comm.sent_bytes, plain.comm.sent_bytes) << "extra communication";
     }
+  }
+}
+
+// bf16 works in every mode: each matches the single-process bf16 run (the
+// same bf16 roundings; only the fp32 gradient summation order differs, so
+// the fp32 tolerances apply). With reduce_dtype = bf16 the gradients are also
+// rounded to bf16 before summing: within 2e-3 of the loss.
+TEST(ModeBf16, EveryModeMatchesTheSingleProcessBf16Run) {
+  Group& world = comm_world();
+  std::unique_ptr<Group> alone = world.split(world.rank(), 0);
+  RunResult reference = train(*alone, "tiny", {"training.precision=bf16"});
+  for (std::string mode : {"ddp", "zero1", "zero2", "zero3", "hybrid"}) {
+    for (std::string reduce : {"fp32", "bf16"}) {
+      SCOPED_TRACE(mode + ", reduce_dtype " + reduce);
+      std::vector<std::string> o = {"training.precision=bf16", "parallel.mode=" + mode,
+                                    "parallel.reduce_dtype=" + reduce};
+      if (mode == "hybrid") o.push_back("parallel.shard_group_size=1");
+      RunResult run = train(world, "tiny", o);
+      const float tolerance = reduce == "fp32" ? 1e-4f : 2e-3f;
+      for (int s = 0; s < kSteps; ++s) EXPECT_NEAR(run.losses[s], reference.losses[s], tolerance);
+    }
+  }
+}
+
+// zero3 gathers bf16 parameters and reduce_dtype = bf16 halves the gradient
+// traffic: the comm layer counts half the bytes of the fp32 run.
+TEST(ModeBf16, HalvesTheBytesOnTheWire) {
+  if (comm_world().size() == 1) GTEST_SKIP() << "a world of one sends nothing";
+  auto sent = [&](std::vector<std::string> o) {
+    return static_cast<double>(train(comm_world(), "tiny", o).comm.sent_bytes);
+  };
+  for (std::string mode : {"ddp", "zero3"}) {
+    SCOPED_TRACE(mode);
+    double fp32 = sent({"parallel.mode=" + mode});
+    double bf16 = sent({"parallel.mode=" + mode, "training.precision=bf16",
+                        "parallel.reduce_dtype=bf16"});
+    EXPECT_NEAR(bf16 / fp32, 0.5, 0.01);
   }
 }
 

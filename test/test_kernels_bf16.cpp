@@ -144,7 +144,8 @@ template <class F>
 void expect_thread_count_independent(F f, const std::string& what) {
   const Floats first = with_threads(1, f);
   for (int threads : {2, 3})
-    expect_same_bits(with_threads(threads, f), first, what + ", threads " + std::to_string(threads));
+    expect_same_bits(with_threads(threads, f), first,
+                     what + ", threads " + std::to_string(threads));
 }
 
 void append(Floats& out, const Floats& x) { out.insert(out.end(), x.begin(), x.end()); }
@@ -153,9 +154,11 @@ void append(Floats& out, const Floats& x) { out.insert(out.end(), x.begin(), x.e
 
 TEST(KernelBf16Cast, F32ToBf16RoundsEachElementLikeFloatToBf16) {
   std::mt19937 rng(101);
-  Floats in(1001);  // odd: a vector tail
-  for (float& v : in) v = std::bit_cast<float>((uint32_t)rng());  // any bits: inf, NaN, denormals
-  in[0] = INFINITY, in[1] = -0.0f, in[2] = std::bit_cast<float>(0x3F818000u);  // a tie to even
+  // Any bits (inf, NaN, denormals included), an odd count for a vector tail,
+  // and a few chosen values: inf, -0 and a tie that rounds to even.
+  Floats in(1001);
+  for (float& v : in) v = std::bit_cast<float>((uint32_t)rng());
+  in[0] = INFINITY, in[1] = -0.0f, in[2] = std::bit_cast<float>(0x3F818000u);
   Bf16s out = nan_bf16(in.size() + 1);
   llm::cpu::cast_f32_to_bf16(out.data(), in.data(), in.size());
   for (size_t i = 0; i < in.size(); i++)
@@ -359,8 +362,8 @@ TEST(KernelBf16Attention, ForwardRoundsFp32Once) {
     llm::cpu::attention_forward(out.data(), lse.data(), qkv.data(), B, T, H, KV, D);
     Bf16s out_bf16 = nan_bf16(out.size());
     Floats lse_bf16(lse.size(), kNaN);
-    llm::cpu::attention_forward_bf16(out_bf16.data(), lse_bf16.data(), to_bf16(qkv).data(), B, T,
-                                     H, KV, D);
+    llm::cpu::attention_forward_bf16(out_bf16.data(), lse_bf16.data(), to_bf16(qkv).data(), B, T, H,
+                                     KV, D);
     expect_rounded_once(out_bf16, out, "out");
     expect_same_bits(lse_bf16, lse, "lse");
   }
@@ -529,8 +532,8 @@ TEST(KernelBf16CrossEntropy, LossesMatchAndGradientsRoundFp32Once) {
                                            dloss);
   const Bf16s logits_bf16 = to_bf16(logits);
   Floats losses_forward(N, kNaN), losses_bf16(N, kNaN);
-  llm::cpu::cross_entropy_forward_bf16(losses_forward.data(), logits_bf16.data(), targets.data(),
-                                       N, V);
+  llm::cpu::cross_entropy_forward_bf16(losses_forward.data(), logits_bf16.data(), targets.data(), N,
+                                       V);
   Bf16s dlogits_bf16 = logits_bf16;
   llm::cpu::cross_entropy_forward_backward_bf16(losses_bf16.data(), dlogits_bf16.data(),
                                                 targets.data(), N, V, dloss);

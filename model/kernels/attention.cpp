@@ -118,15 +118,15 @@ void transpose_tiles(float* dst, const Storage* src, size_t stride, int T, int T
 }
 
 // scores[i][s] (stride T_pad) = q_i . k_s for the queries of tile [t0, t0 + n)
-// and the key tiles up to the diagonal; q_i = queries[i * q_stride].
-void score_tile(float* scores, const float* queries, size_t q_stride, const float* keys_tiled,
-                int t0, int n, int T_pad, int D) {
+// and the key tiles up to the diagonal; queries (n, D) contiguous.
+void score_tile(float* scores, const float* queries, const float* keys_tiled, int t0, int n,
+                int T_pad, int D) {
   for (int kb = 0; kb <= t0 / kBlock; kb++) {
     const float* tile = keys_tiled + (size_t)kb * D * kBlock;
     for (int i = 0; i < n; i++) {
       float* out = scores + (size_t)i * T_pad + kb * kBlock;
       std::memset(out, 0, sizeof(float) * kBlock);
-      accumulate_rows(out, queries + i * q_stride, tile, kBlock, D, kBlock);
+      accumulate_rows(out, queries + i * D, tile, kBlock, D, kBlock);
     }
   }
 }
@@ -156,7 +156,7 @@ void attend(Storage* out, float* lse, const Storage* qkv, int B, int T, int H, i
         for (int t0 = 0; t0 < T; t0 += kBlock) {
           const int n = T - t0 < kBlock ? T - t0 : kBlock;
           copy_rows(queries.data(), qkv + (size_t)(b * T + t0) * row + (size_t)h * D, row, n, n, D);
-          score_tile(probs.data(), queries.data(), D, keys_tiled.data(), t0, n, T_pad, D);
+          score_tile(probs.data(), queries.data(), keys_tiled.data(), t0, n, T_pad, D);
           const int n_keys = t0 + kBlock;  // keys of the tiles up to the diagonal
           for (int i = 0; i < n; i++) {
             const int t = t0 + i;
@@ -230,8 +230,8 @@ void attend_backward(Storage* dqkv, const Storage* dout, const Storage* qkv, con
             const size_t token0 = (size_t)b * T + t0;
             copy_rows(queries.data(), qkv + token0 * row + (size_t)h * D, row, n, kBlock, D);
             copy_rows(douts.data(), dout + token0 * out_row + (size_t)h * D, out_row, n, kBlock, D);
-            score_tile(probs.data(), queries.data(), D, keys_tiled.data(), t0, n, T_pad, D);
-            score_tile(dscores.data(), douts.data(), D, values_tiled.data(), t0, n, T_pad, D);
+            score_tile(probs.data(), queries.data(), keys_tiled.data(), t0, n, T_pad, D);
+            score_tile(dscores.data(), douts.data(), values_tiled.data(), t0, n, T_pad, D);
             for (int i = 0; i < kBlock; i++) {
               const int t = t0 + i;  // queries past T (i >= n) get zero rows
               float* p = probs.data() + (size_t)i * T_pad;

@@ -105,8 +105,8 @@ void cross_entropy_forward_backward(float* losses, float* logits, const int32_t*
   row_losses_and_gradients(losses, logits, targets, N, V, dloss);
 }
 
-void cross_entropy_forward_backward_bf16(float* losses, Bf16* logits, const int32_t* targets,
-                                         int N, int V, float dloss) {
+void cross_entropy_forward_backward_bf16(float* losses, Bf16* logits, const int32_t* targets, int N,
+                                         int V, float dloss) {
   row_losses_and_gradients(losses, logits, targets, N, V, dloss);
 }
 

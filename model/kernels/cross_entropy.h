@@ -21,7 +21,7 @@ void cross_entropy_forward_bf16(float* losses, const Bf16* logits, const int32_t
 // the gradient of dloss * sum_n losses[n] (in bf16: computed in fp32, rounded once).
 void cross_entropy_forward_backward(float* losses, float* logits, const int32_t* targets, int N,
                                     int V, float dloss);
-void cross_entropy_forward_backward_bf16(float* losses, Bf16* logits, const int32_t* targets,
-                                         int N, int V, float dloss);
+void cross_entropy_forward_backward_bf16(float* losses, Bf16* logits, const int32_t* targets, int N,
+                                         int V, float dloss);
 
 }  // namespace llm::cpu
