@@ -37,11 +37,12 @@ constexpr const char* kUsage = R"(usage:
       Write a checkpoint as Hugging Face Llama weights (model.safetensors and
       config.json). The reverse: [model] init_from = "DIR" starts training
       from such weights.
-  ./train bench --config FILE [--bench-steps N] [--modes] [--section.key=value ...]
+  ./train bench --config FILE [--bench-steps N] [--modes | --memory] [--section.key=value ...]
       Time training steps on synthetic tokens; report tokens/s and GFLOP/s
       against this machine's sgemm rate. With --modes (under mpirun), run the
       config in every parallel mode and print a table of step time, memory
-      per rank and bytes communicated per step.
+      per rank and bytes communicated per step. With --memory, a table of
+      precision x activation checkpointing: tokens/s and activation bytes.
 )";
 
 struct Args {
@@ -51,7 +52,7 @@ struct Args {
 };
 
 bool takes_value(const std::string& name) {
-  return name != "quiet" && name != "help" && name != "modes";
+  return name != "quiet" && name != "help" && name != "modes" && name != "memory";
 }
 
 Args parse_args(int argc, char** argv) {
@@ -176,12 +177,14 @@ int run_train(const Args& args) {
 }
 
 int run_bench(const Args& args) {
-  check_options(args, {"config", "bench-steps", "modes"});
+  check_options(args, {"config", "bench-steps", "modes", "memory"});
   const std::string* steps_option = find_option(args, "bench-steps");
   int steps = steps_option ? static_cast<int>(to_integer(*steps_option, "bench-steps")) : 5;
   llm::Group& world = join_world();
   if (find_option(args, "modes")) {
     llm::benchmark_modes(load_config(args), world, steps);
+  } else if (find_option(args, "memory")) {
+    llm::benchmark_memory(load_config(args), world, steps);
   } else {
     llm::benchmark_run(load_config(args), world, steps);
   }

@@ -164,4 +164,53 @@ void benchmark_modes(Config config, Group& world, int steps) {
   }
 }
 
+void benchmark_memory(Config config, Group& world, int steps) {
+  const ModelConfig& m = config.model;
+  const TrainingConfig& t = config.training;
+  const bool leader = world.rank() == 0;
+  if (leader) {
+    fmt::print("activation memory {}: dim {}, {} layers, {} heads ({} kv), ffn {}, micro-batch {} "
+               "x {} tokens\n",
+               config.path, m.dim, m.n_layers, m.n_heads, m.n_kv_heads, m.ffn_dim,
+               t.micro_batch_size, t.seq_len);
+    fmt::print("{:<6} {:<10} {:>9} {:>12} {:>14} {:>14} {:>12}\n", "dtype", "recompute",
+               "tokens/s", "activations", "kept block", "ckpt block", "peak RSS");
+  }
+  for (std::string precision : {"fp32", "bf16"}) {
+    for (std::string recompute : {"none", "selective", "full"}) {
+      config.training.precision = precision;
+      config.training.activation_checkpointing = recompute;
+      std::unique_ptr<Trainer> trainer = synthetic_trainer(config, world);
+      double seconds = time_steps(*trainer, steps);
+      const ActivationBytes& a = trainer->model().activation_bytes();
+      if (!leader) continue;
+      fmt::print("{:<6} {:<10} {:>9.0f} {:>12} {:>14} {:>14} {:>12}\n", precision, recompute,
+                 t.batch_size * t.seq_len / seconds, format_bytes(a.total),
+                 format_bytes(a.per_block_kept),
+                 recompute == "none" ? "-" : format_bytes(a.per_block_checkpointed),
+                 format_bytes(peak_resident_bytes()));
+    }
+  }
+  if (!leader) return;
+  // Our exact per-block formula (elements; e = bytes of the storage type):
+  //   kept:      e N (QKV + HD + 3C + 3F) + 4 N (H + 2)   [qkv, att, x_mid, xn1, xn2, h13 (2F),
+  //                                                        g (F); lse, rstd1, rstd2 in fp32]
+  //   selective: e N (QKV + HD + C + 2F) + 4 N H          [qkv, att, x_mid, h13; lse]
+  //   full:      0 beyond the block input e N C, which is the residual stream
+  const double N = static_cast<double>(t.micro_batch_size) * t.seq_len, C = m.dim, F = m.ffn_dim;
+  const double H = m.n_heads, D = C / H, QKV = (H + 2.0 * m.n_kv_heads) * D, HD = H * D;
+  const double s = t.seq_len, b = t.micro_batch_size, h = m.dim, a = m.n_heads;
+  fmt::print("per block, our formula (kept / selective / full; the block input, e N C = {} in "
+             "bf16, lives in the residual stream):\n",
+             format_bytes(2 * N * C));
+  for (double e : {4.0, 2.0}) {
+    fmt::print("  {:<5} {:>12} {:>12} {:>12}\n", e == 4 ? "fp32" : "bf16",
+               format_bytes(e * N * (QKV + HD + 3 * C + 3 * F) + 4 * N * (H + 2)),
+               format_bytes(e * N * (QKV + HD + C + 2 * F) + 4 * N * H), "0 B");
+  }
+  fmt::print("textbook 16-bit layer (Korthikanti et al.): s b h (34 + 5 a s / h) = {} kept, "
+             "2 s b h = {} with full recomputation\n",
+             format_bytes(s * b * h * (34 + 5 * a * s / h)), format_bytes(2 * s * b * h));
+}
+
 }  // namespace llm

@@ -29,4 +29,10 @@ void benchmark_run(Config config, Group& world, int steps);
 // buffers, and bytes sent per step (counted by the comm layer) against ddp.
 void benchmark_modes(Config config, Group& world, int steps);
 
+// Runs the config in fp32 and bf16, each without, with selective and with full
+// activation checkpointing, and prints tokens/s and activation bytes, then
+// the per-block activation bytes: measured, our exact formula, and the
+// textbook bounds for a transformer layer stored in 16-bit.
+void benchmark_memory(Config config, Group& world, int steps);
+
 }  // namespace llm

@@ -197,10 +197,18 @@ void Trainer::run() {
                config_.path, model_->layout().total_numel, t.batch_size, t.seq_len,
                topology_.dp_size(), topology_.plan.mode, topology_.plan.shard_group_size,
                accumulation_steps_, t.micro_batch_size);
+  const size_t activations = model_->activation_bytes().total;
   spdlog::info("memory per rank: parameters {}, gradients {}, optimizer {}, buffers {}, "
-               "activations {}",
+               "activations {} ({}, checkpointing {}); peak resident {}",
                format_bytes(state.params), format_bytes(state.grads), format_bytes(state.optimizer),
-               format_bytes(state.buffers), format_bytes(model_->activation_bytes().total));
+               format_bytes(state.buffers), format_bytes(activations), t.precision,
+               t.activation_checkpointing, format_bytes(peak_resident_bytes()));
+  if (metrics_.is_open()) {
+    metrics_.write({{"event", "memory"}, {"step", start_step_}, {"params_bytes", state.params},
+                    {"grads_bytes", state.grads}, {"optimizer_bytes", state.optimizer},
+                    {"buffers_bytes", state.buffers}, {"activations_bytes", activations},
+                    {"peak_rss_bytes", peak_resident_bytes()}});
+  }
 
   auto log_eval = [&](int step) {
     float val_loss = evaluate();
@@ -236,7 +244,8 @@ void Trainer::run() {
     }
     if (metrics_.is_open()) {
       metrics_.write({{"step", done}, {"loss", r.loss}, {"lr", r.lr}, {"grad_norm", r.grad_norm},
-                      {"tokens_per_s", tokens_per_s}, {"ms_per_step", seconds * 1e3}});
+                      {"tokens_per_s", tokens_per_s}, {"ms_per_step", seconds * 1e3},
+                      {"peak_rss_bytes", peak_resident_bytes()}});
     }
     bool last = done == t.steps;
     if ((t.eval_interval > 0 && done % t.eval_interval == 0) || last) log_eval(done);

@@ -224,6 +224,26 @@ TEST(ActivationCheckpointing, GradientsAreBitIdenticalAndMemoryShrinks) {
   EXPECT_EQ(none.total - full.total, 3 * none.per_block_kept - full.recompute_scratch);
 }
 
+// The per-block activation bytes are exactly the documented formula (README,
+// "Fitting a model in memory"), up to 64-byte alignment of its 10 buffers.
+TEST(ActivationCheckpointing, PerBlockBytesFollowTheFormula) {
+  ModelConfig m;
+  m.dim = 96, m.n_heads = 6, m.n_kv_heads = 2, m.ffn_dim = 200, m.n_layers = 2;
+  const int B = 3, T = 7;
+  const double N = B * T, C = m.dim, F = m.ffn_dim, H = m.n_heads, D = C / H;
+  const double QKV = (H + 2 * m.n_kv_heads) * D, HD = H * D;
+  for (auto [precision, e] : {std::pair{Precision::fp32, 4.0}, std::pair{Precision::bf16, 2.0}}) {
+    ActivationBytes kept = Transformer::activation_bytes(m, B, T, {Recompute::none, 1}, precision);
+    ActivationBytes sel = Transformer::activation_bytes(m, B, T, {Recompute::selective, 1}, precision);
+    double kept_formula = e * N * (QKV + HD + 3 * C + 3 * F) + 4 * N * (H + 2);
+    double selective_formula = e * N * (QKV + HD + C + 2 * F) + 4 * N * H;
+    EXPECT_GE(kept.per_block_kept, kept_formula);
+    EXPECT_LT(kept.per_block_kept, kept_formula + 10 * 64);
+    EXPECT_GE(sel.per_block_checkpointed, selective_formula);
+    EXPECT_LT(sel.per_block_checkpointed, selective_formula + 5 * 64);
+  }
+}
+
 // A tiny model memorizes one fixed batch: the loss must drop below 0.05.
 TEST(Model, OverfitsOneBatch) {
   Config c;
