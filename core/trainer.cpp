@@ -102,7 +102,9 @@ void Trainer::restore_state() {
     path = resume;
   }
   if (!path.empty()) {
+    auto start = Clock::now();
     start_step_ = checkpoint_load(path, *engine_);
+    load_seconds_ = seconds_since(start);
     resumed_from_ = path;
     LLM_CHECK(start_step_ <= config_.training.steps,
               "{}: checkpoint {} is at step {}, beyond training.steps ({})", config_.path, path,
@@ -188,7 +190,8 @@ void Trainer::run() {
   }
   stop_signal_install();
   if (!resumed_from_.empty()) {
-    spdlog::info("resumed from {} at step {}", resumed_from_, start_step_);
+    spdlog::info("resumed from {} at step {} (loaded in {:.2f} s)", resumed_from_, start_step_,
+                 load_seconds_);
   }
 
   StateBytes state = engine_->bytes();

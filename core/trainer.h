@@ -79,6 +79,7 @@ class Trainer {
   int accumulation_steps_;
   int start_step_ = 0;
   std::string resumed_from_;
+  double load_seconds_ = 0;
   std::unique_ptr<Transformer> model_;
   std::unique_ptr<ShardingEngine> engine_;
   std::unique_ptr<DataLoader> train_data_;

@@ -22,6 +22,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
+#include "core/file_io.h"
 #include "core/rng.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
@@ -64,15 +65,6 @@ bool is_valid_utf8(std::string_view text) {
 
 bool is_text(std::string_view content) {
   return content.find('\0') == std::string_view::npos && is_valid_utf8(content);
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  LLM_CHECK(file, "prepare: cannot open input file {}", path);
-  std::ostringstream content;
-  content << file.rdbuf();
-  LLM_CHECK(!file.bad(), "prepare: cannot read input file {}", path);
-  return std::move(content).str();
 }
 
 // Files in input order, each directory's files sorted; duplicates by real path
@@ -149,29 +141,6 @@ void append_documents(std::string_view text, std::vector<std::string>& documents
 
 bool is_validation_document(uint64_t seed, uint64_t document_index, double val_fraction) {
   return uniform_from_bits(hash_mix(seed, document_index)) < val_fraction;
-}
-
-void write_file_atomically(const std::string& path, std::string_view bytes) {
-  const std::string tmp_path = path + ".tmp";
-  int fd = ::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  LLM_CHECK(fd >= 0, "prepare: cannot create {}: {}", tmp_path, std::strerror(errno));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    ssize_t written = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (written < 0 && errno == EINTR) continue;
-    if (written <= 0) {
-      const int write_errno = errno;
-      ::close(fd);
-      ::unlink(tmp_path.c_str());
-      LLM_FAIL("prepare: cannot write {}: {}", tmp_path, std::strerror(write_errno));
-    }
-    done += static_cast<size_t>(written);
-  }
-  const bool synced = ::fsync(fd) == 0;
-  const bool closed = ::close(fd) == 0;
-  LLM_CHECK(synced && closed, "prepare: cannot sync {}: {}", tmp_path, std::strerror(errno));
-  LLM_CHECK(::rename(tmp_path.c_str(), path.c_str()) == 0, "prepare: cannot rename {} to {}: {}",
-            tmp_path, path, std::strerror(errno));
 }
 
 // Feeds documents to the SentencePiece trainer without a temporary file.

@@ -1,4 +1,4 @@
-// Shard writing (temp file, fsync, rename) and validated read-only mmap access.
+// Shard writing (atomic, through core/file_io) and validated read-only mmap access.
 // Invariant: every error names the shard file; sizes and offsets are in bytes
 // or tokens as stated in the message.
 #include "data/shard.h"
@@ -15,35 +15,17 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/file_io.h"
 
 namespace llm {
 namespace {
 
 constexpr int64_t kHeaderBytes = kShardHeaderInts * sizeof(int32_t);
 
-void write_all(int fd, const void* data, size_t bytes, const std::string& path) {
-  const auto* cursor = static_cast<const uint8_t*>(data);
-  while (bytes > 0) {
-    ssize_t written = ::write(fd, cursor, bytes);
-    if (written < 0 && errno == EINTR) continue;
-    LLM_CHECK(written > 0, "shard {}: write failed: {}", path, std::strerror(errno));
-    cursor += written;
-    bytes -= static_cast<size_t>(written);
-  }
-}
-
-// Makes a completed rename durable.
-void fsync_directory_of(const std::string& path) {
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (fd < 0) return;  // the data itself is already synced; best effort
-  ::fsync(fd);
-  ::close(fd);
-}
-
 template <typename Token>
-std::vector<Token> narrow_tokens(const std::vector<uint32_t>& tokens) {
-  return std::vector<Token>(tokens.begin(), tokens.end());
+void append_tokens(std::string& bytes, const std::vector<uint32_t>& tokens) {
+  std::vector<Token> narrowed(tokens.begin(), tokens.end());
+  bytes.append(reinterpret_cast<const char*>(narrowed.data()), narrowed.size() * sizeof(Token));
 }
 
 }  // namespace
@@ -65,30 +47,13 @@ void shard_write(const std::string& path, const std::vector<uint32_t>& tokens, i
   header[1] = narrow ? kShardVersionU16 : kShardVersionU32;
   header[2] = static_cast<int32_t>(tokens.size());
 
-  const std::string tmp_path = path + ".tmp";
-  int fd = ::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  LLM_CHECK(fd >= 0, "shard {}: cannot create: {}", tmp_path, std::strerror(errno));
-  try {
-    write_all(fd, header, sizeof(header), tmp_path);
-    if (narrow) {
-      std::vector<uint16_t> narrowed = narrow_tokens<uint16_t>(tokens);
-      write_all(fd, narrowed.data(), narrowed.size() * sizeof(uint16_t), tmp_path);
-    } else {
-      write_all(fd, tokens.data(), tokens.size() * sizeof(uint32_t), tmp_path);
-    }
-    LLM_CHECK(::fsync(fd) == 0, "shard {}: fsync failed: {}", tmp_path, std::strerror(errno));
-  } catch (...) {
-    ::close(fd);
-    ::unlink(tmp_path.c_str());
-    throw;
+  std::string bytes(reinterpret_cast<const char*>(header), sizeof(header));
+  if (narrow) {
+    append_tokens<uint16_t>(bytes, tokens);
+  } else {
+    append_tokens<uint32_t>(bytes, tokens);
   }
-  LLM_CHECK(::close(fd) == 0, "shard {}: close failed: {}", tmp_path, std::strerror(errno));
-  if (::rename(tmp_path.c_str(), path.c_str()) != 0) {
-    int rename_errno = errno;
-    ::unlink(tmp_path.c_str());
-    LLM_FAIL("shard {}: cannot rename from {}: {}", path, tmp_path, std::strerror(rename_errno));
-  }
-  fsync_directory_of(path);
+  write_file_atomically(path, bytes);
 }
 
 Shard Shard::open(const std::string& path) {
