@@ -3,11 +3,13 @@
 //   ./train prepare --input PATH... --out DIR [--vocab-size N] ...   text -> shards
 //   ./train bench --config FILE [--bench-steps N] [--modes] [--section.key=value ...]
 //   ./train export --checkpoint DIR --out DIR   checkpoint -> Hugging Face Llama
+//   ./train plan --config FILE --world N [--gpu-memory 80GiB]   memory planner
 // Only main decides to exit: every failure below it is an llm::Error, printed
 // as one line on stderr (naming the rank) with a non-zero exit status; under
 // mpirun a failing rank aborts the whole job.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -16,6 +18,7 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/planner.h"
 #include "core/system.h"
 #include "core/trainer.h"
 #include "data/prepare.h"
@@ -33,6 +36,11 @@ constexpr const char* kUsage = R"(usage:
                   [--val-fraction F] [--shard-tokens N] [--seed N] [--quiet]
       Train a SentencePiece BPE tokenizer on text files or directories and
       write tokenizer.model, train_*.bin and val_*.bin into DIR.
+  ./train plan --config FILE [--world N] [--gpu-memory 80GiB] [--shard-group G]
+      Per-rank memory of every parallel mode x activation checkpointing x
+      precision at N ranks (hybrid with groups of G, default min(N, 8)),
+      whether it fits (default: this machine's available memory), and the
+      setting with the least communication that fits.
   ./train export --checkpoint DIR --out DIR [--dtype float32|bfloat16]
       Write a checkpoint as Hugging Face Llama weights (model.safetensors and
       config.json). The reverse: [model] init_from = "DIR" starts training
@@ -168,6 +176,19 @@ int run_export(const Args& args) {
   return 0;
 }
 
+int run_plan(const Args& args) {
+  check_options(args, {"config", "world", "gpu-memory", "shard-group"});
+  const std::string* world = find_option(args, "world");
+  const std::string* memory = find_option(args, "gpu-memory");
+  const std::string* group = find_option(args, "shard-group");
+  int ranks = world ? static_cast<int>(to_integer(*world, "world")) : 1;
+  LLM_CHECK(ranks >= 1, "--world: expected at least 1 rank, got {}", ranks);
+  size_t device = memory ? llm::parse_bytes(*memory, "--gpu-memory") : llm::memory_available_bytes();
+  int hybrid_group = group ? static_cast<int>(to_integer(*group, "shard-group")) : std::min(ranks, 8);
+  llm::plan_print(load_config(args), ranks, hybrid_group, device);
+  return 0;
+}
+
 int run_train(const Args& args) {
   check_options(args, {"config"});
   llm::Group& world = join_world();
@@ -205,6 +226,7 @@ int main(int argc, char** argv) {
     if (args.command == "prepare") return run_prepare(args);
     if (args.command == "bench") return run_bench(args);
     if (args.command == "export") return run_export(args);
+    if (args.command == "plan") return run_plan(args);
     LLM_FAIL("unknown command '{}' (see ./train --help)", args.command);
   } catch (const std::exception& e) {
     // Under mpirun this takes every rank down, so none waits on a dead peer.

@@ -201,6 +201,33 @@ TEST(ModeMemory, ShardedStateIsAFractionOfDdp) {
             z3.total());
 }
 
+// The planner (`./train plan`) uses the trainer's own accounting: for every
+// mode, precision and checkpointing runnable here, the planned bytes per rank
+// equal what the engine and the model actually allocated on every rank.
+TEST(ModeMemory, PlannerMatchesWhatIsAllocated) {
+  const int n = comm_world().size();
+  std::vector<std::vector<std::string>> modes = {{"parallel.mode=ddp"}, {"parallel.mode=zero1"},
+                                                 {"parallel.mode=zero2"}, {"parallel.mode=zero3"}};
+  if (n % 2 == 0) modes.push_back({"parallel.mode=hybrid", "parallel.shard_group_size=2"});
+  for (const auto& mode : modes) {
+    for (std::string precision : {"fp32", "bf16"}) {
+      for (std::string recompute : {"none", "selective", "full"}) {
+        SCOPED_TRACE(mode[0] + " " + precision + " " + recompute);
+        std::vector<std::string> o = base_overrides("tiny");
+        o.insert(o.end(), mode.begin(), mode.end());
+        o.push_back("training.precision=" + precision);
+        o.push_back("parallel.reduce_dtype=" + precision);
+        o.push_back("training.activation_checkpointing=" + recompute);
+        Config config = config_load("configs/tiny.toml", o);
+        Trainer trainer(config, comm_world());
+        MemoryPlan planned = memory_plan(config, sharding_plan(config.parallel, n));
+        EXPECT_EQ(planned.state.total(), trainer.engine().bytes().total());
+        EXPECT_EQ(planned.activations, trainer.model().activation_bytes().total);
+      }
+    }
+  }
+}
+
 // Bytes on the wire per step, one micro-batch per rank: ddp all-reduces the
 // gradients (2 x model x (N-1)/N); zero1 and zero2 reduce-scatter them and
 // all-gather parameters (the same volume); zero3 gathers every unit for the

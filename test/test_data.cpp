@@ -2,10 +2,8 @@
 // stream of DataLoader, and prepare_dataset (text -> tokenizer + shards).
 // Invariant: every test writes only under its own temporary directory.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -19,29 +17,16 @@
 #include "data/prepare.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
+#include "test/temp_dir.h"
 
 namespace llm {
 namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh directory under the system temp directory, removed with its contents.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = fs::temp_directory_path() /
-            ("llm_test_data_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using test_support::TempDir;
+// Each test's scratch directory is <temp>/llm_test_data_<pid>_<n>.
+constexpr char kTempPrefix[] = "llm_test_data_";
 
 std::string read_bytes(const std::string& path) {
   std::ifstream file(path, std::ios::binary);
@@ -88,7 +73,7 @@ std::vector<uint32_t> iota_tokens(size_t count, uint32_t first = 0) {
 // ---- shards ---------------------------------------------------------------
 
 void expect_round_trip(int vocab_size, int32_t magic, int32_t version, int token_bytes) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   const std::string path = dir.file("shard.bin");
   std::vector<uint32_t> tokens = {0, 1, 2, static_cast<uint32_t>(vocab_size - 1), 12345, 7};
   shard_write(path, tokens, vocab_size);
@@ -118,7 +103,7 @@ TEST(DataShard, RoundTripUint16ForVocab50000) { expect_round_trip(50000, 2024052
 TEST(DataShard, RoundTripUint32ForVocab100000) { expect_round_trip(100000, 20240801, 7, 4); }
 
 TEST(DataShard, ShardIsMovable) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   shard_write(dir.file("a.bin"), iota_tokens(10), 100);
   Shard first = Shard::open(dir.file("a.bin"));
   Shard moved = std::move(first);
@@ -130,7 +115,7 @@ TEST(DataShard, ShardIsMovable) {
 }
 
 TEST(DataShard, BadMagicIsAnError) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   const std::string path = dir.file("magic.bin");
   shard_write(path, iota_tokens(10), 100);
   set_header_int(path, 0, 12345);
@@ -138,7 +123,7 @@ TEST(DataShard, BadMagicIsAnError) {
 }
 
 TEST(DataShard, VersionNotMatchingMagicIsAnError) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   const std::string path = dir.file("version.bin");
   shard_write(path, iota_tokens(10), 100);
   set_header_int(path, 1, 7);  // the uint32 variant's version with the uint16 magic
@@ -146,7 +131,7 @@ TEST(DataShard, VersionNotMatchingMagicIsAnError) {
 }
 
 TEST(DataShard, TruncatedFileIsAnError) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   const std::string path = dir.file("truncated.bin");
   shard_write(path, iota_tokens(10), 100);
   fs::resize_file(path, 256 * 4 + 10 * 2 - 1);
@@ -154,14 +139,14 @@ TEST(DataShard, TruncatedFileIsAnError) {
 }
 
 TEST(DataShard, FileShorterThanHeaderIsAnError) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   const std::string path = dir.file("short.bin");
   write_bytes(path, "tiny");
   expect_error([&] { Shard::open(path); }, {path, "truncated", "4 bytes"});
 }
 
 TEST(DataShard, TrailingBytesAreAnError) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   const std::string path = dir.file("trailing.bin");
   shard_write(path, iota_tokens(10), 100);
   std::ofstream(path, std::ios::binary | std::ios::app) << "xy";
@@ -170,7 +155,7 @@ TEST(DataShard, TrailingBytesAreAnError) {
 }
 
 TEST(DataShard, HeaderTokenCountMismatchIsAnError) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   const std::string path = dir.file("count.bin");
   shard_write(path, iota_tokens(10), 100);
   set_header_int(path, 2, 11);
@@ -182,7 +167,7 @@ TEST(DataShard, HeaderTokenCountMismatchIsAnError) {
 }
 
 TEST(DataShard, OutOfRangeTokenIsAnError) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   const std::string path = dir.file("range.bin");
   shard_write(path, {5, 6, 40000, 7}, 50000);
   const Shard shard = Shard::open(path);
@@ -194,7 +179,7 @@ TEST(DataShard, OutOfRangeTokenIsAnError) {
 }
 
 TEST(DataShard, ReadOutsideTheShardIsAnError) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   const std::string path = dir.file("outside.bin");
   shard_write(path, iota_tokens(10), 100);
   const Shard shard = Shard::open(path);
@@ -203,7 +188,7 @@ TEST(DataShard, ReadOutsideTheShardIsAnError) {
 }
 
 TEST(DataShard, MissingFileIsAnError) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   const std::string path = dir.file("missing.bin");
   expect_error([&] { Shard::open(path); }, {path, "cannot open"});
 }
@@ -230,7 +215,7 @@ std::vector<int32_t> read_first_tokens(DataLoader& loader, int64_t start, int co
 }
 
 TEST(DataLoader, TargetsAreInputsShiftedByOne) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   DataLoader loader(write_labelled_shards(dir, {50}), 8, 10000, 1, false);
   ASSERT_EQ(loader.num_samples(), 6);  // (50 - 1) / 8
   std::vector<int32_t> inputs(3 * 8), targets(3 * 8);
@@ -244,7 +229,7 @@ TEST(DataLoader, TargetsAreInputsShiftedByOne) {
 }
 
 TEST(DataLoader, NoShuffleIsFileOrder) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   DataLoader loader(write_labelled_shards(dir, {17, 9}), 4, 10000, 1, false);
   ASSERT_EQ(loader.num_samples(), 6);  // 4 + 2
   const std::vector<int32_t> file_order = {0, 4, 8, 12, 1000, 1004};
@@ -253,7 +238,7 @@ TEST(DataLoader, NoShuffleIsFileOrder) {
 }
 
 TEST(DataLoader, ShuffleCoversEachSampleOncePerEpoch) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   DataLoader loader(write_labelled_shards(dir, {101, 41, 66}), 5, 10000, 7, true);
   const int64_t n = loader.num_samples();
   ASSERT_EQ(n, 20 + 8 + 13);
@@ -265,7 +250,7 @@ TEST(DataLoader, ShuffleCoversEachSampleOncePerEpoch) {
 }
 
 TEST(DataLoader, EpochsHaveDifferentOrders) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   DataLoader loader(write_labelled_shards(dir, {201}), 4, 10000, 7, true);
   const int n = static_cast<int>(loader.num_samples());
   const std::vector<int32_t> epoch0 = read_first_tokens(loader, 0, n);
@@ -277,7 +262,7 @@ TEST(DataLoader, EpochsHaveDifferentOrders) {
 }
 
 TEST(DataLoader, SameSeedSameOrderAndReadsAreStateless) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   const std::string pattern = write_labelled_shards(dir, {201, 77});
   DataLoader first(pattern, 4, 10000, 42, true);
   DataLoader second(pattern, 4, 10000, 42, true);
@@ -293,7 +278,7 @@ TEST(DataLoader, SameSeedSameOrderAndReadsAreStateless) {
 }
 
 TEST(DataLoader, SamplesNeverCrossShardBoundaries) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   // The middle shard holds 4 tokens: too few for one sample of 4 + 1 tokens.
   DataLoader loader(write_labelled_shards(dir, {14, 4, 13}), 4, 10000, 3, true);
   ASSERT_EQ(loader.num_samples(), 3 + 0 + 3);
@@ -312,20 +297,20 @@ TEST(DataLoader, SamplesNeverCrossShardBoundaries) {
 }
 
 TEST(DataLoader, GlobWithNoMatchIsAnError) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   const std::string pattern = dir.file("nothing_*.bin");
   expect_error([&] { DataLoader(pattern, 4, 100, 1, true); }, {pattern, "no file matches"});
 }
 
 TEST(DataLoader, TooFewTokensForOneSampleIsAnError) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   const std::string pattern = write_labelled_shards(dir, {4, 3});
   expect_error([&] { DataLoader(pattern, 4, 10000, 1, true); },
                {pattern, "7 tokens", "seq_len + 1 = 5"});
 }
 
 TEST(DataLoader, OutOfRangeTokenNamesTheShard) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   const std::string pattern = write_labelled_shards(dir, {20});
   DataLoader loader(pattern, 4, 10, 1, false);
   std::vector<int32_t> inputs(4), targets(4);
@@ -388,7 +373,7 @@ int64_t count_documents(const std::vector<int32_t>& tokens, int bos_id) {
 }
 
 TEST(DataPrepare, ProducesTokenizerAndShards) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   write_bytes(dir.file("corpus.txt"), make_corpus(40));
   const std::string out = dir.file("out");  // created by prepare
   prepare_dataset(small_options({dir.file("corpus.txt")}, out));
@@ -411,7 +396,7 @@ TEST(DataPrepare, ProducesTokenizerAndShards) {
 }
 
 TEST(DataPrepare, IsDeterministic) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   write_bytes(dir.file("corpus.txt"), make_corpus(30));
   prepare_dataset(small_options({dir.file("corpus.txt")}, dir.file("first")));
   prepare_dataset(small_options({dir.file("corpus.txt")}, dir.file("second")));
@@ -425,7 +410,7 @@ TEST(DataPrepare, IsDeterministic) {
 }
 
 TEST(DataPrepare, EncodeDecodeRoundTrip) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   write_bytes(dir.file("corpus.txt"), make_corpus(30));
   prepare_dataset(small_options({dir.file("corpus.txt")}, dir.file("out")));
   const Tokenizer tokenizer = Tokenizer::load(dir.file("out") + "/tokenizer.model");
@@ -437,7 +422,7 @@ TEST(DataPrepare, EncodeDecodeRoundTrip) {
 }
 
 TEST(DataPrepare, SplitsFortuneFormat) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   std::string fortunes;
   for (int i = 0; i < 30; ++i) {
     fortunes += "A fortune about the model, number " + std::to_string(i) + ".\n";
@@ -460,7 +445,7 @@ TEST(DataPrepare, SplitsFortuneFormat) {
 }
 
 TEST(DataPrepare, SkipsNonTextAndDuplicateFiles) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   fs::create_directories(dir.file("in/sub"));
   write_bytes(dir.file("in/sub/corpus"), make_corpus(25));
   fs::create_symlink("corpus", dir.file("in/sub/corpus.u8"));  // fortune's duplicate
@@ -474,7 +459,7 @@ TEST(DataPrepare, SkipsNonTextAndDuplicateFiles) {
 }
 
 TEST(DataPrepare, WritesShardsOfAtMostShardTokensAndRemovesStaleOnes) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   write_bytes(dir.file("corpus.txt"), make_corpus(30));
   PrepareOptions options = small_options({dir.file("corpus.txt")}, dir.file("out"));
   prepare_dataset(options);
@@ -498,7 +483,7 @@ TEST(DataPrepare, WritesShardsOfAtMostShardTokensAndRemovesStaleOnes) {
 }
 
 TEST(DataPrepare, NothingUsableIsAnError) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   write_bytes(dir.file("index.dat"), std::string("\x00\x00\x01", 3));
   write_bytes(dir.file("empty.txt"), "\n\n  \n");
   expect_error([&] { prepare_dataset(small_options({dir.path().string()}, dir.file("out"))); },
@@ -508,14 +493,14 @@ TEST(DataPrepare, NothingUsableIsAnError) {
 }
 
 TEST(DataPrepare, SplitWithoutValidationDocumentIsAnError) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   write_bytes(dir.file("one.txt"), "A single paragraph cannot feed both splits.\n");
   expect_error([&] { prepare_dataset(small_options({dir.file("one.txt")}, dir.file("out"))); },
                {dir.file("one.txt"), "each needs at least one"});
 }
 
 TEST(DataPrepare, VocabTooSmallForByteFallbackIsAnError) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   write_bytes(dir.file("corpus.txt"), make_corpus(10));
   PrepareOptions options = small_options({dir.file("corpus.txt")}, dir.file("out"));
   options.vocab_size = 256;

@@ -3,9 +3,7 @@
 // tensors split by rows), export -> import reproducing every parameter, and
 // config.json in both directions. Every error must name its file.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -21,29 +19,16 @@
 #include "core/error.h"
 #include "model/hf_llama.h"
 #include "model/safetensors.h"
+#include "test/temp_dir.h"
 
 namespace llm {
 namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh directory under the system temp directory, removed with its contents.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = fs::temp_directory_path() /
-            ("llm_test_hf_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  std::string str() const { return path_.string(); }
-
- private:
-  fs::path path_;
-};
+using test_support::TempDir;
+// Each test's scratch directory is <temp>/llm_test_hf_<pid>_<n>.
+constexpr char kTempPrefix[] = "llm_test_hf_";
 
 // Runs `fn` and returns the llm::Error message it throws ("" if none).
 template <class F>
@@ -93,7 +78,7 @@ std::vector<float> random_floats(size_t n, uint32_t seed) {
 // ---- safetensors --------------------------------------------------------------
 
 TEST(Safetensors, RoundTripF32IsExact) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   std::vector<float> a = random_floats(15, 1), b = random_floats(7, 2);
   a[3] = std::numeric_limits<float>::infinity();
   a[4] = -0.0f;
@@ -122,7 +107,7 @@ TEST(Safetensors, RoundTripF32IsExact) {
 }
 
 TEST(Safetensors, RoundTripBf16RoundsLikeFloatToBf16) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   std::vector<float> values = random_floats(64, 3);
   values[0] = std::bit_cast<float>(0x3F808000u);  // a tie: rounds to even (down)
   values[1] = std::bit_cast<float>(0x3F818000u);  // a tie: rounds to even (up)
@@ -145,7 +130,7 @@ TEST(Safetensors, RoundTripBf16RoundsLikeFloatToBf16) {
 }
 
 TEST(Safetensors, HeaderOnDiskIsPaddedJsonWithContiguousOffsets) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   std::vector<float> a = random_floats(3, 4), b = random_floats(6, 5);
   SafetensorsWriter writer;
   writer.add("a", {3}, a.data(), Dtype::f32);
@@ -177,7 +162,7 @@ TEST(Safetensors, HeaderOnDiskIsPaddedJsonWithContiguousOffsets) {
 }
 
 TEST(Safetensors, ReadsF16ConvertingEveryKindOfValue) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   const std::vector<std::pair<uint16_t, float>> cases = {
       {0x3C00, 1.0f},        {0xC000, -2.0f},    {0x3555, 0.333251953125f},
       {0x7BFF, 65504.0f},    {0x0400, 0x1p-14f}, {0x0001, 0x1p-24f},
@@ -199,7 +184,7 @@ TEST(Safetensors, ReadsF16ConvertingEveryKindOfValue) {
 }
 
 TEST(Safetensors, CorruptFilesAreErrorsNamingTheFile) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   const std::string f32_16 = R"("dtype":"F32","shape":[2,2],"data_offsets":[0,16])";
   const std::string sixteen(16, 'x');
   struct Case {
@@ -244,7 +229,7 @@ TEST(Safetensors, CorruptFilesAreErrorsNamingTheFile) {
 }
 
 TEST(Safetensors, BadReadsAndWritesAreErrors) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   std::vector<float> a(6, 1.0f);
   SafetensorsWriter writer;
   writer.add("a", {2, 3}, a.data(), Dtype::f32);
@@ -313,7 +298,7 @@ std::vector<float> hf_row(const SafetensorsFile& file, const std::string& name, 
 }
 
 void expect_export_round_trips(bool tied) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   TinyModel model(tied);
   hf_export(model.config, model.layout, model.params.data(), dir.file("hf"), {});
 
@@ -349,7 +334,7 @@ TEST(HfExport, TiedModelRoundTripsExactly) { expect_export_round_trips(true); }
 TEST(HfExport, UntiedModelRoundTripsExactly) { expect_export_round_trips(false); }
 
 TEST(HfExport, FusedTensorsSplitByRows) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   TinyModel model(false);
   hf_export(model.config, model.layout, model.params.data(), dir.str(), {});
   SafetensorsFile file = SafetensorsFile::open(dir.file("model.safetensors"));
@@ -380,7 +365,7 @@ TEST(HfExport, FusedTensorsSplitByRows) {
 }
 
 TEST(HfExport, Bfloat16ExportRoundsEveryParameter) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   TinyModel model(true);
   HfExportOptions options;
   options.dtype = "bfloat16";
@@ -405,7 +390,7 @@ TEST(HfExport, Bfloat16ExportRoundsEveryParameter) {
 // ---- config.json --------------------------------------------------------------
 
 TEST(HfConfig, ExportedConfigReadsBack) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   for (bool tied : {true, false}) {
     TinyModel model(tied);
     HfExportOptions options;
@@ -438,7 +423,7 @@ TEST(HfConfig, ExportedConfigReadsBack) {
 }
 
 TEST(HfConfig, AbsentKeysTakeLlamaConfigDefaults) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   write_bytes(dir.file("config.json"), R"({"hidden_size": 64, "intermediate_size": 128,
       "num_hidden_layers": 3, "num_attention_heads": 8, "vocab_size": 100,
       "rope_parameters": {"rope_type": "default", "rope_theta": 250000.0}})");
@@ -451,7 +436,7 @@ TEST(HfConfig, AbsentKeysTakeLlamaConfigDefaults) {
 }
 
 TEST(HfConfig, UnsupportedOrBadKeysAreErrorsNamingFileAndKey) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   const std::string base = R"("intermediate_size": 128, "num_hidden_layers": 3,
       "num_attention_heads": 8, "vocab_size": 100)";
   const std::vector<std::pair<std::string, std::string>> cases = {
@@ -508,7 +493,7 @@ void export_edited(const TinyModel& model, const TempDir& dir,
 }
 
 TEST(HfWeights, MissingTensorIsAnErrorNamingIt) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   TinyModel model(false);
   export_edited(model, dir, [](std::vector<StoredTensor>& tensors) {
     std::erase_if(tensors, [](const StoredTensor& t) {
@@ -523,7 +508,7 @@ TEST(HfWeights, MissingTensorIsAnErrorNamingIt) {
 }
 
 TEST(HfWeights, WrongShapeIsAnErrorNamingTensorAndShapes) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   TinyModel model(false);
   export_edited(model, dir, [](std::vector<StoredTensor>& tensors) {
     for (StoredTensor& t : tensors) {
@@ -539,7 +524,7 @@ TEST(HfWeights, WrongShapeIsAnErrorNamingTensorAndShapes) {
 }
 
 TEST(HfWeights, UnexpectedTensorIsAnError) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   TinyModel model(true);
   export_edited(model, dir, [](std::vector<StoredTensor>& tensors) {
     tensors.push_back({"model.layers.0.self_attn.q_proj.bias", {16}, std::vector<float>(16)});
@@ -549,7 +534,7 @@ TEST(HfWeights, UnexpectedTensorIsAnError) {
 }
 
 TEST(HfWeights, ConfigJsonMustDescribeOurModel) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   TinyModel model(true);
   hf_export(model.config, model.layout, model.params.data(), dir.str(), {});
   ModelConfig other = model.config;
@@ -561,7 +546,7 @@ TEST(HfWeights, ConfigJsonMustDescribeOurModel) {
 }
 
 TEST(HfWeights, TiedModelIgnoresACheckpointLmHeadAndUntiedNeedsOne) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   TinyModel untied(false), tied(true);
   hf_export(untied.config, untied.layout, untied.params.data(), dir.str(), {});
   fs::remove(dir.file("config.json"));  // it would (rightly) refuse the tie mismatch
@@ -580,7 +565,7 @@ TEST(HfWeights, TiedModelIgnoresACheckpointLmHeadAndUntiedNeedsOne) {
 }
 
 TEST(HfWeights, ReadsAShardedCheckpointThroughItsIndex) {
-  TempDir dir;
+  TempDir dir(kTempPrefix);
   TinyModel model(false);
   hf_export(model.config, model.layout, model.params.data(), dir.str(), {});
   std::vector<StoredTensor> tensors = load_tensors(dir.file("model.safetensors"));

@@ -6,12 +6,10 @@
 // Harness: each gradient check uses L = sum(dout * f(x)) with a random dout,
 // so dL/dx_i = (L(x + h e_i) - L(x - h e_i)) / 2h is one forward pair per input.
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <cmath>
 #include <cstring>
 #include <functional>
-#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -26,19 +24,13 @@
 #include "model/kernels/rmsnorm.h"
 #include "model/kernels/rope.h"
 #include "model/kernels/swiglu.h"
+#include "test/kernel_test_support.h"
 #include "test/reference_ops.h"
 
 namespace {
 
 using llm::reference::Vec;
-using Floats = std::vector<float>;
-using Ints = std::vector<int32_t>;
-
-// |actual - expected| <= abs + rel * |expected|, elementwise.
-struct Tolerance {
-  double abs;
-  double rel;
-};
+using namespace llm::test_support;
 
 // Forward of a float kernel against the double reference on identical inputs:
 // each output is a short chain (<= ~100 terms) of float operations, each off
@@ -51,19 +43,11 @@ constexpr Tolerance kForwardTolerance{1e-5, 1e-5};
 // operations than forwards (and are summed over rows), hence 1e-4.
 constexpr Tolerance kBackwardTolerance{1e-4, 1e-4};
 constexpr double kFiniteDifferenceStep = 1e-6;
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 Floats random_floats(size_t n, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f) {
   std::uniform_real_distribution<float> dist(lo, hi);
   Floats x(n);
   for (float& v : x) v = dist(rng);
-  return x;
-}
-
-Ints random_ints(size_t n, int32_t upper, std::mt19937& rng) {
-  std::uniform_int_distribution<int32_t> dist(0, upper - 1);
-  Ints x(n);
-  for (int32_t& v : x) v = dist(rng);
   return x;
 }
 
@@ -86,11 +70,6 @@ void expect_close(const Floats& actual, const Vec& expected, Tolerance tol,
   }
   EXPECT_EQ(failures, 0u) << what << ": worst at [" << worst << "] actual " << actual[worst]
                           << " expected " << expected[worst];
-}
-
-void expect_same_bits(const Floats& a, const Floats& b, const std::string& what) {
-  ASSERT_EQ(a.size(), b.size()) << what;
-  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << what;
 }
 
 double projection(const Vec& dout, const Vec& y) {
@@ -132,16 +111,6 @@ Floats gather(const Floats& x, const std::vector<size_t>& indices) {
   Floats out;
   for (size_t i : indices) out.push_back(x[i]);
   return out;
-}
-
-// Runs f with n OpenMP threads, restoring the previous setting afterwards.
-template <class F>
-auto with_threads(int n, F f) {
-  const int previous = omp_get_max_threads();
-  omp_set_num_threads(n);
-  auto result = f();
-  omp_set_num_threads(previous);
-  return result;
 }
 
 // Thread counts compared by the determinism tests; 3 gives uneven splits.
@@ -203,9 +172,6 @@ TEST(KernelEmbedding, BackwardIsThreadCountIndependent) {
 
 // ---- rmsnorm ------------------------------------------------------------------
 
-struct RowShape {
-  int N, C;
-};
 constexpr RowShape kRmsnormShapes[] = {{7, 13}, {1, 1}, {5, 64}, {3, 130}};
 constexpr float kRmsnormEps = 1e-5f;
 
@@ -342,9 +308,6 @@ TEST(KernelRope, BackwardMatchesFiniteDifferenceGradient) {
 
 // ---- attention ----------------------------------------------------------------
 
-struct AttentionShape {
-  int B, T, H, KV, D;
-};
 constexpr AttentionShape kAttentionShapes[] = {
     {2, 5, 4, 2, 6},  // grouped query
     {1, 6, 3, 3, 4},  // H == KV (multi-head)
@@ -355,11 +318,6 @@ constexpr AttentionShape kAttentionShapes[] = {
 // single floats: these shapes span several tiles, a partial last tile, and
 // every D block (64 + 32 + 16 + 8 + 3 = 123).
 constexpr AttentionShape kLargeAttentionShapes[] = {{1, 130, 4, 2, 64}, {1, 70, 2, 1, 123}};
-
-std::string describe(const AttentionShape& s) {
-  return "B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) + " H=" + std::to_string(s.H) +
-         " KV=" + std::to_string(s.KV) + " D=" + std::to_string(s.D);
-}
 
 TEST(KernelAttention, ForwardMatchesReference) {
   std::mt19937 rng(9);
@@ -487,9 +445,6 @@ TEST(KernelSwiglu, BackwardOverwritesFiniteDifferenceGradient) {
 
 // ---- matmul -------------------------------------------------------------------
 
-struct MatmulShape {
-  int N, C, OC;
-};
 constexpr MatmulShape kMatmulShapes[] = {{7, 13, 5}, {1, 1, 1}, {33, 17, 9}};
 
 TEST(KernelMatmul, ForwardMatchesReference) {

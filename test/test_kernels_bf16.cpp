@@ -15,12 +15,9 @@
 // Plus the += / overwrite contracts, thread-count independence of backward
 // reductions, cast round trips, and finite cross-entropy on huge logits.
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <bit>
 #include <cmath>
-#include <cstring>
-#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -36,19 +33,13 @@
 #include "model/kernels/rmsnorm.h"
 #include "model/kernels/rope.h"
 #include "model/kernels/swiglu.h"
+#include "test/kernel_test_support.h"
 
 namespace {
 
 using llm::Bf16;
-using Floats = std::vector<float>;
+using namespace llm::test_support;
 using Bf16s = std::vector<Bf16>;
-using Ints = std::vector<int32_t>;
-
-// |actual - expected| <= abs + rel * |expected|, elementwise.
-struct Tolerance {
-  double abs;
-  double rel;
-};
 
 // Two fp32 evaluations of the same short sums (<= ~200 terms of magnitude
 // <= ~4) in different orders differ by a few ulps of the partial sums: 1e-5
@@ -60,21 +51,12 @@ constexpr Tolerance kReassociation{1e-5, 1e-5};
 // by kReassociation (which can also tip a tie the other way: still covered).
 const Tolerance kOneRounding{kReassociation.abs, std::ldexp(1.0, -8) + kReassociation.rel};
 
-const float kNaN = std::numeric_limits<float>::quiet_NaN();
-
 // Floats uniform in [lo, hi), rounded through bf16 so they are exactly
 // representable in both precisions.
 Floats random_bf16_values(size_t n, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f) {
   std::uniform_real_distribution<float> dist(lo, hi);
   Floats x(n);
   for (float& v : x) v = llm::to_float(llm::to_bf16(dist(rng)));
-  return x;
-}
-
-Ints random_ints(size_t n, int32_t upper, std::mt19937& rng) {
-  std::uniform_int_distribution<int32_t> dist(0, upper - 1);
-  Ints x(n);
-  for (int32_t& v : x) v = dist(rng);
   return x;
 }
 
@@ -91,11 +73,6 @@ Floats to_floats(const Bf16s& x) {
 }
 
 Bf16s nan_bf16(size_t n) { return Bf16s(n, llm::to_bf16(kNaN)); }
-
-void expect_same_bits(const Floats& a, const Floats& b, const std::string& what) {
-  ASSERT_EQ(a.size(), b.size()) << what;
-  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << what;
-}
 
 // actual == to_bf16(fp32) bit for bit; reports how many differ and the first.
 void expect_rounded_once(const Bf16s& actual, const Floats& fp32, const std::string& what) {
@@ -127,16 +104,6 @@ void expect_close(const Floats& actual, const Floats& expected, Tolerance tol,
 void expect_close(const Bf16s& actual, const Floats& expected, Tolerance tol,
                   const std::string& what) {
   expect_close(to_floats(actual), expected, tol, what);
-}
-
-// Runs f with n OpenMP threads, restoring the previous setting afterwards.
-template <class F>
-auto with_threads(int n, F f) {
-  const int previous = omp_get_max_threads();
-  omp_set_num_threads(n);
-  auto result = f();
-  omp_set_num_threads(previous);
-  return result;
 }
 
 // f() with 1, 2 and 3 threads (3 gives uneven splits) must give the same bits.
@@ -233,9 +200,6 @@ TEST(KernelBf16Embedding, BackwardIsThreadCountIndependent) {
 
 // ---- rmsnorm ------------------------------------------------------------------
 
-struct RowShape {
-  int N, C;
-};
 constexpr RowShape kRmsnormShapes[] = {{7, 13}, {1, 1}, {5, 64}, {3, 130}};
 constexpr float kRmsnormEps = 1e-5f;
 
@@ -336,19 +300,11 @@ TEST(KernelBf16Rope, ForwardAndBackwardRoundFp32Once) {
 
 // ---- attention ----------------------------------------------------------------
 
-struct AttentionShape {
-  int B, T, H, KV, D;
-};
 // Small shapes (grouped query, multi-head, multi-query with odd D, T == 1) and
 // shapes spanning several 64 x 64 tiles and every D block of the kernel.
 constexpr AttentionShape kAttentionShapes[] = {{2, 5, 4, 2, 6},    {1, 6, 3, 3, 4},
                                                {2, 4, 4, 1, 5},    {3, 1, 2, 1, 8},
                                                {1, 130, 4, 2, 64}, {1, 70, 2, 1, 123}};
-
-std::string describe(const AttentionShape& s) {
-  return "B=" + std::to_string(s.B) + " T=" + std::to_string(s.T) + " H=" + std::to_string(s.H) +
-         " KV=" + std::to_string(s.KV) + " D=" + std::to_string(s.D);
-}
 
 // Forward widens qkv into the same fp32 scratch tiles as fp32 and does every
 // sum there: out is to_bf16 of the fp32 out, lse the same bits.
@@ -434,9 +390,6 @@ TEST(KernelBf16Swiglu, ForwardAndBackwardRoundFp32Once) {
 
 // ---- matmul -------------------------------------------------------------------
 
-struct MatmulShape {
-  int N, C, OC;
-};
 // The last shape is wide enough (N x OC beyond the kernel's ~4M-float chunk of
 // fp32 scratch) that the rows are processed in several chunks, the last partial.
 constexpr MatmulShape kMatmulShapes[] = {{7, 13, 5}, {1, 1, 1}, {33, 17, 9}, {250, 5, 40000}};
