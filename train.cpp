@@ -7,8 +7,6 @@
 // Only main decides to exit: every failure below it is an llm::Error, printed
 // as one line on stderr (naming the rank) with a non-zero exit status; under
 // mpirun a failing rank aborts the whole job.
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <string>

@@ -2,11 +2,12 @@
 #include "core/benchmark.h"
 
 #include <cblas.h>
+#include <fmt/format.h>
 #include <omp.h>
-#include <spdlog/spdlog.h>
+
+#include <unistd.h>
 
 #include <algorithm>
-#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>

@@ -6,9 +6,9 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 
 #include "core/error.h"
+#include "core/file_io.h"
 #include "core/stop_signal.h"
 #include "core/system.h"
 #include "data/tokenizer.h"
@@ -43,7 +43,7 @@ MemoryPlan memory_plan(const Config& config, const ShardingPlan& sharding) {
   MemoryPlan plan;
   plan.state = ShardingEngine::planned_bytes(
       layout_build(config.model), sharding, config.precision(),
-      config.parallel.reduce_dtype == "bf16" ? WireType::bf16 : WireType::f32);
+      reduce_wire_type(config.parallel));
   plan.activations = Transformer::activation_bytes(config.model, config.training.micro_batch_size,
                                                    config.training.seq_len,
                                                    checkpointing_plan(config.training),
@@ -183,7 +183,8 @@ void Trainer::run() {
   const bool leader = topology_.world.rank() == 0;
   if (leader) {
     std::filesystem::create_directories(run_dir);
-    std::ofstream(std::filesystem::path(run_dir) / "config.toml") << config_to_toml(config_);
+    write_file_atomically((std::filesystem::path(run_dir) / "config.toml").string(),
+                          config_to_toml(config_));
     if (config_.logging.metrics) {
       metrics_ = MetricsLog(run_dir + "/metrics.jsonl", /*append=*/!resumed_from_.empty());
     }

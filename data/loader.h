@@ -3,7 +3,7 @@
 // token k * seq_len); samples are numbered globally in file order. Invariant:
 // stream position j is a pure function of (files, seq_len, seed, shuffle, j):
 // epoch e = j / num_samples visits every sample exactly once, in a Fisher-Yates
-// order seeded by (seed, e), so a saved LoaderPosition resumes exactly.
+// order seeded by (seed, e), so the trainer's step alone resumes it exactly.
 #pragma once
 
 #include <cstdint>
@@ -13,11 +13,6 @@
 #include "data/shard.h"
 
 namespace llm {
-
-// What a checkpoint saves; the trainer derives stream positions from it.
-struct LoaderPosition {
-  int64_t samples_consumed = 0;
-};
 
 class DataLoader {
  public:

@@ -89,7 +89,7 @@ ShardingEngine::ShardingEngine(const ParameterLayout& layout, const Config& conf
       topo_(topology),
       plan_(topology.plan),
       precision_(config.precision()),
-      reduce_type_(config.parallel.reduce_dtype == "bf16" ? WireType::bf16 : WireType::f32),
+      reduce_type_(reduce_wire_type(config.parallel)),
       compute_type_(precision_ == Precision::bf16 ? WireType::bf16 : WireType::f32),
       shards_(unit_shards(layout, topology.shard->size(), topology.shard->rank())) {
   BufferPlan plans[4];
@@ -328,13 +328,15 @@ void ShardingEngine::complete_reduction(GradSlot& slot) {
   const int unit = slot.unit;
   UnitState& state = units_[unit];
   const size_t n = shards_[unit].shard;
+  // Add the micro-batch's reduced shard through the backend (so this works on
+  // any device); a bf16 result is widened first into the slot's fp32 buffer,
+  // which the finished reduce-scatter no longer needs.
+  const float* landing = static_cast<const float*>(slot.landing);
   if (reduce_type_ == WireType::bf16) {
-    const Bf16* landing = static_cast<const Bf16*>(slot.landing);
-    for (size_t i = 0; i < n; ++i) state.reduced_grads[i] += to_float(landing[i]);
-  } else {
-    const float* landing = static_cast<const float*>(slot.landing);
-    for (size_t i = 0; i < n; ++i) state.reduced_grads[i] += landing[i];
+    be_.cast_bf16_to_f32(slot.full, static_cast<const Bf16*>(slot.landing), n);
+    landing = slot.full;
   }
+  be_.residual_forward(state.reduced_grads, state.reduced_grads, landing, n);
   if (slot.last_micro_batch && topo_.replicate->size() > 1) {
     state.pending = topo_.replicate->all_reduce_async(state.reduced_grads, n, WireType::f32);
   }

@@ -28,6 +28,11 @@ struct ShardingPlan {
 // Validates the mode against the world size; errors name the key.
 ShardingPlan sharding_plan(const ParallelConfig& config, int world_size);
 
+// The wire type gradients are reduced in (parallel.reduce_dtype).
+inline WireType reduce_wire_type(const ParallelConfig& config) {
+  return config.reduce_dtype == "bf16" ? WireType::bf16 : WireType::f32;
+}
+
 struct Topology {
   Group& world;
   std::unique_ptr<Group> shard;      // size plan.shard_group_size
