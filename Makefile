@@ -10,11 +10,11 @@ SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEB_PACKAGES := build-essential cmake pkg-config \
   libopenmpi-dev openmpi-bin libopenblas-openmp-dev \
   libsentencepiece-dev libspdlog-dev libfmt-dev libtomlplusplus-dev nlohmann-json3-dev zlib1g-dev \
-  libgtest-dev fortunes
+  libgtest-dev fortunes python3-matplotlib
 
 FORTUNES_DATA := data/fortunes/train_000.bin
 
-.PHONY: all deps build demo test bench clean
+.PHONY: all deps build demo test bench scaling clean
 
 all: build
 
@@ -41,6 +41,19 @@ test: deps build
 bench: deps build
 	./train bench --config configs/demo.toml
 	./train bench --config configs/25m.toml
+
+# Scaling curves (docs/scaling.*): the T5 sizes on the paper's A100 cluster
+# (predicted), this machine's measured points against its calibrated profile,
+# and the validation table (docs/scaling_validation.csv).
+scaling: deps build
+	./train scale --hardware hardware/a100_80gb_roce.toml --out results/scaling --no-plot
+	./train scale --hardware hardware/cpu_dev_vm.toml --configs configs/scale_cpu.toml --gpus 1,2,4 --measure --out results/scaling_cpu --no-plot
+	./train scale --validate --out results/validation
+	mkdir -p docs
+	cp results/scaling/scaling.csv docs/scaling.csv
+	cp results/scaling_cpu/scaling.csv docs/scaling_cpu.csv
+	cp results/validation/validation.csv docs/scaling_validation.csv
+	/usr/bin/python3 tools/plot_scaling.py --out docs/scaling.png docs/scaling.csv docs/scaling_cpu.csv
 
 clean:
 	rm -rf $(BUILD) train data/fortunes data/tiny/*.bin data/tiny/tokenizer.*

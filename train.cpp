@@ -4,6 +4,7 @@
 //   ./train bench --config FILE [--bench-steps N] [--modes] [--section.key=value ...]
 //   ./train export --checkpoint DIR --out DIR   checkpoint -> Hugging Face Llama
 //   ./train plan --config FILE --world N [--gpu-memory 80GiB]   memory planner
+//   ./train scale [--validate | --calibrate] ...   throughput model, scaling curves
 // Only main decides to exit: every failure below it is an llm::Error, printed
 // as one line on stderr (naming the rank) with a non-zero exit status; under
 // mpirun a failing rank aborts the whole job.
@@ -17,6 +18,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "core/planner.h"
+#include "core/scaling.h"
 #include "core/system.h"
 #include "core/trainer.h"
 #include "data/prepare.h"
@@ -39,13 +41,28 @@ constexpr const char* kUsage = R"(usage:
       precision at N ranks (hybrid with groups of G, default min(N, 8)),
       whether it fits (default: this machine's available memory), and the
       setting with the least communication that fits.
+  ./train scale [--hardware FILE] [--configs A,B] [--strategies S,T] [--gpus 8,16]
+                [--out DIR] [--measure] [--measure-max-ranks N] [--hybrid-group G]
+      Scaling curves: per config, strategy (ddp, full_replication, hybrid,
+      full_shard) and GPU count, memory from the planner and step time /
+      TFLOPS per GPU from the throughput model, into DIR/scaling.csv and
+      DIR/scaling.png. --measure also runs the points this machine can run
+      (mpirun) and overlays them. --section.key=value applies to every config
+      (predicted and measured).
+  ./train scale --validate [--configs A,B] [--ranks 1,2,4] [--modes ddp,zero3]
+      Every mode at each rank count on this machine: predicted (hardware/
+      cpu_dev_vm.toml) against measured step time, with the error.
+  ./train scale --calibrate [--out hardware/cpu_dev_vm.toml] [--config FILE]
+      Measure this machine (sgemm, memory, MPI) into a hardware profile.
   ./train export --checkpoint DIR --out DIR [--dtype float32|bfloat16]
       Write a checkpoint as Hugging Face Llama weights (model.safetensors and
       config.json). The reverse: [model] init_from = "DIR" starts training
       from such weights.
-  ./train bench --config FILE [--bench-steps N] [--modes | --memory] [--section.key=value ...]
+  ./train bench --config FILE [--bench-steps N] [--modes | --memory] [--peak-tflops P]
+                [--section.key=value ...]
       Time training steps on synthetic tokens; report tokens/s and GFLOP/s
-      against this machine's sgemm rate. With --modes (under mpirun), run the
+      against this machine's sgemm rate, or on a GPU (training.device = cuda)
+      as MFU against P TFLOP/s (default 989, H100 SXM dense bf16). With --modes (under mpirun), run the
       config in every parallel mode and print a table of step time, memory
       per rank and bytes communicated per step. With --memory, a table of
       precision x activation checkpointing: tokens/s and activation bytes.
@@ -58,7 +75,9 @@ struct Args {
 };
 
 bool takes_value(const std::string& name) {
-  return name != "quiet" && name != "help" && name != "modes" && name != "memory";
+  return name != "quiet" && name != "help" && name != "modes" && name != "memory" &&
+         name != "measure" && name != "validate" && name != "calibrate" && name != "comm-bench" &&
+         name != "no-plot";
 }
 
 Args parse_args(int argc, char** argv) {
@@ -110,6 +129,18 @@ long long to_integer(const std::string& text, const std::string& option) {
   } catch (const std::exception&) {
   }
   LLM_CHECK(used == text.size() && !text.empty(), "--{}: expected an integer, got '{}'", option, text);
+  return value;
+}
+
+double to_number(const std::string& text, const std::string& option) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+  }
+  LLM_CHECK(used == text.size() && !text.empty() && value > 0,
+            "--{}: expected a positive number, got '{}'", option, text);
   return value;
 }
 
@@ -196,7 +227,7 @@ int run_train(const Args& args) {
 }
 
 int run_bench(const Args& args) {
-  check_options(args, {"config", "bench-steps", "modes", "memory"});
+  check_options(args, {"config", "bench-steps", "modes", "memory", "peak-tflops"});
   const std::string* steps_option = find_option(args, "bench-steps");
   int steps = steps_option ? static_cast<int>(to_integer(*steps_option, "bench-steps")) : 5;
   llm::Group& world = join_world();
@@ -205,7 +236,10 @@ int run_bench(const Args& args) {
   } else if (find_option(args, "memory")) {
     llm::benchmark_memory(load_config(args), world, steps);
   } else {
-    llm::benchmark_run(load_config(args), world, steps);
+    const std::string* peak = find_option(args, "peak-tflops");
+    // H100 SXM dense bf16 (the issue's reference figure).
+    const double peak_tflops = peak ? to_number(*peak, "peak-tflops") : 989.0;
+    llm::benchmark_run(load_config(args), world, steps, peak_tflops);
   }
   return 0;
 }
@@ -225,6 +259,7 @@ int main(int argc, char** argv) {
     if (args.command == "bench") return run_bench(args);
     if (args.command == "export") return run_export(args);
     if (args.command == "plan") return run_plan(args);
+    if (args.command == "scale") return llm::scale_command(args.options, args.overrides);
     LLM_FAIL("unknown command '{}' (see ./train --help)", args.command);
   } catch (const std::exception& e) {
     // Under mpirun this takes every rank down, so none waits on a dead peer.

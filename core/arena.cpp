@@ -1,4 +1,5 @@
-// Arena and BufferPlan: one aligned, zeroed block per arena, carved by bumping.
+// Arena and BufferPlan: one aligned, zeroed block per arena, carved by bumping;
+// and the host's DeviceMemory table (aligned_alloc, memcpy).
 #include "core/arena.h"
 
 #include <cstdlib>
@@ -8,15 +9,36 @@
 
 namespace llm {
 
-void Arena::FreeDeleter::operator()(void* p) const { std::free(p); }
+namespace {
 
-Arena::Arena(std::string name, size_t capacity_bytes)
-    : name_(std::move(name)), capacity_(align_up(capacity_bytes)) {
+void* host_allocate(size_t bytes) {
+  void* block = std::aligned_alloc(kBufferAlignment, align_up(bytes));
+  LLM_CHECK(block, "cannot allocate {} bytes of host memory", bytes);
+  std::memset(block, 0, bytes);
+  return block;
+}
+void host_copy(void* dst, const void* src, size_t bytes) {
+  if (bytes != 0 && dst != src) std::memcpy(dst, src, bytes);
+}
+void host_synchronize() {}
+
+}  // namespace
+
+const DeviceMemory& host_memory() {
+  static const DeviceMemory memory{host_allocate, std::free, host_copy, host_copy, host_copy,
+                                   host_synchronize};
+  return memory;
+}
+
+Arena::Arena(std::string name, size_t capacity_bytes, const DeviceMemory& memory)
+    : name_(std::move(name)), block_(nullptr, Release{memory.release}),
+      capacity_(align_up(capacity_bytes)) {
   if (capacity_ == 0) return;
-  void* block = std::aligned_alloc(kBufferAlignment, capacity_);
-  LLM_CHECK(block, "arena '{}': cannot allocate {} bytes", name_, capacity_);
-  std::memset(block, 0, capacity_);
-  block_.reset(block);
+  try {
+    block_.reset(memory.allocate(capacity_));
+  } catch (const Error& e) {
+    LLM_FAIL("arena '{}': {}", name_, e.what());
+  }
 }
 
 void* Arena::alloc_bytes(size_t bytes) {

@@ -2,6 +2,7 @@
 // needs (slot + element count); its byte total is known before anything is
 // allocated, so the trainer can refuse a model that does not fit, and then
 // binds all slots into one Arena block.
+// An arena lives in the memory of one device (host memory by default).
 // Invariant: buffers are 64-byte aligned and zero-initialized; nothing is freed
 // individually; an Arena never grows.
 #pragma once
@@ -10,6 +11,8 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "core/device_memory.h"
 
 namespace llm {
 
@@ -22,7 +25,7 @@ inline size_t align_up(size_t bytes) {
 class Arena {
  public:
   Arena() = default;
-  Arena(std::string name, size_t capacity_bytes);
+  Arena(std::string name, size_t capacity_bytes, const DeviceMemory& memory = host_memory());
 
   void* alloc_bytes(size_t bytes);
   template <class T> T* alloc(size_t count) { return static_cast<T*>(alloc_bytes(count * sizeof(T))); }
@@ -32,11 +35,12 @@ class Arena {
   const std::string& name() const { return name_; }
 
  private:
-  struct FreeDeleter {
-    void operator()(void* p) const;
+  struct Release {
+    void (*release)(void*);
+    void operator()(void* p) const { release(p); }
   };
   std::string name_;
-  std::unique_ptr<void, FreeDeleter> block_;
+  std::unique_ptr<void, Release> block_;
   size_t capacity_ = 0;
   size_t used_ = 0;
 };

@@ -96,27 +96,34 @@ double time_steps(Trainer& trainer, int steps) {
 
 }  // namespace
 
-void benchmark_run(Config config, Group& world, int steps) {
+void benchmark_run(Config config, Group& world, int steps, double peak_tflops) {
   const TrainingConfig& t = config.training;
+  const bool gpu = config.device() == Device::cuda;
   std::unique_ptr<Trainer> trainer = synthetic_trainer(config, world);
-  double gemm = measure_gemm_gflops(2048, 3);
+  // The reference rate: the GPU's dense peak, or this CPU's measured sgemm.
+  double reference = gpu ? peak_tflops * 1e3 : measure_gemm_gflops(2048, 3);
   double seconds = time_steps(*trainer, steps);
 
   if (world.rank() != 0) return;
   StepFlops flops = step_flops(config);
   double step_tokens = static_cast<double>(t.batch_size) * t.seq_len;
   double achieved = flops.total() / seconds / 1e9 / world.size();
-  fmt::print("benchmark {} ({} parameters, {} rank(s) x {} threads, mode {})\n", config.path,
-             trainer->model().layout().total_numel, world.size(), omp_get_max_threads(),
-             trainer->topology().plan.mode);
+  fmt::print("benchmark {} ({} parameters, {} rank(s) on {}, mode {}, {})\n", config.path,
+             trainer->model().layout().total_numel, world.size(),
+             gpu ? "CUDA" : fmt::format("{} CPU threads", omp_get_max_threads()),
+             trainer->topology().plan.mode, t.precision);
   fmt::print("  batch {} x {} tokens, micro-batch {}\n", t.batch_size, t.seq_len, t.micro_batch_size);
-  fmt::print("  sgemm 2048^3 rate      {:9.1f} GFLOP/s per rank\n", gemm);
+  if (gpu) {
+    fmt::print("  peak (--peak-tflops)   {:9.1f} TFLOP/s per GPU\n", peak_tflops);
+  } else {
+    fmt::print("  sgemm 2048^3 rate      {:9.1f} GFLOP/s per rank\n", reference);
+  }
   fmt::print("  step time              {:9.1f} ms\n", seconds * 1e3);
   fmt::print("  tokens/s               {:9.0f}\n", step_tokens / seconds);
   fmt::print("  FLOPs per step         {:9.3g} (matmul {:.3g}, attention {:.3g})\n", flops.total(),
              flops.matmul, flops.attention);
-  fmt::print("  achieved               {:9.1f} GFLOP/s per rank = {:.1f}% of the sgemm rate\n",
-             achieved, 100.0 * achieved / gemm);
+  fmt::print("  achieved               {:9.1f} GFLOP/s per rank = {:.1f}% of the {}\n", achieved,
+             100.0 * achieved / reference, gpu ? "peak (MFU)" : "sgemm rate");
   fmt::print("  activations {}, model state {}\n", format_bytes(trainer->model().activation_bytes().total),
              format_bytes(trainer->engine().bytes().total()));
 }

@@ -1,5 +1,6 @@
 // Throughput benchmark of a full training step on synthetic tokens, reported
-// against the machine's own measured single-precision GEMM rate.
+// against the machine's own measured single-precision GEMM rate (CPU) or the
+// GPU's dense peak (MFU).
 // Invariant: FLOPs are counted from the model's shapes (6 x matmul params x
 // tokens, plus the causal attention actually computed), never from timings.
 #pragma once
@@ -21,8 +22,11 @@ StepFlops step_flops(const Config& config);
 // GFLOP/s of square sgemm of size n, best of `repeats`.
 double measure_gemm_gflops(int n, int repeats);
 
-// Times `steps` training steps (after one warm-up step) and prints the report.
-void benchmark_run(Config config, Group& world, int steps);
+// Times `steps` training steps (after one warm-up step) and prints the
+// report; on a GPU (training.device = cuda) the achieved rate is given as MFU
+// against `peak_tflops` (dense bf16 peak per GPU), on the CPU against the
+// measured sgemm rate.
+void benchmark_run(Config config, Group& world, int steps, double peak_tflops);
 
 // Runs the config in every parallel mode on `world` and prints a table: step
 // time, tokens/s, bytes per rank of parameters / gradients / optimizer state /

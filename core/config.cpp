@@ -158,6 +158,11 @@ Config config_parse(const std::string& toml_text, const std::string& origin,
   return config;
 }
 
+std::string Config::comm() const {
+  if (parallel.comm != "auto") return parallel.comm;
+  return device() == Device::cuda ? "nccl" : "mpi";
+}
+
 Config config_load(const std::string& path_or_name, const std::vector<std::string>& overrides) {
   fs::path path = find_config_file(path_or_name);
   std::ifstream in(path);
@@ -219,6 +224,12 @@ void config_validate(const Config& c) {
   LLM_CHECK(c.parallel.reduce_dtype == "fp32" || c.parallel.reduce_dtype == "bf16",
             "{}: parallel.reduce_dtype must be fp32 or bf16, got '{}'", f, c.parallel.reduce_dtype);
   LLM_CHECK(t.sample_tokens >= 0, "{}: training.sample_tokens must be >= 0", f);
+  LLM_CHECK(t.device == "cpu" || t.device == "cuda", "{}: training.device must be cpu or cuda, got '{}'",
+            f, t.device);
+  LLM_CHECK(c.parallel.comm == "auto" || c.parallel.comm == "mpi" || c.parallel.comm == "nccl",
+            "{}: parallel.comm must be auto, mpi or nccl, got '{}'", f, c.parallel.comm);
+  LLM_CHECK(c.parallel.comm != "nccl" || t.device == "cuda",
+            "{}: parallel.comm = nccl needs training.device = cuda", f);
 
   LLM_CHECK(!c.data.train.empty(), "{}: data.train must name the training shards", f);
 

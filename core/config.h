@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "core/device.h"
+
 namespace llm {
 
 // Storage type of compute parameters, activations and their gradients (master
@@ -65,8 +67,10 @@ struct TrainingConfig {
   std::string activation_checkpointing = "none";
   int checkpoint_every = 1;
   std::string precision = "fp32";
+  std::string device = "cpu";
 
   template <class V> void visit_fields(V&& v) {
+    v("device", device, "cpu | cuda (one GPU per rank, by node-local rank)");
     v("steps", steps, "optimizer steps of the whole run (sets the LR schedule)");
     v("stop_at_step", stop_at_step, "stop (and save) after this step, e.g. at a job's time limit (0 = steps)");
     v("batch_size", batch_size, "global batch in sequences per optimizer step (all ranks together)");
@@ -109,9 +113,13 @@ struct ParallelConfig {
   int shard_group_size = 0;
 
   std::string reduce_dtype = "fp32";
+  std::string comm = "auto";
 
   template <class V> void visit_fields(V&& v) {
     v("mode", mode, "ddp | zero1 | zero2 | zero3 (alias fsdp) | hybrid");
+    v("comm", comm,
+      "auto | mpi | nccl: nccl needs training.device = cuda; mpi on a GPU stages buffers through "
+      "host memory (several ranks may then share one GPU); auto = nccl on cuda, mpi on cpu");
     v("reduce_dtype", reduce_dtype, "fp32 | bf16: the type gradients are reduced in");
     v("shard_group_size", shard_group_size, "ranks per shard group for hybrid (0 = mode default)");
   }
@@ -167,6 +175,9 @@ struct Config {
   // The run directory: checkpoint.dir, else checkpoints/<name>.
   std::string run_dir() const;
   Precision precision() const { return training.precision == "bf16" ? Precision::bf16 : Precision::fp32; }
+  Device device() const { return training.device == "cuda" ? Device::cuda : Device::cpu; }
+  // parallel.comm with "auto" resolved: "nccl" or "mpi".
+  std::string comm() const;
 };
 
 // Finds the file (as given, else in configs/, adding .toml if missing), parses

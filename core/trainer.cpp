@@ -15,6 +15,8 @@
 #include "model/generate.h"
 #include "model/hf_llama.h"
 #include "parallel/checkpoint.h"
+#include "parallel/comm_nccl.h"
+#include "parallel/comm_staged.h"
 
 namespace llm {
 namespace {
@@ -37,6 +39,24 @@ class HfWeightsSource : public StateSource {
   const HfWeights& weights_;
 };
 
+// On a GPU: picks this rank's device (node-local rank modulo the GPUs) and
+// wraps the world for device buffers; on the CPU the world is used as is.
+std::unique_ptr<Group> device_group(const Config& config, Group& world) {
+  if (config.device() != Device::cuda) return nullptr;
+  const int gpus = cuda_device_count();
+  LLM_CHECK(gpus > 0, "{}: training.device = cuda but {}", config.path,
+            kBuiltWithCuda ? "this machine has no CUDA device" : "this build has no CUDA backend");
+  cuda_use_device(comm_local_rank() % gpus);
+  if (config.comm() == "nccl") {
+    LLM_CHECK(comm_local_size() <= gpus,
+              "{}: {} ranks on this node share {} GPU(s); NCCL needs one GPU per rank (set "
+              "parallel.comm = mpi to share a GPU)",
+              config.path, comm_local_size(), gpus);
+    return make_nccl_group(world);
+  }
+  return make_staged_group(world, cuda_memory());
+}
+
 }  // namespace
 
 MemoryPlan memory_plan(const Config& config, const ShardingPlan& sharding) {
@@ -55,12 +75,19 @@ MemoryPlan memory_plan(const Config& config, const ShardingPlan& sharding) {
 void check_memory_fits(const Config& config, const ShardingPlan& sharding, int ranks_per_node) {
   MemoryPlan plan = memory_plan(config, sharding);
   size_t available = memory_available_bytes() / std::max(ranks_per_node, 1);
+  const char* where = "this machine has";
+  if (config.device() == Device::cuda) {
+    const int gpus = std::max(cuda_device_count(), 1);
+    const int ranks_per_gpu = (std::max(ranks_per_node, 1) + gpus - 1) / gpus;
+    available = cuda_free_bytes() / ranks_per_gpu;
+    where = "this GPU has";
+  }
   LLM_CHECK(available == 0 || plan.total() <= available,
             "{}: needs {} per rank in mode {} (parameters {}, gradients {}, optimizer {}, buffers "
-            "{}, activations {}) but this machine has {} available per rank",
+            "{}, activations {}) but {} {} available per rank",
             config.path, format_bytes(plan.total()), sharding.mode, format_bytes(plan.state.params),
             format_bytes(plan.state.grads), format_bytes(plan.state.optimizer),
-            format_bytes(plan.state.buffers), format_bytes(plan.activations),
+            format_bytes(plan.state.buffers), format_bytes(plan.activations), where,
             format_bytes(available));
 }
 
@@ -75,7 +102,8 @@ int micro_batches_per_step(const TrainingConfig& t, int dp_size) {
 
 Trainer::Trainer(Config config, Group& world)
     : config_(std::move(config)),
-      topology_(world, config_.parallel),
+      device_world_(device_group(config_, world)),
+      topology_(device_world_ ? *device_world_ : world, config_.parallel),
       accumulation_steps_(micro_batches_per_step(config_.training, topology_.dp_size())) {
   const TrainingConfig& t = config_.training;
   check_memory_fits(config_, topology_.plan, comm_local_size());
@@ -85,9 +113,10 @@ Trainer::Trainer(Config config, Group& world)
     val_data_ = std::make_unique<DataLoader>(config_.data.val, t.seq_len, config_.model.vocab_size,
                                              static_cast<uint64_t>(t.seed), /*shuffle=*/false);
   }
-  model_ = std::make_unique<Transformer>(config_.model, t.micro_batch_size, t.seq_len, backend_cpu(),
+  const Backend& backend = backend_for(config_.device());
+  model_ = std::make_unique<Transformer>(config_.model, t.micro_batch_size, t.seq_len, backend,
                                          checkpointing_plan(t), config_.precision());
-  engine_ = std::make_unique<ShardingEngine>(model_->layout(), config_, backend_cpu(), topology_);
+  engine_ = std::make_unique<ShardingEngine>(model_->layout(), config_, backend, topology_);
   inputs_.resize(static_cast<size_t>(t.micro_batch_size) * t.seq_len);
   targets_.resize(inputs_.size());
   restore_state();

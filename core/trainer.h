@@ -1,5 +1,6 @@
 // The training loop: data -> micro-batches -> forward/backward -> gradient
-// clipping -> AdamW, with evaluation, logging, metrics and a final sample.
+// clipping -> AdamW, with evaluation, logging, metrics and a final sample, on
+// the device training.device names (one GPU per rank, by node-local rank).
 // Invariant: the sequences of optimizer step s are stream positions
 // [s * batch_size, (s + 1) * batch_size) of the training loader, so a run's
 // data order depends only on (seed, step), never on timing.
@@ -30,8 +31,8 @@ struct MemoryPlan {
 MemoryPlan memory_plan(const Config& config, const ShardingPlan& plan);
 
 // Throws, with one line naming the config and both figures, when the plan
-// exceeds the memory this machine has available (shared by `ranks_per_node`
-// processes).
+// exceeds the memory this machine (or, with training.device = cuda, this
+// rank's GPU) has available, shared by `ranks_per_node` processes.
 void check_memory_fits(const Config& config, const ShardingPlan& plan, int ranks_per_node);
 
 // Micro-batches per rank per step: batch_size / (micro_batch_size x dp_size);
@@ -75,6 +76,9 @@ class Trainer {
   void restore_state();
 
   Config config_;
+  // With training.device = cuda: the world as a group of device buffers
+  // (NCCL, or MPI staged through host memory); null on the CPU.
+  std::unique_ptr<Group> device_world_;
   Topology topology_;
   int accumulation_steps_;
   int start_step_ = 0;

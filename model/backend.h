@@ -2,7 +2,10 @@
 // code calls ops only through a Backend, so it never contains #ifdef CUDA; a
 // CUDA backend fills the same table with launchers of identical signatures
 // (decltype of the CPU twin), which the compiler checks. Each op with bf16
-// storage has a `_bf16` entry right after its fp32 one.
+// storage has a `_bf16` entry right after its fp32 one. Every pointer an op
+// takes lives in the backend's `memory` (host memory for the CPU); ops are
+// queued in order on the device and never synchronize with the host, except
+// sum_squares, which returns its value.
 #pragma once
 
 #include "core/device.h"
@@ -22,6 +25,7 @@ namespace llm {
 
 struct Backend {
   Device device;
+  const DeviceMemory* memory;
   decltype(&cpu::embedding_forward) embedding_forward;
   decltype(&cpu::embedding_forward_bf16) embedding_forward_bf16;
   decltype(&cpu::embedding_backward) embedding_backward;
@@ -62,5 +66,10 @@ struct Backend {
 };
 
 const Backend& backend_cpu();
+// The CUDA kernels of model/kernels/*.cu (throws in a build without CUDA).
+const Backend& backend_cuda();
+inline const Backend& backend_for(Device device) {
+  return device == Device::cuda ? backend_cuda() : backend_cpu();
+}
 
 }  // namespace llm

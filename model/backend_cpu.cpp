@@ -6,6 +6,7 @@ namespace llm {
 const Backend& backend_cpu() {
   static const Backend backend{
       Device::cpu,
+      &host_memory(),
       cpu::embedding_forward,
       cpu::embedding_forward_bf16,
       cpu::embedding_backward,

@@ -4,7 +4,6 @@
 // template over that type, and never names a device or a precision.
 #pragma once
 
-#include <algorithm>
 #include <type_traits>
 
 #include "core/bf16.h"
@@ -97,11 +96,6 @@ class Ops {
   template <class T> void fill_zero(T* x, size_t n) const {
     if constexpr (kIsBf16<T>) b_.fill_zero_bf16(x, n);
     else b_.fill_zero(x, n);
-  }
-  // To fp32 (a copy for float).
-  template <class T> void to_f32(float* out, const T* in, size_t n) const {
-    if constexpr (kIsBf16<T>) b_.cast_bf16_to_f32(out, in, n);
-    else std::copy(in, in + n, out);
   }
   const Backend& backend() const { return b_; }
 

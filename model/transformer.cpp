@@ -39,6 +39,8 @@ template <class A> struct HeadBuffers {
   float* rstd_f;    // (N)
   A* logits;        // (N, V); becomes dlogits in forward_backward
   float* losses;    // (N)
+  int32_t* inputs;  // (N) the micro-batch's tokens, copied to the device
+  int32_t* targets; // (N)
   float* rope_cos;  // (T, D / 2)
   float* rope_sin;  // (T, D / 2)
 };
@@ -118,6 +120,8 @@ BufferPlan plan_activations(const ModelConfig& c, int B, int T, CheckpointingPla
   plan.add(h.rstd_f, N);
   plan.add(h.logits, N * c.vocab_size);
   plan.add(h.losses, N);
+  plan.add(h.inputs, N);
+  plan.add(h.targets, N);
   plan.add(h.rope_cos, T * D / 2);
   plan.add(h.rope_sin, T * D / 2);
   bytes.head_and_loss = role_bytes();
@@ -158,6 +162,7 @@ template <class A> class TransformerImpl : public Transformer::Impl {
       : config_(config),
         layout_(layout),
         ops_(backend),
+        memory_(*backend.memory),
         max_batch_(max_batch),
         max_seq_(max_seq),
         C_(config.dim),
@@ -174,7 +179,8 @@ template <class A> class TransformerImpl : public Transformer::Impl {
     block_ = {offset(0), offset(1), offset(2), offset(3), offset(4), offset(5)};
 
     BufferPlan plan = plan_activations(config, max_batch, max_seq, checkpointing, buf_, bytes_);
-    arena_ = Arena("activations", plan.bytes());
+    arena_ = Arena("activations", plan.bytes(), memory_);
+    host_losses_.resize(static_cast<size_t>(max_batch) * max_seq);
     plan.bind(arena_);
     // Checkpointed blocks work in the shared scratch for what they do not keep.
     for (int l = 0; l < L_; ++l) {
@@ -195,7 +201,9 @@ template <class A> class TransformerImpl : public Transformer::Impl {
   float forward_backward(UnitProvider& units, const int32_t* inputs, const int32_t* targets, int B,
                          int T, float dloss) override;
   void logits_row(int row, float* out) const override {
-    ops_.to_f32(out, buf_.head.logits + static_cast<size_t>(row) * V_, V_);
+    std::vector<A> logits(V_);
+    memory_.to_host(logits.data(), buf_.head.logits + static_cast<size_t>(row) * V_, V_ * sizeof(A));
+    for (int v = 0; v < V_; ++v) out[v] = to_float(logits[v]);
   }
 
  private:
@@ -223,21 +231,30 @@ template <class A> class TransformerImpl : public Transformer::Impl {
   void release_head_weight(UnitProvider& units, Pass pass) {
     if (config_.tie_embeddings) units.release_params(layout_.embed_unit(), pass);
   }
-  float mean_loss(int N) const {
+  // Copies the micro-batch's tokens into the device's token buffers.
+  const int32_t* upload_tokens(int32_t* device, const int32_t* host, int N) {
+    memory_.to_device(device, host, static_cast<size_t>(N) * sizeof(int32_t));
+    return device;
+  }
+  // Mean of the per-token losses, summed on the host in token order.
+  float mean_loss(int N) {
+    memory_.to_host(host_losses_.data(), buf_.head.losses, static_cast<size_t>(N) * sizeof(float));
     double sum = 0;
-    for (int i = 0; i < N; ++i) sum += buf_.head.losses[i];
+    for (int i = 0; i < N; ++i) sum += host_losses_[i];
     return static_cast<float>(sum / N);
   }
 
   const ModelConfig& config_;
   const ParameterLayout& layout_;
   Ops ops_;
+  const DeviceMemory& memory_;
   int max_batch_, max_seq_;
   int C_, H_, KV_, D_, F_, V_, L_, QKV_;
   CheckpointingPlan checkpointing_;
   BlockOffsets block_;
   Buffers<A> buf_;
   Arena arena_;
+  std::vector<float> host_losses_;  // (max_batch * max_seq)
 };
 
 template <class A>
@@ -307,7 +324,7 @@ void TransformerImpl<A>::forward_blocks(UnitProvider& units, const int32_t* inpu
   const int N = B * T;
   const HeadBuffers<A>& h = buf_.head;
   const A* embed = params(units, layout_.embed_unit(), Pass::forward);
-  ops_.embedding_forward(residual(0), inputs, embed, N, C_);
+  ops_.embedding_forward(residual(0), upload_tokens(h.inputs, inputs, N), embed, N, C_);
   units.release_params(layout_.embed_unit(), Pass::forward);
 
   for (int l = 0; l < L_; ++l) {
@@ -330,8 +347,10 @@ float TransformerImpl<A>::forward(UnitProvider& units, const int32_t* inputs, co
                                  int B, int T) {
   forward_blocks(units, inputs, B, T);
   if (!targets) return 0.0f;
-  ops_.cross_entropy_forward(buf_.head.losses, buf_.head.logits, targets, B * T, V_);
-  return mean_loss(B * T);
+  const int N = B * T;
+  ops_.cross_entropy_forward(buf_.head.losses, buf_.head.logits,
+                             upload_tokens(buf_.head.targets, targets, N), N, V_);
+  return mean_loss(N);
 }
 
 template <class A>
@@ -341,7 +360,8 @@ float TransformerImpl<A>::forward_backward(UnitProvider& units, const int32_t* i
   const int N = B * T;
   const HeadBuffers<A>& h = buf_.head;
   const GradBuffers<A>& d = buf_.grads;
-  ops_.cross_entropy_forward_backward(h.losses, h.logits, targets, N, V_, dloss);
+  ops_.cross_entropy_forward_backward(h.losses, h.logits, upload_tokens(h.targets, targets, N), N, V_,
+                                      dloss);
 
   // Head: final norm and LM head (its weight may be the tied embedding).
   const int head = layout_.head_unit();
@@ -368,7 +388,7 @@ float TransformerImpl<A>::forward_backward(UnitProvider& units, const int32_t* i
   }
 
   float* eg = units.acquire_grads(layout_.embed_unit());
-  ops_.embedding_backward(eg, d.dres, inputs, N, C_);
+  ops_.embedding_backward(eg, d.dres, h.inputs, N, C_);  // uploaded by forward_blocks
   units.release_grads(layout_.embed_unit());
   return mean_loss(N);
 }

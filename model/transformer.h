@@ -62,6 +62,8 @@ class Transformer {
   Precision precision() const { return precision_; }
   const ActivationBytes& activation_bytes() const;
 
+  // Token arrays (inputs, targets) are host memory; everything else lives on
+  // the backend's device.
   // Forward of B sequences of T tokens (inputs (B, T)). Returns the mean
   // cross-entropy against targets (B, T); with targets == nullptr returns 0
   // and leaves the logits (B, T, V) readable through logits_row().

@@ -36,15 +36,17 @@ uint32_t checksum(const void* data, size_t bytes) {
 std::string step_name(int step) { return "step_" + std::to_string(step); }
 
 // A record holds params, m and v of elements [begin, begin + count) of one
-// unit, back to back (3 * count floats).
-json write_shard(const std::string& path, const std::vector<OwnedSlice>& slices) {
+// unit, back to back (3 * count floats), copied from the device's memory.
+json write_shard(const std::string& path, const std::vector<OwnedSlice>& slices,
+                 const DeviceMemory& memory) {
   std::string bytes;
   json records = json::array();
   for (const OwnedSlice& s : slices) {
     size_t offset = bytes.size(), n = s.count * sizeof(float);
-    bytes.append(reinterpret_cast<const char*>(s.params), n);
-    bytes.append(reinterpret_cast<const char*>(s.m), n);
-    bytes.append(reinterpret_cast<const char*>(s.v), n);
+    bytes.resize(offset + 3 * n);
+    memory.to_host(bytes.data() + offset, s.params, n);
+    memory.to_host(bytes.data() + offset + n, s.m, n);
+    memory.to_host(bytes.data() + offset + 2 * n, s.v, n);
     records.push_back({{"unit", s.unit}, {"begin", s.begin}, {"count", s.count}, {"offset", offset},
                        {"crc32", checksum(bytes.data() + offset, 3 * n)}});
   }
@@ -154,7 +156,8 @@ std::string checkpoint_save(const std::string& run_dir, int step, Config& config
   // One replica writes: its ranks together own every element exactly once.
   if (topology.replicate->rank() == 0) {
     std::string name = fmt::format("shard_{:05d}", topology.shard->rank());
-    json shard = write_shard((tmp_dir / (name + ".bin")).string(), engine.owned_slices());
+    json shard = write_shard((tmp_dir / (name + ".bin")).string(), engine.owned_slices(),
+                             *engine.backend().memory);
     write_file_synced((tmp_dir / (name + ".json")).string(), shard.dump());
   }
   world.barrier();

@@ -1,4 +1,4 @@
-// The backend-independent parts of comm.h: element sizes, stats accumulation
+// The backend-independent parts of comm.h: element sizes, traffic accounting
 // and the run-once semantics of CommHandle.
 // Invariant: a CommHandle's wait function runs at most once.
 #include "parallel/comm.h"
@@ -21,6 +21,34 @@ void CommStats::add(const CommStats& other) {
   reduce_scatter_sent += other.reduce_scatter_sent;
   all_gather_sent += other.all_gather_sent;
   broadcast_sent += other.broadcast_sent;
+}
+
+void Group::count(uint64_t payload, uint64_t sent, uint64_t& collective_sent) {
+  stats_.calls += 1;
+  stats_.payload_bytes += payload;
+  stats_.sent_bytes += sent;
+  collective_sent += sent;
+}
+
+void Group::count_all_reduce(size_t count, WireType type) {
+  const uint64_t payload = count * wire_bytes(type), n = size();
+  this->count(payload, 2 * (n - 1) * payload / n, stats_.all_reduce_sent);
+}
+
+void Group::count_reduce_scatter(size_t recv_count, WireType type) {
+  const uint64_t chunk = recv_count * wire_bytes(type), n = size();
+  count(n * chunk, (n - 1) * chunk, stats_.reduce_scatter_sent);
+}
+
+void Group::count_all_gather(size_t send_count, WireType type) {
+  const uint64_t chunk = send_count * wire_bytes(type), n = size();
+  count(n * chunk, (n - 1) * chunk, stats_.all_gather_sent);
+}
+
+// Every member counts the root's send (the payload), so stats agree across members.
+void Group::count_broadcast(size_t count, WireType type) {
+  const uint64_t payload = count * wire_bytes(type);
+  this->count(payload, size() > 1 ? payload : 0, stats_.broadcast_sent);
 }
 
 CommHandle& CommHandle::operator=(CommHandle&& other) noexcept {

@@ -89,7 +89,17 @@ class Group {
   void reset_stats() { stats_ = {}; }
 
  protected:
+  // The ring-algorithm traffic of one collective, added to stats_ by every
+  // implementation the same way (see CommStats).
+  void count_all_reduce(size_t count, WireType type);
+  void count_reduce_scatter(size_t recv_count, WireType type);
+  void count_all_gather(size_t send_count, WireType type);
+  void count_broadcast(size_t count, WireType type);
+
   CommStats stats_;
+
+ private:
+  void count(uint64_t payload, uint64_t sent, uint64_t& collective_sent);
 };
 
 // --- the MPI world ----------------------------------------------------------

@@ -89,8 +89,7 @@ class MpiGroup : public Group {
 
   CommHandle all_reduce_async(void* data, size_t count, WireType type) override {
     int n = mpi_count(count, "all_reduce");
-    uint64_t payload = count * wire_bytes(type);
-    record(payload, 2 * (size_ - 1) * payload / size_, stats_.all_reduce_sent);
+    count_all_reduce(count, type);
     MPI_Request request;
     MPI_Iallreduce(MPI_IN_PLACE, data, n, mpi_type(type), mpi_sum(type), comm_, &request);
     return wait_on(request);
@@ -102,7 +101,7 @@ class MpiGroup : public Group {
     uint64_t chunk = recv_count * wire_bytes(type);
     LLM_CHECK(!overlaps(send, size_ * chunk, recv, chunk),
               "reduce_scatter: send and recv buffers overlap");
-    record(size_ * chunk, (size_ - 1) * chunk, stats_.reduce_scatter_sent);
+    count_reduce_scatter(recv_count, type);
     MPI_Request request;
     MPI_Ireduce_scatter_block(send, recv, n, mpi_type(type), mpi_sum(type), comm_, &request);
     return wait_on(request);
@@ -118,20 +117,17 @@ class MpiGroup : public Group {
     bool in_place = send == own_slot;
     LLM_CHECK(in_place || !overlaps(send, chunk, recv, size_ * chunk),
               "all_gather: send overlaps recv without being this member's slot of it");
-    record(size_ * chunk, (size_ - 1) * chunk, stats_.all_gather_sent);
+    count_all_gather(send_count, type);
     MPI_Request request;
     MPI_Datatype t = mpi_type(type);
     MPI_Iallgather(in_place ? MPI_IN_PLACE : send, n, t, recv, n, t, comm_, &request);
     return wait_on(request);
   }
 
-  // Every member counts the root's send (payload), so that stats agree
-  // across members.
   CommHandle broadcast_async(void* data, size_t count, WireType type, int root) override {
     int n = mpi_count(count, "broadcast");
     LLM_CHECK(root >= 0 && root < size_, "broadcast: root {} outside a group of {}", root, size_);
-    uint64_t payload = count * wire_bytes(type);
-    record(payload, size_ > 1 ? payload : 0, stats_.broadcast_sent);
+    count_broadcast(count, type);
     MPI_Request request;
     MPI_Ibcast(data, n, mpi_type(type), root, comm_, &request);
     return wait_on(request);
@@ -153,13 +149,6 @@ class MpiGroup : public Group {
   }
 
  private:
-  void record(uint64_t payload, uint64_t sent, uint64_t& collective_sent) {
-    stats_.calls += 1;
-    stats_.payload_bytes += payload;
-    stats_.sent_bytes += sent;
-    collective_sent += sent;
-  }
-
   MPI_Comm comm_;
   bool owned_;
   int rank_ = 0, size_ = 1;

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "core/error.h"
 
@@ -97,21 +96,23 @@ ShardingEngine::ShardingEngine(const ParameterLayout& layout, const Config& conf
                plans);
   const char* names[4] = {"parameters", "gradients", "optimizer", "buffers"};
   for (int c = 0; c < 4; ++c) {
-    arenas_[c] = Arena(names[c], plans[c].bytes());
+    arenas_[c] = Arena(names[c], plans[c].bytes(), *be_.memory);
     plans[c].bind(arenas_[c]);
   }
   bytes_ = {arenas_[kParams].capacity(), arenas_[kGrads].capacity(),
             arenas_[kOptimizer].capacity(), arenas_[kBuffers].capacity()};
+  // Initial parameters are computed on the host, slice by slice, and copied in.
   const uint64_t seed = static_cast<uint64_t>(config.training.seed);
+  std::vector<float> host;
   for (size_t u = 0; u < units_.size(); ++u) {
     const UnitShard& s = shards_[u];
     int unit = static_cast<int>(u);
-    if (plan_.shard_params) {
-      layout_init_params(layout, config.model, seed, unit, s.begin, s.begin + s.owned,
-                         units_[u].owned_params);
-    } else {
-      layout_init_params(layout, config.model, seed, unit, 0, s.numel, units_[u].full_params);
-    }
+    const size_t begin = plan_.shard_params ? s.begin : 0;
+    const size_t end = plan_.shard_params ? s.begin + s.owned : s.numel;
+    host.assign(end - begin, 0.0f);
+    layout_init_params(layout, config.model, seed, unit, begin, end, host.data());
+    float* dst = plan_.shard_params ? units_[u].owned_params : units_[u].full_params;
+    be_.memory->to_device(dst, host.data(), host.size() * sizeof(float));
     refresh_compute_copy(unit);
   }
 }
@@ -196,12 +197,13 @@ void ShardingEngine::release_params(int unit, Pass) {
 void ShardingEngine::gather_params(int unit, float* out) {
   const UnitShard& s = shards_[unit];
   if (!plan_.shard_params) {
-    std::memcpy(out, units_[unit].full_params, s.numel * sizeof(float));
+    be_.memory->to_host(out, units_[unit].full_params, s.numel * sizeof(float));
     return;
   }
-  std::vector<float> full(s.padded);  // the fp32 masters, not the compute copy
-  topo_.shard->all_gather(units_[unit].owned_params, full.data(), s.shard, WireType::f32);
-  std::memcpy(out, full.data(), s.numel * sizeof(float));
+  Arena scratch("gathered parameters", s.padded * sizeof(float), *be_.memory);
+  float* full = scratch.alloc<float>(s.padded);  // the fp32 masters, not the compute copy
+  topo_.shard->all_gather(units_[unit].owned_params, full, s.shard, WireType::f32);
+  be_.memory->to_host(out, full, s.numel * sizeof(float));
 }
 
 std::vector<float> ShardingEngine::gather_all_params() {
@@ -228,6 +230,20 @@ std::vector<OwnedSlice> ShardingEngine::owned_slices() const {
 
 void ShardingEngine::load_state(StateSource& source, bool with_moments) {
   wait_gradients();
+  // Reads a range into host buffers, then copies each wanted part to the device.
+  std::vector<float> host[3];
+  auto read = [&](int unit, size_t begin, size_t count, float* params, float* m, float* v) {
+    float* device[3] = {params, m, v};
+    float* staged[3];
+    for (int i = 0; i < 3; ++i) {
+      if (device[i]) host[i].resize(count);
+      staged[i] = device[i] ? host[i].data() : nullptr;
+    }
+    source.read(unit, begin, count, staged[0], staged[1], staged[2]);
+    for (int i = 0; i < 3; ++i) {
+      if (device[i]) be_.memory->to_device(device[i], staged[i], count * sizeof(float));
+    }
+  };
   for (size_t u = 0; u < units_.size(); ++u) {
     const UnitShard& s = shards_[u];
     UnitState& state = units_[u];
@@ -235,11 +251,11 @@ void ShardingEngine::load_state(StateSource& source, bool with_moments) {
     float* m = with_moments ? state.m : nullptr;
     float* v = with_moments ? state.v : nullptr;
     if (plan_.shard_params) {
-      if (s.owned > 0) source.read(unit, s.begin, s.owned, state.owned_params, m, v);
+      if (s.owned > 0) read(unit, s.begin, s.owned, state.owned_params, m, v);
       continue;
     }
-    source.read(unit, 0, s.numel, state.full_params, nullptr, nullptr);
-    if (with_moments && s.owned > 0) source.read(unit, s.begin, s.owned, nullptr, m, v);
+    read(unit, 0, s.numel, state.full_params, nullptr, nullptr);
+    if (with_moments && s.owned > 0) read(unit, s.begin, s.owned, nullptr, m, v);
   }
   for (GatherSlot& slot : gather_slots_) slot.unit = -1;  // cached gathers are stale
   for (size_t u = 0; u < units_.size(); ++u) refresh_compute_copy(static_cast<int>(u));
@@ -369,12 +385,13 @@ void ShardingEngine::gather_grads(int unit, float* out) {
   wait_gradients();
   const UnitShard& s = shards_[unit];
   if (!plan_.shard_optimizer) {
-    std::memcpy(out, units_[unit].local_grads, s.numel * sizeof(float));
+    be_.memory->to_host(out, units_[unit].local_grads, s.numel * sizeof(float));
     return;
   }
-  std::vector<float> full(s.padded);
-  topo_.shard->all_gather(units_[unit].reduced_grads, full.data(), s.shard, WireType::f32);
-  std::memcpy(out, full.data(), s.numel * sizeof(float));
+  Arena scratch("gathered gradients", s.padded * sizeof(float), *be_.memory);
+  float* full = scratch.alloc<float>(s.padded);
+  topo_.shard->all_gather(units_[unit].reduced_grads, full, s.shard, WireType::f32);
+  be_.memory->to_host(out, full, s.numel * sizeof(float));
 }
 
 float ShardingEngine::grad_norm() {

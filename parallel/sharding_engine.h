@@ -47,7 +47,8 @@ struct StateBytes {
 };
 
 // The slice of model state a rank is responsible for saving: elements
-// [begin, begin + count) of a unit's fp32 parameters and AdamW moments.
+// [begin, begin + count) of a unit's fp32 parameters and AdamW moments, in
+// the engine backend's device memory.
 struct OwnedSlice {
   int unit;
   size_t begin, count;
@@ -57,7 +58,8 @@ struct OwnedSlice {
 };
 
 // Where loaded state comes from: fills any element range of a unit's
-// parameters and moments; a null output is not wanted.
+// parameters and moments (host buffers; the engine copies them to its
+// device); a null output is not wanted.
 class StateSource {
  public:
   virtual ~StateSource() = default;
@@ -74,6 +76,8 @@ class ShardingEngine : public UnitProvider {
   static StateBytes planned_bytes(const ParameterLayout& layout, const ShardingPlan& plan,
                                   Precision precision, WireType reduce_type);
   StateBytes bytes() const { return bytes_; }
+  // The backend whose device holds the state (owned_slices point into its memory).
+  const Backend& backend() const { return be_; }
   const ParameterLayout& layout() const { return layout_; }
 
   const void* acquire_params(int unit, Pass pass) override;

@@ -13,6 +13,7 @@
 
 #include "core/trainer.h"
 #include "parallel/comm.h"
+#include "parallel/comm_staged.h"
 
 namespace llm {
 namespace {
@@ -255,6 +256,50 @@ TEST(ModeTraffic, Zero3SendsAboutOneAndAHalfTimesDdp) {
   const double zero3 = sent("zero3") / ddp;
   EXPECT_GT(zero3, 1.0 + 0.01);
   EXPECT_LE(zero3, 1.5 + embed_share / 2 + 0.01);
+}
+
+// The staged group (parallel.comm = mpi on a GPU) over host memory: the same
+// MPI collectives on copies of the buffers, so every mode gives the bits and
+// the traffic of the plain MPI run. This is the CPU check of the staging
+// logic the two-ranks-on-one-GPU tests below rely on.
+TEST(StagedComm, EveryModeGivesTheBitsOfThePlainMpiRun) {
+  std::unique_ptr<Group> staged = make_staged_group(comm_world(), host_memory());
+  for (std::string mode : {"ddp", "zero1", "zero2", "zero3", "hybrid"}) {
+    SCOPED_TRACE(mode);
+    std::vector<std::string> preset = {"parallel.mode=" + mode};
+    if (mode == "hybrid") preset.push_back("parallel.shard_group_size=1");
+    RunResult plain = train(comm_world(), "tiny", preset);
+    RunResult through_staging = train(*staged, "tiny", preset);
+    EXPECT_EQ(through_staging.losses, plain.losses);
+    EXPECT_EQ(through_staging.params, plain.params);
+    EXPECT_EQ(through_staging.comm.sent_bytes, plain.comm.sent_bytes);
+  }
+}
+
+// Several ranks sharing one GPU through the staged MPI group: zero3 and
+// hybrid match the single-rank GPU run within the fp32 tolerances above.
+TEST(GpuModes, SharedGpuZero3AndHybridMatchTheSingleRankGpuRun) {
+  if (cuda_device_count() == 0) {
+    GTEST_SKIP() << (kBuiltWithCuda ? "no CUDA device on this machine"
+                                    : "this build has no CUDA backend (no nvcc)");
+  }
+  const std::vector<std::string> gpu = {"training.device=cuda", "parallel.comm=mpi"};
+  Group& world = comm_world();
+  std::unique_ptr<Group> alone = world.split(world.rank(), 0);
+  RunResult reference = train(*alone, "tiny", gpu);
+  for (std::vector<std::string> mode :
+       {std::vector<std::string>{"parallel.mode=zero3"},
+        std::vector<std::string>{"parallel.mode=hybrid", "parallel.shard_group_size=1"}}) {
+    SCOPED_TRACE(mode[0]);
+    mode.insert(mode.end(), gpu.begin(), gpu.end());
+    RunResult run = train(world, "tiny", mode);
+    for (int s = 0; s < kSteps; ++s) EXPECT_NEAR(run.losses[s], reference.losses[s], kLossTolerance);
+    float worst = 0;
+    for (size_t i = 0; i < reference.params.size(); ++i) {
+      worst = std::max(worst, std::abs(run.params[i] - reference.params[i]));
+    }
+    EXPECT_LE(worst, kParamTolerance);
+  }
 }
 
 }  // namespace

@@ -19,3 +19,13 @@ void adamw_update(float* params, const float* grads, float* m, float* v, size_t 
 double sum_squares(const float* x, size_t n);
 
 }  // namespace llm::cpu
+
+// CUDA twins (adamw.cu): the same contracts on device pointers, queued on the compute stream.
+namespace llm::cuda {
+
+void adamw_update(float* params, const float* grads, float* m, float* v, size_t n, float lr,
+                  float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t);
+// Waits for the compute stream: the one op that returns a host value.
+double sum_squares(const float* x, size_t n);
+
+}  // namespace llm::cuda

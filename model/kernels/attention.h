@@ -27,3 +27,17 @@ void attention_backward_bf16(Bf16* dqkv, const Bf16* dout, const Bf16* qkv, cons
                              const float* lse, int B, int T, int H, int KV, int D);
 
 }  // namespace llm::cpu
+
+// CUDA twins (attention.cu): the same contracts on device pointers, queued on the compute stream.
+namespace llm::cuda {
+
+void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int H, int KV,
+                       int D);
+void attention_forward_bf16(Bf16* out, float* lse, const Bf16* qkv, int B, int T, int H, int KV,
+                            int D);
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
+                        const float* lse, int B, int T, int H, int KV, int D);
+void attention_backward_bf16(Bf16* dqkv, const Bf16* dout, const Bf16* qkv, const Bf16* out,
+                             const float* lse, int B, int T, int H, int KV, int D);
+
+}  // namespace llm::cuda

@@ -14,3 +14,11 @@ void cast_f32_to_bf16(Bf16* out, const float* in, size_t n);
 void cast_bf16_to_f32(float* out, const Bf16* in, size_t n);
 
 }  // namespace llm::cpu
+
+// CUDA twins (cast.cu): the same contracts on device pointers, queued on the compute stream.
+namespace llm::cuda {
+
+void cast_f32_to_bf16(Bf16* out, const float* in, size_t n);
+void cast_bf16_to_f32(float* out, const Bf16* in, size_t n);
+
+}  // namespace llm::cuda

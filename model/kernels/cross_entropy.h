@@ -25,3 +25,17 @@ void cross_entropy_forward_backward_bf16(float* losses, Bf16* logits, const int3
                                          int V, float dloss);
 
 }  // namespace llm::cpu
+
+// CUDA twins (cross_entropy.cu): the same contracts on device pointers, queued on the compute stream.
+namespace llm::cuda {
+
+void cross_entropy_forward(float* losses, const float* logits, const int32_t* targets, int N,
+                           int V);
+void cross_entropy_forward_bf16(float* losses, const Bf16* logits, const int32_t* targets, int N,
+                                int V);
+void cross_entropy_forward_backward(float* losses, float* logits, const int32_t* targets, int N,
+                                    int V, float dloss);
+void cross_entropy_forward_backward_bf16(float* losses, Bf16* logits, const int32_t* targets, int N,
+                                         int V, float dloss);
+
+}  // namespace llm::cuda

@@ -19,3 +19,13 @@ void embedding_backward(float* dwte, const float* dout, const int32_t* tokens, i
 void embedding_backward_bf16(float* dwte, const Bf16* dout, const int32_t* tokens, int N, int C);
 
 }  // namespace llm::cpu
+
+// CUDA twins (embedding.cu): the same contracts on device pointers, queued on the compute stream.
+namespace llm::cuda {
+
+void embedding_forward(float* out, const int32_t* tokens, const float* wte, int N, int C);
+void embedding_forward_bf16(Bf16* out, const int32_t* tokens, const Bf16* wte, int N, int C);
+void embedding_backward(float* dwte, const float* dout, const int32_t* tokens, int N, int C);
+void embedding_backward_bf16(float* dwte, const Bf16* dout, const int32_t* tokens, int N, int C);
+
+}  // namespace llm::cuda

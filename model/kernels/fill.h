@@ -11,3 +11,11 @@ void fill_zero(float* x, size_t n);
 void fill_zero_bf16(Bf16* x, size_t n);
 
 }  // namespace llm::cpu
+
+// CUDA twins (fill.cu): the same contracts on device pointers, queued on the compute stream.
+namespace llm::cuda {
+
+void fill_zero(float* x, size_t n);
+void fill_zero_bf16(Bf16* x, size_t n);
+
+}  // namespace llm::cuda

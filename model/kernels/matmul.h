@@ -21,3 +21,15 @@ void matmul_backward_bf16(Bf16* dinp, float* dweight, const Bf16* dout, const Bf
                           const Bf16* weight, int N, int C, int OC);
 
 }  // namespace llm::cpu
+
+// CUDA twins (matmul.cu): the same contracts on device pointers, queued on the compute stream.
+namespace llm::cuda {
+
+void matmul_forward(float* out, const float* inp, const float* weight, int N, int C, int OC);
+void matmul_forward_bf16(Bf16* out, const Bf16* inp, const Bf16* weight, int N, int C, int OC);
+void matmul_backward(float* dinp, float* dweight, const float* dout, const float* inp,
+                     const float* weight, int N, int C, int OC);
+void matmul_backward_bf16(Bf16* dinp, float* dweight, const Bf16* dout, const Bf16* inp,
+                          const Bf16* weight, int N, int C, int OC);
+
+}  // namespace llm::cuda

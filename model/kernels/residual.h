@@ -13,3 +13,11 @@ void residual_forward(float* out, const float* a, const float* b, size_t n);
 void residual_forward_bf16(Bf16* out, const Bf16* a, const Bf16* b, size_t n);
 
 }  // namespace llm::cpu
+
+// CUDA twins (residual.cu): the same contracts on device pointers, queued on the compute stream.
+namespace llm::cuda {
+
+void residual_forward(float* out, const float* a, const float* b, size_t n);
+void residual_forward_bf16(Bf16* out, const Bf16* a, const Bf16* b, size_t n);
+
+}  // namespace llm::cuda

@@ -23,3 +23,17 @@ void rmsnorm_backward_bf16(Bf16* dinp, float* dweight, const Bf16* dout, const B
                            const Bf16* weight, const float* rstd, int N, int C);
 
 }  // namespace llm::cpu
+
+// CUDA twins (rmsnorm.cu): the same contracts on device pointers, queued on the compute stream.
+namespace llm::cuda {
+
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int N, int C,
+                     float eps);
+void rmsnorm_forward_bf16(Bf16* out, float* rstd, const Bf16* inp, const Bf16* weight, int N, int C,
+                          float eps);
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
+                      const float* weight, const float* rstd, int N, int C);
+void rmsnorm_backward_bf16(Bf16* dinp, float* dweight, const Bf16* dout, const Bf16* inp,
+                           const Bf16* weight, const float* rstd, int N, int C);
+
+}  // namespace llm::cuda

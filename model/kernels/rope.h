@@ -28,3 +28,18 @@ void rope_backward_bf16(Bf16* dx, const float* cos, const float* sin, int N, int
                         int D, int row_stride);
 
 }  // namespace llm::cpu
+
+// CUDA twins (rope.cu): the same contracts on device pointers, queued on the compute stream.
+namespace llm::cuda {
+
+void rope_table(float* cos, float* sin, int T, int D, float theta);
+void rope_forward(float* x, const float* cos, const float* sin, int N, int T, int n_heads, int D,
+                  int row_stride);
+void rope_forward_bf16(Bf16* x, const float* cos, const float* sin, int N, int T, int n_heads,
+                       int D, int row_stride);
+void rope_backward(float* dx, const float* cos, const float* sin, int N, int T, int n_heads, int D,
+                   int row_stride);
+void rope_backward_bf16(Bf16* dx, const float* cos, const float* sin, int N, int T, int n_heads,
+                        int D, int row_stride);
+
+}  // namespace llm::cuda

@@ -16,3 +16,13 @@ void swiglu_backward(float* dh13, const float* dout, const float* h13, int N, in
 void swiglu_backward_bf16(Bf16* dh13, const Bf16* dout, const Bf16* h13, int N, int F);
 
 }  // namespace llm::cpu
+
+// CUDA twins (swiglu.cu): the same contracts on device pointers, queued on the compute stream.
+namespace llm::cuda {
+
+void swiglu_forward(float* out, const float* h13, int N, int F);
+void swiglu_forward_bf16(Bf16* out, const Bf16* h13, int N, int F);
+void swiglu_backward(float* dh13, const float* dout, const float* h13, int N, int F);
+void swiglu_backward_bf16(Bf16* dh13, const Bf16* dout, const Bf16* h13, int N, int F);
+
+}  // namespace llm::cuda

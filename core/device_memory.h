@@ -1,0 +1,28 @@
+// Memory of a device, as a table of plain functions: where a backend's buffers
+// live and how bytes cross between them and the host. The CPU's table is host
+// memory with memcpy; the CUDA table (core/cuda_runtime.cu) is cudaMalloc and
+// copies on the compute stream. Code that moves state between host and device
+// (initialization, checkpoints, token batches, losses) goes through this
+// table, so it is the same code, and tested, on CPU.
+// Invariants: allocate returns zero-filled, kBufferAlignment-aligned memory or
+// throws; to_device and to_host return when the copy is complete (the host
+// buffer may be reused or read at once); copy and fill are ordered with the
+// device's kernels.
+#pragma once
+
+#include <cstddef>
+
+namespace llm {
+
+struct DeviceMemory {
+  void* (*allocate)(size_t bytes);
+  void (*release)(void* p);
+  void (*to_device)(void* dst, const void* host_src, size_t bytes);
+  void (*to_host)(void* host_dst, const void* src, size_t bytes);
+  void (*copy)(void* dst, const void* src, size_t bytes);  // within the device
+  void (*synchronize)();  // waits for everything queued on the device
+};
+
+const DeviceMemory& host_memory();
+
+}  // namespace llm

@@ -1,0 +1,11 @@
+// CPU-only build: there is no CUDA op table; asking for one says why.
+#include "core/error.h"
+#include "model/backend.h"
+
+namespace llm {
+
+const Backend& backend_cuda() {
+  LLM_FAIL("this build has no CUDA backend (nvcc was not found at configure time)");
+}
+
+}  // namespace llm

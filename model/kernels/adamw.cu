@@ -1,0 +1,128 @@
+// AdamW and the gradient squared-norm on the GPU.
+// Invariants: adamw_update is elementwise with the CPU twin's formula in the
+// same order (bias corrections computed on the host exactly as there), so a
+// shard gets the same bits as the whole and results match the CPU to ~1 ulp
+// (FMA contraction may differ between compilers). sum_squares sums in double
+// over a grid that depends only on n, then adds the per-block partials in a
+// fixed order in a second single-block pass: the same input gives the same
+// bits run after run. It is the one op that waits for the stream, to return
+// its value to the host.
+#include <algorithm>
+#include <cmath>
+
+#include "core/cuda_runtime.cuh"
+#include "model/kernels/adamw.h"
+
+namespace llm::cuda {
+
+namespace {
+
+constexpr unsigned kAdamThreads = 256;
+constexpr unsigned kMaxAdamBlocks = 1u << 20;  // grid-stride beyond ~268M elements
+
+constexpr unsigned kSumThreads = 512;
+// Fixed upper bound on the first pass's grid (plenty to fill an H100 with
+// 512-thread blocks); also the partials the scratch holds, so it never grows.
+constexpr unsigned kMaxSumBlocks = 1024;
+constexpr size_t kMinFloatsPerSumThread = 8;  // small inputs use fewer blocks
+
+// ---- kernels ------------------------------------------------------------------
+
+__global__ void adamw_kernel(float* params, const float* grads, float* m, float* v, size_t n,
+                             float lr, float beta1, float beta2, float eps, float weight_decay,
+                             float grad_scale, float bias_correction1, float bias_correction2) {
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x) {
+    const float g = grads[i] * grad_scale;
+    const float m_i = beta1 * m[i] + (1.0f - beta1) * g;
+    const float v_i = beta2 * v[i] + (1.0f - beta2) * g * g;
+    m[i] = m_i;
+    v[i] = v_i;
+    const float m_hat = m_i / bias_correction1;
+    const float v_hat = v_i / bias_correction2;
+    params[i] -= lr * (m_hat / (sqrtf(v_hat) + eps) + weight_decay * params[i]);
+  }
+}
+
+// Sum of a block's kSumThreads values in a fixed tree; the result in thread 0.
+__device__ double block_sum(double value) {
+  __shared__ double sums[kSumThreads];
+  sums[threadIdx.x] = value;
+  __syncthreads();
+  for (unsigned half = kSumThreads / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) sums[threadIdx.x] += sums[threadIdx.x + half];
+    __syncthreads();
+  }
+  return sums[0];
+}
+
+// partials[block] = sum of x[i]^2 over the block's grid-stride share (each
+// square of a float is exact in double).
+__global__ void __launch_bounds__(kSumThreads)
+    sum_squares_partials_kernel(double* partials, const float* x, size_t n) {
+  double sum = 0.0;
+  for (size_t i = (size_t)blockIdx.x * kSumThreads + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * kSumThreads) {
+    const double xi = x[i];
+    sum += xi * xi;
+  }
+  const double block_total = block_sum(sum);
+  if (threadIdx.x == 0) partials[blockIdx.x] = block_total;
+}
+
+// *total = partials[0] + ... + partials[count - 1], one block, fixed order.
+__global__ void __launch_bounds__(kSumThreads)
+    sum_partials_kernel(double* total, const double* partials, unsigned count) {
+  double sum = 0.0;
+  for (unsigned i = threadIdx.x; i < count; i += kSumThreads) sum += partials[i];
+  const double block_total = block_sum(sum);
+  if (threadIdx.x == 0) *total = block_total;
+}
+
+// ---- launchers ----------------------------------------------------------------
+
+// kMaxSumBlocks partials, then the total. Allocated on first use, kept for the
+// process (freeing at exit could race the CUDA context's teardown).
+double* sum_scratch() {
+  static double* scratch = [] {
+    double* p = nullptr;
+    LLM_CUDA_CHECK(cudaMalloc(&p, (kMaxSumBlocks + 1) * sizeof(double)));
+    return p;
+  }();
+  return scratch;
+}
+
+}  // namespace
+
+void adamw_update(float* params, const float* grads, float* m, float* v, size_t n, float lr,
+                  float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+                  int t) {
+  if (n == 0) return;
+  const float bias_correction1 = (float)(1.0 - std::pow((double)beta1, t));
+  const float bias_correction2 = (float)(1.0 - std::pow((double)beta2, t));
+  const unsigned blocks = std::min(blocks_for(n, kAdamThreads), kMaxAdamBlocks);
+  adamw_kernel<<<blocks, kAdamThreads, 0, compute_stream()>>>(params, grads, m, v, n, lr, beta1,
+                                                              beta2, eps, weight_decay, grad_scale,
+                                                              bias_correction1, bias_correction2);
+  LLM_CUDA_CHECK_LAUNCH();
+}
+
+double sum_squares(const float* x, size_t n) {
+  if (n == 0) return 0.0;
+  // A function of n alone (not of the device), so the summation order is too.
+  const unsigned blocks =
+      std::min(blocks_for(n, kSumThreads * kMinFloatsPerSumThread), kMaxSumBlocks);
+  double* partials = sum_scratch();
+  double* total = partials + kMaxSumBlocks;
+  sum_squares_partials_kernel<<<blocks, kSumThreads, 0, compute_stream()>>>(partials, x, n);
+  LLM_CUDA_CHECK_LAUNCH();
+  sum_partials_kernel<<<1, kSumThreads, 0, compute_stream()>>>(total, partials, blocks);
+  LLM_CUDA_CHECK_LAUNCH();
+  double result = 0.0;
+  LLM_CUDA_CHECK(
+      cudaMemcpyAsync(&result, total, sizeof result, cudaMemcpyDeviceToHost, compute_stream()));
+  LLM_CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
+  return result;
+}
+
+}  // namespace llm::cuda

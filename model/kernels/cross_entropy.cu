@@ -1,0 +1,131 @@
+// Cross-entropy of the LM head on the GPU, optionally fused with its gradient
+// (the logits buffer is overwritten by dlogits, no softmax buffer). One block
+// per row; each thread walks the row keeping an online (max, sum of
+// exp(x - max)), the block combines those in a fixed tree, so a row is read
+// once for the loss and once more for the gradient, for any vocabulary size.
+// Invariants: fp32 math for fp32 and bf16 logits; every exponent is of
+// x - max <= 0, so logits of any magnitude give finite losses; each dlogit is
+// (softmax - onehot) * dloss formed in fp32 and rounded once to its storage
+// type; reductions have a fixed order (same inputs, same bits).
+#include <cfloat>
+
+#include "core/cuda_runtime.cuh"
+#include "model/kernels/cross_entropy.h"
+
+namespace llm::cuda {
+
+namespace {
+
+constexpr int kThreads = 512;  // per row: 16 warps, enough loads in flight for a 32K-128K row
+constexpr int kWarps = kThreads / 32;
+
+// A running max and sum of exp(x - max) over part of a row. The empty part is
+// {-FLT_MAX, 0} rather than -inf, so combining never forms -inf - -inf (NaN).
+struct MaxSum {
+  float max;
+  float sum;
+};
+
+// ---- kernels ------------------------------------------------------------------
+
+__device__ __forceinline__ MaxSum combine(MaxSum a, MaxSum b) {
+  const float max = fmaxf(a.max, b.max);
+  return {max, a.sum * expf(a.max - max) + b.sum * expf(b.max - max)};
+}
+
+__device__ __forceinline__ MaxSum add_logit(MaxSum run, float x) {
+  // One exponential per logit: rescale the sum only when the max moves.
+  if (x > run.max) return {x, run.sum * expf(run.max - x) + 1.0f};
+  return {run.max, run.sum + expf(x - run.max)};
+}
+
+// The whole block's MaxSum, returned to every thread: warps reduce by shuffles,
+// then warp 0 reduces the warps' results, always in the same order.
+__device__ MaxSum block_combine(MaxSum part) {
+  __shared__ MaxSum warp_parts[kWarps];
+  __shared__ MaxSum total;
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const MaxSum other{__shfl_down_sync(0xffffffffu, part.max, offset),
+                       __shfl_down_sync(0xffffffffu, part.sum, offset)};
+    part = combine(part, other);
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) warp_parts[warp] = part;
+  __syncthreads();
+  if (warp == 0) {
+    part = lane < kWarps ? warp_parts[lane] : MaxSum{-FLT_MAX, 0.0f};
+    for (int offset = 16; offset > 0; offset /= 2) {
+      const MaxSum other{__shfl_down_sync(0xffffffffu, part.max, offset),
+                         __shfl_down_sync(0xffffffffu, part.sum, offset)};
+      part = combine(part, other);
+    }
+    if (lane == 0) total = part;
+  }
+  __syncthreads();
+  return total;
+}
+
+// Block n: losses[n] = logsumexp(logits[n]) - logits[n][target]; with
+// kWithGradient, dlogits[n] (which may be logits[n]) = (softmax - onehot) * dloss.
+template <class T, bool kWithGradient>
+__global__ void __launch_bounds__(kThreads)
+    cross_entropy_rows_kernel(float* losses, const T* logits, T* dlogits, const int32_t* targets,
+                              int V, float dloss) {
+  const size_t row_start = (size_t)blockIdx.x * V;
+  const T* row = logits + row_start;
+  const int target = targets[blockIdx.x];
+  // Read before block_combine's barrier, so before any thread overwrites the row.
+  const float target_logit = load_f32(row + target);
+
+  MaxSum part{-FLT_MAX, 0.0f};
+  for (int v = threadIdx.x; v < V; v += kThreads) part = add_logit(part, load_f32(row + v));
+  const MaxSum total = block_combine(part);
+
+  if (threadIdx.x == 0)
+    losses[blockIdx.x] = (float)((double)total.max + log((double)total.sum) - target_logit);
+
+  if constexpr (kWithGradient) {
+    T* drow = dlogits + row_start;
+    const float scale = (float)(dloss / (double)total.sum);  // softmax = exp(x - max) / sum
+    for (int v = threadIdx.x; v < V; v += kThreads) {
+      float grad = expf(load_f32(row + v) - total.max) * scale;
+      if (v == target) grad -= dloss;
+      store_f32(drow + v, grad);
+    }
+  }
+}
+
+// ---- launchers ----------------------------------------------------------------
+
+template <bool kWithGradient, class T>
+void launch_rows(float* losses, const T* logits, T* dlogits, const int32_t* targets, int N, int V,
+                 float dloss) {
+  if (N <= 0) return;
+  cross_entropy_rows_kernel<T, kWithGradient>
+      <<<N, kThreads, 0, compute_stream()>>>(losses, logits, dlogits, targets, V, dloss);
+  LLM_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void cross_entropy_forward(float* losses, const float* logits, const int32_t* targets, int N,
+                           int V) {
+  launch_rows<false>(losses, logits, static_cast<float*>(nullptr), targets, N, V, 0.0f);
+}
+
+void cross_entropy_forward_bf16(float* losses, const Bf16* logits, const int32_t* targets, int N,
+                                int V) {
+  launch_rows<false>(losses, logits, static_cast<Bf16*>(nullptr), targets, N, V, 0.0f);
+}
+
+void cross_entropy_forward_backward(float* losses, float* logits, const int32_t* targets, int N,
+                                    int V, float dloss) {
+  launch_rows<true>(losses, static_cast<const float*>(logits), logits, targets, N, V, dloss);
+}
+
+void cross_entropy_forward_backward_bf16(float* losses, Bf16* logits, const int32_t* targets, int N,
+                                         int V, float dloss) {
+  launch_rows<true>(losses, static_cast<const Bf16*>(logits), logits, targets, N, V, dloss);
+}
+
+}  // namespace llm::cuda

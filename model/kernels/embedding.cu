@@ -1,0 +1,244 @@
+// Token embedding lookup and its gradient on the GPU.
+// Forward: one block per output row copies its token's row of wte, 16 bytes per
+// access when rows and buffers allow it.
+// Backward, deterministic without float atomics: the positions are sorted by
+// token with a stable radix sort (CUB), so each token's positions form one run
+// in increasing position order; then, for each run and each column, one thread
+// adds the run's dout rows onto dwte in that order. That is exactly the CPU
+// twin's order (dwte[v][c] += dout[n][c] for n ascending), so both give the
+// same bits.
+// Invariant: no float is ever added by two threads; the only scratch (sort
+// buffers) is allocated on first use and grown only when a larger N comes, so
+// the step loop does not allocate (see SortScratch).
+#include <algorithm>
+#include <cstdint>
+#include <cub/device/device_radix_sort.cuh>
+
+#include "core/cuda_runtime.cuh"
+#include "model/kernels/embedding.h"
+
+namespace llm::cuda {
+
+namespace {
+
+constexpr unsigned kCopyThreads = 256;    // most threads per row copy
+constexpr unsigned kRunThreads = 128;     // threads per (run, column chunk) block
+constexpr unsigned kMaxRunBlocks = 2048;  // blocks scanning sorted positions; they loop beyond
+constexpr int kColumnPack = 4;            // columns per thread in the backward pass
+constexpr int kRunBatch = 8;              // rows of a run loaded together in the backward pass
+
+// kColumnPack elements, aligned so that one access moves them all.
+template <class T>
+struct alignas(sizeof(T) * kColumnPack) Pack {
+  T v[kColumnPack];
+};
+
+bool is_aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+// ---- kernels --------------------------------------------------------------------
+
+// out row n = wte row tokens[n], copied as `Word`s (uint4 or the element type).
+template <class Word>
+__global__ void gather_rows_kernel(Word* out, const int32_t* tokens, const Word* wte,
+                                   int row_words) {
+  const int n = blockIdx.x;
+  const Word* src = wte + (size_t)tokens[n] * row_words;
+  Word* dst = out + (size_t)n * row_words;
+  for (int w = threadIdx.x; w < row_words; w += blockDim.x) dst[w] = src[w];
+}
+
+__global__ void iota_kernel(int32_t* x, int n) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) x[i] = i;
+}
+
+// Blocks stride over the sorted positions; a block whose index starts a run
+// (the first position of its token) adds the run's dout rows, in sorted
+// (= position) order, onto the token's dwte row, for the kColumnPack columns
+// of each thread of its column chunk (blockIdx.y). Each dwte element is
+// therefore read, summed in one thread's registers and written once. The run
+// is read kRunBatch rows at a time, all loads of a batch issued before its
+// adds, so a long run (a frequent token) is not one load latency per row.
+template <class T, bool kVectorized>
+__global__ void accumulate_runs_kernel(float* dwte, const T* dout, const int32_t* sorted_tokens,
+                                       const int32_t* sorted_positions, int N, int C) {
+  const int c0 = (blockIdx.y * blockDim.x + threadIdx.x) * kColumnPack;
+  if (c0 >= C) return;
+  const int width = min(kColumnPack, C - c0);
+  for (int i = blockIdx.x; i < N; i += gridDim.x) {
+    const int32_t token = sorted_tokens[i];
+    if (i > 0 && sorted_tokens[i - 1] == token) continue;  // inside a run another block owns
+    float* dst = dwte + (size_t)token * C + c0;
+    float acc[kColumnPack];
+    if constexpr (kVectorized) {
+      const Pack<float> old = *reinterpret_cast<const Pack<float>*>(dst);
+#pragma unroll
+      for (int k = 0; k < kColumnPack; k++) acc[k] = old.v[k];
+    } else {
+#pragma unroll
+      for (int k = 0; k < kColumnPack; k++) acc[k] = k < width ? dst[k] : 0.0f;
+    }
+    for (int j = i;; j += kRunBatch) {
+      // The run's positions among j..j+kRunBatch-1 (sorted, so they come
+      // first); -1 marks the end of the run.
+      int32_t position[kRunBatch];
+#pragma unroll
+      for (int b = 0; b < kRunBatch; b++) {
+        const bool in_run = j + b < N && sorted_tokens[j + b] == token;
+        position[b] = in_run ? sorted_positions[j + b] : -1;
+      }
+      float row[kRunBatch][kColumnPack];
+#pragma unroll
+      for (int b = 0; b < kRunBatch; b++) {
+        const T* src = dout + (size_t)max(position[b], 0) * C + c0;
+        if (position[b] < 0) {
+#pragma unroll
+          for (int k = 0; k < kColumnPack; k++) row[b][k] = 0.0f;
+        } else if constexpr (kVectorized) {
+          const Pack<T> p = *reinterpret_cast<const Pack<T>*>(src);
+#pragma unroll
+          for (int k = 0; k < kColumnPack; k++) row[b][k] = load_f32(&p.v[k]);
+        } else {
+#pragma unroll
+          for (int k = 0; k < kColumnPack; k++) row[b][k] = k < width ? load_f32(src + k) : 0.0f;
+        }
+      }
+      // In position order; rows past the run's end are skipped, not added as
+      // zeros (x + 0 would turn a -0 sum into +0, unlike the CPU).
+#pragma unroll
+      for (int b = 0; b < kRunBatch; b++) {
+        if (position[b] < 0) continue;
+#pragma unroll
+        for (int k = 0; k < kColumnPack; k++) acc[k] += row[b][k];
+      }
+      if (position[kRunBatch - 1] < 0) break;
+    }
+    if constexpr (kVectorized) {
+      Pack<float> sum;
+#pragma unroll
+      for (int k = 0; k < kColumnPack; k++) sum.v[k] = acc[k];
+      *reinterpret_cast<Pack<float>*>(dst) = sum;
+    } else {
+#pragma unroll
+      for (int k = 0; k < kColumnPack; k++)
+        if (k < width) dst[k] = acc[k];
+    }
+  }
+}
+
+// ---- scratch --------------------------------------------------------------------
+
+// The sort's buffers: positions 0..N-1 (the values sorted along with the
+// tokens, written once when the buffers grow: the sort does not modify its
+// input), the sorted tokens and positions, and CUB's temporary storage.
+// Allocated on the compute stream on first use and regrown, never shrunk,
+// when a call needs more (a larger N); a training run calls with one N, so it
+// allocates once. Stream-ordered (cudaMallocAsync / cudaFreeAsync), so
+// growing never blocks the host or frees a buffer a queued kernel still
+// reads. One process drives one device from one thread, so a single instance
+// serves every call; it is left to process exit to reclaim.
+struct SortScratch {
+  int capacity = 0;  // positions the three int buffers hold
+  int32_t* positions = nullptr;
+  int32_t* sorted_tokens = nullptr;
+  int32_t* sorted_positions = nullptr;
+  void* temp = nullptr;
+  size_t temp_bytes = 0;
+};
+
+template <class P>
+void reallocate(P*& p, size_t bytes, cudaStream_t stream) {
+  if (p) LLM_CUDA_CHECK(cudaFreeAsync(p, stream));
+  void* fresh = nullptr;
+  LLM_CUDA_CHECK(cudaMallocAsync(&fresh, bytes, stream));
+  p = static_cast<P*>(fresh);
+}
+
+// Fills scratch.sorted_tokens / sorted_positions with tokens[0..N) sorted
+// stably by token, growing the scratch first if needed.
+const SortScratch& sort_positions_by_token(const int32_t* tokens, int N) {
+  static SortScratch scratch;
+  cudaStream_t stream = compute_stream();
+  if (N > scratch.capacity) {
+    const size_t bytes = sizeof(int32_t) * (size_t)N;
+    reallocate(scratch.positions, bytes, stream);
+    reallocate(scratch.sorted_tokens, bytes, stream);
+    reallocate(scratch.sorted_positions, bytes, stream);
+    iota_kernel<<<std::min(blocks_for(N, 256), 1024u), 256, 0, stream>>>(scratch.positions, N);
+    LLM_CUDA_CHECK_LAUNCH();
+    scratch.capacity = N;
+  }
+  size_t temp_bytes = 0;
+  LLM_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, tokens, scratch.sorted_tokens,
+                                                 scratch.positions, scratch.sorted_positions, N, 0,
+                                                 sizeof(int32_t) * 8, stream));
+  if (temp_bytes > scratch.temp_bytes) {
+    reallocate(scratch.temp, temp_bytes, stream);
+    scratch.temp_bytes = temp_bytes;
+  }
+  temp_bytes = scratch.temp_bytes;
+  LLM_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
+      scratch.temp, temp_bytes, tokens, scratch.sorted_tokens, scratch.positions,
+      scratch.sorted_positions, N, 0, sizeof(int32_t) * 8, stream));
+  return scratch;
+}
+
+// ---- launchers ------------------------------------------------------------------
+
+template <class T>
+void gather_rows(T* out, const int32_t* tokens, const T* wte, int N, int C) {
+  if (N <= 0 || C <= 0) return;
+  const size_t row_bytes = sizeof(T) * (size_t)C;
+  auto launch = [&](auto word) {
+    using Word = decltype(word);
+    const int row_words = (int)(row_bytes / sizeof(Word));
+    const unsigned threads = std::min(kCopyThreads, (unsigned)(row_words + 31) / 32 * 32);
+    gather_rows_kernel<Word><<<N, threads, 0, compute_stream()>>>(
+        reinterpret_cast<Word*>(out), tokens, reinterpret_cast<const Word*>(wte), row_words);
+  };
+  // Whole rows of 16-byte words when every row starts 16-byte aligned.
+  if (row_bytes % 16 == 0 && is_aligned(out, 16) && is_aligned(wte, 16)) {
+    launch(uint4{});
+  } else {
+    launch(T{});
+  }
+  LLM_CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+void scatter_add_rows(float* dwte, const T* dout, const int32_t* tokens, int N, int C) {
+  if (N <= 0 || C <= 0) return;
+  const SortScratch& sorted = sort_positions_by_token(tokens, N);
+  const unsigned columns_per_block = kRunThreads * kColumnPack;
+  const dim3 grid(std::min((unsigned)N, kMaxRunBlocks),
+                  (C + columns_per_block - 1) / columns_per_block);
+  const bool vectorized = C % kColumnPack == 0 && is_aligned(dwte, sizeof(Pack<float>)) &&
+                          is_aligned(dout, sizeof(Pack<T>));
+  if (vectorized) {
+    accumulate_runs_kernel<T, true><<<grid, kRunThreads, 0, compute_stream()>>>(
+        dwte, dout, sorted.sorted_tokens, sorted.sorted_positions, N, C);
+  } else {
+    accumulate_runs_kernel<T, false><<<grid, kRunThreads, 0, compute_stream()>>>(
+        dwte, dout, sorted.sorted_tokens, sorted.sorted_positions, N, C);
+  }
+  LLM_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void embedding_forward(float* out, const int32_t* tokens, const float* wte, int N, int C) {
+  gather_rows(out, tokens, wte, N, C);
+}
+
+void embedding_forward_bf16(Bf16* out, const int32_t* tokens, const Bf16* wte, int N, int C) {
+  gather_rows(out, tokens, wte, N, C);
+}
+
+void embedding_backward(float* dwte, const float* dout, const int32_t* tokens, int N, int C) {
+  scatter_add_rows(dwte, dout, tokens, N, C);
+}
+
+void embedding_backward_bf16(float* dwte, const Bf16* dout, const int32_t* tokens, int N, int C) {
+  scatter_add_rows(dwte, dout, tokens, N, C);
+}
+
+}  // namespace llm::cuda

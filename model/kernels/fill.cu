@@ -1,0 +1,19 @@
+// CUDA twin of fill_zero: a memset queued on the compute stream.
+// Invariant: all-zero bits are +0 in both fp32 and bf16, so a byte memset is
+// the fill; it is ordered with the kernels around it and never blocks the host.
+#include "core/cuda_runtime.cuh"
+#include "model/kernels/fill.h"
+
+namespace llm::cuda {
+
+void fill_zero(float* x, size_t n) {
+  if (n == 0) return;
+  LLM_CUDA_CHECK(cudaMemsetAsync(x, 0, n * sizeof(float), compute_stream()));
+}
+
+void fill_zero_bf16(Bf16* x, size_t n) {
+  if (n == 0) return;
+  LLM_CUDA_CHECK(cudaMemsetAsync(x, 0, n * sizeof(Bf16), compute_stream()));
+}
+
+}  // namespace llm::cuda

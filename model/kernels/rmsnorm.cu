@@ -1,0 +1,312 @@
+// RMSNorm on the GPU: y = x * rstd * weight, rstd = 1 / sqrt(mean(x^2) + eps),
+// fp32 math (the sum of squares in double, as the CPU twin) rounded once on
+// store, for float or Bf16 storage.
+// Forward: one block per row. Backward: one block per chunk of consecutive
+// rows; for each row it reduces sum(w * dy * x) over the block, adds the row's
+// dinp, and keeps per-column dweight partial sums of its rows in shared memory
+// (each column owned by one thread, rows in order); a second kernel sums the
+// chunks' partials per column in chunk order and adds them to dweight.
+// Why not one thread per column over all rows: that is only C-way parallel
+// with a serial loop of N steps (milliseconds at training shapes); the chunked
+// partials keep the whole GPU busy and are still a fixed order.
+// Invariants: every reduction has a fixed order that depends only on (N, C) -
+// the threads' column sets do not depend on pointer alignment, the row chunks
+// on N only - so the same inputs give the same bits run after run, no float
+// atomics; backward accumulates (+=) into dinp and dweight. The partials
+// scratch is allocated on first use and regrown only when a larger (chunks x C)
+// comes, so the step loop does not allocate (see PartialsScratch).
+#include <algorithm>
+#include <cstdint>
+
+#include "core/cuda_runtime.cuh"
+#include "model/kernels/rmsnorm.h"
+
+namespace llm::cuda {
+
+namespace {
+
+constexpr unsigned kMaxThreads = 256;  // per row (forward) or per row chunk (backward)
+// At most this many row chunks in backward: about eight blocks of 256 threads
+// per H100 SM, and partials of at most 4 KiB per column.
+constexpr int kMaxRowChunks = 1024;
+constexpr unsigned kSumThreads = 256;  // threads of the partials-summing kernel
+constexpr size_t kDefaultSharedBytes = 48 * 1024;
+
+// Elements per thread visit: 16 bytes of storage (4 fp32 or 8 bf16).
+template <class T>
+constexpr int kPack = 16 / sizeof(T);
+
+template <class T>
+struct alignas(16) Pack {
+  T v[kPack<T>];
+};
+
+bool is_aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+// Threads of a row's block: enough for one pack each, whole warps, at most kMaxThreads.
+template <class T>
+unsigned threads_for_row(int C) {
+  const unsigned packs = (unsigned)((C + kPack<T> - 1) / kPack<T>);
+  return std::min(kMaxThreads, (packs + 31) / 32 * 32);
+}
+
+// ---- device helpers ---------------------------------------------------------------
+
+template <class V>
+__device__ V warp_sum(V v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+// The sum of v over the block, returned to every thread; a fixed tree for a
+// given blockDim. `shared` holds 32 values. Ends with a barrier so that the
+// next call may reuse `shared` at once.
+template <class V>
+__device__ V block_sum(V v, V* shared) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int n_warps = (blockDim.x + 31) / 32;
+  v = warp_sum(v);
+  if (lane == 0) shared[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < n_warps ? shared[lane] : V(0);
+    v = warp_sum(v);
+    if (lane == 0) shared[0] = v;
+  }
+  __syncthreads();
+  const V total = shared[0];
+  __syncthreads();
+  return total;
+}
+
+// The kPack<T> elements of row at column c0 into fp32 (missing ones past C are
+// 0): one 16-byte load when kAligned (then C is a multiple of kPack), element
+// by element otherwise. Both paths visit the same columns, so the sums built
+// from them are the same whatever the alignment.
+template <class T, bool kAligned>
+__device__ void load_pack(float (&out)[kPack<T>], const T* row, int c0, int C) {
+  if constexpr (kAligned) {
+    const Pack<T> p = *reinterpret_cast<const Pack<T>*>(row + c0);
+#pragma unroll
+    for (int k = 0; k < kPack<T>; k++) out[k] = load_f32(&p.v[k]);
+  } else {
+#pragma unroll
+    for (int k = 0; k < kPack<T>; k++) out[k] = c0 + k < C ? load_f32(row + c0 + k) : 0.0f;
+  }
+}
+
+template <class T, bool kAligned>
+__device__ void store_pack(T* row, int c0, int C, const float (&in)[kPack<T>]) {
+  if constexpr (kAligned) {
+    Pack<T> p;
+#pragma unroll
+    for (int k = 0; k < kPack<T>; k++) store_f32(&p.v[k], in[k]);
+    *reinterpret_cast<Pack<T>*>(row + c0) = p;
+  } else {
+#pragma unroll
+    for (int k = 0; k < kPack<T>; k++)
+      if (c0 + k < C) store_f32(row + c0 + k, in[k]);
+  }
+}
+
+// ---- kernels --------------------------------------------------------------------
+
+// One block per row n: rstd from the double sum of squares, then y = x * s * w.
+template <class T, bool kAligned>
+__global__ void rmsnorm_forward_kernel(T* out, float* rstd, const T* inp, const T* weight, int C,
+                                       float eps) {
+  __shared__ double reduce_scratch[32];
+  const int n = blockIdx.x;
+  const T* x = inp + (size_t)n * C;
+  T* y = out + (size_t)n * C;
+  const int step = blockDim.x * kPack<T>;
+
+  double sum_sq = 0.0;
+  for (int c0 = threadIdx.x * kPack<T>; c0 < C; c0 += step) {
+    float xv[kPack<T>];
+    load_pack<T, kAligned>(xv, x, c0, C);
+#pragma unroll
+    for (int k = 0; k < kPack<T>; k++) sum_sq += (double)xv[k] * xv[k];
+  }
+  sum_sq = block_sum(sum_sq, reduce_scratch);
+  const float s = (float)(1.0 / sqrt(sum_sq / C + eps));
+
+  for (int c0 = threadIdx.x * kPack<T>; c0 < C; c0 += step) {
+    float xv[kPack<T>], wv[kPack<T>], yv[kPack<T>];
+    load_pack<T, kAligned>(xv, x, c0, C);
+    load_pack<T, kAligned>(wv, weight, c0, C);
+#pragma unroll
+    for (int k = 0; k < kPack<T>; k++) yv[k] = xv[k] * s * wv[k];
+    store_pack<T, kAligned>(y, c0, C, yv);
+  }
+  if (threadIdx.x == 0) rstd[n] = s;
+}
+
+// One block per chunk of rows_per_chunk consecutive rows. For each row:
+//   dinp += s * (w * dy - x * coeff), coeff = sum_c(w * dy * x) * s^2 / C,
+// and the chunk's dweight partial, partials[chunk][c] = sum over its rows (in
+// order) of dy * x * s. Dynamic shared memory holds the partial row (C floats);
+// each thread reads and writes only its own columns of it, so it needs no barrier.
+template <class T, bool kAligned>
+__global__ void rmsnorm_backward_kernel(T* dinp, float* partials, const T* dout, const T* inp,
+                                        const T* weight, const float* rstd, int N, int C,
+                                        int rows_per_chunk) {
+  extern __shared__ float partial[];
+  __shared__ float reduce_scratch[32];
+  const int row_begin = blockIdx.x * rows_per_chunk;
+  const int row_end = min(N, row_begin + rows_per_chunk);
+  const int step = blockDim.x * kPack<T>;
+  for (int c0 = threadIdx.x * kPack<T>; c0 < C; c0 += step) {
+#pragma unroll
+    for (int k = 0; k < kPack<T>; k++) partial[c0 + k] = 0.0f;  // C is padded to whole packs
+  }
+
+  for (int n = row_begin; n < row_end; n++) {
+    const T* x = inp + (size_t)n * C;
+    const T* dy = dout + (size_t)n * C;
+    T* dx = dinp + (size_t)n * C;
+    const float s = rstd[n];
+
+    float dot = 0.0f;  // sum_c w * dy * x
+    for (int c0 = threadIdx.x * kPack<T>; c0 < C; c0 += step) {
+      float xv[kPack<T>], dyv[kPack<T>], wv[kPack<T>];
+      load_pack<T, kAligned>(xv, x, c0, C);
+      load_pack<T, kAligned>(dyv, dy, c0, C);
+      load_pack<T, kAligned>(wv, weight, c0, C);
+#pragma unroll
+      for (int k = 0; k < kPack<T>; k++) dot += wv[k] * dyv[k] * xv[k];
+    }
+    dot = block_sum(dot, reduce_scratch);
+    const float coeff = dot * s * s / C;
+
+    for (int c0 = threadIdx.x * kPack<T>; c0 < C; c0 += step) {
+      float xv[kPack<T>], dyv[kPack<T>], wv[kPack<T>], dxv[kPack<T>];
+      load_pack<T, kAligned>(xv, x, c0, C);
+      load_pack<T, kAligned>(dyv, dy, c0, C);
+      load_pack<T, kAligned>(wv, weight, c0, C);
+      load_pack<T, kAligned>(dxv, dx, c0, C);
+#pragma unroll
+      for (int k = 0; k < kPack<T>; k++) {
+        dxv[k] += s * (wv[k] * dyv[k] - xv[k] * coeff);
+        partial[c0 + k] += dyv[k] * xv[k] * s;
+      }
+      store_pack<T, kAligned>(dx, c0, C, dxv);
+    }
+  }
+
+  float* out = partials + (size_t)blockIdx.x * C;
+  for (int c0 = threadIdx.x * kPack<T>; c0 < C; c0 += step) {
+#pragma unroll
+    for (int k = 0; k < kPack<T>; k++)
+      if (c0 + k < C) out[c0 + k] = partial[c0 + k];
+  }
+}
+
+// dweight[c] += sum over chunks, in chunk order, of partials[chunk][c].
+__global__ void sum_partials_kernel(float* dweight, const float* partials, int n_chunks, int C) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  float acc = 0.0f;
+  for (int chunk = 0; chunk < n_chunks; chunk++) acc += partials[(size_t)chunk * C + c];
+  dweight[c] += acc;
+}
+
+// ---- scratch --------------------------------------------------------------------
+
+// The dweight partials of backward, (chunks, C) floats. Allocated on the
+// compute stream on first use and regrown, never shrunk, when a call needs
+// more; a training run calls with fixed shapes, so it allocates once (at most
+// kMaxRowChunks * C * 4 bytes: 16 MiB for C = 4096). Stream-ordered
+// (cudaMallocAsync / cudaFreeAsync), so growing never blocks the host or frees
+// memory a queued kernel still uses. One process drives one device from one
+// thread, so a single instance serves every call; process exit reclaims it.
+float* partials_scratch(size_t floats) {
+  static float* buffer = nullptr;
+  static size_t capacity = 0;
+  if (floats > capacity) {
+    cudaStream_t stream = compute_stream();
+    if (buffer) LLM_CUDA_CHECK(cudaFreeAsync(buffer, stream));
+    void* fresh = nullptr;
+    LLM_CUDA_CHECK(cudaMallocAsync(&fresh, floats * sizeof(float), stream));
+    buffer = static_cast<float*>(fresh);
+    capacity = floats;
+  }
+  return buffer;
+}
+
+// ---- launchers ------------------------------------------------------------------
+
+template <class T>
+void normalize_rows(T* out, float* rstd, const T* inp, const T* weight, int N, int C, float eps) {
+  if (N <= 0 || C <= 0) return;
+  const unsigned threads = threads_for_row<T>(C);
+  const bool aligned =
+      C % kPack<T> == 0 && is_aligned(out, 16) && is_aligned(inp, 16) && is_aligned(weight, 16);
+  if (aligned) {
+    rmsnorm_forward_kernel<T, true>
+        <<<N, threads, 0, compute_stream()>>>(out, rstd, inp, weight, C, eps);
+  } else {
+    rmsnorm_forward_kernel<T, false>
+        <<<N, threads, 0, compute_stream()>>>(out, rstd, inp, weight, C, eps);
+  }
+  LLM_CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+void normalize_rows_backward(T* dinp, float* dweight, const T* dout, const T* inp, const T* weight,
+                             const float* rstd, int N, int C) {
+  if (N <= 0 || C <= 0) return;
+  // The chunking depends on N only, so the dweight sums have one order per shape.
+  const int rows_per_chunk = (N + kMaxRowChunks - 1) / kMaxRowChunks;
+  const int n_chunks = (N + rows_per_chunk - 1) / rows_per_chunk;
+  float* partials = partials_scratch((size_t)n_chunks * C);
+
+  const unsigned threads = threads_for_row<T>(C);
+  const int padded_C = (C + kPack<T> - 1) / kPack<T> * kPack<T>;
+  const size_t shared_bytes = sizeof(float) * (size_t)padded_C;
+  const bool aligned = C % kPack<T> == 0 && is_aligned(dinp, 16) && is_aligned(dout, 16) &&
+                       is_aligned(inp, 16) && is_aligned(weight, 16);
+  auto launch = [&](auto kernel) {
+    // Rows wider than 12K columns need more than the default 48 KiB of shared memory.
+    if (shared_bytes > kDefaultSharedBytes) {
+      LLM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          (int)shared_bytes));
+    }
+    kernel<<<n_chunks, threads, shared_bytes, compute_stream()>>>(dinp, partials, dout, inp, weight,
+                                                                  rstd, N, C, rows_per_chunk);
+    LLM_CUDA_CHECK_LAUNCH();
+  };
+  if (aligned) {
+    launch(rmsnorm_backward_kernel<T, true>);
+  } else {
+    launch(rmsnorm_backward_kernel<T, false>);
+  }
+  sum_partials_kernel<<<blocks_for(C, kSumThreads), kSumThreads, 0, compute_stream()>>>(
+      dweight, partials, n_chunks, C);
+  LLM_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int N, int C,
+                     float eps) {
+  normalize_rows(out, rstd, inp, weight, N, C, eps);
+}
+
+void rmsnorm_forward_bf16(Bf16* out, float* rstd, const Bf16* inp, const Bf16* weight, int N, int C,
+                          float eps) {
+  normalize_rows(out, rstd, inp, weight, N, C, eps);
+}
+
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
+                      const float* weight, const float* rstd, int N, int C) {
+  normalize_rows_backward(dinp, dweight, dout, inp, weight, rstd, N, C);
+}
+
+void rmsnorm_backward_bf16(Bf16* dinp, float* dweight, const Bf16* dout, const Bf16* inp,
+                           const Bf16* weight, const float* rstd, int N, int C) {
+  normalize_rows_backward(dinp, dweight, dout, inp, weight, rstd, N, C);
+}
+
+}  // namespace llm::cuda

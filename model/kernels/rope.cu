@@ -1,0 +1,131 @@
+// Rotary position embedding on the GPU, "rotate half" (Hugging Face Llama)
+// pairing: element i of a head pairs with element i + D/2. One block per row;
+// its threads take the row's (head, pair) slots, four pairs per thread with
+// vector loads when the layout is aligned for them. fp32 rotation, rounded
+// once on store for bf16.
+// Invariants: every element is read and written by one thread only, so the
+// in-place rotation needs no barrier; backward is the inverse rotation
+// (same cos, negated sin); the table is the CPU twin's, bit for bit (it is
+// computed by it, in double, on the host).
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "core/cuda_runtime.cuh"
+#include "model/kernels/rope.h"
+
+namespace llm::cuda {
+
+namespace {
+
+constexpr unsigned kMaxThreads = 256;  // per row
+constexpr int kPairPack = 4;           // pairs per thread on the vectorized path
+
+template <class Storage, int kPack>
+struct alignas(sizeof(Storage) * kPack) Pack {
+  Storage v[kPack];
+};
+
+bool is_aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+// ---- kernels --------------------------------------------------------------------
+
+// Row n (position n % T): rotates pairs (lo[i], hi[i] = lo[i + D/2]) of its
+// first n_heads heads by the angle with cosine cos[t][i] and sine sign *
+// sin[t][i], kPack consecutive pairs per step (kPack divides D/2 and the
+// layout is aligned for kPack-wide accesses when kPack > 1).
+template <class Storage, int kPack>
+__global__ void rope_rotate_kernel(Storage* x, const float* cos, const float* sin, float sign,
+                                   int T, int n_heads, int D, int row_stride) {
+  using Elems = Pack<Storage, kPack>;
+  using Angles = Pack<float, kPack>;
+  const int n = blockIdx.x;
+  const int half = D / 2;
+  const int packs_per_head = half / kPack;
+  const float* c = cos + (size_t)(n % T) * half;
+  const float* s = sin + (size_t)(n % T) * half;
+  Storage* row = x + (size_t)n * row_stride;
+  for (int q = threadIdx.x; q < n_heads * packs_per_head; q += blockDim.x) {
+    const int h = q / packs_per_head;
+    const int i = (q - h * packs_per_head) * kPack;
+    Storage* lo = row + (size_t)h * D + i;
+    Storage* hi = lo + half;
+    const Elems a = *reinterpret_cast<const Elems*>(lo);
+    const Elems b = *reinterpret_cast<const Elems*>(hi);
+    const Angles ci = *reinterpret_cast<const Angles*>(c + i);
+    const Angles si = *reinterpret_cast<const Angles*>(s + i);
+    Elems new_lo, new_hi;
+#pragma unroll
+    for (int k = 0; k < kPack; k++) {
+      const float av = load_f32(&a.v[k]), bv = load_f32(&b.v[k]), sk = sign * si.v[k];
+      store_f32(&new_lo.v[k], av * ci.v[k] - bv * sk);
+      store_f32(&new_hi.v[k], bv * ci.v[k] + av * sk);
+    }
+    *reinterpret_cast<Elems*>(lo) = new_lo;
+    *reinterpret_cast<Elems*>(hi) = new_hi;
+  }
+}
+
+// ---- launchers ------------------------------------------------------------------
+
+template <class Storage>
+void rope_rotate(Storage* x, const float* cos, const float* sin, float sign, int N, int T,
+                 int n_heads, int D, int row_stride) {
+  const int half = D / 2;
+  if (N <= 0 || n_heads <= 0 || half <= 0) return;
+  const bool vectorized = half % kPairPack == 0 && row_stride % kPairPack == 0 &&
+                          is_aligned(x, sizeof(Pack<Storage, kPairPack>)) &&
+                          is_aligned(cos, sizeof(Pack<float, kPairPack>)) &&
+                          is_aligned(sin, sizeof(Pack<float, kPairPack>));
+  const int pack = vectorized ? kPairPack : 1;
+  const unsigned slots = (unsigned)(n_heads * (half / pack));
+  const unsigned threads = std::min(kMaxThreads, (slots + 31) / 32 * 32);
+  if (vectorized) {
+    rope_rotate_kernel<Storage, kPairPack>
+        <<<N, threads, 0, compute_stream()>>>(x, cos, sin, sign, T, n_heads, D, row_stride);
+  } else {
+    rope_rotate_kernel<Storage, 1>
+        <<<N, threads, 0, compute_stream()>>>(x, cos, sin, sign, T, n_heads, D, row_stride);
+  }
+  LLM_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+// The table is built once per run: computing it on the host with the CPU twin
+// gives the same bits on both backends. The host vectors are temporary, so
+// the copy is waited for before they go.
+void rope_table(float* cos, float* sin, int T, int D, float theta) {
+  const size_t count = (size_t)T * (D / 2);
+  if (count == 0) return;
+  std::vector<float> host_cos(count), host_sin(count);
+  cpu::rope_table(host_cos.data(), host_sin.data(), T, D, theta);
+  cudaStream_t stream = compute_stream();
+  LLM_CUDA_CHECK(
+      cudaMemcpyAsync(cos, host_cos.data(), count * sizeof(float), cudaMemcpyHostToDevice, stream));
+  LLM_CUDA_CHECK(
+      cudaMemcpyAsync(sin, host_sin.data(), count * sizeof(float), cudaMemcpyHostToDevice, stream));
+  LLM_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+void rope_forward(float* x, const float* cos, const float* sin, int N, int T, int n_heads, int D,
+                  int row_stride) {
+  rope_rotate(x, cos, sin, 1.0f, N, T, n_heads, D, row_stride);
+}
+
+void rope_forward_bf16(Bf16* x, const float* cos, const float* sin, int N, int T, int n_heads,
+                       int D, int row_stride) {
+  rope_rotate(x, cos, sin, 1.0f, N, T, n_heads, D, row_stride);
+}
+
+void rope_backward(float* dx, const float* cos, const float* sin, int N, int T, int n_heads, int D,
+                   int row_stride) {
+  rope_rotate(dx, cos, sin, -1.0f, N, T, n_heads, D, row_stride);
+}
+
+void rope_backward_bf16(Bf16* dx, const float* cos, const float* sin, int N, int T, int n_heads,
+                        int D, int row_stride) {
+  rope_rotate(dx, cos, sin, -1.0f, N, T, n_heads, D, row_stride);
+}
+
+}  // namespace llm::cuda

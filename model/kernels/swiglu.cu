@@ -1,0 +1,138 @@
+// SwiGLU gating on the GPU: out = silu(gate) * up over rows of [gate | up],
+// fp32 math rounded once on store, for float or Bf16 storage. One block per
+// row; each thread takes 16 bytes of storage at a time (4 fp32 or 8 bf16
+// elements) when F and the buffers are aligned for it, one element otherwise.
+// Invariant: purely elementwise per row, the same expressions as the CPU twin
+// (which uses its own vectorizable exp, within 2 ulp of expf); backward
+// overwrites dh13.
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+#include <type_traits>
+
+#include "core/cuda_runtime.cuh"
+#include "model/kernels/swiglu.h"
+
+namespace llm::cuda {
+
+namespace {
+
+constexpr unsigned kMaxThreads = 256;  // per row
+
+template <class T>
+constexpr int kPack = 16 / sizeof(T);  // elements per 16-byte access
+
+template <class T, int kWidth>
+struct alignas(sizeof(T) * kWidth) Pack {
+  T v[kWidth];
+};
+
+bool is_aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+
+__device__ __forceinline__ float sigmoid(float g) { return 1.0f / (1.0f + expf(-g)); }
+
+// ---- kernels --------------------------------------------------------------------
+
+// Row n: out[i] = silu(gate[i]) * up[i], kWidth elements per step (kWidth
+// divides F and the rows are aligned for kWidth-wide accesses).
+template <class T, int kWidth>
+__global__ void swiglu_forward_kernel(T* out, const T* h13, int F) {
+  using Elems = Pack<T, kWidth>;
+  const int n = blockIdx.x;
+  const T* gate = h13 + (size_t)n * 2 * F;
+  const T* up = gate + F;
+  T* o = out + (size_t)n * F;
+  for (int i = threadIdx.x * kWidth; i < F; i += blockDim.x * kWidth) {
+    const Elems g = *reinterpret_cast<const Elems*>(gate + i);
+    const Elems u = *reinterpret_cast<const Elems*>(up + i);
+    Elems result;
+#pragma unroll
+    for (int k = 0; k < kWidth; k++) {
+      const float gv = load_f32(&g.v[k]);
+      store_f32(&result.v[k], gv * sigmoid(gv) * load_f32(&u.v[k]));
+    }
+    *reinterpret_cast<Elems*>(o + i) = result;
+  }
+}
+
+// Row n: d gate = dout * up * silu'(gate), d up = dout * silu(gate), with
+// silu'(g) = sigmoid(g) * (1 + g * (1 - sigmoid(g))).
+template <class T, int kWidth>
+__global__ void swiglu_backward_kernel(T* dh13, const T* dout, const T* h13, int F) {
+  using Elems = Pack<T, kWidth>;
+  const int n = blockIdx.x;
+  const T* gate = h13 + (size_t)n * 2 * F;
+  const T* up = gate + F;
+  const T* d = dout + (size_t)n * F;
+  T* dgate = dh13 + (size_t)n * 2 * F;
+  T* dup = dgate + F;
+  for (int i = threadIdx.x * kWidth; i < F; i += blockDim.x * kWidth) {
+    const Elems g = *reinterpret_cast<const Elems*>(gate + i);
+    const Elems u = *reinterpret_cast<const Elems*>(up + i);
+    const Elems dy = *reinterpret_cast<const Elems*>(d + i);
+    Elems dg, du;
+#pragma unroll
+    for (int k = 0; k < kWidth; k++) {
+      const float gv = load_f32(&g.v[k]), uv = load_f32(&u.v[k]), di = load_f32(&dy.v[k]);
+      const float sig = sigmoid(gv);
+      const float silu = gv * sig;
+      store_f32(&dg.v[k], di * uv * sig * (1.0f + gv * (1.0f - sig)));
+      store_f32(&du.v[k], di * silu);
+    }
+    *reinterpret_cast<Elems*>(dgate + i) = dg;
+    *reinterpret_cast<Elems*>(dup + i) = du;
+  }
+}
+
+// ---- launchers ------------------------------------------------------------------
+
+// Runs launch(width, threads) with width kPack<T> when F and every buffer allow
+// whole 16-byte accesses, else 1.
+template <class T, class Launch>
+void launch_rows(int F, std::initializer_list<const void*> buffers, Launch launch) {
+  bool vectorized = F % kPack<T> == 0;
+  for (const void* p : buffers) vectorized = vectorized && is_aligned(p, 16);
+  const int width = vectorized ? kPack<T> : 1;
+  const unsigned slots = (unsigned)(F / width);
+  const unsigned threads = std::min(kMaxThreads, (slots + 31) / 32 * 32);
+  if (vectorized) {
+    launch(std::integral_constant<int, kPack<T>>{}, threads);
+  } else {
+    launch(std::integral_constant<int, 1>{}, threads);
+  }
+  LLM_CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+void gate_rows(T* out, const T* h13, int N, int F) {
+  if (N <= 0 || F <= 0) return;
+  launch_rows<T>(F, {out, h13}, [&](auto width, unsigned threads) {
+    swiglu_forward_kernel<T, decltype(width)::value>
+        <<<N, threads, 0, compute_stream()>>>(out, h13, F);
+  });
+}
+
+template <class T>
+void gate_rows_backward(T* dh13, const T* dout, const T* h13, int N, int F) {
+  if (N <= 0 || F <= 0) return;
+  launch_rows<T>(F, {dh13, dout, h13}, [&](auto width, unsigned threads) {
+    swiglu_backward_kernel<T, decltype(width)::value>
+        <<<N, threads, 0, compute_stream()>>>(dh13, dout, h13, F);
+  });
+}
+
+}  // namespace
+
+void swiglu_forward(float* out, const float* h13, int N, int F) { gate_rows(out, h13, N, F); }
+
+void swiglu_forward_bf16(Bf16* out, const Bf16* h13, int N, int F) { gate_rows(out, h13, N, F); }
+
+void swiglu_backward(float* dh13, const float* dout, const float* h13, int N, int F) {
+  gate_rows_backward(dh13, dout, h13, N, F);
+}
+
+void swiglu_backward_bf16(Bf16* dh13, const Bf16* dout, const Bf16* h13, int N, int F) {
+  gate_rows_backward(dh13, dout, h13, N, F);
+}
+
+}  // namespace llm::cuda

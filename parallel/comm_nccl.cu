@@ -1,0 +1,242 @@
+// Group over an NCCL communicator (device buffers), built over an MPI group
+// that carries the NCCL id exchange, the barrier and all_reduce_sum.
+// Invariants: every collective is queued on the comm stream after an event
+// that makes it wait for the compute stream, and its handle makes the compute
+// stream wait for an event recorded after it (the host never blocks, except in
+// barrier and all_reduce_sum); events come from a per-group pool that grows to
+// the number of handles pending at once and is then reused, so steady-state
+// collectives create no events; every collective adds the MPI group's
+// ring-algorithm traffic to stats_.
+#include <nccl.h>
+
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/cuda_runtime.cuh"
+#include "parallel/comm.h"
+#include "parallel/comm_nccl.h"
+
+namespace llm {
+namespace {
+
+// Names the NCCL call, NCCL's error string and, when NCCL left one, its
+// detailed last-error message (which says what was actually wrong).
+[[noreturn]] void throw_nccl_error(const char* call, ncclResult_t status, const char* file, int line) {
+  std::string error = ncclGetErrorString(status);
+  const char* detail = ncclGetLastError(nullptr);
+  if (detail && *detail) error += std::string(" (") + detail + ")";
+  cuda::throw_cuda_error(call, error.c_str(), file, line);
+}
+
+#define LLM_NCCL_CHECK(call)                                                      \
+  do {                                                                            \
+    ncclResult_t llm_nccl_status_ = (call);                                       \
+    if (llm_nccl_status_ != ncclSuccess)                                          \
+      ::llm::throw_nccl_error(#call, llm_nccl_status_, __FILE__, __LINE__);       \
+  } while (0)
+
+// A bad argument to a collective. CUDA sources cannot format (no fmt), so it
+// goes through the CUDA thrower, which still raises llm::Error with file:line.
+[[noreturn]] void throw_argument_error(const char* collective, const char* why, const char* file,
+                                       int line) {
+  cuda::throw_cuda_error(collective, why, file, line);
+}
+
+ncclDataType_t nccl_type(WireType type) { return type == WireType::f32 ? ncclFloat32 : ncclBfloat16; }
+
+bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
+  auto a0 = reinterpret_cast<uintptr_t>(a), b0 = reinterpret_cast<uintptr_t>(b);
+  return a_bytes > 0 && b_bytes > 0 && a0 < b0 + b_bytes && b0 < a0 + a_bytes;
+}
+
+// Events without timing, recycled. cudaStreamWaitEvent captures the event's
+// latest record when it is called, so an event is free again as soon as the
+// stream that needed it has been told to wait on it.
+class EventPool {
+ public:
+  EventPool() = default;
+  EventPool(const EventPool&) = delete;
+  EventPool& operator=(const EventPool&) = delete;
+  ~EventPool() {
+    for (cudaEvent_t event : all_) cudaEventDestroy(event);  // at exit the context may be gone
+  }
+
+  cudaEvent_t acquire() {
+    if (free_.empty()) {
+      all_.reserve(all_.size() + 1);  // so that the push below cannot leak a created event
+      cudaEvent_t event = nullptr;
+      LLM_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+      all_.push_back(event);
+      free_.reserve(all_.size());  // releases never allocate
+      return event;
+    }
+    cudaEvent_t event = free_.back();
+    free_.pop_back();
+    return event;
+  }
+  void release(cudaEvent_t event) { free_.push_back(event); }
+
+ private:
+  std::vector<cudaEvent_t> all_;   // every event created, destroyed with the pool
+  std::vector<cudaEvent_t> free_;  // those no stream still has to be told to wait on
+};
+
+class NcclGroup : public Group {
+ public:
+  // Collective over `host`'s members; `host` must be a host-buffer (MPI) group.
+  explicit NcclGroup(std::unique_ptr<Group> host)
+      : host_(std::move(host)), events_(std::make_shared<EventPool>()) {
+    rank_ = host_->rank();
+    size_ = host_->size();
+    // The streams bind to the current device on first use: make that the
+    // device NCCL is about to bind to as well.
+    cuda::compute_stream();
+    ncclUniqueId id{};
+    if (rank_ == 0) LLM_NCCL_CHECK(ncclGetUniqueId(&id));
+    // The id is opaque bytes; it travels as f32 elements, which the MPI group
+    // copies bit for bit (a broadcast never does arithmetic).
+    static_assert(sizeof(ncclUniqueId) % sizeof(float) == 0, "NCCL id is not a whole number of f32");
+    host_->broadcast(&id, sizeof(ncclUniqueId) / sizeof(float), WireType::f32, /*root=*/0);
+    LLM_NCCL_CHECK(ncclCommInitRank(&comm_, size_, id, rank_));
+  }
+
+  ~NcclGroup() override {
+    if (!comm_) return;
+    if (std::uncaught_exceptions() > 0) {
+      // Unwinding after a failure: the peers may never reach a clean
+      // shutdown, so free locally without waiting for them (main then takes
+      // the job down).
+      ncclCommAbort(comm_);
+      return;
+    }
+    cudaStreamSynchronize(cuda::comm_stream());  // errors at exit have no one to report to
+    ncclCommDestroy(comm_);
+  }
+  NcclGroup(const NcclGroup&) = delete;
+  NcclGroup& operator=(const NcclGroup&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  CommHandle all_reduce_async(void* data, size_t count, WireType type) override {
+    count_all_reduce(count, type);
+    if (count == 0) return {};
+    return enqueue([&](cudaStream_t stream) {
+      LLM_NCCL_CHECK(ncclAllReduce(data, data, count, nccl_type(type), ncclSum, comm_, stream));
+    });
+  }
+
+  CommHandle reduce_scatter_async(const void* send, void* recv, size_t recv_count,
+                                  WireType type) override {
+    uint64_t chunk = recv_count * wire_bytes(type);
+    if (overlaps(send, size_ * chunk, recv, chunk))
+      throw_argument_error("reduce_scatter", "send and recv buffers overlap", __FILE__, __LINE__);
+    count_reduce_scatter(recv_count, type);
+    if (recv_count == 0) return {};
+    return enqueue([&](cudaStream_t stream) {
+      LLM_NCCL_CHECK(ncclReduceScatter(send, recv, recv_count, nccl_type(type), ncclSum, comm_, stream));
+    });
+  }
+
+  // send may be this member's own slot of recv (the shard living inside the
+  // full buffer): that is NCCL's in-place all-gather, as it is MPI's.
+  CommHandle all_gather_async(const void* send, void* recv, size_t send_count,
+                              WireType type) override {
+    uint64_t chunk = send_count * wire_bytes(type);
+    const void* own_slot = static_cast<const char*>(recv) + rank_ * chunk;
+    bool in_place = send == own_slot;
+    if (!in_place && overlaps(send, chunk, recv, size_ * chunk))
+      throw_argument_error("all_gather", "send overlaps recv without being this member's slot of it",
+                           __FILE__, __LINE__);
+    count_all_gather(send_count, type);
+    if (send_count == 0) return {};
+    return enqueue([&](cudaStream_t stream) {
+      LLM_NCCL_CHECK(ncclAllGather(send, recv, send_count, nccl_type(type), comm_, stream));
+    });
+  }
+
+  CommHandle broadcast_async(void* data, size_t count, WireType type, int root) override {
+    if (root < 0 || root >= size_)
+      throw_argument_error("broadcast", "root outside the group", __FILE__, __LINE__);
+    count_broadcast(count, type);
+    if (count == 0) return {};
+    return enqueue([&](cudaStream_t stream) {
+      LLM_NCCL_CHECK(ncclBroadcast(data, data, count, nccl_type(type), root, comm_, stream));
+    });
+  }
+
+  // Everything this process queued is done, then every member has got here.
+  void barrier() override {
+    LLM_CUDA_CHECK(cudaStreamSynchronize(cuda::comm_stream()));
+    LLM_CUDA_CHECK(cudaStreamSynchronize(cuda::compute_stream()));
+    host_->barrier();
+  }
+
+  // The host group is split the same way and the child gets a fresh NCCL
+  // communicator over it (rather than ncclCommSplit): one construction path
+  // for every NcclGroup, and the child needs its own host group anyway.
+  // Splits happen once at start-up, so the extra id exchange costs nothing.
+  std::unique_ptr<Group> split(int color, int key) override {
+    return std::make_unique<NcclGroup>(host_->split(color, key));
+  }
+
+  // A host value (a norm or a loss already read back): summed on the host
+  // group, with no device round trip and no stream synchronization.
+  double all_reduce_sum(double value) override { return host_->all_reduce_sum(value); }
+
+ private:
+  // Queues `nccl_call` on the comm stream behind everything queued on the
+  // compute stream so far; the handle puts the compute stream behind it.
+  template <class NcclCall>
+  CommHandle enqueue(NcclCall&& nccl_call) {
+    cudaStream_t compute = cuda::compute_stream(), comm = cuda::comm_stream();
+    cudaEvent_t inputs_ready = events_->acquire();
+    cudaError_t status = cudaEventRecord(inputs_ready, compute);
+    if (status == cudaSuccess) status = cudaStreamWaitEvent(comm, inputs_ready, 0);
+    events_->release(inputs_ready);  // the wait has captured the record
+    LLM_CUDA_CHECK(status);
+
+    nccl_call(comm);
+
+    cudaEvent_t done = events_->acquire();
+    status = cudaEventRecord(done, comm);
+    if (status != cudaSuccess) {
+      events_->release(done);
+      LLM_CUDA_CHECK(status);
+    }
+    // The pool is shared so that a handle outliving its group stays valid.
+    return CommHandle([events = events_, done] {
+      cudaError_t wait_status = cudaStreamWaitEvent(cuda::compute_stream(), done, 0);
+      events->release(done);
+      // A handle destroyed while unwinding must not throw a second exception.
+      if (wait_status != cudaSuccess && std::uncaught_exceptions() == 0)
+        LLM_CUDA_CHECK(wait_status);
+    });
+  }
+
+  std::unique_ptr<Group> host_;  // same members, host buffers (MPI)
+  std::shared_ptr<EventPool> events_;
+  ncclComm_t comm_ = nullptr;
+  int rank_ = 0, size_ = 1;
+};
+
+bool is_nccl_group(Group& group) { return dynamic_cast<NcclGroup*>(&group) != nullptr; }
+
+}  // namespace
+
+std::unique_ptr<Group> make_nccl_group(Group& members) {
+  // The id exchange needs host buffers: an NCCL group would read it as a
+  // device pointer.
+  if (is_nccl_group(members))
+    throw_argument_error("make_nccl_group", "members must be an MPI (host-buffer) group, not an NCCL group",
+                         __FILE__, __LINE__);
+  // A private copy of the members (same order), so the new group does not
+  // depend on `members` staying alive.
+  return std::make_unique<NcclGroup>(members.split(/*color=*/0, /*key=*/members.rank()));
+}
+
+}  // namespace llm
