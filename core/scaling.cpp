@@ -151,8 +151,7 @@ double measured(std::map<std::string, double>& cache, const std::string& config_
   if (it != cache.end()) return it->second;
   std::string what = config_path;
   for (const std::string& o : overrides) what += " --" + o;
-  fmt::print("  measuring {} on {} rank(s) ...\n", what, ranks);
-  std::fflush(stdout);
+  fmt::print(stderr, "measuring {} on {} rank(s) ...\n", what, ranks);
   return cache[key] = measure_step_seconds(config_path, overrides, ranks, run);
 }
 
@@ -189,13 +188,17 @@ void run_sweep(const ScaleOptions& o) {
         ThroughputOptions options;
         if (r.mode.ddp_buckets) options.ddp_bucket_bytes = kDdpBucketBytes;
         r.predicted = throughput_predict(c, gpus, hw, options);
-        const bool runnable = o.measure && r.fits && gpus <= o.measure_max_ranks &&
-                              r.bytes_per_gpu * static_cast<size_t>(gpus) <= memory_available_bytes();
-        if (runnable) {
+        // Runnable here: within the rank limit and, by the profile (which
+        // describes the machine measured on), within memory.
+        if (o.measure && r.fits && gpus <= o.measure_max_ranks) {
           std::vector<std::string> overrides = o.overrides;
           for (const std::string& m : mode_overrides(r.mode)) overrides.push_back(m);
           overrides.push_back(fmt::format("training.batch_size={}", c.training.batch_size));
-          r.measured_seconds = measured(cache, path, overrides, gpus, o.run);
+          try {
+            r.measured_seconds = measured(cache, path, overrides, gpus, o.run);
+          } catch (const Error& e) {
+            fmt::print(stderr, "not measured: {}\n", e.what());
+          }
         }
         std::string cell = r.fits ? fmt::format("{:.3g}", r.predicted.tflops_per_rank) : "OOM";
         if (r.measured_seconds) {
@@ -214,6 +217,32 @@ void run_sweep(const ScaleOptions& o) {
   if (o.plot) plot(csv, (std::filesystem::path(o.out) / "scaling.png").string());
 }
 
+// The 1, 5 and 15 minute load averages: how busy the machine was.
+std::string load_average() {
+  std::ifstream in("/proc/loadavg");
+  std::string one, five, fifteen;
+  in >> one >> five >> fifteen;
+  return fmt::format("{} {} {}", one, five, fifteen);
+}
+
+// The validation table as Markdown, for the README.
+void write_validation_markdown(const std::string& path, const std::string& hardware,
+                               const std::string& load_at_start, const std::vector<Row>& rows) {
+  std::ofstream out(path);
+  LLM_CHECK(out, "cannot write {}", path);
+  out << fmt::format("Predicted with `{}`; load average {} at the start, {} at the end.\n\n",
+                     hardware, load_at_start, load_average());
+  out << "| config | ranks | mode | predicted ms | measured ms | error | predicted compute / optimizer / exposed comm ms |\n"
+         "|---|---|---|---|---|---|---|\n";
+  for (const Row& r : rows) {
+    const StepPrediction& p = r.predicted;
+    out << fmt::format("| {} | {} | {} | {:.1f} | {:.1f} | {:+.0f}% | {:.1f} / {:.1f} / {:.1f} |\n", r.config,
+                       r.gpus, r.strategy, p.step_seconds * 1e3, *r.measured_seconds * 1e3,
+                       100 * (p.step_seconds / *r.measured_seconds - 1), p.compute_seconds * 1e3,
+                       p.optimizer_seconds * 1e3, p.exposed_comm_seconds * 1e3);
+  }
+}
+
 void run_validation(const ScaleOptions& o) {
   const HardwareProfile hw = hardware_load(o.hardware);
   std::filesystem::create_directories(o.out);
@@ -224,6 +253,7 @@ void run_validation(const ScaleOptions& o) {
              "predicted ms", "measured ms", "error", "predicted parts (compute / optimizer / exposed comm ms)");
   double sum_abs_error = 0;
   int points = 0;
+  const std::string load_at_start = load_average();
   for (const std::string& path : o.configs) {
     const Config base = config_load(path, o.overrides);
     for (int ranks : o.ranks) {
@@ -268,7 +298,9 @@ void run_validation(const ScaleOptions& o) {
   if (points > 0) fmt::print("mean absolute error over {} points: {:.1f}%\n", points, 100 * sum_abs_error / points);
   const std::string csv = (std::filesystem::path(o.out) / "validation.csv").string();
   write_csv(csv, std::filesystem::path(o.hardware).stem().string(), rows);
-  fmt::print("wrote {}\n", csv);
+  const std::string markdown = (std::filesystem::path(o.out) / "validation.md").string();
+  write_validation_markdown(markdown, o.hardware, load_at_start, rows);
+  fmt::print("wrote {} and {}\n", csv, markdown);
 }
 
 }  // namespace

@@ -33,8 +33,6 @@ UnitKind unit_kind(int unit, int num_units) {
 
 namespace {
 
-size_t shard_of(size_t numel, int group) { return (numel + group - 1) / group; }
-
 // The stand-in: dim 2, one head, the config's layer count and head tying, and
 // an FFN width and vocabulary chosen so that the embedding, block and head
 // units have pairwise different shards at shard group size S.
@@ -50,12 +48,13 @@ ModelConfig stand_in_model(const ModelConfig& real, int S) {
     probe.ffn_dim = ffn;
     probe.vocab_size = 2;
     ParameterLayout layout = layout_build(probe);
-    size_t block = shard_of(layout.units[1].numel, S);
+    size_t block = unit_shard_elements(layout.units[1].numel, S);
     if (S > 1 && block < 2) continue;  // a block must differ from a tied head's 1
     for (int vocab = 2; vocab <= 8 * S + 64; ++vocab) {
       probe.vocab_size = vocab;
       layout = layout_build(probe);
-      size_t embed = shard_of(layout.units[0].numel, S), head = shard_of(layout.units[2].numel, S);
+      size_t embed = unit_shard_elements(layout.units[0].numel, S);
+      size_t head = unit_shard_elements(layout.units[2].numel, S);
       if (embed != block && embed != head && head != block) {
         m.ffn_dim = ffn;
         m.vocab_size = vocab;
@@ -72,7 +71,7 @@ class Recorder {
   Recorder(StepTrace& trace, const ParameterLayout& stand_in, int shard_group) : trace_(trace) {
     const int n = static_cast<int>(stand_in.units.size());
     for (int u = 0; u < n; ++u) {
-      size_t s = shard_of(stand_in.units[u].numel, shard_group);
+      size_t s = unit_shard_elements(stand_in.units[u].numel, shard_group);
       UnitKind kind = unit_kind(u, n);
       auto [it, inserted] = kind_by_shard_.emplace(s, kind);
       LLM_CHECK(inserted || it->second == kind,

@@ -27,8 +27,6 @@ struct SizedCollective {
   double seconds = 0;
 };
 
-size_t shard_of(size_t numel, int group) { return (numel + group - 1) / group; }
-
 // Payload and ring bytes sent, as CommStats counts them (comm.h).
 void add_traffic(OpTraffic& t, CollectiveOp op, size_t count, size_t element_bytes, int n) {
   const uint64_t g = static_cast<uint64_t>(n), chunk = count * element_bytes;
@@ -55,7 +53,7 @@ double payload_of(CollectiveOp op, size_t count, size_t element_bytes, int n) {
 double optimizer_bytes(const ParameterLayout& layout, const ShardingPlan& plan, Precision precision) {
   double bytes = 0;
   for (const UnitSpec& unit : layout.units) {
-    const double s = static_cast<double>(shard_of(unit.numel, plan.shard_group_size));
+    const double s = static_cast<double>(unit_shard_elements(unit.numel, plan.shard_group_size));
     const double padded = s * plan.shard_group_size;
     bytes += 32 * s;
     if (precision == Precision::bf16) bytes += 6 * (plan.shard_params ? s : padded);
@@ -193,7 +191,7 @@ StepPrediction throughput_predict(const Config& config, int world, const Hardwar
   std::vector<SizedCollective> collectives;
   for (const TracedCollective& c : trace.collectives) {
     SizedCollective x{c.op, c.group, c.kind == UnitKind::scalar, 0, 0};
-    x.count = x.scalar ? 1 : shard_of(numel_of(c.kind), S);
+    x.count = x.scalar ? 1 : unit_shard_elements(numel_of(c.kind), S);
     x.element_bytes = x.scalar ? kScalarBytes : wire_bytes(c.type);
     collectives.push_back(x);
   }

@@ -34,8 +34,6 @@ namespace {
 
 using llm::Bf16;
 using namespace llm::test_support;
-using Bf16s = std::vector<Bf16>;
-using Doubles = std::vector<double>;
 
 const llm::Backend& gpu() { return llm::backend_cuda(); }
 
@@ -84,31 +82,17 @@ constexpr double kBf16Rounding = 0x1p-8;  // round to nearest: half an ulp, rela
 template <class S>
 constexpr bool kIsBf16 = std::is_same_v<S, Bf16>;
 
-Floats random_floats(size_t n, std::mt19937& rng, float lo, float hi) {
-  std::uniform_real_distribution<float> dist(lo, hi);
-  Floats x(n);
-  for (float& v : x) v = dist(rng);
-  return x;
-}
 
 // Floats in the storage type S (rounded to nearest for bf16).
 template <class S>
 std::vector<S> stored(const Floats& x) {
   if constexpr (kIsBf16<S>) {
-    Bf16s out(x.size());
-    for (size_t i = 0; i < x.size(); i++) out[i] = llm::to_bf16(x[i]);
-    return out;
+    return to_bf16s(x);
   } else {
     return x;
   }
 }
 
-template <class S>
-Doubles to_doubles(const std::vector<S>& x) {
-  Doubles out(x.size());
-  for (size_t i = 0; i < x.size(); i++) out[i] = llm::to_float(x[i]);
-  return out;
-}
 
 template <class S>
 void expect_same_bits(const std::vector<S>& a, const std::vector<S>& b, const std::string& what) {
@@ -116,28 +100,6 @@ void expect_same_bits(const std::vector<S>& a, const std::vector<S>& b, const st
   EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(S)), 0) << what;
 }
 
-// |actual[i] - expected[i]| <= bound[i] for every i (NaN fails); reports the
-// first few misses and their count.
-void expect_within(const Doubles& actual, const Doubles& expected, const Doubles& bound,
-                   const std::string& what) {
-  ASSERT_EQ(actual.size(), expected.size()) << what;
-  ASSERT_EQ(bound.size(), expected.size()) << what;
-  size_t misses = 0;
-  for (size_t i = 0; i < actual.size(); i++) {
-    if (std::fabs(actual[i] - expected[i]) <= bound[i]) continue;
-    if (++misses <= 5)
-      ADD_FAILURE() << what << "[" << i << "]: gpu " << actual[i] << " cpu " << expected[i]
-                    << " differ by " << std::fabs(actual[i] - expected[i]) << " > " << bound[i];
-  }
-  EXPECT_EQ(misses, 0u) << what << ": elements out of tolerance";
-}
-
-Doubles tolerance_bounds(const Doubles& expected, Tolerance tolerance) {
-  Doubles bound(expected.size());
-  for (size_t i = 0; i < expected.size(); i++)
-    bound[i] = tolerance.abs + tolerance.rel * std::fabs(expected[i]);
-  return bound;
-}
 
 // Per output element, the sum of |terms| of the product in which the GPU's
 // bf16 path rounds a factor: out_t = sum_s p_ts v_s (p rounded), dq_t =

@@ -38,7 +38,6 @@ namespace {
 
 using llm::Bf16;
 using namespace llm::test_support;
-using Bf16s = std::vector<Bf16>;
 
 const llm::Backend& gpu() { return llm::backend_cuda(); }
 
@@ -62,12 +61,6 @@ const Tolerance kOneBf16Ulp{kReassociation.abs, std::ldexp(1.0, -7) + 2 * kReass
 
 // ---- host data ------------------------------------------------------------------
 
-Floats random_floats(size_t n, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f) {
-  std::uniform_real_distribution<float> dist(lo, hi);
-  Floats x(n);
-  for (float& v : x) v = dist(rng);
-  return x;
-}
 
 // Uniform floats rounded through bf16, so both precisions see the same values.
 Floats random_bf16_values(size_t n, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f) {
@@ -76,11 +69,6 @@ Floats random_bf16_values(size_t n, std::mt19937& rng, float lo = -1.0f, float h
   return x;
 }
 
-Bf16s to_bf16s(const Floats& x) {
-  Bf16s out(x.size());
-  for (size_t i = 0; i < x.size(); i++) out[i] = llm::to_bf16(x[i]);
-  return out;
-}
 
 Floats to_floats(const Bf16s& x) {
   Floats out(x.size());

@@ -33,56 +33,15 @@ namespace {
 
 using llm::Bf16;
 using namespace llm::test_support;
-using Bf16s = std::vector<Bf16>;
-using Doubles = std::vector<double>;
 
 const llm::Backend& gpu() { return llm::backend_cuda(); }
 
 constexpr double kFloatEpsilon = 0x1p-23;  // fp32 ulp of 1
 constexpr double kBf16Ulp = 0x1p-7;        // bf16 ulp of 1: 8 significant bits
 
-Floats random_floats(size_t n, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f) {
-  std::uniform_real_distribution<float> dist(lo, hi);
-  Floats x(n);
-  for (float& v : x) v = dist(rng);
-  return x;
-}
 
-Bf16s to_bf16s(const Floats& x) {
-  Bf16s out(x.size());
-  for (size_t i = 0; i < x.size(); i++) out[i] = llm::to_bf16(x[i]);
-  return out;
-}
 
-Doubles to_doubles(const Floats& x) { return Doubles(x.begin(), x.end()); }
-Doubles to_doubles(const Bf16s& x) {
-  Doubles out(x.size());
-  for (size_t i = 0; i < x.size(); i++) out[i] = llm::to_float(x[i]);
-  return out;
-}
 
-// |actual[i] - expected[i]| <= bound[i] for every i (NaN fails); reports the
-// first few misses and their count.
-void expect_within(const Doubles& actual, const Doubles& expected, const Doubles& bound,
-                   const std::string& what) {
-  ASSERT_EQ(actual.size(), expected.size()) << what;
-  ASSERT_EQ(bound.size(), expected.size()) << what;
-  size_t misses = 0;
-  for (size_t i = 0; i < actual.size(); i++) {
-    if (std::fabs(actual[i] - expected[i]) <= bound[i]) continue;
-    if (++misses <= 5)
-      ADD_FAILURE() << what << "[" << i << "]: gpu " << actual[i] << " cpu " << expected[i]
-                    << " differ by " << std::fabs(actual[i] - expected[i]) << " > " << bound[i];
-  }
-  EXPECT_EQ(misses, 0u) << what << ": elements out of tolerance";
-}
-
-Doubles tolerance_bounds(const Doubles& expected, Tolerance tolerance) {
-  Doubles bound(expected.size());
-  for (size_t i = 0; i < expected.size(); i++)
-    bound[i] = tolerance.abs + tolerance.rel * std::fabs(expected[i]);
-  return bound;
-}
 
 template <class T>
 void expect_identical_bits(const std::vector<T>& a, const std::vector<T>& b,

@@ -83,6 +83,24 @@ TEST(Config, ImpossibleValuesAreErrorsNamingTheKey) {
   EXPECT_NE(error_of([] { config_parse("", "a.toml", {}); }).find("data.train"), std::string::npos);
 }
 
+TEST(Config, DeviceAndCommAreValidatedTogether) {
+  auto message_for = [](std::vector<std::string> overrides) {
+    return error_of([&] { config_parse(kMinimal, "a.toml", overrides); });
+  };
+  EXPECT_NE(message_for({"training.device=tpu"}).find("training.device must be cpu or cuda"),
+            std::string::npos);
+  EXPECT_NE(message_for({"parallel.comm=gloo"}).find("parallel.comm must be auto, mpi or nccl"),
+            std::string::npos);
+  EXPECT_NE(message_for({"parallel.comm=nccl"}).find("parallel.comm = nccl needs training.device = cuda"),
+            std::string::npos);
+  // auto resolves to the device's natural transport.
+  EXPECT_EQ(config_parse(kMinimal, "a.toml", {}).comm(), "mpi");
+  Config gpu = config_parse(kMinimal, "a.toml", {"training.device=cuda"});
+  EXPECT_EQ(gpu.device(), Device::cuda);
+  EXPECT_EQ(gpu.comm(), "nccl");
+  EXPECT_EQ(config_parse(kMinimal, "a.toml", {"training.device=cuda", "parallel.comm=mpi"}).comm(), "mpi");
+}
+
 TEST(Config, SyntaxErrorNamesFileAndLine) {
   std::string message = error_of([] { config_parse("[model]\ndim = = 3\n", "bad.toml", {}); });
   EXPECT_NE(message.find("bad.toml:2"), std::string::npos) << message;

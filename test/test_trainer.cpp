@@ -38,6 +38,20 @@ TEST(Trainer, SameSeedSameConfigGivesIdenticalBits) {
   EXPECT_NE(losses_of(c, 4), la);
 }
 
+// Without a GPU (or without the CUDA backend) a cuda run stops before
+// allocating anything, with one line naming the config and the reason.
+TEST(Trainer, CudaDeviceWithoutAGpuIsAClearError) {
+  if (cuda_device_count() > 0) GTEST_SKIP() << "this machine has a GPU";
+  std::string message;
+  try {
+    Trainer trainer(tiny({"training.device=cuda"}), comm_world());
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("configs/tiny.toml: training.device = cuda but this"), std::string::npos)
+      << message;
+}
+
 TEST(Trainer, LossFallsOnTinyData) {
   Trainer trainer(tiny(), comm_world());
   float before = trainer.evaluate();

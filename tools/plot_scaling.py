@@ -54,7 +54,7 @@ def main():
         panels.setdefault((r["hardware"], r["config"]), []).append(r)
 
     n = len(panels)
-    cols = min(n, 3)
+    cols = 2 if n == 4 else min(n, 3)
     nrows = math.ceil(n / cols)
     fig, axes = plt.subplots(nrows, cols, figsize=(5.2 * cols, 4.2 * nrows), squeeze=False)
     for ax, ((hardware, config), panel) in zip(axes.flat, panels.items()):
@@ -64,13 +64,14 @@ def main():
         strategies = OrderedDict()
         for r in panel:
             strategies.setdefault(r["strategy"], []).append(r)
-        for name, points in strategies.items():
+        for index, (name, points) in enumerate(strategies.items()):
             color, marker = strategy_style(name)
             points.sort(key=lambda r: int(r["gpus"]))
             fit = [r for r in points if r["fits"] == "1"]
             oom = [r for r in points if r["fits"] != "1"]
-            ax.plot([int(r["gpus"]) for r in fit], [float(r["tflops_per_gpu"]) for r in fit],
-                    color=color, marker=marker, markersize=4, label=f"{name} (model)")
+            if fit:
+                ax.plot([int(r["gpus"]) for r in fit], [float(r["tflops_per_gpu"]) for r in fit],
+                        color=color, marker=marker, markersize=4, label=f"{name} (model)")
             measured = [r for r in points if r["measured_tflops_per_gpu"]]
             if measured:
                 ax.plot([int(r["gpus"]) for r in measured],
@@ -78,7 +79,9 @@ def main():
                         linestyle="none", marker=marker, markersize=10, markerfacecolor="none",
                         markeredgecolor=color, markeredgewidth=1.5, label=f"{name} (measured)")
             if oom:
-                ax.plot([int(r["gpus"]) for r in oom], [0] * len(oom), linestyle="none",
+                # Side by side, so that strategies out of memory at one count all show.
+                shift = 1.0 + 0.06 * (index - (len(strategies) - 1) / 2)
+                ax.plot([int(r["gpus"]) * shift for r in oom], [0] * len(oom), linestyle="none",
                         marker="x", color=color, markersize=9, markeredgewidth=2,
                         label=f"{name}: out of memory")
         ax.set_xscale("log", base=2)

@@ -3,7 +3,7 @@
 // memory and the (T, T) score matrix never exists; forward keeps a running max
 // and sum per query (online softmax) and writes lse; backward recomputes the
 // probabilities from lse.
-// Kernels (128 threads each, one block per tile):
+// Kernels (128 threads each; tiles of 32 or 64 rows, see Tiles):
 //  - forward: one block per (query tile, query head, batch) sweeps the key
 //    tiles up to the diagonal: S = Q K^T, online softmax, O = O * rescale + P V.
 //  - backward, key/value gradients: one block per (key tile, kv head, batch)
@@ -14,16 +14,16 @@
 //  Both backward kernels compute delta_t = dout_t . out_t for the query rows
 //  they load (one warp per row, a fixed-order sum), instead of a preprocessing
 //  kernel writing it to a scratch buffer: the op has no workspace argument, and
-//  the extra dot product per loaded query row is ~0.1% of a tile's math.
+//  the cost is one more (rows, D) read and under 1% more multiply-adds.
 // Every tile product reads its operands from shared memory and writes its fp32
 // result there (tile_product): on CUDA cores with fp32 FMAs for float storage,
 // on tensor cores (nvcuda::wmma bf16 16x16x16, fp32 accumulation) for bf16.
-// Inputs in bf16 are exact in the mma, but its other operand, the
-// probabilities P (for O += P V, dV += P^T dO) and the score gradients dS (for
-// dK += dS^T Q, dQ += dS K), are computed in fp32 and rounded to bf16 (to
-// nearest even, 2^-8 relative at most) before the mma, where the CPU twin keeps
-// them in fp32; lse and the softmax sums use the unrounded fp32 P. Everything
-// else is fp32 and each output is rounded once, on store.
+// bf16 numerics: Q, K, V and dO are bf16 already, so S = Q K^T and dP = dO V^T
+// are exact products summed in fp32. The probabilities P (for O += P V and
+// dV += P^T dO) and score gradients dS (for dK += dS^T Q and dQ += dS K) are
+// computed in fp32 but rounded to bf16 (to nearest even: 2^-8 relative at
+// most) to enter the mma, where the CPU twin keeps them in fp32; lse and the
+// softmax sums use the unrounded P. All else is fp32, each output rounded once.
 // Head dims 1..128: a tile is padded with zero columns to the next of 16, 32,
 // 64 or 128 (the template parameter), which leaves every dot product unchanged.
 // Invariants: deterministic - no atomics; every sum runs in an order fixed by
