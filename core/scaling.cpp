@@ -157,6 +157,10 @@ double measured(std::map<std::string, double>& cache, const std::string& config_
 
 void run_sweep(const ScaleOptions& o) {
   const HardwareProfile hw = hardware_load(o.hardware);
+  const int node = o.hybrid_group > 0 ? o.hybrid_group : hw.node.devices_per_node;
+  for (const std::string& strategy : o.strategies) {
+    for (int gpus : o.gpus) strategy_mode(strategy, gpus, node);  // names and counts, before any output
+  }
   std::filesystem::create_directories(o.out);
   std::map<std::string, double> cache;
   std::vector<Row> rows;
@@ -178,7 +182,7 @@ void run_sweep(const ScaleOptions& o) {
         r.strategy = strategy;
         r.parameters = parameters;
         r.gpus = gpus;
-        r.mode = strategy_mode(strategy, gpus, o.hybrid_group > 0 ? o.hybrid_group : hw.node.devices_per_node);
+        r.mode = strategy_mode(strategy, gpus, node);
         Config c = weak_scaled(base, gpus);
         apply_mode(c, r.mode);
         const int ranks_per_node = std::min(gpus, hw.node.devices_per_node);
