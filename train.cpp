@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/benchmark.h"
+#include "core/cli_values.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -121,29 +122,6 @@ void check_options(const Args& args, std::initializer_list<const char*> allowed)
   }
 }
 
-long long to_integer(const std::string& text, const std::string& option) {
-  size_t used = 0;
-  long long value = 0;
-  try {
-    value = std::stoll(text, &used);
-  } catch (const std::exception&) {
-  }
-  LLM_CHECK(used == text.size() && !text.empty(), "--{}: expected an integer, got '{}'", option, text);
-  return value;
-}
-
-double to_number(const std::string& text, const std::string& option) {
-  size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-  }
-  LLM_CHECK(used == text.size() && !text.empty() && value > 0,
-            "--{}: expected a positive number, got '{}'", option, text);
-  return value;
-}
-
 llm::Config load_config(const Args& args) {
   const std::string* path = find_option(args, "config");
   LLM_CHECK(path, "./train {}: --config FILE is required (see ./train --help)", args.command);
@@ -157,9 +135,9 @@ int run_prepare(const Args& args) {
   for (const auto& [key, value] : args.options) {
     if (key == "input") options.inputs.push_back(value);
     if (key == "out") options.out_dir = value;
-    if (key == "vocab-size") options.vocab_size = static_cast<int>(to_integer(value, key));
-    if (key == "shard-tokens") options.shard_tokens = to_integer(value, key);
-    if (key == "seed") options.seed = static_cast<uint64_t>(to_integer(value, key));
+    if (key == "vocab-size") options.vocab_size = static_cast<int>(llm::parse_integer(value, key));
+    if (key == "shard-tokens") options.shard_tokens = llm::parse_integer(value, key);
+    if (key == "seed") options.seed = static_cast<uint64_t>(llm::parse_integer(value, key));
     if (key == "quiet") options.quiet = true;
     if (key == "val-fraction") {
       size_t used = 0;
@@ -210,10 +188,10 @@ int run_plan(const Args& args) {
   const std::string* world = find_option(args, "world");
   const std::string* memory = find_option(args, "gpu-memory");
   const std::string* group = find_option(args, "shard-group");
-  int ranks = world ? static_cast<int>(to_integer(*world, "world")) : 1;
+  int ranks = world ? static_cast<int>(llm::parse_integer(*world, "world")) : 1;
   LLM_CHECK(ranks >= 1, "--world: expected at least 1 rank, got {}", ranks);
   size_t device = memory ? llm::parse_bytes(*memory, "--gpu-memory") : llm::memory_available_bytes();
-  int hybrid_group = group ? static_cast<int>(to_integer(*group, "shard-group")) : std::min(ranks, 8);
+  int hybrid_group = group ? static_cast<int>(llm::parse_integer(*group, "shard-group")) : std::min(ranks, 8);
   llm::plan_print(load_config(args), ranks, hybrid_group, device);
   return 0;
 }
@@ -229,7 +207,7 @@ int run_train(const Args& args) {
 int run_bench(const Args& args) {
   check_options(args, {"config", "bench-steps", "modes", "memory", "peak-tflops"});
   const std::string* steps_option = find_option(args, "bench-steps");
-  int steps = steps_option ? static_cast<int>(to_integer(*steps_option, "bench-steps")) : 5;
+  int steps = steps_option ? static_cast<int>(llm::parse_integer(*steps_option, "bench-steps")) : 5;
   llm::Group& world = join_world();
   if (find_option(args, "modes")) {
     llm::benchmark_modes(load_config(args), world, steps);
@@ -238,7 +216,7 @@ int run_bench(const Args& args) {
   } else {
     const std::string* peak = find_option(args, "peak-tflops");
     // H100 SXM dense bf16 (the reference figure).
-    const double peak_tflops = peak ? to_number(*peak, "peak-tflops") : 989.0;
+    const double peak_tflops = peak ? llm::parse_positive_number(*peak, "peak-tflops") : 989.0;
     llm::benchmark_run(load_config(args), world, steps, peak_tflops);
   }
   return 0;

@@ -1,6 +1,6 @@
-// The CUDA runtime of the backend: device choice, the compute and
-// communication streams, and the device-memory table (cudaMalloc, copies on
-// the compute stream).
+// The CUDA runtime of the backend: device count and choice, the compute and
+// communication streams, grow-only scratch, and the device-memory table
+// (cudaMalloc, copies on the compute stream).
 // Invariant: device memory is only allocated when arenas are built, at
 // start-up; nothing here is called per step except the copies.
 #include <cstdio>
@@ -73,6 +73,16 @@ void synchronize() { LLM_CUDA_CHECK(cudaStreamSynchronize(compute_stream())); }
 }  // namespace
 
 cudaStream_t compute_stream() { return streams().compute; }
+
+void* GrowingScratch::reserve(size_t bytes) {
+  if (bytes <= capacity_) return buffer_;
+  cudaStream_t stream = compute_stream();
+  if (buffer_) LLM_CUDA_CHECK(cudaFreeAsync(buffer_, stream));
+  buffer_ = nullptr;
+  LLM_CUDA_CHECK(cudaMallocAsync(&buffer_, bytes, stream));
+  capacity_ = bytes;
+  return buffer_;
+}
 cudaStream_t comm_stream() { return streams().comm; }
 
 }  // namespace cuda
@@ -81,6 +91,15 @@ const DeviceMemory& cuda_memory() {
   static const DeviceMemory memory{cuda::allocate, cuda::release, cuda::to_device,
                                    cuda::to_host,  cuda::copy,    cuda::synchronize};
   return memory;
+}
+
+int cuda_device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky error of a machine without a GPU
+    return 0;
+  }
+  return count;
 }
 
 void cuda_use_device(int ordinal) { LLM_CUDA_CHECK(cudaSetDevice(ordinal)); }

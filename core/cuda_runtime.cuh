@@ -1,5 +1,6 @@
 // What every CUDA source shares: the error check, the two streams, launch
-// geometry and bf16 <-> fp32 conversion in device code.
+// geometry, alignment tests, grow-only scratch buffers and bf16 <-> fp32
+// conversion in device code.
 // Invariants: every kernel of the CUDA backend is launched on compute_stream()
 // and returns without synchronizing the host; collectives run on
 // comm_stream(), ordered against compute with events; a failed CUDA call
@@ -29,6 +30,29 @@ inline unsigned blocks_for(size_t n, unsigned threads) {
   size_t blocks = (n + threads - 1) / threads;
   return static_cast<unsigned>(blocks == 0 ? 1 : blocks);
 }
+
+// Whether p is aligned to `bytes` (a vector access of that width is legal).
+inline bool is_aligned(const void* p, size_t bytes) {
+  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
+
+// A kernel family's device temporaries (sort buffers, partial sums) sized by
+// the call: reserve() grows the buffer, stream-ordered on the compute stream
+// (cudaFreeAsync / cudaMallocAsync, so the host never blocks and no queued
+// kernel loses memory it still reads), and never shrinks it. A run calls with
+// fixed shapes, so each allocates on its first step only. One process drives
+// one device, so a static instance per use serves every call; process exit
+// reclaims it (freeing at exit could race the CUDA context's teardown).
+class GrowingScratch {
+ public:
+  // At least `bytes` bytes; the contents are undefined after a growth.
+  void* reserve(size_t bytes);
+  size_t capacity() const { return capacity_; }
+
+ private:
+  void* buffer_ = nullptr;
+  size_t capacity_ = 0;
+};
 
 // Loads and stores with fp32 math between, for kernels templated on the
 // storage type (float or Bf16, whose bits are a __nv_bfloat16).

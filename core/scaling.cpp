@@ -9,9 +9,9 @@
 #include <fstream>
 #include <map>
 #include <optional>
-#include <sstream>
 
 #include "core/calibration.h"
+#include "core/cli_values.h"
 #include "core/error.h"
 #include "core/hardware_profile.h"
 #include "core/measure_run.h"
@@ -43,31 +43,13 @@ struct ScaleOptions {
   MeasureOptions run;
 };
 
-std::vector<std::string> split_list(const std::string& text) {
-  std::vector<std::string> items;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    if (!item.empty()) items.push_back(item);
-  }
-  return items;
-}
-
 int to_int(const std::string& text, const std::string& option) {
-  size_t used = 0;
-  int value = 0;
-  try {
-    value = std::stoi(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  LLM_CHECK(used == text.size() && used > 0, "--{}: expected an integer, got '{}'", option, text);
-  return value;
+  return static_cast<int>(parse_integer(text, option));
 }
 
 std::vector<int> int_list(const std::string& text, const std::string& option) {
   std::vector<int> values;
-  for (const std::string& item : split_list(text)) {
+  for (const std::string& item : split_commas(text)) {
     values.push_back(to_int(item, option));
     LLM_CHECK(values.back() >= 1, "--{}: counts must be at least 1", option);
   }
@@ -330,11 +312,11 @@ int scale_command(const std::vector<std::pair<std::string, std::string>>& option
   std::string calibration_config, out;
   for (const auto& [key, value] : options) {
     if (key == "hardware") o.hardware = value;
-    else if (key == "configs") o.configs = split_list(value), configs_given = true;
-    else if (key == "strategies") o.strategies = split_list(value);
+    else if (key == "configs") o.configs = split_commas(value), configs_given = true;
+    else if (key == "strategies") o.strategies = split_commas(value);
     else if (key == "gpus") o.gpus = int_list(value, key);
     else if (key == "ranks") o.ranks = int_list(value, key);
-    else if (key == "modes") o.modes = split_list(value);
+    else if (key == "modes") o.modes = split_commas(value);
     else if (key == "out") out = value;
     else if (key == "measure") o.measure = true;
     else if (key == "no-plot") o.plot = false;

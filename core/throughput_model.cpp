@@ -27,22 +27,17 @@ struct SizedCollective {
   double seconds = 0;
 };
 
-// Payload and ring bytes sent, as CommStats counts them (comm.h).
-void add_traffic(OpTraffic& t, CollectiveOp op, size_t count, size_t element_bytes, int n) {
-  const uint64_t g = static_cast<uint64_t>(n), chunk = count * element_bytes;
-  t.calls += 1;
-  if (op == CollectiveOp::all_reduce) {
-    t.payload_bytes += chunk;
-    t.sent_bytes += 2 * (g - 1) * chunk / g;
-  } else {
-    t.payload_bytes += g * chunk;
-    t.sent_bytes += (g - 1) * chunk;
-  }
+// Payload and ring bytes sent, with the comm layer's own formulas (comm.h).
+Traffic traffic_of(CollectiveOp op, size_t count, size_t element_bytes, int n) {
+  const uint64_t bytes = static_cast<uint64_t>(count) * element_bytes;
+  return op == CollectiveOp::all_reduce ? all_reduce_traffic(bytes, n) : chunked_traffic(bytes, n);
 }
 
-double payload_of(CollectiveOp op, size_t count, size_t element_bytes, int n) {
-  double chunk = static_cast<double>(count) * element_bytes;
-  return op == CollectiveOp::all_reduce ? chunk : chunk * n;
+void add_traffic(OpTraffic& t, CollectiveOp op, size_t count, size_t element_bytes, int n) {
+  const Traffic traffic = traffic_of(op, count, element_bytes, n);
+  t.calls += 1;
+  t.payload_bytes += traffic.payload;
+  t.sent_bytes += traffic.sent;
 }
 
 // Bytes the optimizer step touches on rank 0: AdamW reads parameter,
@@ -208,7 +203,8 @@ StepPrediction throughput_predict(const Config& config, int world, const Hardwar
   }
   for (SizedCollective& c : collectives) {
     const GroupSpan& span = spans[static_cast<int>(c.group)];
-    c.seconds = collective_seconds(c.op, span, payload_of(c.op, c.count, c.element_bytes, span.size), hw);
+    const double payload = static_cast<double>(traffic_of(c.op, c.count, c.element_bytes, span.size).payload);
+    c.seconds = collective_seconds(c.op, span, payload, hw);
   }
 
   // Replay: one compute timeline, one channel per group.

@@ -181,6 +181,7 @@ template <class A> class TransformerImpl : public Transformer::Impl {
     BufferPlan plan = plan_activations(config, max_batch, max_seq, checkpointing, buf_, bytes_);
     arena_ = Arena("activations", plan.bytes(), memory_);
     host_losses_.resize(static_cast<size_t>(max_batch) * max_seq);
+    host_row_.resize(V_);
     plan.bind(arena_);
     // Checkpointed blocks work in the shared scratch for what they do not keep.
     for (int l = 0; l < L_; ++l) {
@@ -201,9 +202,9 @@ template <class A> class TransformerImpl : public Transformer::Impl {
   float forward_backward(UnitProvider& units, const int32_t* inputs, const int32_t* targets, int B,
                          int T, float dloss) override;
   void logits_row(int row, float* out) const override {
-    std::vector<A> logits(V_);
-    memory_.to_host(logits.data(), buf_.head.logits + static_cast<size_t>(row) * V_, V_ * sizeof(A));
-    for (int v = 0; v < V_; ++v) out[v] = to_float(logits[v]);
+    memory_.to_host(host_row_.data(), buf_.head.logits + static_cast<size_t>(row) * V_,
+                    V_ * sizeof(A));
+    for (int v = 0; v < V_; ++v) out[v] = to_float(host_row_[v]);
   }
 
  private:
@@ -255,6 +256,7 @@ template <class A> class TransformerImpl : public Transformer::Impl {
   Buffers<A> buf_;
   Arena arena_;
   std::vector<float> host_losses_;  // (max_batch * max_seq)
+  mutable std::vector<A> host_row_;  // (V) one row of logits read back for sampling
 };
 
 template <class A>

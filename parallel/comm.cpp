@@ -23,32 +23,40 @@ void CommStats::add(const CommStats& other) {
   broadcast_sent += other.broadcast_sent;
 }
 
-void Group::count(uint64_t payload, uint64_t sent, uint64_t& collective_sent) {
-  stats_.calls += 1;
-  stats_.payload_bytes += payload;
-  stats_.sent_bytes += sent;
-  collective_sent += sent;
+Traffic all_reduce_traffic(uint64_t bytes, int n) {
+  const uint64_t g = static_cast<uint64_t>(n);
+  return {bytes, 2 * (g - 1) * bytes / g};
 }
 
-void Group::count_all_reduce(size_t count, WireType type) {
-  const uint64_t payload = count * wire_bytes(type), n = size();
-  this->count(payload, 2 * (n - 1) * payload / n, stats_.all_reduce_sent);
-}
-
-void Group::count_reduce_scatter(size_t recv_count, WireType type) {
-  const uint64_t chunk = recv_count * wire_bytes(type), n = size();
-  count(n * chunk, (n - 1) * chunk, stats_.reduce_scatter_sent);
-}
-
-void Group::count_all_gather(size_t send_count, WireType type) {
-  const uint64_t chunk = send_count * wire_bytes(type), n = size();
-  count(n * chunk, (n - 1) * chunk, stats_.all_gather_sent);
+Traffic chunked_traffic(uint64_t chunk_bytes, int n) {
+  const uint64_t g = static_cast<uint64_t>(n);
+  return {g * chunk_bytes, (g - 1) * chunk_bytes};
 }
 
 // Every member counts the root's send (the payload), so stats agree across members.
+Traffic broadcast_traffic(uint64_t bytes, int n) { return {bytes, n > 1 ? bytes : 0}; }
+
+void Group::count(Traffic traffic, uint64_t& collective_sent) {
+  stats_.calls += 1;
+  stats_.payload_bytes += traffic.payload;
+  stats_.sent_bytes += traffic.sent;
+  collective_sent += traffic.sent;
+}
+
+void Group::count_all_reduce(size_t count, WireType type) {
+  this->count(all_reduce_traffic(count * wire_bytes(type), size()), stats_.all_reduce_sent);
+}
+
+void Group::count_reduce_scatter(size_t recv_count, WireType type) {
+  count(chunked_traffic(recv_count * wire_bytes(type), size()), stats_.reduce_scatter_sent);
+}
+
+void Group::count_all_gather(size_t send_count, WireType type) {
+  count(chunked_traffic(send_count * wire_bytes(type), size()), stats_.all_gather_sent);
+}
+
 void Group::count_broadcast(size_t count, WireType type) {
-  const uint64_t payload = count * wire_bytes(type);
-  this->count(payload, size() > 1 ? payload : 0, stats_.broadcast_sent);
+  this->count(broadcast_traffic(count * wire_bytes(type), size()), stats_.broadcast_sent);
 }
 
 CommHandle& CommHandle::operator=(CommHandle&& other) noexcept {

@@ -32,6 +32,18 @@ struct CommStats {
   void add(const CommStats& other);
 };
 
+// One collective's traffic as CommStats counts it, for a group of n: the
+// logical payload and the bytes a ring sends per member. The single source of
+// these formulas (the comm layers count with them, the throughput model
+// predicts with them). `bytes` is the whole buffer for all-reduce and
+// broadcast, one member's chunk for reduce-scatter and all-gather.
+struct Traffic {
+  uint64_t payload = 0, sent = 0;
+};
+Traffic all_reduce_traffic(uint64_t bytes, int n);
+Traffic chunked_traffic(uint64_t chunk_bytes, int n);  // reduce-scatter, all-gather
+Traffic broadcast_traffic(uint64_t bytes, int n);
+
 // A pending collective; wait() blocks until its buffers may be used. Waiting
 // twice is harmless; destroying an unwaited handle waits.
 class CommHandle {
@@ -99,7 +111,7 @@ class Group {
   CommStats stats_;
 
  private:
-  void count(uint64_t payload, uint64_t sent, uint64_t& collective_sent);
+  void count(Traffic traffic, uint64_t& collective_sent);
 };
 
 // --- the MPI world ----------------------------------------------------------

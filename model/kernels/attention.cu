@@ -624,8 +624,7 @@ void with_padded_head_dim(int D, F&& f) {
 // 16-byte aligned tensors (then every row start is aligned too).
 template <class Storage>
 bool packs_fit(int D, const void* a, const void* b) {
-  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  return D % (16 / (int)sizeof(Storage)) == 0 && aligned(a) && aligned(b);
+  return D % (16 / (int)sizeof(Storage)) == 0 && is_aligned(a, 16) && is_aligned(b, 16);
 }
 
 template <class Kernel>

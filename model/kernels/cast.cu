@@ -25,7 +25,6 @@ struct alignas(sizeof(T) * kPack) Pack {
   T v[kPack];
 };
 
-bool is_aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 // ---- kernels --------------------------------------------------------------------
 

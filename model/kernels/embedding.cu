@@ -33,7 +33,6 @@ struct alignas(sizeof(T) * kColumnPack) Pack {
   T v[kColumnPack];
 };
 
-bool is_aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 // ---- kernels --------------------------------------------------------------------
 
@@ -127,59 +126,40 @@ __global__ void accumulate_runs_kernel(float* dwte, const T* dout, const int32_t
 
 // ---- scratch --------------------------------------------------------------------
 
-// The sort's buffers: positions 0..N-1 (the values sorted along with the
-// tokens, written once when the buffers grow: the sort does not modify its
-// input), the sorted tokens and positions, and CUB's temporary storage.
-// Allocated on the compute stream on first use and regrown, never shrunk,
-// when a call needs more (a larger N); a training run calls with one N, so it
-// allocates once. Stream-ordered (cudaMallocAsync / cudaFreeAsync), so
-// growing never blocks the host or frees a buffer a queued kernel still
-// reads. One process drives one device from one thread, so a single instance
-// serves every call; it is left to process exit to reclaim.
+// The sort's buffers (GrowingScratch each): positions 0..N-1 (the values
+// sorted along with the tokens, written when the buffer grows: the sort does
+// not modify its input), the sorted tokens and positions, and CUB's
+// temporary storage.
 struct SortScratch {
-  int capacity = 0;  // positions the three int buffers hold
-  int32_t* positions = nullptr;
-  int32_t* sorted_tokens = nullptr;
-  int32_t* sorted_positions = nullptr;
-  void* temp = nullptr;
-  size_t temp_bytes = 0;
+  GrowingScratch positions, sorted_tokens, sorted_positions, temp;
+};
+struct SortedPositions {
+  const int32_t* sorted_tokens;
+  const int32_t* sorted_positions;
 };
 
-template <class P>
-void reallocate(P*& p, size_t bytes, cudaStream_t stream) {
-  if (p) LLM_CUDA_CHECK(cudaFreeAsync(p, stream));
-  void* fresh = nullptr;
-  LLM_CUDA_CHECK(cudaMallocAsync(&fresh, bytes, stream));
-  p = static_cast<P*>(fresh);
-}
-
-// Fills scratch.sorted_tokens / sorted_positions with tokens[0..N) sorted
-// stably by token, growing the scratch first if needed.
-const SortScratch& sort_positions_by_token(const int32_t* tokens, int N) {
+// tokens[0..N) sorted stably by token, with their positions.
+SortedPositions sort_positions_by_token(const int32_t* tokens, int N) {
   static SortScratch scratch;
   cudaStream_t stream = compute_stream();
-  if (N > scratch.capacity) {
-    const size_t bytes = sizeof(int32_t) * (size_t)N;
-    reallocate(scratch.positions, bytes, stream);
-    reallocate(scratch.sorted_tokens, bytes, stream);
-    reallocate(scratch.sorted_positions, bytes, stream);
-    iota_kernel<<<std::min(blocks_for(N, 256), 1024u), 256, 0, stream>>>(scratch.positions, N);
+  const size_t bytes = sizeof(int32_t) * (size_t)N;
+  const bool grows = bytes > scratch.positions.capacity();
+  auto* positions = static_cast<int32_t*>(scratch.positions.reserve(bytes));
+  if (grows) {
+    iota_kernel<<<std::min(blocks_for(N, 256), 1024u), 256, 0, stream>>>(positions, N);
     LLM_CUDA_CHECK_LAUNCH();
-    scratch.capacity = N;
   }
+  auto* sorted_tokens = static_cast<int32_t*>(scratch.sorted_tokens.reserve(bytes));
+  auto* sorted_positions = static_cast<int32_t*>(scratch.sorted_positions.reserve(bytes));
   size_t temp_bytes = 0;
-  LLM_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, tokens, scratch.sorted_tokens,
-                                                 scratch.positions, scratch.sorted_positions, N, 0,
+  LLM_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, tokens, sorted_tokens,
+                                                 positions, sorted_positions, N, 0,
                                                  sizeof(int32_t) * 8, stream));
-  if (temp_bytes > scratch.temp_bytes) {
-    reallocate(scratch.temp, temp_bytes, stream);
-    scratch.temp_bytes = temp_bytes;
-  }
-  temp_bytes = scratch.temp_bytes;
-  LLM_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(
-      scratch.temp, temp_bytes, tokens, scratch.sorted_tokens, scratch.positions,
-      scratch.sorted_positions, N, 0, sizeof(int32_t) * 8, stream));
-  return scratch;
+  void* temp = scratch.temp.reserve(temp_bytes);
+  LLM_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, tokens, sorted_tokens, positions,
+                                                 sorted_positions, N, 0, sizeof(int32_t) * 8,
+                                                 stream));
+  return {sorted_tokens, sorted_positions};
 }
 
 // ---- launchers ------------------------------------------------------------------
@@ -207,7 +187,7 @@ void gather_rows(T* out, const int32_t* tokens, const T* wte, int N, int C) {
 template <class T>
 void scatter_add_rows(float* dwte, const T* dout, const int32_t* tokens, int N, int C) {
   if (N <= 0 || C <= 0) return;
-  const SortScratch& sorted = sort_positions_by_token(tokens, N);
+  const SortedPositions sorted = sort_positions_by_token(tokens, N);
   const unsigned columns_per_block = kRunThreads * kColumnPack;
   const dim3 grid(std::min((unsigned)N, kMaxRunBlocks),
                   (C + columns_per_block - 1) / columns_per_block);

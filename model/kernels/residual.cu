@@ -26,7 +26,6 @@ struct alignas(16) Pack {
   T v[kPack<T>];
 };
 
-bool is_aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 // ---- kernels --------------------------------------------------------------------
 

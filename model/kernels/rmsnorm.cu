@@ -41,7 +41,6 @@ struct alignas(16) Pack {
   T v[kPack<T>];
 };
 
-bool is_aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 // Threads of a row's block: enough for one pack each, whole warps, at most kMaxThreads.
 template <class T>
@@ -214,25 +213,11 @@ __global__ void sum_partials_kernel(float* dweight, const float* partials, int n
 
 // ---- scratch --------------------------------------------------------------------
 
-// The dweight partials of backward, (chunks, C) floats. Allocated on the
-// compute stream on first use and regrown, never shrunk, when a call needs
-// more; a training run calls with fixed shapes, so it allocates once (at most
-// kMaxRowChunks * C * 4 bytes: 16 MiB for C = 4096). Stream-ordered
-// (cudaMallocAsync / cudaFreeAsync), so growing never blocks the host or frees
-// memory a queued kernel still uses. One process drives one device from one
-// thread, so a single instance serves every call; process exit reclaims it.
+// The dweight partials of backward, (chunks, C) floats (at most
+// kMaxRowChunks * C * 4 bytes: 16 MiB for C = 4096).
 float* partials_scratch(size_t floats) {
-  static float* buffer = nullptr;
-  static size_t capacity = 0;
-  if (floats > capacity) {
-    cudaStream_t stream = compute_stream();
-    if (buffer) LLM_CUDA_CHECK(cudaFreeAsync(buffer, stream));
-    void* fresh = nullptr;
-    LLM_CUDA_CHECK(cudaMallocAsync(&fresh, floats * sizeof(float), stream));
-    buffer = static_cast<float*>(fresh);
-    capacity = floats;
-  }
-  return buffer;
+  static GrowingScratch scratch;
+  return static_cast<float*>(scratch.reserve(floats * sizeof(float)));
 }
 
 // ---- launchers ------------------------------------------------------------------
