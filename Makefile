@@ -43,13 +43,13 @@ bench: deps build
 	./train bench --config configs/25m.toml
 
 # Scaling curves (docs/scaling.*): the T5 sizes on the paper's A100 cluster
-# (predicted), this machine calibrated (hardware/cpu_dev_vm.toml) and its
+# (predicted), this machine calibrated (planning/hardware/cpu_dev_vm.toml) and its
 # measured points against that profile, and the validation table
 # (docs/scaling_validation.csv). Timings want a quiet machine.
 scaling: deps build
 	./train scale --calibrate
-	./train scale --hardware hardware/a100_80gb_roce.toml --out results/scaling --no-plot
-	./train scale --hardware hardware/cpu_dev_vm.toml --configs configs/scale_cpu.toml --gpus 1,2,4 --measure --out results/scaling_cpu --no-plot
+	./train scale --hardware planning/hardware/a100_80gb_roce.toml --out results/scaling --no-plot
+	./train scale --hardware planning/hardware/cpu_dev_vm.toml --configs configs/scale_cpu.toml --gpus 1,2,4 --measure --out results/scaling_cpu --no-plot
 	./train scale --validate --out results/validation
 	mkdir -p docs
 	cp results/scaling/scaling.csv docs/scaling.csv

@@ -13,17 +13,17 @@
 #include <string>
 #include <vector>
 
-#include "core/benchmark.h"
-#include "core/cli_values.h"
-#include "core/config.h"
-#include "core/error.h"
-#include "core/log.h"
-#include "core/planner.h"
-#include "core/scaling.h"
-#include "core/system.h"
-#include "core/trainer.h"
+#include "trainer/benchmark.h"
+#include "runtime/cli_values.h"
+#include "config/config.h"
+#include "runtime/error.h"
+#include "runtime/log.h"
+#include "planning/planner.h"
+#include "planning/scaling.h"
+#include "runtime/system.h"
+#include "trainer/trainer.h"
 #include "data/prepare.h"
-#include "model/hf_llama.h"
+#include "interop/hf_llama.h"
 #include "parallel/checkpoint.h"
 #include "parallel/comm.h"
 
@@ -51,9 +51,9 @@ constexpr const char* kUsage = R"(usage:
       (mpirun) and overlays them. --section.key=value applies to every config
       (predicted and measured).
   ./train scale --validate [--configs A,B] [--ranks 1,2,4] [--modes ddp,zero3]
-      Every mode at each rank count on this machine: predicted (hardware/
+      Every mode at each rank count on this machine: predicted (planning/hardware/
       cpu_dev_vm.toml) against measured step time, with the error.
-  ./train scale --calibrate [--out hardware/cpu_dev_vm.toml] [--config FILE]
+  ./train scale --calibrate [--out planning/hardware/cpu_dev_vm.toml] [--config FILE]
       Measure this machine (sgemm, memory, MPI) into a hardware profile.
   ./train export --checkpoint DIR --out DIR [--dtype float32|bfloat16]
       Write a checkpoint as Hugging Face Llama weights (model.safetensors and

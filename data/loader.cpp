@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <utility>
 
-#include "core/error.h"
-#include "core/rng.h"
+#include "runtime/error.h"
+#include "runtime/rng.h"
 
 namespace llm {
 namespace {

@@ -21,9 +21,9 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "core/error.h"
-#include "core/file_io.h"
-#include "core/rng.h"
+#include "runtime/error.h"
+#include "runtime/file_io.h"
+#include "runtime/rng.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
 

@@ -14,8 +14,8 @@
 #include <limits>
 #include <utility>
 
-#include "core/error.h"
-#include "core/file_io.h"
+#include "runtime/error.h"
+#include "runtime/file_io.h"
 
 namespace llm {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <sentencepiece_processor.h>
 
-#include "core/error.h"
+#include "runtime/error.h"
 
 namespace llm {
 

@@ -8,7 +8,7 @@
 // sum_squares, which returns its value.
 #pragma once
 
-#include "core/device.h"
+#include "runtime/device.h"
 #include "model/kernels/adamw.h"
 #include "model/kernels/attention.h"
 #include "model/kernels/cast.h"

@@ -1,5 +1,5 @@
 // CPU-only build: there is no CUDA op table; asking for one says why.
-#include "core/error.h"
+#include "runtime/error.h"
 #include "model/backend.h"
 
 namespace llm {

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <numeric>
 
-#include "core/error.h"
-#include "core/rng.h"
+#include "runtime/error.h"
+#include "runtime/rng.h"
 
 namespace llm {
 

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/error.h"
-#include "core/rng.h"
+#include "runtime/error.h"
+#include "runtime/rng.h"
 
 namespace llm {
 namespace {

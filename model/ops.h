@@ -6,7 +6,7 @@
 
 #include <type_traits>
 
-#include "core/bf16.h"
+#include "runtime/bf16.h"
 #include "model/backend.h"
 
 namespace llm {

@@ -7,7 +7,7 @@
 
 #include <cstddef>
 
-#include "core/config.h"
+#include "config/config.h"
 #include "model/backend.h"
 #include "model/layout.h"
 

@@ -4,7 +4,7 @@
 // recomputes what activation checkpointing dropped.
 #include "model/transformer.h"
 
-#include "core/error.h"
+#include "runtime/error.h"
 #include "model/ops.h"
 
 namespace llm {

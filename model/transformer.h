@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "core/arena.h"
-#include "core/config.h"
+#include "runtime/arena.h"
+#include "config/config.h"
 #include "model/backend.h"
 #include "model/layout.h"
 #include "model/unit_provider.h"

@@ -10,8 +10,8 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "core/error.h"
-#include "core/file_io.h"
+#include "runtime/error.h"
+#include "runtime/file_io.h"
 
 namespace llm {
 namespace {

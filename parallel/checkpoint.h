@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "core/config.h"
+#include "config/config.h"
 #include "parallel/sharding_engine.h"
 #include "parallel/topology.h"
 

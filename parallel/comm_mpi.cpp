@@ -9,8 +9,8 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "core/bf16.h"
-#include "core/error.h"
+#include "runtime/bf16.h"
+#include "runtime/error.h"
 #include "parallel/comm.h"
 
 namespace llm {

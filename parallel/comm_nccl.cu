@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/cuda_runtime.cuh"
+#include "runtime/cuda_runtime.cuh"
 #include "parallel/comm.h"
 #include "parallel/comm_nccl.h"
 

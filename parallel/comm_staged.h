@@ -12,7 +12,7 @@
 
 #include <memory>
 
-#include "core/device_memory.h"
+#include "runtime/device_memory.h"
 #include "parallel/comm.h"
 
 namespace llm {

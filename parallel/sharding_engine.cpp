@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/error.h"
+#include "runtime/error.h"
 
 namespace llm {
 namespace {

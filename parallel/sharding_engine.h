@@ -26,9 +26,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/arena.h"
-#include "core/bf16.h"
-#include "core/config.h"
+#include "runtime/arena.h"
+#include "runtime/bf16.h"
+#include "config/config.h"
 #include "model/backend.h"
 #include "model/layout.h"
 #include "model/optimizer.h"

@@ -1,7 +1,7 @@
 // Mode presets and group construction.
 #include "parallel/topology.h"
 
-#include "core/error.h"
+#include "runtime/error.h"
 
 namespace llm {
 

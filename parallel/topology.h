@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "core/config.h"
+#include "config/config.h"
 #include "parallel/comm.h"
 
 namespace llm {

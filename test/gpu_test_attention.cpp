@@ -23,8 +23,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/bf16.h"
-#include "core/error.h"
+#include "runtime/bf16.h"
+#include "runtime/error.h"
 #include "model/backend.h"
 #include "model/kernels/attention.h"
 #include "test/gpu_test_support.h"

@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/bf16.h"
+#include "runtime/bf16.h"
 #include "model/backend.h"
 #include "model/kernels/cast.h"
 #include "model/kernels/embedding.h"

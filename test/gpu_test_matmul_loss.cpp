@@ -21,7 +21,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/bf16.h"
+#include "runtime/bf16.h"
 #include "model/backend.h"
 #include "model/kernels/adamw.h"
 #include "model/kernels/cross_entropy.h"

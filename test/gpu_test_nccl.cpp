@@ -14,9 +14,9 @@
 #include <random>
 #include <vector>
 
-#include "core/bf16.h"
-#include "core/device.h"
-#include "core/error.h"
+#include "runtime/bf16.h"
+#include "runtime/device.h"
+#include "runtime/error.h"
 #include "parallel/comm.h"
 #include "parallel/comm_nccl.h"
 #include "test/gpu_test_support.h"

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "core/device.h"
-#include "core/bf16.h"
+#include "runtime/device.h"
+#include "runtime/bf16.h"
 #include "model/backend.h"
 #include "test/kernel_test_support.h"
 

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "core/bf16.h"
-#include "core/error.h"
+#include "runtime/bf16.h"
+#include "runtime/error.h"
 #include "parallel/comm.h"
 
 namespace llm {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "core/trainer.h"
+#include "trainer/trainer.h"
 #include "parallel/comm.h"
 #include "parallel/comm_staged.h"
 

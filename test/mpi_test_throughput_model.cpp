@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "core/hardware_profile.h"
-#include "core/throughput_model.h"
-#include "core/trainer.h"
+#include "planning/hardware_profile.h"
+#include "planning/throughput_model.h"
+#include "trainer/trainer.h"
 #include "parallel/comm.h"
 
 namespace llm {
@@ -47,7 +47,7 @@ CommStats measured_stats(const Config& config) {
 TEST(ThroughputModelTraffic, EqualsWhatTheEngineCounts) {
   const int n = comm_world().size();
   if (12 % n != 0) GTEST_SKIP() << "12 sequences do not split over " << n << " ranks";
-  const HardwareProfile hw = hardware_load("hardware/a100_80gb_roce.toml");
+  const HardwareProfile hw = hardware_load("planning/hardware/a100_80gb_roce.toml");
   std::vector<std::vector<std::string>> modes = {
       {"parallel.mode=ddp"}, {"parallel.mode=zero1"}, {"parallel.mode=zero2"}, {"parallel.mode=zero3"}};
   for (int group = 1; group <= n; ++group) {

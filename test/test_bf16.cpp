@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <random>
 
-#include "core/bf16.h"
+#include "runtime/bf16.h"
 
 namespace llm {
 namespace {

@@ -6,10 +6,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/error.h"
-#include "core/file_io.h"
-#include "core/trainer.h"
-#include "model/hf_llama.h"
+#include "runtime/error.h"
+#include "runtime/file_io.h"
+#include "trainer/trainer.h"
+#include "interop/hf_llama.h"
 #include "parallel/checkpoint.h"
 #include "parallel/comm.h"
 

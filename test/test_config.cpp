@@ -2,8 +2,8 @@
 // and the errors for unknown keys, wrong types and impossible values.
 #include <gtest/gtest.h>
 
-#include "core/config.h"
-#include "core/error.h"
+#include "config/config.h"
+#include "runtime/error.h"
 
 namespace llm {
 namespace {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
+#include "runtime/error.h"
 #include "data/loader.h"
 #include "data/prepare.h"
 #include "data/shard.h"

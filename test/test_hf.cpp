@@ -15,10 +15,10 @@
 #include <random>
 #include <set>
 
-#include "core/bf16.h"
-#include "core/error.h"
-#include "model/hf_llama.h"
-#include "model/safetensors.h"
+#include "runtime/bf16.h"
+#include "runtime/error.h"
+#include "interop/hf_llama.h"
+#include "interop/safetensors.h"
 #include "test/temp_dir.h"
 
 namespace llm {

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "core/bf16.h"
+#include "runtime/bf16.h"
 #include "model/kernels/attention.h"
 #include "model/kernels/cast.h"
 #include "model/kernels/cross_entropy.h"

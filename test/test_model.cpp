@@ -9,8 +9,8 @@
 #include <cstring>
 #include <map>
 
-#include "core/error.h"
-#include "core/rng.h"
+#include "runtime/error.h"
+#include "runtime/rng.h"
 #include "model/transformer.h"
 #include "parallel/sharding_engine.h"
 #include "reference_ops.h"

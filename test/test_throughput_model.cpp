@@ -10,12 +10,12 @@
 #include <functional>
 #include <string>
 
-#include "core/benchmark.h"
-#include "core/error.h"
-#include "core/hardware_profile.h"
-#include "core/scaling.h"
-#include "core/throughput_model.h"
-#include "core/trainer.h"
+#include "trainer/benchmark.h"
+#include "runtime/error.h"
+#include "planning/hardware_profile.h"
+#include "planning/scaling.h"
+#include "planning/throughput_model.h"
+#include "trainer/trainer.h"
 #include "parallel/topology.h"
 
 namespace llm {
@@ -30,15 +30,15 @@ std::string error_of(const std::function<void()>& f) {
   return "";
 }
 
-HardwareProfile a100() { return hardware_load("hardware/a100_80gb_roce.toml"); }
+HardwareProfile a100() { return hardware_load("planning/hardware/a100_80gb_roce.toml"); }
 
 Config with(const std::string& path, std::vector<std::string> overrides) {
   return config_load(path, overrides);
 }
 
 TEST(HardwareProfile, EveryShippedProfileLoads) {
-  for (const char* path : {"hardware/a100_80gb_roce.toml", "hardware/h100_sxm.toml",
-                           "hardware/cpu_dev_vm.toml"}) {
+  for (const char* path : {"planning/hardware/a100_80gb_roce.toml", "planning/hardware/h100_sxm.toml",
+                           "planning/hardware/cpu_dev_vm.toml"}) {
     SCOPED_TRACE(path);
     HardwareProfile hw = hardware_load(path);
     EXPECT_GT(hw.rank_flops(Precision::bf16, 1), 0);

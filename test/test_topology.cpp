@@ -2,8 +2,8 @@
 // anything is allocated, with one line naming the key.
 #include <gtest/gtest.h>
 
-#include "core/error.h"
-#include "core/trainer.h"
+#include "runtime/error.h"
+#include "trainer/trainer.h"
 #include "parallel/topology.h"
 
 namespace llm {

@@ -6,9 +6,9 @@
 #include <cmath>
 #include <filesystem>
 
-#include "core/error.h"
+#include "runtime/error.h"
 #include "parallel/comm.h"
-#include "core/trainer.h"
+#include "trainer/trainer.h"
 #include "model/optimizer.h"
 
 namespace llm {

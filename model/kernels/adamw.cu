@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/cuda_runtime.cuh"
+#include "runtime/cuda_runtime.cuh"
 #include "model/kernels/adamw.h"
 
 namespace llm::cuda {

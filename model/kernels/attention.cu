@@ -39,7 +39,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "core/cuda_runtime.cuh"
+#include "runtime/cuda_runtime.cuh"
 #include "model/kernels/attention.h"
 
 namespace llm::cuda {

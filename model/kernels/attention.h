@@ -7,7 +7,7 @@
 // a fixed order), scale 1/sqrt(D), query head h reads kv head h / (H / KV).
 #pragma once
 
-#include "core/bf16.h"
+#include "runtime/bf16.h"
 
 namespace llm::cpu {
 

@@ -9,7 +9,7 @@
 // type; reductions have a fixed order (same inputs, same bits).
 #include <cfloat>
 
-#include "core/cuda_runtime.cuh"
+#include "runtime/cuda_runtime.cuh"
 #include "model/kernels/cross_entropy.h"
 
 namespace llm::cuda {

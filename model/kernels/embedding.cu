@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <cub/device/device_radix_sort.cuh>
 
-#include "core/cuda_runtime.cuh"
+#include "runtime/cuda_runtime.cuh"
 #include "model/kernels/embedding.h"
 
 namespace llm::cuda {

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "core/bf16.h"
+#include "runtime/bf16.h"
 
 namespace llm::cpu {
 

@@ -18,7 +18,7 @@
 #include <map>
 #include <mutex>
 
-#include "core/cuda_runtime.cuh"
+#include "runtime/cuda_runtime.cuh"
 #include "model/kernels/matmul.h"
 
 // Throws llm::Error naming the cuBLASLt call and its status, like LLM_CUDA_CHECK.

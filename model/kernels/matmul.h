@@ -5,7 +5,7 @@
 // micro-batches and tied weights need no extra buffers; dinp is overwritten.
 #pragma once
 
-#include "core/bf16.h"
+#include "runtime/bf16.h"
 
 namespace llm::cpu {
 

@@ -5,7 +5,7 @@
 
 #include <cstddef>
 
-#include "core/bf16.h"
+#include "runtime/bf16.h"
 
 namespace llm::cpu {
 

@@ -18,7 +18,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "core/cuda_runtime.cuh"
+#include "runtime/cuda_runtime.cuh"
 #include "model/kernels/rmsnorm.h"
 
 namespace llm::cuda {

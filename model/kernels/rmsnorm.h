@@ -4,7 +4,7 @@
 // recomputes the row statistics; backward accumulates (+=) into its outputs.
 #pragma once
 
-#include "core/bf16.h"
+#include "runtime/bf16.h"
 
 namespace llm::cpu {
 

@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/cuda_runtime.cuh"
+#include "runtime/cuda_runtime.cuh"
 #include "model/kernels/rope.h"
 
 namespace llm::cuda {

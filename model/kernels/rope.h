@@ -7,7 +7,7 @@
 // rounded once. Invariant: backward is the exact inverse rotation.
 #pragma once
 
-#include "core/bf16.h"
+#include "runtime/bf16.h"
 
 namespace llm::cpu {
 

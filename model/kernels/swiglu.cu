@@ -10,7 +10,7 @@
 #include <initializer_list>
 #include <type_traits>
 
-#include "core/cuda_runtime.cuh"
+#include "runtime/cuda_runtime.cuh"
 #include "model/kernels/swiglu.h"
 
 namespace llm::cuda {

@@ -3,7 +3,7 @@
 // storage, fp32 math rounded once on store.
 #pragma once
 
-#include "core/bf16.h"
+#include "runtime/bf16.h"
 
 namespace llm::cpu {
 

@@ -1,0 +1,198 @@
+// Typed configuration: one struct per TOML table, each field with a default and
+// a one-line doc, listed once in that table's visit_fields(). Parsing, CLI
+// overrides (--section.key=value), validation and dumping all walk the same
+// lists, so a key exists in exactly one place.
+// Precedence: CLI override > TOML file > struct default.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/device.h"
+
+namespace llm {
+
+// Storage type of compute parameters, activations and their gradients (master
+// weights, moments, weight-gradient accumulation and statistics stay fp32).
+enum class Precision { fp32, bf16 };
+
+struct ModelConfig {
+  int dim = 256;
+  int n_layers = 4;
+  int n_heads = 4;
+  int n_kv_heads = 4;
+  int ffn_dim = 768;
+  int vocab_size = 512;
+  double rope_theta = 10000.0;
+  double norm_eps = 1e-5;
+  bool tie_embeddings = true;
+  double init_std = 0.02;
+  std::string init_from = "";
+
+  template <class V> void visit_fields(V&& v) {
+    v("dim", dim, "hidden size (width of the residual stream)");
+    v("n_layers", n_layers, "number of transformer blocks");
+    v("n_heads", n_heads, "query heads per attention layer");
+    v("n_kv_heads", n_kv_heads, "key/value heads (grouped-query attention); divides n_heads");
+    v("ffn_dim", ffn_dim, "hidden size of the SwiGLU MLP");
+    v("vocab_size", vocab_size, "vocabulary size; every token id must be below it");
+    v("rope_theta", rope_theta, "RoPE base frequency");
+    v("norm_eps", norm_eps, "epsilon inside RMSNorm");
+    v("tie_embeddings", tie_embeddings, "share the token embedding with the LM head");
+    v("init_std", init_std, "std of the normal init of weight matrices");
+    v("init_from", init_from, "start from Hugging Face Llama weights (model.safetensors or its dir)");
+  }
+};
+
+struct TrainingConfig {
+  int steps = 100;
+  int stop_at_step = 0;
+  int batch_size = 8;
+  int micro_batch_size = 8;
+  int seq_len = 64;
+  double lr = 3e-3;
+  double min_lr_ratio = 0.1;
+  int warmup_steps = 10;
+  std::string lr_schedule = "cosine";
+  double weight_decay = 0.1;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double adam_eps = 1e-8;
+  double grad_clip = 1.0;
+  int64_t seed = 1337;
+  int eval_interval = 50;
+  int eval_sequences = 32;
+  int sample_tokens = 0;
+  std::string activation_checkpointing = "none";
+  int checkpoint_every = 1;
+  std::string precision = "fp32";
+  std::string device = "cpu";
+
+  template <class V> void visit_fields(V&& v) {
+    v("device", device, "cpu | cuda (one GPU per rank, by node-local rank)");
+    v("steps", steps, "optimizer steps of the whole run (sets the LR schedule)");
+    v("stop_at_step", stop_at_step, "stop (and save) after this step, e.g. at a job's time limit (0 = steps)");
+    v("batch_size", batch_size, "global batch in sequences per optimizer step (all ranks together)");
+    v("micro_batch_size", micro_batch_size, "sequences per rank per forward pass");
+    v("seq_len", seq_len, "tokens per sequence");
+    v("lr", lr, "peak learning rate");
+    v("min_lr_ratio", min_lr_ratio, "final learning rate as a fraction of lr");
+    v("warmup_steps", warmup_steps, "linear warmup steps");
+    v("lr_schedule", lr_schedule, "decay after warmup: cosine | linear | constant");
+    v("weight_decay", weight_decay, "AdamW decoupled weight decay (matrices only, not norms)");
+    v("beta1", beta1, "AdamW beta1");
+    v("beta2", beta2, "AdamW beta2");
+    v("adam_eps", adam_eps, "AdamW epsilon");
+    v("grad_clip", grad_clip, "clip the global gradient norm to this (0 = off)");
+    v("seed", seed, "seed of initialization and data order");
+    v("eval_interval", eval_interval, "steps between validation passes (0 = only at the end)");
+    v("eval_sequences", eval_sequences, "validation sequences, the first ones of data.val in file order");
+    v("sample_tokens", sample_tokens, "tokens of text to generate after training (0 = none)");
+    v("activation_checkpointing", activation_checkpointing,
+      "none | full (keep block inputs, recompute the rest) | selective (keep matmul outputs)");
+    v("checkpoint_every", checkpoint_every, "checkpoint blocks 0, k, 2k, ... (1 = every block)");
+    v("precision", precision, "fp32 | bf16 (bf16 compute and activations, fp32 master weights)");
+  }
+};
+
+struct DataConfig {
+  std::string train = "";
+  std::string val = "";
+  std::string tokenizer = "";
+
+  template <class V> void visit_fields(V&& v) {
+    v("train", train, "training shards: a path or glob of llm.c .bin files");
+    v("val", val, "validation shards: a path or glob (empty = no validation)");
+    v("tokenizer", tokenizer, "SentencePiece model used to decode samples (optional)");
+  }
+};
+
+struct ParallelConfig {
+  std::string mode = "ddp";
+  int shard_group_size = 0;
+
+  std::string reduce_dtype = "fp32";
+  std::string comm = "auto";
+
+  template <class V> void visit_fields(V&& v) {
+    v("mode", mode, "ddp | zero1 | zero2 | zero3 (alias fsdp) | hybrid");
+    v("comm", comm,
+      "auto | mpi | nccl: nccl needs training.device = cuda; mpi on a GPU stages buffers through "
+      "host memory (several ranks may then share one GPU); auto = nccl on cuda, mpi on cpu");
+    v("reduce_dtype", reduce_dtype, "fp32 | bf16: the type gradients are reduced in");
+    v("shard_group_size", shard_group_size, "ranks per shard group for hybrid (0 = mode default)");
+  }
+};
+
+struct CheckpointConfig {
+  std::string dir = "";
+  int interval = 0;
+  bool save_final = true;
+  int keep_last = 3;
+  int keep_every = 0;
+  std::string resume = "auto";
+
+  template <class V> void visit_fields(V&& v) {
+    v("dir", dir, "run directory (default checkpoints/<config name>)");
+    v("interval", interval, "save every this many steps (0 = no periodic saves)");
+    v("save_final", save_final, "save after the last step (and on SIGTERM / SIGINT)");
+    v("keep_last", keep_last, "keep the newest this many checkpoints (0 = keep all)");
+    v("keep_every", keep_every, "also keep forever every checkpoint whose step is a multiple of this");
+    v("resume", resume, "auto (continue from <run dir>/latest if present) | none | a step_N path");
+  }
+};
+
+struct LoggingConfig {
+  int log_interval = 1;
+  bool metrics = true;
+
+  template <class V> void visit_fields(V&& v) {
+    v("log_interval", log_interval, "steps between log lines");
+    v("metrics", metrics, "append per-step metrics to <run dir>/metrics.jsonl");
+  }
+};
+
+struct Config {
+  std::string name;  // the config file's stem, e.g. "tiny"
+  std::string path;  // the file it was read from
+  ModelConfig model;
+  TrainingConfig training;
+  DataConfig data;
+  ParallelConfig parallel;
+  CheckpointConfig checkpoint;
+  LoggingConfig logging;
+
+  template <class V> void visit_tables(V&& v) {
+    v("model", model);
+    v("training", training);
+    v("data", data);
+    v("parallel", parallel);
+    v("checkpoint", checkpoint);
+    v("logging", logging);
+  }
+
+  // The run directory: checkpoint.dir, else checkpoints/<name>.
+  std::string run_dir() const;
+  Precision precision() const { return training.precision == "bf16" ? Precision::bf16 : Precision::fp32; }
+  Device device() const { return training.device == "cuda" ? Device::cuda : Device::cpu; }
+  // parallel.comm with "auto" resolved: "nccl" or "mpi".
+  std::string comm() const;
+};
+
+// Finds the file (as given, else in configs/, adding .toml if missing), parses
+// it, applies overrides of the form "section.key=value" and validates.
+// Errors name the file and the key.
+Config config_load(const std::string& path_or_name, const std::vector<std::string>& overrides);
+
+// Config from TOML text (for tests); `origin` names it in errors.
+Config config_parse(const std::string& toml_text, const std::string& origin,
+                    const std::vector<std::string>& overrides);
+
+// Checks values that make no sense on their own or together; names the key.
+void config_validate(const Config& config);
+
+// The resolved configuration as TOML text (logged, saved with checkpoints).
+std::string config_to_toml(Config& config);
+
+}  // namespace llm

@@ -1,0 +1,351 @@
+// Name/shape mapping between our parameter layout and transformers'
+// LlamaForCausalLM, and the export/import built on it.
+// Invariant: the HfTensors of a unit tile it exactly, in offset order, so an
+// element range of a unit is a concatenation of pieces of HF tensors.
+#include "interop/hf_llama.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "runtime/error.h"
+#include "runtime/file_io.h"
+
+namespace llm {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kWeightsFile = "model.safetensors";
+constexpr const char* kIndexFile = "model.safetensors.index.json";
+constexpr const char* kConfigFile = "config.json";
+
+// An HF tensor making up `rows` consecutive rows of one of our tensors.
+struct RowPiece {
+  std::string name;
+  int64_t rows;
+};
+
+// How our tensor `name` splits into HF tensors, top rows first.
+std::vector<RowPiece> hf_pieces(const std::string& name, const std::vector<int64_t>& shape,
+                                const ModelConfig& c) {
+  const int64_t head_dim = c.dim / c.n_heads;
+  if (name == "embed.weight") return {{"model.embed_tokens.weight", shape[0]}};
+  if (name == "norm.weight") return {{"model.norm.weight", shape[0]}};
+  if (name == "lm_head.weight") return {{"lm_head.weight", shape[0]}};
+  const std::string layers = "layers.";
+  const size_t dot = name.find('.', layers.size());
+  LLM_CHECK(name.starts_with(layers) && dot != std::string::npos,
+            "hf_llama: no Hugging Face name for parameter '{}'", name);
+  const std::string hf = "model." + name.substr(0, dot + 1);  // "model.layers.3."
+  const std::string part = name.substr(dot + 1);
+  if (part == "attn_norm.weight") return {{hf + "input_layernorm.weight", shape[0]}};
+  if (part == "attn.wqkv") {
+    return {{hf + "self_attn.q_proj.weight", c.n_heads * head_dim},
+            {hf + "self_attn.k_proj.weight", c.n_kv_heads * head_dim},
+            {hf + "self_attn.v_proj.weight", c.n_kv_heads * head_dim}};
+  }
+  if (part == "attn.wo") return {{hf + "self_attn.o_proj.weight", shape[0]}};
+  if (part == "mlp_norm.weight") return {{hf + "post_attention_layernorm.weight", shape[0]}};
+  if (part == "mlp.w13") {
+    return {{hf + "mlp.gate_proj.weight", c.ffn_dim}, {hf + "mlp.up_proj.weight", c.ffn_dim}};
+  }
+  if (part == "mlp.w2") return {{hf + "mlp.down_proj.weight", shape[0]}};
+  LLM_FAIL("hf_llama: no Hugging Face name for parameter '{}'", name);
+}
+
+// Tensors a checkpoint may hold that we neither need nor miss.
+bool is_ignorable(const std::string& hf_name, const ModelConfig& config) {
+  if (hf_name == "lm_head.weight") return config.tie_embeddings;  // a tied copy of the embedding
+  return hf_name.ends_with(".rotary_emb.inv_freq");  // older transformers saved this buffer
+}
+
+nlohmann::json read_json(const std::string& path) {
+  const std::string text = read_file(path);
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    LLM_FAIL("{}: not valid JSON: {}", path, e.what());
+  }
+}
+
+// Typed, validated access to a config.json; every error names file and key.
+class ConfigKeys {
+ public:
+  ConfigKeys(const nlohmann::json& json, std::string path) : json_(json), path_(std::move(path)) {
+    LLM_CHECK(json_.is_object(), "{}: not a JSON object", path_);
+  }
+
+  bool has(const char* key) const { return json_.contains(key) && !json_[key].is_null(); }
+
+  int positive_int(const char* key) const {
+    LLM_CHECK(json_.contains(key), "{}: missing key '{}'", path_, key);
+    const auto& v = json_[key];
+    LLM_CHECK(v.is_number_integer() && v.get<int64_t>() > 0 && v.get<int64_t>() <= INT32_MAX,
+              "{}: key '{}': expected a positive integer, found {}", path_, key, v.dump());
+    return v.get<int>();
+  }
+  int positive_int(const char* key, int fallback) const {
+    return has(key) ? positive_int(key) : fallback;
+  }
+
+  double positive_number(const nlohmann::json& v, const char* key) const {
+    LLM_CHECK(v.is_number() && v.get<double>() > 0,
+              "{}: key '{}': expected a positive number, found {}", path_, key, v.dump());
+    return v.get<double>();
+  }
+  double positive_number(const char* key, double fallback) const {
+    return has(key) ? positive_number(json_[key], key) : fallback;
+  }
+
+  bool boolean(const char* key, bool fallback) const {
+    if (!has(key)) return fallback;
+    LLM_CHECK(json_[key].is_boolean(), "{}: key '{}': expected true or false, found {}", path_, key,
+              json_[key].dump());
+    return json_[key].get<bool>();
+  }
+
+  // A key we cannot represent other than with this value (when present).
+  void require(const char* key, const nlohmann::json& supported) const {
+    if (!has(key)) return;
+    LLM_CHECK(json_[key] == supported, "{}: key '{}' is {}, only {} is supported", path_, key,
+              json_[key].dump(), supported.dump());
+  }
+
+  // rope_theta, or (transformers >= 5) rope_parameters.rope_theta.
+  double rope_theta() const {
+    if (has("rope_theta") || !has("rope_parameters")) return positive_number("rope_theta", 10000.0);
+    const auto& rope = json_["rope_parameters"];
+    LLM_CHECK(rope.is_object() && rope.contains("rope_theta"),
+              "{}: key 'rope_parameters' has no rope_theta", path_);
+    LLM_CHECK(!rope.contains("rope_type") || rope["rope_type"] == "default",
+              "{}: key 'rope_parameters.rope_type' is {}, only \"default\" is supported", path_,
+              rope.value("rope_type", nlohmann::json()).dump());
+    return positive_number(rope["rope_theta"], "rope_parameters.rope_theta");
+  }
+
+ private:
+  const nlohmann::json& json_;
+  std::string path_;
+};
+
+// The config.json of a checkpoint must describe the model we build: shapes
+// alone cannot tell, e.g., 4 heads of 64 from 8 heads of 32.
+void check_config_matches(const std::string& config_path, const ModelConfig& ours) {
+  const ModelConfig theirs = hf_read_config(config_path);
+  auto same = [&](const char* hf_key, const char* our_key, auto hf_value, auto our_value) {
+    LLM_CHECK(hf_value == our_value, "{}: {} is {} but model.{} is {}", config_path, hf_key,
+              hf_value, our_key, our_value);
+  };
+  same("hidden_size", "dim", theirs.dim, ours.dim);
+  same("num_hidden_layers", "n_layers", theirs.n_layers, ours.n_layers);
+  same("num_attention_heads", "n_heads", theirs.n_heads, ours.n_heads);
+  same("num_key_value_heads", "n_kv_heads", theirs.n_kv_heads, ours.n_kv_heads);
+  same("intermediate_size", "ffn_dim", theirs.ffn_dim, ours.ffn_dim);
+  same("vocab_size", "vocab_size", theirs.vocab_size, ours.vocab_size);
+  same("rope_theta", "rope_theta", theirs.rope_theta, ours.rope_theta);
+  same("rms_norm_eps", "norm_eps", theirs.norm_eps, ours.norm_eps);
+  same("tie_word_embeddings", "tie_embeddings", theirs.tie_embeddings, ours.tie_embeddings);
+}
+
+// Where a checkpoint's tensors live.
+struct CheckpointIndex {
+  std::string dir;     // where a config.json would sit
+  std::string source;  // what errors name: the model.safetensors or the index
+  std::map<std::string, std::string> file_of;  // HF tensor name -> safetensors path
+};
+
+// path: a .safetensors file, an .index.json, or a directory holding either.
+CheckpointIndex checkpoint_index(const std::string& path) {
+  CheckpointIndex checkpoint;
+  if (fs::is_directory(path)) {
+    checkpoint.dir = path;
+    checkpoint.source = (fs::path(path) / kWeightsFile).string();
+    if (!fs::exists(checkpoint.source)) checkpoint.source = (fs::path(path) / kIndexFile).string();
+    LLM_CHECK(fs::exists(checkpoint.source), "{}: holds neither {} nor {}", path, kWeightsFile,
+              kIndexFile);
+  } else {
+    checkpoint.dir = fs::path(path).parent_path().string();
+    checkpoint.source = path;
+  }
+  if (!checkpoint.source.ends_with(".index.json")) {
+    for (const std::string& name : SafetensorsFile::open(checkpoint.source).names()) {
+      checkpoint.file_of[name] = checkpoint.source;
+    }
+    return checkpoint;
+  }
+  const nlohmann::json index = read_json(checkpoint.source);
+  LLM_CHECK(index.is_object() && index.contains("weight_map") && index["weight_map"].is_object(),
+            "{}: missing object 'weight_map'", checkpoint.source);
+  for (const auto& [name, file] : index["weight_map"].items()) {
+    LLM_CHECK(file.is_string(), "{}: weight_map entry of '{}' is not a file name",
+              checkpoint.source, name);
+    checkpoint.file_of[name] = (fs::path(checkpoint.dir) / file.get<std::string>()).string();
+  }
+  return checkpoint;
+}
+
+}  // namespace
+
+std::vector<HfTensor> hf_llama_tensors(const ModelConfig& config, const ParameterLayout& layout) {
+  std::vector<HfTensor> tensors;
+  for (const TensorSpec& t : layout.tensors) {
+    const int64_t row_numel = static_cast<int64_t>(t.numel) / t.shape[0];
+    size_t offset = t.offset;
+    int64_t rows = 0;
+    for (RowPiece& piece : hf_pieces(t.name, t.shape, config)) {
+      std::vector<int64_t> shape = t.shape;
+      shape[0] = piece.rows;
+      const size_t numel = static_cast<size_t>(piece.rows * row_numel);
+      tensors.push_back({std::move(piece.name), std::move(shape), t.unit, offset, numel});
+      offset += numel;
+      rows += piece.rows;
+    }
+    LLM_CHECK(rows == t.shape[0], "hf_llama: parameter '{}' has {} rows but config gives {}",
+              t.name, t.shape[0], rows);
+  }
+  return tensors;
+}
+
+void hf_export(const ModelConfig& config, const ParameterLayout& layout, const float* params,
+               const std::string& out_dir, const HfExportOptions& options) {
+  LLM_CHECK(options.dtype == "float32" || options.dtype == "bfloat16",
+            "hf_export: dtype '{}' is not float32 or bfloat16", options.dtype);
+  const Dtype dtype = options.dtype == "float32" ? Dtype::f32 : Dtype::bf16;
+  std::error_code error;
+  fs::create_directories(out_dir, error);
+  LLM_CHECK(!error, "hf_export: cannot create {}: {}", out_dir, error.message());
+
+  std::vector<size_t> unit_begin(layout.units.size(), 0);
+  for (size_t u = 1; u < layout.units.size(); ++u) {
+    unit_begin[u] = unit_begin[u - 1] + layout.units[u - 1].numel;
+  }
+
+  SafetensorsWriter writer;
+  writer.set_metadata("format", "pt");  // transformers refuses files without it
+  for (const HfTensor& t : hf_llama_tensors(config, layout)) {
+    writer.add(t.name, t.shape, params + unit_begin[t.unit] + t.offset, dtype);
+  }
+  writer.write((fs::path(out_dir) / kWeightsFile).string());
+
+  nlohmann::ordered_json json = {
+      {"architectures", {"LlamaForCausalLM"}},
+      {"model_type", "llama"},
+      {"hidden_size", config.dim},
+      {"intermediate_size", config.ffn_dim},
+      {"num_hidden_layers", config.n_layers},
+      {"num_attention_heads", config.n_heads},
+      {"num_key_value_heads", config.n_kv_heads},
+      {"head_dim", config.dim / config.n_heads},
+      {"vocab_size", config.vocab_size},
+      {"rms_norm_eps", config.norm_eps},
+      {"rope_theta", config.rope_theta},
+      {"max_position_embeddings", options.max_position_embeddings},
+      {"tie_word_embeddings", config.tie_embeddings},
+      {"hidden_act", "silu"},
+      {"attention_bias", false},
+      {"mlp_bias", false},
+      {"torch_dtype", options.dtype},
+      {"bos_token_id", options.bos_token_id},
+      {"eos_token_id", options.eos_token_id},
+      {"initializer_range", config.init_std},
+  };
+  write_file_atomically((fs::path(out_dir) / kConfigFile).string(), json.dump(2) + "\n");
+}
+
+ModelConfig hf_read_config(const std::string& dir_or_config_json) {
+  const std::string path = fs::is_directory(dir_or_config_json)
+                               ? (fs::path(dir_or_config_json) / kConfigFile).string()
+                               : dir_or_config_json;
+  const nlohmann::json json = read_json(path);
+  const ConfigKeys keys(json, path);
+  keys.require("model_type", "llama");
+  keys.require("hidden_act", "silu");
+  keys.require("attention_bias", false);
+  keys.require("mlp_bias", false);
+  keys.require("rope_scaling", nullptr);
+
+  ModelConfig c;
+  c.dim = keys.positive_int("hidden_size");
+  c.n_layers = keys.positive_int("num_hidden_layers");
+  c.n_heads = keys.positive_int("num_attention_heads");
+  c.n_kv_heads = keys.positive_int("num_key_value_heads", c.n_heads);  // LlamaConfig's defaults
+  c.ffn_dim = keys.positive_int("intermediate_size");
+  c.vocab_size = keys.positive_int("vocab_size");
+  c.rope_theta = keys.rope_theta();
+  c.norm_eps = keys.positive_number("rms_norm_eps", 1e-6);
+  c.tie_embeddings = keys.boolean("tie_word_embeddings", false);
+  c.init_std = keys.positive_number("initializer_range", 0.02);
+
+  LLM_CHECK(c.dim % c.n_heads == 0,
+            "{}: hidden_size {} is not a multiple of num_attention_heads {}", path, c.dim,
+            c.n_heads);
+  LLM_CHECK(c.n_heads % c.n_kv_heads == 0,
+            "{}: num_attention_heads {} is not a multiple of num_key_value_heads {}", path,
+            c.n_heads, c.n_kv_heads);
+  if (keys.has("head_dim")) {
+    const int head_dim = keys.positive_int("head_dim");
+    LLM_CHECK(head_dim == c.dim / c.n_heads,
+              "{}: key 'head_dim' is {}, only hidden_size / num_attention_heads = {} is supported",
+              path, head_dim, c.dim / c.n_heads);
+  }
+  return c;
+}
+
+HfWeights HfWeights::open(const std::string& path, const ModelConfig& config,
+                          const ParameterLayout& layout) {
+  const CheckpointIndex checkpoint = checkpoint_index(path);
+  const std::string config_path = (fs::path(checkpoint.dir) / kConfigFile).string();
+  if (fs::exists(config_path)) check_config_matches(config_path, config);
+  const std::string& source = checkpoint.source;
+  const std::map<std::string, std::string>& file_of = checkpoint.file_of;
+
+  const std::vector<HfTensor> expected = hf_llama_tensors(config, layout);
+  std::set<std::string> expected_names;
+  for (const HfTensor& t : expected) expected_names.insert(t.name);
+  for (const auto& [name, file] : file_of) {
+    LLM_CHECK(expected_names.count(name) || is_ignorable(name, config),
+              "{}: tensor '{}' has no place in our Llama model (biases? another architecture?)",
+              source, name);
+  }
+
+  HfWeights weights;
+  std::map<std::string, size_t> file_index;  // safetensors path -> index into files_
+  weights.unit_sources_.resize(layout.units.size());
+  for (const HfTensor& t : expected) {
+    auto located = file_of.find(t.name);
+    LLM_CHECK(located != file_of.end(), "{}: missing tensor '{}' (expected shape {}){}", source,
+              t.name, shape_string(t.shape),
+              t.name == "lm_head.weight" ? "; for a tied checkpoint set model.tie_embeddings = true"
+                                         : "");
+    auto [it, inserted] = file_index.try_emplace(located->second, weights.files_.size());
+    if (inserted) weights.files_.push_back(SafetensorsFile::open(located->second));
+    const SafetensorsFile& file = weights.files_[it->second];
+    LLM_CHECK(file.has(t.name), "{}: missing tensor '{}' (expected shape {}), listed in {}",
+              file.path(), t.name, shape_string(t.shape), source);
+    LLM_CHECK(file.info(t.name).shape == t.shape, "{}: tensor '{}' has shape {}, expected {}",
+              file.path(), t.name, shape_string(file.info(t.name).shape), shape_string(t.shape));
+    weights.unit_sources_[t.unit].push_back({t, it->second});
+  }
+  for (const UnitSpec& unit : layout.units) weights.unit_numel_.push_back(unit.numel);
+  return weights;
+}
+
+void HfWeights::read(int unit, size_t begin, size_t count, float* out) const {
+  LLM_CHECK(unit >= 0 && static_cast<size_t>(unit) < unit_sources_.size(),
+            "HfWeights: unit {} out of range [0, {})", unit, unit_sources_.size());
+  const size_t end = begin + count;
+  LLM_CHECK(begin <= end && end <= unit_numel_[unit],
+            "HfWeights: elements [{}, {}) outside unit {} of {} elements", begin, end, unit,
+            unit_numel_[unit]);
+  for (const Source& s : unit_sources_[unit]) {
+    const size_t lo = std::max(begin, s.tensor.offset);
+    const size_t hi = std::min(end, s.tensor.offset + s.tensor.numel);
+    if (lo >= hi) continue;
+    files_[s.file].read_f32(s.tensor.name, lo - s.tensor.offset, hi - lo, out + (lo - begin));
+  }
+}
+
+}  // namespace llm

@@ -1,0 +1,79 @@
+// Interoperability with Hugging Face transformers' LlamaForCausalLM: export of
+// our parameters as model.safetensors + config.json, and import of such a
+// checkpoint slice by slice (what `[model] init_from` reads on every rank).
+// Invariant: our fused tensors are row concatenations of HF tensors (wqkv =
+// [q_proj | k_proj | v_proj], w13 = [gate_proj | up_proj]) and both use the
+// "rotate half" RoPE, so every HF tensor is one contiguous element range of
+// one of our units, copied without permutation.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "model/layout.h"
+#include "interop/safetensors.h"
+
+namespace llm {
+
+// One HF tensor and the elements of our layout it holds.
+struct HfTensor {
+  std::string name;            // e.g. "model.layers.0.self_attn.k_proj.weight"
+  std::vector<int64_t> shape;  // as transformers stores it, e.g. (KV * D, C)
+  int unit;                    // our unit holding it
+  size_t offset;               // its first element within that unit
+  size_t numel;
+};
+
+// Every HF tensor of the model, in our layout order (no lm_head when tied).
+std::vector<HfTensor> hf_llama_tensors(const ModelConfig& config, const ParameterLayout& layout);
+
+struct HfExportOptions {
+  std::string dtype = "float32";  // or "bfloat16" (tensors rounded to nearest even)
+  int max_position_embeddings = 2048;
+  int bos_token_id = 1;
+  int eos_token_id = 2;
+};
+
+// Writes out_dir/model.safetensors and out_dir/config.json (creating out_dir),
+// each through a temporary file and a rename. params holds all units
+// concatenated in unit order (layout.total_numel floats).
+void hf_export(const ModelConfig& config, const ParameterLayout& layout, const float* params,
+               const std::string& out_dir, const HfExportOptions& options);
+
+// The ModelConfig described by a transformers config.json (given as the file or
+// its directory). Rejects what we cannot represent (biases, RoPE scaling, a
+// head_dim other than hidden_size / num_attention_heads, ...); errors name the
+// file and the key.
+ModelConfig hf_read_config(const std::string& dir_or_config_json);
+
+// An opened HF checkpoint, validated against our config: every expected tensor
+// exists with the expected shape (an lm_head is neither needed nor read when
+// embeddings are tied) and, when a config.json sits beside the weights, its
+// architecture matches `config`.
+class HfWeights {
+ public:
+  // path: a .safetensors file, a sharded checkpoint's model.safetensors.index.json,
+  // or a directory holding either.
+  static HfWeights open(const std::string& path, const ModelConfig& config,
+                        const ParameterLayout& layout);
+
+  // Elements [begin, begin + count) of our unit `unit`, as f32.
+  void read(int unit, size_t begin, size_t count, float* out) const;
+
+ private:
+  struct Source {
+    HfTensor tensor;
+    size_t file;  // index into files_
+  };
+
+  HfWeights() = default;
+
+  std::vector<SafetensorsFile> files_;
+  std::vector<std::vector<Source>> unit_sources_;  // per unit, in offset order
+  std::vector<size_t> unit_numel_;
+};
+
+}  // namespace llm

@@ -1,0 +1,37 @@
+// `./train scale --calibrate`: measures this machine and writes its hardware
+// profile (planning/hardware/cpu_dev_vm.toml by default), each number with a comment
+// saying how it was measured:
+//  - matmul peak: sgemm 2048^3 on all cores (bf16 is widened to fp32 on CPU,
+//    so both peaks are that rate);
+//  - sustained fraction: a real 1-rank training run of the calibration
+//    config, its modeled compute time at the peak over its measured step
+//    time less the modeled optimizer time;
+//  - memory bandwidth: a parallel copy of 256 MiB;
+//  - MPI ring latency and bandwidth: `mpirun -np 2 ./train scale
+//    --comm-bench`, all-reduces from 8 B to 64 MiB between local ranks.
+// Invariant: the profile is written only after every measurement succeeded.
+#pragma once
+
+#include <string>
+
+#include "planning/measure_run.h"
+#include "parallel/comm.h"
+
+namespace llm {
+
+struct CalibrationOptions {
+  std::string out = "planning/hardware/cpu_dev_vm.toml";
+  std::string config = "configs/scale_cpu.toml";
+  MeasureOptions measure;
+};
+
+void calibrate_machine(const CalibrationOptions& options);
+
+// Times all-reduces of 8 B to 64 MiB on `world`; rank 0 prints one JSON line
+// {"comm_bench": {"ranks", "latency_us", "alpha_us", "bandwidth_gbs"}}:
+// latency of an 8-byte all-reduce, per ring step (latency / 2(n-1)), and the
+// bus bandwidth: ring bytes of the 64 MiB all-reduce over its time beyond
+// that latency.
+void comm_bench(Group& world);
+
+}  // namespace llm

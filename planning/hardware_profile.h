@@ -1,0 +1,97 @@
+// A hardware profile: the few numbers the throughput model needs about a
+// cluster (device compute and memory, devices per node, intra- and
+// inter-node links), read from a TOML file in planning/hardware/. Every key is listed
+// once in its table's visit_fields(); unknown keys and missing files are
+// errors naming the file and key, so a profile cannot silently fall back to
+// defaults it did not mean.
+#pragma once
+
+#include <string>
+
+#include "config/config.h"
+
+namespace llm {
+
+struct DeviceProfile {
+  std::string memory = "80GiB";
+  std::string reserved_memory = "0";
+  double peak_tflops_bf16 = 0;
+  double peak_tflops_fp32 = 0;
+  double sustained_fraction = 1.0;
+  double memory_bandwidth_gbs = 0;
+  bool shared_by_node = false;
+
+  template <class V> void visit_fields(V&& v) {
+    v("memory", memory, "memory of one device (for a shared node: of the whole node)");
+    v("reserved_memory", reserved_memory, "memory the runtime keeps (context, allocator slack)");
+    v("peak_tflops_bf16", peak_tflops_bf16, "dense matmul peak with bf16 inputs, TFLOP/s");
+    v("peak_tflops_fp32", peak_tflops_fp32, "dense matmul peak with fp32 inputs, TFLOP/s");
+    v("sustained_fraction", sustained_fraction, "fraction of the peak a training step sustains");
+    v("memory_bandwidth_gbs", memory_bandwidth_gbs, "memory bandwidth (optimizer step), GB/s");
+    v("shared_by_node", shared_by_node,
+      "true: compute and memory are the node's, shared by the ranks on it (CPU)");
+  }
+};
+
+struct NodeProfile {
+  int devices_per_node = 8;
+
+  template <class V> void visit_fields(V&& v) {
+    v("devices_per_node", devices_per_node, "ranks (devices) per node; hybrid shards within one");
+  }
+};
+
+// One kind of link, in NCCL's ring terms: a collective over n ranks takes
+// base + steps x latency + bytes sent per rank / bus bandwidth.
+struct LinkProfile {
+  double bandwidth_gbs = 0;
+  double latency_us = 0;
+
+  template <class V> void visit_fields(V&& v) {
+    v("bandwidth_gbs", bandwidth_gbs,
+      "bus bandwidth, GB/s (intra: per device; inter: per node, all of its NICs)");
+    v("latency_us", latency_us, "latency of one ring step over this link, microseconds");
+  }
+};
+
+struct CollectiveProfile {
+  double base_latency_us = 0;
+  bool async_progress = true;
+
+  template <class V> void visit_fields(V&& v) {
+    v("base_latency_us", base_latency_us, "fixed cost of launching one collective, microseconds");
+    v("async_progress", async_progress,
+      "true: collectives run while compute runs (NCCL streams); false: they run when waited on");
+  }
+};
+
+struct HardwareProfile {
+  std::string path;
+  std::string name;
+  DeviceProfile device;
+  NodeProfile node;
+  LinkProfile intra_node;
+  LinkProfile inter_node;
+  CollectiveProfile collective;
+
+  template <class V> void visit_tables(V&& v) {
+    v("device", device);
+    v("node", node);
+    v("intra_node", intra_node);
+    v("inter_node", inter_node);
+    v("collective", collective);
+  }
+
+  // Sustained matmul rate of one rank, FLOP/s, for a config's precision and
+  // `ranks_per_node` ranks sharing a node (only matters when shared_by_node).
+  double rank_flops(Precision precision, int ranks_per_node) const;
+  // Memory one rank may use (device memory less reserved, or the node's share).
+  size_t rank_memory_bytes(int ranks_per_node) const;
+  double rank_memory_bandwidth(int ranks_per_node) const;  // bytes/s
+};
+
+// Reads and validates a profile; errors name the file and the key.
+HardwareProfile hardware_load(const std::string& path);
+HardwareProfile hardware_parse(const std::string& toml_text, const std::string& origin);
+
+}  // namespace llm

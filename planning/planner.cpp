@@ -1,0 +1,103 @@
+// Memory planner behind `./train plan`.
+#include "planning/planner.h"
+
+#include <fmt/format.h>
+
+#include <cctype>
+
+#include "runtime/error.h"
+#include "runtime/system.h"
+#include "parallel/topology.h"
+
+namespace llm {
+
+std::vector<PlanRow> plan_memory(const Config& config, int world, int hybrid_group,
+                                 size_t device_bytes) {
+  std::vector<ParallelConfig> modes = {{"ddp", 0}, {"zero1", 0}, {"zero2", 0}};
+  if (hybrid_group > 1 && hybrid_group < world && world % hybrid_group == 0) {
+    modes.push_back({"hybrid", hybrid_group});
+  }
+  modes.push_back({"zero3", 0});
+  std::vector<PlanRow> rows;
+  for (const ParallelConfig& mode : modes) {
+    for (std::string checkpointing : {"none", "selective", "full"}) {
+      for (std::string precision : {"bf16", "fp32"}) {
+        Config c = config;
+        c.parallel.mode = mode.mode;
+        c.parallel.shard_group_size = mode.shard_group_size;
+        c.parallel.reduce_dtype = precision;
+        c.training.activation_checkpointing = checkpointing;
+        c.training.precision = precision;
+        PlanRow row;
+        row.mode = mode.mode == "hybrid" ? fmt::format("hybrid/{}", hybrid_group) : mode.mode;
+        row.checkpointing = checkpointing;
+        row.precision = precision;
+        row.memory = memory_plan(c, sharding_plan(c.parallel, world));
+        row.fits = row.memory.total() <= device_bytes;
+        rows.push_back(row);
+      }
+    }
+  }
+  return rows;
+}
+
+const PlanRow* plan_recommend(const std::vector<PlanRow>& rows) {
+  for (const PlanRow& row : rows) {
+    if (row.fits) return &row;
+  }
+  return nullptr;
+}
+
+size_t parse_bytes(const std::string& text, const std::string& what) {
+  size_t end = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &end);
+  } catch (const std::exception&) {
+    end = 0;
+  }
+  std::string unit = text.substr(end);
+  double scale = 0;
+  for (auto [name, factor] : {std::pair{"", 1.0}, std::pair{"B", 1.0}, std::pair{"KiB", 1024.0},
+                              std::pair{"MiB", 1048576.0}, std::pair{"GiB", 1073741824.0},
+                              std::pair{"TiB", 1099511627776.0}, std::pair{"KB", 1e3},
+                              std::pair{"MB", 1e6}, std::pair{"GB", 1e9}, std::pair{"TB", 1e12}}) {
+    if (unit == name) scale = factor;
+  }
+  LLM_CHECK(end > 0 && scale > 0 && value > 0, "{}: expected a size like 80GiB or 40GB, got '{}'",
+            what, text);
+  return static_cast<size_t>(value * scale);
+}
+
+void plan_print(const Config& config, int world, int hybrid_group, size_t device_bytes) {
+  const ParameterLayout layout = layout_build(config.model);
+  const TrainingConfig& t = config.training;
+  fmt::print("plan for {}: {} parameters, {} ranks, micro-batch {} x {} tokens, device memory {}\n",
+             config.path, layout.total_numel, world, t.micro_batch_size, t.seq_len,
+             format_bytes(static_cast<double>(device_bytes)));
+  fmt::print("per rank; bf16 keeps fp32 master weights and moments (sharded with the optimizer "
+             "state) plus a bf16 compute copy\n");
+  fmt::print("{:<10} {:<10} {:<5} {:>11} {:>11} {:>11} {:>11} {:>12} {:>11}  {}\n", "mode",
+             "recompute", "dtype", "params", "grads", "optimizer", "buffers", "activations",
+             "total", "fits");
+  std::vector<PlanRow> rows = plan_memory(config, world, hybrid_group, device_bytes);
+  for (const PlanRow& r : rows) {
+    const MemoryPlan& m = r.memory;
+    fmt::print("{:<10} {:<10} {:<5} {:>11} {:>11} {:>11} {:>11} {:>12} {:>11}  {}\n", r.mode,
+               r.checkpointing, r.precision, format_bytes(m.state.params),
+               format_bytes(m.state.grads), format_bytes(m.state.optimizer),
+               format_bytes(m.state.buffers), format_bytes(m.activations), format_bytes(m.total()),
+               r.fits ? "yes" : "no");
+  }
+  const PlanRow* best = plan_recommend(rows);
+  if (best) {
+    fmt::print("recommended (least communication, then least recomputation, that fits): "
+               "--parallel.mode={} --training.activation_checkpointing={} --training.precision={}\n",
+               best->mode.substr(0, best->mode.find('/')), best->checkpointing, best->precision);
+  } else {
+    fmt::print("nothing fits in {} per rank: use more ranks, a smaller micro-batch or sequence\n",
+               format_bytes(static_cast<double>(device_bytes)));
+  }
+}
+
+}  // namespace llm

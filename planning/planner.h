@@ -1,0 +1,38 @@
+// `./train plan`: per-rank memory of a config for every parallel mode x
+// activation checkpointing x precision at a given world size, whether it fits
+// a device, and the recommended setting. It uses the trainer's own accounting
+// (memory_plan: the same buffer plans the engine and the model allocate from),
+// so planned and measured bytes cannot drift apart.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "trainer/trainer.h"
+
+namespace llm {
+
+struct PlanRow {
+  std::string mode;  // "hybrid/8" carries its shard group size
+  std::string checkpointing;
+  std::string precision;
+  MemoryPlan memory;
+  bool fits;
+};
+
+// Every combination, in order of increasing communication, then compute
+// (recomputation), preferring bf16 within each.
+std::vector<PlanRow> plan_memory(const Config& config, int world, int hybrid_group,
+                                 size_t device_bytes);
+
+// The first row that fits (nullptr when none does).
+const PlanRow* plan_recommend(const std::vector<PlanRow>& rows);
+
+// Parses "80GiB", "40GB", "512MiB", "1000000" (bytes); errors name `what`.
+size_t parse_bytes(const std::string& text, const std::string& what);
+
+void plan_print(const Config& config, int world, int hybrid_group, size_t device_bytes);
+
+}  // namespace llm

@@ -1,0 +1,245 @@
+// Recording a training step's schedule from the real engine and model (see
+// step_trace.h).
+#include "planning/step_trace.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <memory>
+
+#include "runtime/error.h"
+#include "trainer/trainer.h"
+#include "model/backend.h"
+#include "model/layout.h"
+#include "model/transformer.h"
+#include "parallel/sharding_engine.h"
+#include "parallel/topology.h"
+
+namespace llm {
+
+const char* collective_op_name(CollectiveOp op) {
+  switch (op) {
+    case CollectiveOp::all_reduce: return "all_reduce";
+    case CollectiveOp::reduce_scatter: return "reduce_scatter";
+    case CollectiveOp::all_gather: return "all_gather";
+  }
+  return "?";
+}
+
+UnitKind unit_kind(int unit, int num_units) {
+  if (unit == 0) return UnitKind::embed;
+  return unit == num_units - 1 ? UnitKind::head : UnitKind::block;
+}
+
+namespace {
+
+// The stand-in: dim 2, one head, the config's layer count and head tying, and
+// an FFN width and vocabulary chosen so that the embedding, block and head
+// units have pairwise different shards at shard group size S.
+ModelConfig stand_in_model(const ModelConfig& real, int S) {
+  ModelConfig m = real;
+  m.dim = 2;
+  m.n_heads = 1;
+  m.n_kv_heads = 1;
+  m.init_from = "";
+  ModelConfig probe = m;
+  probe.n_layers = 1;
+  for (int ffn = 1;; ++ffn) {
+    probe.ffn_dim = ffn;
+    probe.vocab_size = 2;
+    ParameterLayout layout = layout_build(probe);
+    size_t block = unit_shard_elements(layout.units[1].numel, S);
+    if (S > 1 && block < 2) continue;  // a block must differ from a tied head's 1
+    for (int vocab = 2; vocab <= 8 * S + 64; ++vocab) {
+      probe.vocab_size = vocab;
+      layout = layout_build(probe);
+      size_t embed = unit_shard_elements(layout.units[0].numel, S);
+      size_t head = unit_shard_elements(layout.units[2].numel, S);
+      if (embed != block && embed != head && head != block) {
+        m.ffn_dim = ffn;
+        m.vocab_size = vocab;
+        return m;
+      }
+    }
+  }
+}
+
+// Turns each call of the engine into trace entries. Shard sizes of the
+// stand-in's unit kinds identify which kind a collective carried.
+class Recorder {
+ public:
+  Recorder(StepTrace& trace, const ParameterLayout& stand_in, int shard_group) : trace_(trace) {
+    const int n = static_cast<int>(stand_in.units.size());
+    for (int u = 0; u < n; ++u) {
+      size_t s = unit_shard_elements(stand_in.units[u].numel, shard_group);
+      UnitKind kind = unit_kind(u, n);
+      auto [it, inserted] = kind_by_shard_.emplace(s, kind);
+      LLM_CHECK(inserted || it->second == kind,
+                "step trace: stand-in units of two kinds share a shard of {} elements", s);
+    }
+  }
+
+  int issue(CollectiveOp op, GroupRole group, size_t count, WireType type, bool scalar) {
+    UnitKind kind = UnitKind::scalar;
+    if (!scalar) {
+      auto it = kind_by_shard_.find(count);
+      LLM_CHECK(it != kind_by_shard_.end(),
+                "step trace: a {} of {} elements matches no unit's shard (the engine's shard "
+                "arithmetic changed?)",
+                collective_op_name(op), count);
+      kind = it->second;
+    }
+    trace_.collectives.push_back({op, group, kind, type});
+    int id = static_cast<int>(trace_.collectives.size()) - 1;
+    push({StepEvent::Type::issue, -1, Pass::forward, id});
+    return id;
+  }
+  void wait(int id) { push({StepEvent::Type::wait, -1, Pass::forward, id}); }
+  void compute(int unit, Pass pass) { push({StepEvent::Type::compute, unit, pass, -1}); }
+  void optimizer() { push({StepEvent::Type::optimizer, -1, Pass::forward, -1}); }
+  void stop() { recording_ = false; }
+
+ private:
+  void push(const StepEvent& event) {
+    if (recording_) trace_.events.push_back(event);
+  }
+  StepTrace& trace_;
+  std::map<size_t, UnitKind> kind_by_shard_;
+  bool recording_ = true;
+};
+
+// A group of `size` ranks seen from rank 0 that records every collective and
+// moves no data beyond keeping buffers finite (rank 0's own chunk is copied,
+// the rest zeroed). Its CommStats count like a real group's.
+class RecordingGroup : public Group {
+ public:
+  RecordingGroup(int size, GroupRole role, Recorder& recorder)
+      : size_(size), role_(role), recorder_(recorder) {}
+  int rank() const override { return 0; }
+  int size() const override { return size_; }
+
+  CommHandle all_reduce_async(void*, size_t count, WireType type) override {
+    count_all_reduce(count, type);
+    return record(CollectiveOp::all_reduce, count, type);
+  }
+  CommHandle reduce_scatter_async(const void* send, void* recv, size_t recv_count,
+                                  WireType type) override {
+    count_reduce_scatter(recv_count, type);
+    std::memmove(recv, send, recv_count * wire_bytes(type));
+    return record(CollectiveOp::reduce_scatter, recv_count, type);
+  }
+  CommHandle all_gather_async(const void* send, void* recv, size_t send_count,
+                              WireType type) override {
+    count_all_gather(send_count, type);
+    const size_t chunk = send_count * wire_bytes(type);
+    if (send != recv) std::memmove(recv, send, chunk);
+    std::memset(static_cast<char*>(recv) + chunk, 0, chunk * (size_ - 1));
+    return record(CollectiveOp::all_gather, send_count, type);
+  }
+  CommHandle broadcast_async(void*, size_t, WireType, int) override {
+    LLM_FAIL("step trace: the training step issued a broadcast, which the model does not know");
+  }
+  void barrier() override {}
+  std::unique_ptr<Group> split(int, int) override {
+    return std::make_unique<RecordingGroup>(1, role_, recorder_);  // replaced by the caller
+  }
+  double all_reduce_sum(double value) override {
+    int id = recorder_.issue(CollectiveOp::all_reduce, role_, 1, WireType::f32, /*scalar=*/true);
+    recorder_.wait(id);
+    return value;
+  }
+
+ private:
+  CommHandle record(CollectiveOp op, size_t count, WireType type) {
+    int id = recorder_.issue(op, role_, count, type, /*scalar=*/false);
+    Recorder* recorder = &recorder_;
+    return CommHandle([recorder, id] { recorder->wait(id); });
+  }
+  int size_;
+  GroupRole role_;
+  Recorder& recorder_;
+};
+
+// Forwards to the engine and marks where each unit's compute happens: right
+// before the release that ends its use in a pass (a nested acquire, the tied
+// embedding inside the head, is part of the head's compute), or, for a unit
+// whose backward takes no parameters (the embedding), before its gradient
+// release.
+class RecordingProvider : public UnitProvider {
+ public:
+  RecordingProvider(UnitProvider& engine, Recorder& recorder, int num_units)
+      : engine_(engine), recorder_(recorder), held_(num_units, 0), nested_(num_units, false),
+        computed_backward_(num_units, false) {}
+
+  void begin_micro_batch() { std::fill(computed_backward_.begin(), computed_backward_.end(), false); }
+
+  const void* acquire_params(int unit, Pass pass) override {
+    bool others_held = std::any_of(held_.begin(), held_.end(), [](int h) { return h > 0; });
+    if (held_[unit]++ == 0) nested_[unit] = others_held;
+    return engine_.acquire_params(unit, pass);
+  }
+  void release_params(int unit, Pass pass) override {
+    if (--held_[unit] == 0 && !nested_[unit]) {
+      recorder_.compute(unit, pass);
+      if (pass == Pass::backward) computed_backward_[unit] = true;
+    }
+    engine_.release_params(unit, pass);
+  }
+  float* acquire_grads(int unit) override { return engine_.acquire_grads(unit); }
+  void release_grads(int unit) override {
+    if (!computed_backward_[unit]) {
+      recorder_.compute(unit, Pass::backward);
+      computed_backward_[unit] = true;
+    }
+    engine_.release_grads(unit);
+  }
+
+ private:
+  UnitProvider& engine_;
+  Recorder& recorder_;
+  std::vector<int> held_;
+  std::vector<bool> nested_, computed_backward_;
+};
+
+}  // namespace
+
+StepTrace step_trace_record(const Config& config, int world) {
+  const ShardingPlan plan = sharding_plan(config.parallel, world);
+  StepTrace trace;
+  trace.micro_batches = micro_batches_per_step(config.training, world);
+
+  Config stand_in = config;
+  stand_in.model = stand_in_model(config.model, plan.shard_group_size);
+  stand_in.training.micro_batch_size = 1;
+  stand_in.training.seq_len = 1;
+  const ParameterLayout layout = layout_build(stand_in.model);
+  const int num_units = static_cast<int>(layout.units.size());
+
+  Recorder recorder(trace, layout, plan.shard_group_size);
+  RecordingGroup world_group(world, GroupRole::world, recorder);
+  Topology topology(world_group, config.parallel);
+  topology.shard = std::make_unique<RecordingGroup>(plan.shard_group_size, GroupRole::shard, recorder);
+  topology.replicate = std::make_unique<RecordingGroup>(world / plan.shard_group_size,
+                                                        GroupRole::replicate, recorder);
+  Transformer model(stand_in.model, 1, 1, backend_cpu(), checkpointing_plan(stand_in.training),
+                    stand_in.precision());
+  ShardingEngine engine(model.layout(), stand_in, backend_cpu(), topology);
+  RecordingProvider provider(engine, recorder, num_units);
+
+  // The order of Trainer::train_step.
+  const int32_t input = 0, target = 1;
+  engine.zero_grads();
+  for (int micro = 0; micro < trace.micro_batches; ++micro) {
+    provider.begin_micro_batch();
+    engine.begin_micro_batch(micro == trace.micro_batches - 1);
+    model.forward_backward(provider, &input, &target, 1, 1, 1.0f);
+  }
+  topology.world.all_reduce_sum(0.0);  // the mean loss
+  engine.grad_norm();
+  recorder.optimizer();
+  engine.optimizer_step({1e-3f, 1.0f, 1});
+  recorder.stop();
+  return trace;
+}
+
+}  // namespace llm

@@ -1,0 +1,272 @@
+// The throughput model (see throughput_model.h): the recorded step schedule,
+// re-sized for the real config, costed and replayed.
+#include "planning/throughput_model.h"
+
+#include <algorithm>
+#include <set>
+#include <vector>
+
+#include "trainer/benchmark.h"
+#include "runtime/error.h"
+#include "model/layout.h"
+#include "model/transformer.h"
+#include "parallel/topology.h"
+
+namespace llm {
+namespace {
+
+constexpr size_t kScalarBytes = sizeof(double);
+
+// One collective of the real config, per rank.
+struct SizedCollective {
+  CollectiveOp op;
+  GroupRole group;
+  bool scalar;
+  size_t count;          // elements
+  size_t element_bytes;
+  double seconds = 0;
+};
+
+// Payload and ring bytes sent, with the comm layer's own formulas (comm.h).
+Traffic traffic_of(CollectiveOp op, size_t count, size_t element_bytes, int n) {
+  const uint64_t bytes = static_cast<uint64_t>(count) * element_bytes;
+  return op == CollectiveOp::all_reduce ? all_reduce_traffic(bytes, n) : chunked_traffic(bytes, n);
+}
+
+void add_traffic(OpTraffic& t, CollectiveOp op, size_t count, size_t element_bytes, int n) {
+  const Traffic traffic = traffic_of(op, count, element_bytes, n);
+  t.calls += 1;
+  t.payload_bytes += traffic.payload;
+  t.sent_bytes += traffic.sent;
+}
+
+// Bytes the optimizer step touches on rank 0: AdamW reads parameter,
+// gradient and both moments and writes three of them (28 bytes per owned
+// element), the gradient norm reads the gradient (4), the bf16 compute copy
+// is refreshed (read 4, write 2 per copied element), and zero_grads clears
+// the gradient buffers (4 per element).
+double optimizer_bytes(const ParameterLayout& layout, const ShardingPlan& plan, Precision precision) {
+  double bytes = 0;
+  for (const UnitSpec& unit : layout.units) {
+    const double s = static_cast<double>(unit_shard_elements(unit.numel, plan.shard_group_size));
+    const double padded = s * plan.shard_group_size;
+    bytes += 32 * s;
+    if (precision == Precision::bf16) bytes += 6 * (plan.shard_params ? s : padded);
+    if (!plan.shard_grads) bytes += 4 * padded;
+    if (plan.shard_optimizer) bytes += 4 * s;
+  }
+  return bytes;
+}
+
+// Merges ddp's per-unit gradient all-reduces into buckets of at least
+// `bucket_bytes` (in issue order, each bucket issued when its last member
+// is); waits on a member wait on its bucket.
+void bucket_gradients(std::vector<SizedCollective>& collectives, std::vector<StepEvent>& events,
+                      size_t bucket_bytes) {
+  auto bucketable = [&](int c) {
+    const SizedCollective& x = collectives[c];
+    return !x.scalar && x.op == CollectiveOp::all_reduce && x.group == GroupRole::replicate;
+  };
+  int last = -1;
+  for (const StepEvent& e : events) {
+    if (e.type == StepEvent::Type::issue && bucketable(e.collective)) last = e.collective;
+  }
+  std::vector<int> bucket_of(collectives.size(), -1);
+  std::vector<int> open;
+  size_t open_bytes = 0;
+  std::vector<StepEvent> merged;
+  for (StepEvent e : events) {
+    if (e.type == StepEvent::Type::issue && bucketable(e.collective)) {
+      open.push_back(e.collective);
+      open_bytes += collectives[e.collective].count * collectives[e.collective].element_bytes;
+      if (open_bytes < bucket_bytes && e.collective != last) continue;
+      SizedCollective bucket = collectives[open.front()];
+      bucket.count = open_bytes / bucket.element_bytes;
+      collectives.push_back(bucket);
+      const int id = static_cast<int>(collectives.size()) - 1;
+      for (int member : open) bucket_of[member] = id;
+      open.clear();
+      open_bytes = 0;
+      e.collective = id;
+    } else if (e.type == StepEvent::Type::wait && e.collective < static_cast<int>(bucket_of.size()) &&
+               bucket_of[e.collective] >= 0) {
+      e.collective = bucket_of[e.collective];
+    }
+    merged.push_back(e);
+  }
+  events = std::move(merged);
+}
+
+}  // namespace
+
+GroupSpan group_span(GroupRole role, int world, int shard_group_size, int devices_per_node) {
+  std::vector<int> ranks;
+  if (role == GroupRole::world) {
+    for (int r = 0; r < world; ++r) ranks.push_back(r);
+  } else if (role == GroupRole::shard) {
+    for (int r = 0; r < shard_group_size; ++r) ranks.push_back(r);
+  } else {
+    for (int r = 0; r < world; r += shard_group_size) ranks.push_back(r);
+  }
+  std::set<int> nodes;
+  for (int r : ranks) nodes.insert(r / devices_per_node);
+  GroupSpan span;
+  span.size = static_cast<int>(ranks.size());
+  span.nodes = static_cast<int>(nodes.size());
+  span.ranks_per_node = (span.size + span.nodes - 1) / span.nodes;
+  return span;
+}
+
+double collective_seconds(CollectiveOp op, const GroupSpan& span, double payload_bytes,
+                          const HardwareProfile& hw) {
+  if (span.size <= 1) return 0;
+  const double n = span.size;
+  const bool all_reduce = op == CollectiveOp::all_reduce;
+  const double steps = all_reduce ? 2 * (n - 1) : n - 1;
+  const double inter_steps = all_reduce ? 2.0 * (span.nodes - 1) : span.nodes - 1.0;
+  const double latency = 1e-6 * (hw.collective.base_latency_us +
+                                 (steps - inter_steps) * hw.intra_node.latency_us +
+                                 inter_steps * hw.inter_node.latency_us);
+  double bandwidth = hw.intra_node.bandwidth_gbs * 1e9;
+  if (span.nodes > 1) {
+    // Rail-optimized NICs: the group's ranks on a node drive their share of them.
+    double nic_share = hw.inter_node.bandwidth_gbs * 1e9 * span.ranks_per_node /
+                       hw.node.devices_per_node;
+    bandwidth = std::min(bandwidth, nic_share);
+  }
+  const double sent = (all_reduce ? 2 * (n - 1) / n : (n - 1) / n) * payload_bytes;
+  return latency + sent / bandwidth;
+}
+
+double unit_pass_flops(const Config& config, int unit, Pass pass) {
+  const ModelConfig& m = config.model;
+  const TrainingConfig& t = config.training;
+  const int num_units = m.n_layers + 2;
+  const double C = m.dim, F = m.ffn_dim, V = m.vocab_size, H = m.n_heads;
+  const double D = C / m.n_heads, HD = H * D, QKV = (H + 2.0 * m.n_kv_heads) * D;
+  const double B = t.micro_batch_size, T = t.seq_len, N = B * T;
+  const double pairs = T * (T + 1) / 2.0;  // causal query-key pairs per sequence and head
+  const double attention_forward = 2.0 * 2.0 * D * pairs * H * B;
+  const double pass_factor = pass == Pass::forward ? 1.0 : 2.0;
+  switch (unit_kind(unit, num_units)) {
+    case UnitKind::embed:
+    case UnitKind::scalar: return 0;  // a lookup and a scatter-add
+    case UnitKind::head: return pass_factor * 2.0 * N * V * C;
+    case UnitKind::block: break;
+  }
+  double flops = pass_factor * (2.0 * N * (QKV * C + HD * C + 3.0 * F * C) + attention_forward);
+  const CheckpointingPlan checkpointing = checkpointing_plan(t);
+  if (pass == Pass::backward && checkpointing.checkpointed(unit - 1) &&
+      checkpointing.mode == Recompute::full) {
+    // Forward again up to SwiGLU (everything but the down projection).
+    flops += 2.0 * N * (QKV * C + HD * C + 2.0 * F * C) + attention_forward;
+  }
+  return flops;  // selective recomputation redoes norms and SwiGLU only: no matmuls
+}
+
+StepPrediction throughput_predict(const Config& config, int world, const HardwareProfile& hw,
+                                  const ThroughputOptions& options) {
+  const ShardingPlan plan = sharding_plan(config.parallel, world);
+  const int S = plan.shard_group_size;
+  const ParameterLayout layout = layout_build(config.model);
+  const int num_units = static_cast<int>(layout.units.size());
+  const StepTrace trace = step_trace_record(config, world);
+  const int ranks_per_node = std::min(world, hw.node.devices_per_node);
+
+  // Re-size every recorded collective for the real config.
+  auto numel_of = [&](UnitKind kind) {
+    switch (kind) {
+      case UnitKind::embed: return layout.units[0].numel;
+      case UnitKind::block: return layout.units[1].numel;
+      case UnitKind::head: return layout.units.back().numel;
+      case UnitKind::scalar: break;
+    }
+    return size_t{1};
+  };
+  std::vector<SizedCollective> collectives;
+  for (const TracedCollective& c : trace.collectives) {
+    SizedCollective x{c.op, c.group, c.kind == UnitKind::scalar, 0, 0};
+    x.count = x.scalar ? 1 : unit_shard_elements(numel_of(c.kind), S);
+    x.element_bytes = x.scalar ? kScalarBytes : wire_bytes(c.type);
+    collectives.push_back(x);
+  }
+  std::vector<StepEvent> events = trace.events;
+  if (options.ddp_bucket_bytes > 0 && plan.mode == "ddp") {
+    bucket_gradients(collectives, events, options.ddp_bucket_bytes);
+  }
+
+  StepPrediction p;
+  p.micro_batches = trace.micro_batches;
+  GroupSpan spans[3];
+  for (GroupRole role : {GroupRole::world, GroupRole::shard, GroupRole::replicate}) {
+    spans[static_cast<int>(role)] = group_span(role, world, S, hw.node.devices_per_node);
+  }
+  for (SizedCollective& c : collectives) {
+    const GroupSpan& span = spans[static_cast<int>(c.group)];
+    const double payload = static_cast<double>(traffic_of(c.op, c.count, c.element_bytes, span.size).payload);
+    c.seconds = collective_seconds(c.op, span, payload, hw);
+  }
+
+  // Replay: one compute timeline, one channel per group.
+  const double flops_rate = hw.rank_flops(config.precision(), ranks_per_node);
+  std::vector<double> flops_by_unit_pass(2 * num_units);
+  for (int u = 0; u < num_units; ++u) {
+    flops_by_unit_pass[2 * u] = unit_pass_flops(config, u, Pass::forward);
+    flops_by_unit_pass[2 * u + 1] = unit_pass_flops(config, u, Pass::backward);
+  }
+  std::vector<double> ends(collectives.size(), -1.0);
+  std::vector<bool> issued(collectives.size(), false);
+  double channel_free[3] = {0, 0, 0};
+  double t = 0;
+  auto run = [&](int id, double from) {
+    SizedCollective& c = collectives[id];
+    double& channel = channel_free[static_cast<int>(c.group)];
+    double start = std::max(from, channel);
+    ends[id] = start + c.seconds;
+    channel = ends[id];
+  };
+  for (const StepEvent& e : events) {
+    switch (e.type) {
+      case StepEvent::Type::compute: {
+        double seconds = flops_by_unit_pass[2 * e.unit + (e.pass == Pass::backward)] / flops_rate;
+        t += seconds;
+        p.compute_seconds += seconds;
+        break;
+      }
+      case StepEvent::Type::optimizer: {
+        double seconds = optimizer_bytes(layout, plan, config.precision()) /
+                         hw.rank_memory_bandwidth(ranks_per_node);
+        t += seconds;
+        p.optimizer_seconds += seconds;
+        break;
+      }
+      case StepEvent::Type::issue:
+        issued[e.collective] = true;
+        if (hw.collective.async_progress) run(e.collective, t);
+        break;
+      case StepEvent::Type::wait:
+        LLM_CHECK(issued[e.collective], "throughput model: collective waited before it was issued");
+        if (ends[e.collective] < 0) run(e.collective, t);
+        t = std::max(t, ends[e.collective]);
+        break;
+    }
+  }
+  for (size_t id = 0; id < collectives.size(); ++id) {
+    const SizedCollective& c = collectives[id];
+    if (!issued[id]) continue;  // a bucket member whose bucket was issued instead
+    if (ends[id] < 0) run(static_cast<int>(id), t);  // never waited: finishes after the step
+    t = std::max(t, ends[id]);
+    p.comm_seconds += c.seconds;
+    if (c.scalar) continue;
+    const int op = static_cast<int>(c.op);
+    add_traffic(p.traffic[op], c.op, c.count, c.element_bytes, spans[static_cast<int>(c.group)].size);
+    p.traffic[op].busy_seconds += c.seconds;
+  }
+  p.step_seconds = t;
+  p.exposed_comm_seconds = std::max(0.0, t - p.compute_seconds - p.optimizer_seconds);
+  p.model_flops = step_flops(config).total();
+  p.tflops_per_rank = p.model_flops / world / p.step_seconds / 1e12;
+  return p;
+}
+
+}  // namespace llm

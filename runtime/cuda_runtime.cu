@@ -1,0 +1,113 @@
+// The CUDA runtime of the backend: device count and choice, the compute and
+// communication streams, grow-only scratch, and the device-memory table
+// (cudaMalloc, copies on the compute stream).
+// Invariant: device memory is only allocated when arenas are built, at
+// start-up; nothing here is called per step except the copies.
+#include <cstdio>
+
+#include "runtime/cuda_runtime.cuh"
+#include "runtime/device.h"
+#include "runtime/device_memory.h"
+
+namespace llm {
+namespace cuda {
+namespace {
+
+struct Streams {
+  cudaStream_t compute = nullptr;
+  cudaStream_t comm = nullptr;
+  Streams() {
+    LLM_CUDA_CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
+    LLM_CUDA_CHECK(cudaStreamCreateWithFlags(&comm, cudaStreamNonBlocking));
+  }
+};
+
+Streams& streams() {
+  static Streams s;  // on the device selected when first used
+  return s;
+}
+
+void* allocate(size_t bytes) {
+  void* p = nullptr;
+  if (bytes == 0) return nullptr;
+  cudaError_t status = cudaMalloc(&p, bytes);
+  if (status != cudaSuccess) {
+    size_t free_bytes = 0, total_bytes = 0;
+    cudaGetLastError();
+    cudaMemGetInfo(&free_bytes, &total_bytes);
+    char call[128];
+    std::snprintf(call, sizeof call, "cudaMalloc of %zu bytes (%zu of %zu free)", bytes, free_bytes,
+                  total_bytes);
+    throw_cuda_error(call, cudaGetErrorString(status), __FILE__, __LINE__);
+  }
+  // On the compute stream (which does not wait for the legacy default
+  // stream), so a copy queued right after cannot be overtaken by the fill.
+  LLM_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, compute_stream()));
+  LLM_CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
+  return p;
+}
+
+void release(void* p) {
+  if (p) cudaFree(p);  // at exit the context may already be gone; nothing to report
+}
+
+void to_device(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  LLM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, compute_stream()));
+  LLM_CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
+}
+
+void to_host(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  LLM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, compute_stream()));
+  LLM_CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
+}
+
+void copy(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0 || dst == src) return;
+  LLM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, compute_stream()));
+}
+
+void synchronize() { LLM_CUDA_CHECK(cudaStreamSynchronize(compute_stream())); }
+
+}  // namespace
+
+cudaStream_t compute_stream() { return streams().compute; }
+
+void* GrowingScratch::reserve(size_t bytes) {
+  if (bytes <= capacity_) return buffer_;
+  cudaStream_t stream = compute_stream();
+  if (buffer_) LLM_CUDA_CHECK(cudaFreeAsync(buffer_, stream));
+  buffer_ = nullptr;
+  LLM_CUDA_CHECK(cudaMallocAsync(&buffer_, bytes, stream));
+  capacity_ = bytes;
+  return buffer_;
+}
+cudaStream_t comm_stream() { return streams().comm; }
+
+}  // namespace cuda
+
+const DeviceMemory& cuda_memory() {
+  static const DeviceMemory memory{cuda::allocate, cuda::release, cuda::to_device,
+                                   cuda::to_host,  cuda::copy,    cuda::synchronize};
+  return memory;
+}
+
+int cuda_device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky error of a machine without a GPU
+    return 0;
+  }
+  return count;
+}
+
+void cuda_use_device(int ordinal) { LLM_CUDA_CHECK(cudaSetDevice(ordinal)); }
+
+size_t cuda_free_bytes() {
+  size_t free_bytes = 0, total_bytes = 0;
+  LLM_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return free_bytes;
+}
+
+}  // namespace llm

@@ -1,0 +1,33 @@
+// Which devices this build and this machine have, and their memory tables.
+// The CUDA answers come from cuda_runtime.cu / device.cu when the CUDA
+// backend is compiled, else from device_nocuda.cc (no devices; asking for
+// CUDA memory throws), so callers never need #ifdef.
+#pragma once
+
+#include "runtime/device_memory.h"
+
+namespace llm {
+
+enum class Device { cpu, cuda };
+
+// Whether this build has the CUDA backend (LLM_WITH_CUDA comes from CMake).
+#ifdef LLM_WITH_CUDA
+inline constexpr bool kBuiltWithCuda = true;
+#else
+inline constexpr bool kBuiltWithCuda = false;
+#endif
+
+// Number of CUDA devices usable by this process (0 in a CPU-only build).
+int cuda_device_count();
+// Makes CUDA device `ordinal` current for this process (before any other CUDA call).
+void cuda_use_device(int ordinal);
+// cudaMalloc'ed memory with copies on the compute stream.
+const DeviceMemory& cuda_memory();
+// Free bytes on the current CUDA device.
+size_t cuda_free_bytes();
+
+inline const DeviceMemory& device_memory(Device device) {
+  return device == Device::cuda ? cuda_memory() : host_memory();
+}
+
+}  // namespace llm

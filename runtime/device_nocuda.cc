@@ -1,0 +1,18 @@
+// CPU-only build: there are no CUDA devices, and asking for one says how to
+// get it. Compiled only when CUDA is off.
+#include "runtime/device.h"
+#include "runtime/error.h"
+
+namespace llm {
+
+int cuda_device_count() { return 0; }
+
+void cuda_use_device(int) { LLM_FAIL("this build has no CUDA backend (nvcc was not found at configure time)"); }
+
+size_t cuda_free_bytes() { return 0; }
+
+const DeviceMemory& cuda_memory() {
+  LLM_FAIL("this build has no CUDA backend (nvcc was not found at configure time)");
+}
+
+}  // namespace llm

@@ -1,0 +1,93 @@
+// POSIX implementations of the durable writes and ranged reads.
+#include "runtime/file_io.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "runtime/error.h"
+
+namespace llm {
+namespace {
+
+class FileDescriptor {
+ public:
+  FileDescriptor(const std::string& path, int flags, mode_t mode = 0644)
+      : fd_(::open(path.c_str(), flags | O_CLOEXEC, mode)) {
+    LLM_CHECK(fd_ >= 0, "{}: cannot open: {}", path, std::strerror(errno));
+  }
+  ~FileDescriptor() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+void write_file_synced(const std::string& path, std::string_view bytes) {
+  FileDescriptor fd(path, O_WRONLY | O_CREAT | O_TRUNC);
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    LLM_CHECK(n > 0, "{}: write failed after {} of {} bytes: {}", path, done, bytes.size(),
+              std::strerror(errno));
+    done += static_cast<size_t>(n);
+  }
+  LLM_CHECK(::fsync(fd.get()) == 0, "{}: fsync failed: {}", path, std::strerror(errno));
+}
+
+void fsync_directory(const std::string& dir) {
+  FileDescriptor fd(dir.empty() ? "." : dir, O_RDONLY | O_DIRECTORY);
+  ::fsync(fd.get());  // some file systems refuse; the rename itself has happened
+}
+
+void write_file_atomically(const std::string& path, std::string_view bytes) {
+  const std::string tmp = path + ".tmp";
+  try {
+    write_file_synced(tmp, bytes);
+  } catch (...) {
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int error = errno;
+    ::unlink(tmp.c_str());
+    LLM_FAIL("{}: cannot rename from {}: {}", path, tmp, std::strerror(error));
+  }
+  fsync_directory(std::filesystem::path(path).parent_path().string());
+}
+
+std::string read_file(const std::string& path) {
+  FileDescriptor fd(path, O_RDONLY);
+  struct stat st {};
+  LLM_CHECK(::fstat(fd.get(), &st) == 0, "{}: cannot stat: {}", path, std::strerror(errno));
+  std::string bytes(static_cast<size_t>(st.st_size), '\0');
+  read_file_range(path, 0, bytes.size(), bytes.data());
+  return bytes;
+}
+
+void read_file_range(const std::string& path, size_t offset, size_t bytes, void* out) {
+  FileDescriptor fd(path, O_RDONLY);
+  size_t done = 0;
+  while (done < bytes) {
+    ssize_t n = ::pread(fd.get(), static_cast<char*>(out) + done, bytes - done,
+                        static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    LLM_CHECK(n >= 0, "{}: read failed at byte {}: {}", path, offset + done, std::strerror(errno));
+    LLM_CHECK(n > 0, "{}: truncated: needed bytes [{}, {}) but the file ends at {}", path, offset,
+              offset + bytes, offset + done);
+    done += static_cast<size_t>(n);
+  }
+}
+
+}  // namespace llm

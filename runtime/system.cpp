@@ -1,0 +1,51 @@
+// /proc and getrusage readers behind core/system.h.
+#include "runtime/system.h"
+
+#include <cblas.h>
+#include <omp.h>
+#include <sys/resource.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+namespace llm {
+
+size_t memory_available_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  size_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return 0;
+}
+
+size_t peak_resident_bytes() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<size_t>(usage.ru_maxrss) * 1024;
+}
+
+void configure_threads(int ranks_per_node) {
+  if (ranks_per_node <= 1 || std::getenv("OMP_NUM_THREADS")) return;
+  int threads = std::max(1, omp_get_num_procs() / ranks_per_node);
+  omp_set_num_threads(threads);
+  openblas_set_num_threads(threads);
+}
+
+std::string format_bytes(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4) {
+    bytes /= 1024;
+    ++u;
+  }
+  return u == 0 ? fmt::format("{:.0f} B", bytes) : fmt::format("{:.2f} {}", bytes, units[u]);
+}
+
+}  // namespace llm

@@ -1,0 +1,224 @@
+// `./train bench`: tokens/s and achieved GFLOP/s of a training step.
+#include "trainer/benchmark.h"
+
+#include <cblas.h>
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <vector>
+
+#include "runtime/rng.h"
+#include "runtime/system.h"
+#include "trainer/trainer.h"
+#include "data/shard.h"
+
+namespace llm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+}  // namespace
+
+StepFlops step_flops(const Config& config) {
+  const ModelConfig& m = config.model;
+  const double C = m.dim, F = m.ffn_dim, V = m.vocab_size, L = m.n_layers;
+  const double D = C / m.n_heads, HD = m.n_heads * D, QKV = (m.n_heads + 2.0 * m.n_kv_heads) * D;
+  const double T = config.training.seq_len;
+  const double tokens = static_cast<double>(config.training.batch_size) * T;
+  const double matmul_params = L * (QKV * C + HD * C + 3.0 * F * C) + V * C;
+  StepFlops f;
+  f.matmul = 6.0 * matmul_params * tokens;
+  // Per head and sequence, causal: T(T+1)/2 query-key pairs, 2 matmuls (scores,
+  // weighted values) of 2*D FLOPs per pair forward, twice that backward.
+  const double pairs = T * (T + 1) / 2.0;
+  const double sequences = config.training.batch_size;
+  f.attention = 3.0 * 2.0 * 2.0 * D * pairs * m.n_heads * L * sequences;
+  return f;
+}
+
+double measure_gemm_gflops(int n, int repeats) {
+  std::vector<float> a(static_cast<size_t>(n) * n), b(a.size()), c(a.size());
+  Rng rng(1);
+  for (size_t i = 0; i < a.size(); ++i) {
+    a[i] = static_cast<float>(rng.next_uniform() - 0.5);
+    b[i] = static_cast<float>(rng.next_uniform() - 0.5);
+  }
+  double best = 1e30;
+  for (int r = 0; r < repeats + 1; ++r) {  // first run warms up
+    auto start = Clock::now();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a.data(), n, b.data(), n,
+                0.0f, c.data(), n);
+    if (r > 0) best = std::min(best, seconds_since(start));
+  }
+  return 2.0 * n * n * n / best / 1e9;
+}
+
+namespace {
+
+// A trainer on synthetic uniform tokens (throughput does not depend on the
+// text); the shard file only lives while the loader opens it.
+std::unique_ptr<Trainer> synthetic_trainer(Config config, Group& world) {
+  const TrainingConfig& t = config.training;
+  std::vector<uint32_t> tokens(static_cast<size_t>(t.batch_size) * (t.seq_len + 1));
+  Rng rng(static_cast<uint64_t>(t.seed));
+  for (uint32_t& token : tokens) token = static_cast<uint32_t>(rng.next_below(config.model.vocab_size));
+  std::filesystem::path shard = std::filesystem::temp_directory_path() /
+                                fmt::format("llm_bench_{}.bin", static_cast<long>(getpid()));
+  shard_write(shard.string(), tokens, config.model.vocab_size);
+  config.data.train = shard.string();
+  config.data.val = "";
+  config.logging.metrics = false;
+  auto trainer = std::make_unique<Trainer>(config, world);
+  std::filesystem::remove(shard);
+  return trainer;
+}
+
+// Seconds per step over `steps` steps after one warm-up step (slowest rank).
+double time_steps(Trainer& trainer, int steps) {
+  trainer.train_step(0);
+  trainer.topology().world.barrier();
+  auto start = Clock::now();
+  for (int s = 1; s <= steps; ++s) trainer.train_step(s);
+  trainer.topology().world.barrier();
+  return seconds_since(start) / steps;
+}
+
+}  // namespace
+
+void benchmark_run(Config config, Group& world, int steps, double peak_tflops) {
+  const TrainingConfig& t = config.training;
+  const bool gpu = config.device() == Device::cuda;
+  std::unique_ptr<Trainer> trainer = synthetic_trainer(config, world);
+  // The reference rate: the GPU's dense peak, or this CPU's measured sgemm.
+  double reference = gpu ? peak_tflops * 1e3 : measure_gemm_gflops(2048, 3);
+  double seconds = time_steps(*trainer, steps);
+
+  if (world.rank() != 0) return;
+  StepFlops flops = step_flops(config);
+  double step_tokens = static_cast<double>(t.batch_size) * t.seq_len;
+  double achieved = flops.total() / seconds / 1e9 / world.size();
+  fmt::print("benchmark {} ({} parameters, {} rank(s) on {}, mode {}, {})\n", config.path,
+             trainer->model().layout().total_numel, world.size(),
+             gpu ? "CUDA" : fmt::format("{} CPU threads", omp_get_max_threads()),
+             trainer->topology().plan.mode, t.precision);
+  fmt::print("  batch {} x {} tokens, micro-batch {}\n", t.batch_size, t.seq_len, t.micro_batch_size);
+  if (gpu) {
+    fmt::print("  peak (--peak-tflops)   {:9.1f} TFLOP/s per GPU\n", peak_tflops);
+  } else {
+    fmt::print("  sgemm 2048^3 rate      {:9.1f} GFLOP/s per rank\n", reference);
+  }
+  fmt::print("  step time              {:9.1f} ms\n", seconds * 1e3);
+  fmt::print("  tokens/s               {:9.0f}\n", step_tokens / seconds);
+  fmt::print("  FLOPs per step         {:9.3g} (matmul {:.3g}, attention {:.3g})\n", flops.total(),
+             flops.matmul, flops.attention);
+  fmt::print("  achieved               {:9.1f} GFLOP/s per rank = {:.1f}% of the {}\n", achieved,
+             100.0 * achieved / reference, gpu ? "peak (MFU)" : "sgemm rate");
+  fmt::print("  activations {}, model state {}\n", format_bytes(trainer->model().activation_bytes().total),
+             format_bytes(trainer->engine().bytes().total()));
+}
+
+void benchmark_modes(Config config, Group& world, int steps) {
+  const int n = world.size();
+  std::vector<std::pair<std::string, int>> modes = {
+      {"ddp", 0}, {"zero1", 0}, {"zero2", 0}, {"zero3", 0}};
+  if (n >= 4 && n % 2 == 0) modes.push_back({"hybrid", n / 2});
+  const ParameterLayout layout = layout_build(config.model);
+  const double model_bytes = 4.0 * layout.total_numel;
+  if (world.rank() == 0) {
+    fmt::print("modes benchmark {}: {} parameters ({}), {} ranks, batch {} x {}, micro-batch {}\n",
+               config.path, layout.total_numel, format_bytes(model_bytes), n,
+               config.training.batch_size, config.training.seq_len, config.training.micro_batch_size);
+    fmt::print("{:<10} {:>9} {:>9} {:>11} {:>11} {:>11} {:>11} {:>12} {:>8}\n", "mode", "ms/step",
+               "tokens/s", "params", "grads", "optimizer", "buffers", "sent/step", "vs ddp");
+  }
+  double ddp_sent = 0;
+  for (const auto& [mode, group] : modes) {
+    config.parallel.mode = mode;
+    config.parallel.shard_group_size = group;
+    std::unique_ptr<Trainer> trainer = synthetic_trainer(config, world);
+    Topology& topo = trainer->topology();
+    double seconds = time_steps(*trainer, 1);  // warm-up before the counted steps
+    topo.shard->reset_stats();
+    topo.replicate->reset_stats();
+    seconds = time_steps(*trainer, steps);
+    CommStats comm = topo.shard->stats();
+    comm.add(topo.replicate->stats());
+    double sent = static_cast<double>(comm.sent_bytes) / (steps + 1);  // + the warm-up step
+    if (mode == "ddp") ddp_sent = sent;
+    StateBytes b = trainer->engine().bytes();
+    if (world.rank() != 0) continue;
+    std::string name = mode == "hybrid" ? fmt::format("hybrid/{}", group) : mode;
+    fmt::print("{:<10} {:>9.1f} {:>9.0f} {:>11} {:>11} {:>11} {:>11} {:>12} {:>8.2f}\n", name,
+               seconds * 1e3, config.training.batch_size * config.training.seq_len / seconds,
+               format_bytes(b.params), format_bytes(b.grads), format_bytes(b.optimizer),
+               format_bytes(b.buffers), format_bytes(sent), ddp_sent > 0 ? sent / ddp_sent : 0.0);
+  }
+  if (world.rank() == 0) {
+    fmt::print("theory (ring, per rank): ddp all-reduce = 2 x model x (n-1)/n = {} per step; "
+               "zero1/zero2 1x that with one micro-batch per step; zero3 1.5x (less when gathered "
+               "units stay cached)\n",
+               format_bytes(2 * model_bytes * (n - 1.0) / n));
+  }
+}
+
+void benchmark_memory(Config config, Group& world, int steps) {
+  const ModelConfig& m = config.model;
+  const TrainingConfig& t = config.training;
+  const bool leader = world.rank() == 0;
+  if (leader) {
+    fmt::print("activation memory {}: dim {}, {} layers, {} heads ({} kv), ffn {}, micro-batch {} "
+               "x {} tokens\n",
+               config.path, m.dim, m.n_layers, m.n_heads, m.n_kv_heads, m.ffn_dim,
+               t.micro_batch_size, t.seq_len);
+    fmt::print("{:<6} {:<10} {:>9} {:>12} {:>14} {:>14} {:>12}\n", "dtype", "recompute",
+               "tokens/s", "activations", "kept block", "ckpt block", "peak RSS");
+  }
+  for (std::string precision : {"fp32", "bf16"}) {
+    for (std::string recompute : {"none", "selective", "full"}) {
+      config.training.precision = precision;
+      config.training.activation_checkpointing = recompute;
+      std::unique_ptr<Trainer> trainer = synthetic_trainer(config, world);
+      double seconds = time_steps(*trainer, steps);
+      const ActivationBytes& a = trainer->model().activation_bytes();
+      if (!leader) continue;
+      fmt::print("{:<6} {:<10} {:>9.0f} {:>12} {:>14} {:>14} {:>12}\n", precision, recompute,
+                 t.batch_size * t.seq_len / seconds, format_bytes(a.total),
+                 format_bytes(a.per_block_kept),
+                 recompute == "none" ? "-" : format_bytes(a.per_block_checkpointed),
+                 format_bytes(peak_resident_bytes()));
+    }
+  }
+  if (!leader) return;
+  // Our exact per-block formula (elements; e = bytes of the storage type):
+  //   kept:      e N (QKV + HD + 3C + 3F) + 4 N (H + 2)   [qkv, att, x_mid, xn1, xn2, h13 (2F),
+  //                                                        g (F); lse, rstd1, rstd2 in fp32]
+  //   selective: e N (QKV + HD + C + 2F) + 4 N H          [qkv, att, x_mid, h13; lse]
+  //   full:      0 beyond the block input e N C, which is the residual stream
+  const double N = static_cast<double>(t.micro_batch_size) * t.seq_len, C = m.dim, F = m.ffn_dim;
+  const double H = m.n_heads, D = C / H, QKV = (H + 2.0 * m.n_kv_heads) * D, HD = H * D;
+  const double s = t.seq_len, b = t.micro_batch_size, h = m.dim, a = m.n_heads;
+  fmt::print("per block, our formula (kept / selective / full; the block input, e N C = {} in "
+             "bf16, lives in the residual stream):\n",
+             format_bytes(2 * N * C));
+  for (double e : {4.0, 2.0}) {
+    fmt::print("  {:<5} {:>12} {:>12} {:>12}\n", e == 4 ? "fp32" : "bf16",
+               format_bytes(e * N * (QKV + HD + 3 * C + 3 * F) + 4 * N * (H + 2)),
+               format_bytes(e * N * (QKV + HD + C + 2 * F) + 4 * N * H), "0 B");
+  }
+  fmt::print("textbook 16-bit layer (Korthikanti et al.): s b h (34 + 5 a s / h) = {} kept, "
+             "2 s b h = {} with full recomputation\n",
+             format_bytes(s * b * h * (34 + 5 * a * s / h)), format_bytes(2 * s * b * h));
+}
+
+}  // namespace llm

@@ -1,0 +1,42 @@
+// Throughput benchmark of a full training step on synthetic tokens, reported
+// against the machine's own measured single-precision GEMM rate (CPU) or the
+// GPU's dense peak (MFU).
+// Invariant: FLOPs are counted from the model's shapes (6 x matmul params x
+// tokens, plus the causal attention actually computed), never from timings.
+#pragma once
+
+#include "config/config.h"
+#include "parallel/comm.h"
+
+namespace llm {
+
+struct StepFlops {
+  double matmul;     // 6 * (parameters used in matmuls) * tokens
+  double attention;  // forward + backward of causal attention
+  double total() const { return matmul + attention; }
+};
+
+// FLOPs of one optimizer step of `config` (its global batch).
+StepFlops step_flops(const Config& config);
+
+// GFLOP/s of square sgemm of size n, best of `repeats`.
+double measure_gemm_gflops(int n, int repeats);
+
+// Times `steps` training steps (after one warm-up step) and prints the
+// report; on a GPU (training.device = cuda) the achieved rate is given as MFU
+// against `peak_tflops` (dense bf16 peak per GPU), on the CPU against the
+// measured sgemm rate.
+void benchmark_run(Config config, Group& world, int steps, double peak_tflops);
+
+// Runs the config in every parallel mode on `world` and prints a table: step
+// time, tokens/s, bytes per rank of parameters / gradients / optimizer state /
+// buffers, and bytes sent per step (counted by the comm layer) against ddp.
+void benchmark_modes(Config config, Group& world, int steps);
+
+// Runs the config in fp32 and bf16, each without, with selective and with full
+// activation checkpointing, and prints tokens/s and activation bytes, then
+// the per-block activation bytes: measured, our exact formula, and the
+// textbook bounds for a transformer layer stored in 16-bit.
+void benchmark_memory(Config config, Group& world, int steps);
+
+}  // namespace llm

@@ -1,0 +1,306 @@
+// The training loop behind `./train`.
+#include "trainer/trainer.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+
+#include "runtime/error.h"
+#include "runtime/file_io.h"
+#include "runtime/stop_signal.h"
+#include "runtime/system.h"
+#include "data/tokenizer.h"
+#include "model/generate.h"
+#include "interop/hf_llama.h"
+#include "parallel/checkpoint.h"
+#include "parallel/comm_nccl.h"
+#include "parallel/comm_staged.h"
+
+namespace llm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Hugging Face weights as a source of parameters (moments stay zero).
+class HfWeightsSource : public StateSource {
+ public:
+  explicit HfWeightsSource(const HfWeights& weights) : weights_(weights) {}
+  void read(int unit, size_t begin, size_t count, float* params, float*, float*) override {
+    if (params) weights_.read(unit, begin, count, params);
+  }
+
+ private:
+  const HfWeights& weights_;
+};
+
+// On a GPU: picks this rank's device (node-local rank modulo the GPUs) and
+// wraps the world for device buffers; on the CPU the world is used as is.
+std::unique_ptr<Group> device_group(const Config& config, Group& world) {
+  if (config.device() != Device::cuda) return nullptr;
+  const int gpus = cuda_device_count();
+  LLM_CHECK(gpus > 0, "{}: training.device = cuda but {}", config.path,
+            kBuiltWithCuda ? "this machine has no CUDA device" : "this build has no CUDA backend");
+  cuda_use_device(comm_local_rank() % gpus);
+  if (config.comm() == "nccl") {
+    LLM_CHECK(comm_local_size() <= gpus,
+              "{}: {} ranks on this node share {} GPU(s); NCCL needs one GPU per rank (set "
+              "parallel.comm = mpi to share a GPU)",
+              config.path, comm_local_size(), gpus);
+    return make_nccl_group(world);
+  }
+  return make_staged_group(world, cuda_memory());
+}
+
+}  // namespace
+
+MemoryPlan memory_plan(const Config& config, const ShardingPlan& sharding) {
+  MemoryPlan plan;
+  plan.state = ShardingEngine::planned_bytes(
+      layout_build(config.model), sharding, config.precision(),
+      reduce_wire_type(config.parallel));
+  plan.activations = Transformer::activation_bytes(config.model, config.training.micro_batch_size,
+                                                   config.training.seq_len,
+                                                   checkpointing_plan(config.training),
+                                                   config.precision())
+                         .total;
+  return plan;
+}
+
+void check_memory_fits(const Config& config, const ShardingPlan& sharding, int ranks_per_node) {
+  MemoryPlan plan = memory_plan(config, sharding);
+  size_t available = memory_available_bytes() / std::max(ranks_per_node, 1);
+  const char* where = "this machine has";
+  if (config.device() == Device::cuda) {
+    const int gpus = std::max(cuda_device_count(), 1);
+    const int ranks_per_gpu = (std::max(ranks_per_node, 1) + gpus - 1) / gpus;
+    available = cuda_free_bytes() / ranks_per_gpu;
+    where = "this GPU has";
+  }
+  LLM_CHECK(available == 0 || plan.total() <= available,
+            "{}: needs {} per rank in mode {} (parameters {}, gradients {}, optimizer {}, buffers "
+            "{}, activations {}) but {} {} available per rank",
+            config.path, format_bytes(plan.total()), sharding.mode, format_bytes(plan.state.params),
+            format_bytes(plan.state.grads), format_bytes(plan.state.optimizer),
+            format_bytes(plan.state.buffers), format_bytes(plan.activations), where,
+            format_bytes(available));
+}
+
+int micro_batches_per_step(const TrainingConfig& t, int dp_size) {
+  const int per_step = t.micro_batch_size * dp_size;
+  LLM_CHECK(t.batch_size % per_step == 0,
+            "training.batch_size ({}) must be a multiple of training.micro_batch_size ({}) x "
+            "data-parallel ranks ({})",
+            t.batch_size, t.micro_batch_size, dp_size);
+  return t.batch_size / per_step;
+}
+
+Trainer::Trainer(Config config, Group& world)
+    : config_(std::move(config)),
+      device_world_(device_group(config_, world)),
+      topology_(device_world_ ? *device_world_ : world, config_.parallel),
+      accumulation_steps_(micro_batches_per_step(config_.training, topology_.dp_size())) {
+  const TrainingConfig& t = config_.training;
+  check_memory_fits(config_, topology_.plan, comm_local_size());
+  train_data_ = std::make_unique<DataLoader>(config_.data.train, t.seq_len, config_.model.vocab_size,
+                                             static_cast<uint64_t>(t.seed), /*shuffle=*/true);
+  if (!config_.data.val.empty() && t.eval_sequences > 0) {
+    val_data_ = std::make_unique<DataLoader>(config_.data.val, t.seq_len, config_.model.vocab_size,
+                                             static_cast<uint64_t>(t.seed), /*shuffle=*/false);
+  }
+  const Backend& backend = backend_for(config_.device());
+  model_ = std::make_unique<Transformer>(config_.model, t.micro_batch_size, t.seq_len, backend,
+                                         checkpointing_plan(t), config_.precision());
+  engine_ = std::make_unique<ShardingEngine>(model_->layout(), config_, backend, topology_);
+  inputs_.resize(static_cast<size_t>(t.micro_batch_size) * t.seq_len);
+  targets_.resize(inputs_.size());
+  restore_state();
+}
+
+void Trainer::restore_state() {
+  const std::string& resume = config_.checkpoint.resume;
+  std::string path;
+  if (resume == "auto") {
+    path = checkpoint_latest(config_.run_dir());
+  } else if (resume != "none") {
+    path = resume;
+  }
+  if (!path.empty()) {
+    auto start = Clock::now();
+    start_step_ = checkpoint_load(path, *engine_);
+    load_seconds_ = seconds_since(start);
+    resumed_from_ = path;
+    LLM_CHECK(start_step_ <= config_.training.steps,
+              "{}: checkpoint {} is at step {}, beyond training.steps ({})", config_.path, path,
+              start_step_, config_.training.steps);
+  } else if (!config_.model.init_from.empty()) {
+    // Fine-tuning: parameters from Hugging Face weights, fresh AdamW moments.
+    HfWeights weights = HfWeights::open(config_.model.init_from, config_.model, model_->layout());
+    HfWeightsSource source(weights);
+    engine_->load_state(source, /*with_moments=*/false);
+  }
+}
+
+std::string Trainer::save_checkpoint(int steps_done) {
+  return checkpoint_save(config_.run_dir(), steps_done, config_, *engine_, topology_);
+}
+
+StepResult Trainer::train_step(int step) {
+  const TrainingConfig& t = config_.training;
+  const int mb = t.micro_batch_size;
+  const float dloss = 1.0f / (static_cast<float>(t.batch_size) * t.seq_len);
+  const int dp = topology_.dp_size();
+  engine_->zero_grads();
+  double loss_sum = 0;
+  for (int micro = 0; micro < accumulation_steps_; ++micro) {
+    // Micro-batch `micro` of every rank, side by side, then the next: the
+    // step's sequences are the same whatever the world size.
+    int64_t position = static_cast<int64_t>(step) * t.batch_size +
+                       (static_cast<int64_t>(micro) * dp + topology_.dp_rank()) * mb;
+    train_data_->read(position, mb, inputs_.data(), targets_.data());
+    engine_->begin_micro_batch(micro == accumulation_steps_ - 1);
+    loss_sum += model_->forward_backward(*engine_, inputs_.data(), targets_.data(), mb, t.seq_len,
+                                         dloss);
+  }
+  StepResult result;
+  result.loss = static_cast<float>(topology_.world.all_reduce_sum(loss_sum) /
+                                   (static_cast<double>(accumulation_steps_) * dp));
+  result.grad_norm = engine_->grad_norm();
+  LLM_CHECK(std::isfinite(result.loss) && std::isfinite(result.grad_norm),
+            "step {}: loss {} / gradient norm {} is not finite (lower training.lr?)", step + 1,
+            result.loss, result.grad_norm);
+  result.lr = lr_at_step(t, step);
+  engine_->optimizer_step(
+      {result.lr, clip_scale(result.grad_norm, static_cast<float>(t.grad_clip)), step + 1});
+  return result;
+}
+
+float Trainer::evaluate() {
+  if (!val_data_) return NAN;
+  const TrainingConfig& t = config_.training;
+  const int total = static_cast<int>(std::min<int64_t>(t.eval_sequences, val_data_->num_samples()));
+  double loss_sum = 0;
+  for (int done = 0; done < total;) {
+    int count = std::min(t.micro_batch_size, total - done);
+    val_data_->read(done, count, inputs_.data(), targets_.data());
+    loss_sum += static_cast<double>(model_->forward(*engine_, inputs_.data(), targets_.data(), count,
+                                                    t.seq_len)) * count;
+    done += count;
+  }
+  return static_cast<float>(loss_sum / total);
+}
+
+std::string Trainer::sample(int tokens) {
+  LLM_CHECK(!config_.data.tokenizer.empty(), "{}: sampling needs data.tokenizer", config_.path);
+  Tokenizer tokenizer = Tokenizer::load(config_.data.tokenizer);
+  SamplingOptions options;
+  options.max_new_tokens = tokens;
+  options.seed = static_cast<uint64_t>(config_.training.seed);
+  std::vector<int32_t> out = generate(*model_, *engine_, {tokenizer.bos_id()},
+                                      config_.training.seq_len, options);
+  return tokenizer.decode(std::vector<int>(out.begin() + 1, out.end()));
+}
+
+void Trainer::run() {
+  const TrainingConfig& t = config_.training;
+  const std::string run_dir = config_.run_dir();
+  const bool leader = topology_.world.rank() == 0;
+  if (leader) {
+    std::filesystem::create_directories(run_dir);
+    write_file_atomically((std::filesystem::path(run_dir) / "config.toml").string(),
+                          config_to_toml(config_));
+    if (config_.logging.metrics) {
+      metrics_ = MetricsLog(run_dir + "/metrics.jsonl", /*append=*/!resumed_from_.empty());
+    }
+  }
+  stop_signal_install();
+  if (!resumed_from_.empty()) {
+    spdlog::info("resumed from {} at step {} (loaded in {:.2f} s)", resumed_from_, start_step_,
+                 load_seconds_);
+  }
+
+  StateBytes state = engine_->bytes();
+  spdlog::info("config {} | {} parameters | batch {} x {} tokens | {} ranks, mode {} (shard group "
+               "{}) | {} micro-batches of {} per rank",
+               config_.path, model_->layout().total_numel, t.batch_size, t.seq_len,
+               topology_.dp_size(), topology_.plan.mode, topology_.plan.shard_group_size,
+               accumulation_steps_, t.micro_batch_size);
+  const size_t activations = model_->activation_bytes().total;
+  spdlog::info("memory per rank: parameters {}, gradients {}, optimizer {}, buffers {}, "
+               "activations {} ({}, checkpointing {}); peak resident {}",
+               format_bytes(state.params), format_bytes(state.grads), format_bytes(state.optimizer),
+               format_bytes(state.buffers), format_bytes(activations), t.precision,
+               t.activation_checkpointing, format_bytes(peak_resident_bytes()));
+  if (metrics_.is_open()) {
+    metrics_.write({{"event", "memory"}, {"step", start_step_}, {"params_bytes", state.params},
+                    {"grads_bytes", state.grads}, {"optimizer_bytes", state.optimizer},
+                    {"buffers_bytes", state.buffers}, {"activations_bytes", activations},
+                    {"peak_rss_bytes", peak_resident_bytes()}});
+  }
+
+  auto log_eval = [&](int step) {
+    float val_loss = evaluate();
+    if (std::isnan(val_loss)) return;
+    spdlog::info("step {:>5}/{} | val loss {:.4f}", step, t.steps, val_loss);
+    if (metrics_.is_open()) metrics_.write({{"step", step}, {"val_loss", val_loss}});
+  };
+
+  if (resumed_from_.empty()) log_eval(0);
+  const double tokens_per_step = static_cast<double>(t.batch_size) * t.seq_len;
+  const CheckpointConfig& policy = config_.checkpoint;
+  auto run_start = Clock::now();
+  int last_saved = resumed_from_.empty() ? -1 : start_step_;
+  auto save = [&](int done) {
+    auto start = Clock::now();
+    std::string dir = save_checkpoint(done);
+    last_saved = done;
+    spdlog::info("saved {} in {:.2f} s", dir, seconds_since(start));
+  };
+  const int stop_at = t.stop_at_step > 0 ? std::min(t.stop_at_step, t.steps) : t.steps;
+  for (int step = start_step_; step < stop_at; ++step) {
+    auto step_start = Clock::now();
+    StepResult r = train_step(step);
+    double seconds = seconds_since(step_start);
+    double tokens_per_s = tokens_per_step / seconds;
+    int done = step + 1;
+    if (done % config_.logging.log_interval == 0 || done == t.steps) {
+      double eta = seconds_since(run_start) / (done - start_step_) * (t.steps - done);
+      spdlog::info("step {:>5}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | "
+                   "{:.1f} ms | ETA {}",
+                   done, t.steps, r.loss, r.lr, r.grad_norm, tokens_per_s, seconds * 1e3,
+                   format_duration(eta));
+    }
+    if (metrics_.is_open()) {
+      metrics_.write({{"step", done}, {"loss", r.loss}, {"lr", r.lr}, {"grad_norm", r.grad_norm},
+                      {"tokens_per_s", tokens_per_s}, {"ms_per_step", seconds * 1e3},
+                      {"peak_rss_bytes", peak_resident_bytes()}});
+    }
+    bool last = done == t.steps;
+    if ((t.eval_interval > 0 && done % t.eval_interval == 0) || last) log_eval(done);
+    if (policy.interval > 0 && done % policy.interval == 0) save(done);
+    // Every rank learns of a signal that reached any of them, at the same step.
+    if (topology_.world.all_reduce_sum(stop_signal_received() ? 1.0 : 0.0) > 0) {
+      if (policy.save_final && last_saved != done) save(done);
+      spdlog::warn("stopped by a signal after step {}", done);
+      return;
+    }
+  }
+  if (policy.save_final && last_saved != stop_at) save(stop_at);
+  spdlog::info("trained steps {}..{} in {}; peak resident memory {}", start_step_, stop_at,
+               format_duration(seconds_since(run_start)), format_bytes(peak_resident_bytes()));
+  if (stop_at < t.steps) {
+    spdlog::info("stopped at step {} of {} (training.stop_at_step); run again to continue", stop_at,
+                 t.steps);
+    return;
+  }
+  if (t.sample_tokens > 0 && !config_.data.tokenizer.empty()) {
+    spdlog::info("sample:\n{}", sample(t.sample_tokens));
+  }
+}
+
+}  // namespace llm

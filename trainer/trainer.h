@@ -1,0 +1,95 @@
+// The training loop: data -> micro-batches -> forward/backward -> gradient
+// clipping -> AdamW, with evaluation, logging, metrics and a final sample, on
+// the device training.device names (one GPU per rank, by node-local rank).
+// Invariant: the sequences of optimizer step s are stream positions
+// [s * batch_size, (s + 1) * batch_size) of the training loader, so a run's
+// data order depends only on (seed, step), never on timing.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "runtime/log.h"
+#include "data/loader.h"
+#include "model/transformer.h"
+#include "parallel/comm.h"
+#include "parallel/sharding_engine.h"
+#include "parallel/topology.h"
+
+namespace llm {
+
+// What the model state, activations and batch buffers of a config need on
+// one rank; computed without allocating.
+struct MemoryPlan {
+  StateBytes state;
+  size_t activations = 0;
+  size_t total() const { return state.total() + activations; }
+};
+MemoryPlan memory_plan(const Config& config, const ShardingPlan& plan);
+
+// Throws, with one line naming the config and both figures, when the plan
+// exceeds the memory this machine (or, with training.device = cuda, this
+// rank's GPU) has available, shared by `ranks_per_node` processes.
+void check_memory_fits(const Config& config, const ShardingPlan& plan, int ranks_per_node);
+
+// Micro-batches per rank per step: batch_size / (micro_batch_size x dp_size);
+// throws naming the keys when that does not divide.
+int micro_batches_per_step(const TrainingConfig& training, int dp_size);
+
+struct StepResult {
+  float loss;
+  float grad_norm;
+  float lr;
+};
+
+class Trainer {
+ public:
+  // Trains over `world` (every rank of it calls this together).
+  Trainer(Config config, Group& world);
+
+  // Runs from start_step() to training.steps with evaluation, logging and
+  // checkpoints; then the sample. Returns early (after saving) on SIGTERM/SIGINT.
+  void run();
+  // Optimizer steps already done: the resumed checkpoint's step, else 0.
+  int start_step() const { return start_step_; }
+  // Collective: saves the state after `steps_done` steps; returns its directory.
+  std::string save_checkpoint(int steps_done);
+  // One optimizer step (all micro-batches of the global batch).
+  StepResult train_step(int step);
+  // Mean loss over the first training.eval_sequences sequences of data.val.
+  float evaluate();
+  // Text generated from the BOS token (needs data.tokenizer).
+  std::string sample(int tokens);
+
+  ShardingEngine& engine() { return *engine_; }
+  Topology& topology() { return topology_; }
+  Transformer& model() { return *model_; }
+  const Config& config() const { return config_; }
+  int accumulation_steps() const { return accumulation_steps_; }
+
+ private:
+  // Loads checkpoint.resume (or the run dir's latest with "auto"), else
+  // model.init_from; sets start_step_.
+  void restore_state();
+
+  Config config_;
+  // With training.device = cuda: the world as a group of device buffers
+  // (NCCL, or MPI staged through host memory); null on the CPU.
+  std::unique_ptr<Group> device_world_;
+  Topology topology_;
+  int accumulation_steps_;
+  int start_step_ = 0;
+  std::string resumed_from_;
+  double load_seconds_ = 0;
+  std::unique_ptr<Transformer> model_;
+  std::unique_ptr<ShardingEngine> engine_;
+  std::unique_ptr<DataLoader> train_data_;
+  std::unique_ptr<DataLoader> val_data_;
+  std::vector<int32_t> inputs_, targets_;  // (micro_batch_size, seq_len)
+  MetricsLog metrics_;
+};
+
+}  // namespace llm
