@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Writes the Hugging Face reference that test/test_hf_reference.cpp checks.
+
+A tiny LlamaForCausalLM built by transformers itself (grouped-query attention,
+untied head, non-trivial norm gains), saved with save_pretrained
+(model.safetensors + config.json), and its fp32 logits on fixed tokens. Our
+importer loads the same files and our forward must reproduce the logits, so
+the test pins transformers' semantics (RoPE layout, q/k/v and gate/up split,
+RMSNorm eps placement, GQA head grouping) rather than our own round trip.
+
+Needs torch and transformers (not part of `make test`, which only reads the
+committed output):
+    python3 -m venv /tmp/hfref && /tmp/hfref/bin/pip install torch transformers safetensors
+    /tmp/hfref/bin/python tools/make_hf_reference.py --out test/data/hf_tiny_llama
+"""
+import argparse
+import json
+import pathlib
+
+import torch
+import transformers
+from transformers import LlamaConfig, LlamaForCausalLM
+
+SEED = 20240520
+BATCH, SEQ = 2, 12
+
+
+def build_model() -> LlamaForCausalLM:
+    config = LlamaConfig(
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        rms_norm_eps=1e-5,
+        rope_theta=10000.0,
+        tie_word_embeddings=False,
+        bos_token_id=1,
+        eos_token_id=2,
+        torch_dtype="float32",
+    )
+    config._attn_implementation = "eager"
+    torch.manual_seed(SEED)
+    model = LlamaForCausalLM(config).float().eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.copy_(1.0 + 0.3 * torch.randn_like(p))  # gains far from 1: the norm weight matters
+            else:
+                p.normal_(0.0, 0.25)
+    return model
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="test/data/hf_tiny_llama")
+    args = parser.parse_args()
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    model = build_model()
+    generator = torch.Generator().manual_seed(SEED + 1)
+    tokens = torch.randint(0, model.config.vocab_size, (BATCH, SEQ), generator=generator)
+    with torch.no_grad():
+        logits = model(input_ids=tokens).logits.float()
+
+    model.save_pretrained(out, safe_serialization=True)
+    (out / "generation_config.json").unlink(missing_ok=True)
+    reference = {
+        "made_by": f"tools/make_hf_reference.py with transformers {transformers.__version__}, "
+                   f"torch {torch.__version__}",
+        "batch": BATCH,
+        "seq_len": SEQ,
+        "tokens": tokens.flatten().tolist(),
+        "logits": [float(f"{v:.9g}") for v in logits.flatten().tolist()],
+    }
+    (out / "reference_logits.json").write_text(json.dumps(reference) + "\n")
+    print(f"wrote {out}: {sum(p.numel() for p in model.parameters())} parameters, "
+          f"logits {tuple(logits.shape)}")
+
+
+if __name__ == "__main__":
+    main()
