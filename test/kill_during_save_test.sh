@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Crash safety of checkpoints.
-#  1. SIGKILL at random moments of a run that saves every step: afterwards
+#  1. SIGKILL in the middle of saves of a run that saves every step: afterwards
 #     `latest` always names a complete checkpoint that loads, and the same
 #     command resumes from it (interrupted saves leave only .tmp directories).
 #  2. SIGTERM to the ranks (as a batch scheduler sends it): the run saves at
@@ -18,25 +18,43 @@ args=(--config configs/tiny.toml --model.dim=256 --model.n_layers=4 --model.ffn_
       --training.steps=400 --training.eval_interval=0 --training.eval_sequences=0
       --checkpoint.interval=1 --checkpoint.keep_last=2 --checkpoint.dir="$tmp/run")
 
-interrupted=0
-for delay in 1.3 1.7 2.1 2.6 3.2; do
+# Each kill is aimed at a save: wait until the temporary directory of a save
+# at least two steps past `latest` exists (so the run has completed a save of
+# its own first), then SIGKILL every process of the job. A kill "landed" when
+# that temporary directory is still there afterwards, i.e. the save never
+# reached its rename. Most must land, or the test proves nothing about
+# interrupted saves. Leftovers of the previous attempt are removed first, so
+# they cannot be mistaken for a save in progress.
+latest_step() { [ -f "$tmp/run/latest" ] && sed 's/step_//' "$tmp/run/latest" || echo 0; }
+save_in_progress() {  # a .step_N.tmp directory with N >= $1
+  ls -a "$tmp/run" 2>/dev/null | sed -n 's/^\.step_\([0-9]*\)\.tmp$/\1/p' |
+    awk -v min="$1" '$1 >= min { found = 1 } END { exit !found }'
+}
+landed=0
+for attempt in 1 2 3 4 5; do
+  rm -rf "$tmp"/run/.step_*.tmp
+  target=$(( $(latest_step) + 2 ))
   "$mpiexec" -np 2 --oversubscribe "$train" "${args[@]}" > "$tmp/killed.txt" 2>&1 &
   job=$!
-  sleep "$delay"
+  deadline=$((SECONDS + 60))
+  until save_in_progress "$target"; do
+    [ $SECONDS -lt $deadline ] || { cat "$tmp/killed.txt"; fail "no save of step $target within 60 s"; }
+    kill -0 "$job" 2>/dev/null || { cat "$tmp/killed.txt"; fail "the run ended before it was killed"; }
+  done
   pkill -KILL -f "$tmp/run"
   wait "$job" 2>/dev/null
-  ls -a "$tmp/run" 2>/dev/null | grep -q '\.tmp$' && interrupted=$((interrupted + 1))
-  [ -f "$tmp/run/latest" ] || continue  # killed before the first save finished
+  save_in_progress "$target" && landed=$((landed + 1))
+  [ -f "$tmp/run/latest" ] || fail "attempt $attempt: no latest after a complete save"
   dir="$tmp/run/$(cat "$tmp/run/latest")"
   [ -f "$dir/meta.json" ] || fail "latest names $dir, which is incomplete"
-  ls "$tmp/run" | grep -q '^step_' || fail "no complete checkpoint directory"
 done
+[ "$landed" -ge 3 ] || fail "only $landed of 5 kills landed during a save"
 [ -f "$tmp/run/latest" ] || fail "no checkpoint was ever completed"
 step=$(sed 's/step_//' "$tmp/run/latest")
 "$train" "${args[@]}" --training.stop_at_step=$((step + 1)) > "$tmp/resumed.txt" 2>&1 ||
   { cat "$tmp/resumed.txt"; fail "resuming after SIGKILL failed"; }
 grep -q "resumed from .*step_${step} at step ${step}" "$tmp/resumed.txt" || fail "did not resume from step_${step}"
-echo "SIGKILL: ${interrupted} of 5 kills interrupted a save; latest always complete; resumed from step ${step}"
+echo "SIGKILL: ${landed} of 5 kills interrupted a save; latest always complete; resumed from step ${step}"
 
 rm -rf "$tmp/run"
 "$mpiexec" -np 2 --oversubscribe "$train" "${args[@]}" --checkpoint.interval=0 > "$tmp/term.txt" 2>&1 &
