@@ -1,7 +1,12 @@
 // Arena and BufferPlan: one aligned, zeroed block per arena, carved by bumping;
-// and the host's DeviceMemory table (aligned_alloc, memcpy).
+// and the host's DeviceMemory table (aligned_alloc, memcpy), which counts the
+// bytes it has handed out and not yet taken back (host_memory_live_bytes).
+// Invariant: each block carries its size in a header one alignment unit
+// before the returned address, so release can subtract exactly what
+// allocate added.
 #include "runtime/arena.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
@@ -11,11 +16,24 @@ namespace llm {
 
 namespace {
 
+std::atomic<size_t> live_host_bytes{0};
+
 void* host_allocate(size_t bytes) {
-  void* block = std::aligned_alloc(kBufferAlignment, align_up(bytes));
+  const size_t size = align_up(bytes);
+  char* block = static_cast<char*>(std::aligned_alloc(kBufferAlignment, kBufferAlignment + size));
   LLM_CHECK(block, "cannot allocate {} bytes of host memory", bytes);
-  std::memset(block, 0, bytes);
-  return block;
+  std::memcpy(block, &size, sizeof(size));
+  std::memset(block + kBufferAlignment, 0, bytes);
+  live_host_bytes += size;
+  return block + kBufferAlignment;
+}
+void host_release(void* p) {
+  if (p == nullptr) return;
+  char* block = static_cast<char*>(p) - kBufferAlignment;
+  size_t size;
+  std::memcpy(&size, block, sizeof(size));
+  live_host_bytes -= size;
+  std::free(block);
 }
 void host_copy(void* dst, const void* src, size_t bytes) {
   if (bytes != 0 && dst != src) std::memcpy(dst, src, bytes);
@@ -25,10 +43,12 @@ void host_synchronize() {}
 }  // namespace
 
 const DeviceMemory& host_memory() {
-  static const DeviceMemory memory{host_allocate, std::free, host_copy, host_copy, host_copy,
+  static const DeviceMemory memory{host_allocate, host_release, host_copy, host_copy, host_copy,
                                    host_synchronize};
   return memory;
 }
+
+size_t host_memory_live_bytes() { return live_host_bytes.load(); }
 
 Arena::Arena(std::string name, size_t capacity_bytes, const DeviceMemory& memory)
     : name_(std::move(name)), block_(nullptr, Release{memory.release}),

@@ -24,5 +24,8 @@ struct DeviceMemory {
 };
 
 const DeviceMemory& host_memory();
+// Bytes host_memory().allocate has handed out and release has not taken back
+// (rounded up to the alignment): an allocation count independent of any plan.
+size_t host_memory_live_bytes();
 
 }  // namespace llm

@@ -202,9 +202,12 @@ TEST(ModeMemory, ShardedStateIsAFractionOfDdp) {
             z3.total());
 }
 
-// The planner (`./train plan`) uses the trainer's own accounting: for every
+// The planner (`./train plan`) against what is really allocated: for every
 // mode, precision and checkpointing runnable here, the planned bytes per rank
-// equal what the engine and the model actually allocated on every rank.
+// equal the growth of host_memory_live_bytes() while the trainer is built and
+// runs a step - a count kept by the allocator itself, not derived from any
+// plan, so a buffer allocated outside the plan (or planned but never
+// allocated) fails the test.
 TEST(ModeMemory, PlannerMatchesWhatIsAllocated) {
   const int n = comm_world().size();
   std::vector<std::vector<std::string>> modes = {{"parallel.mode=ddp"}, {"parallel.mode=zero1"},
@@ -220,10 +223,14 @@ TEST(ModeMemory, PlannerMatchesWhatIsAllocated) {
         o.push_back("parallel.reduce_dtype=" + precision);
         o.push_back("training.activation_checkpointing=" + recompute);
         Config config = config_load("configs/tiny.toml", o);
+        const size_t before = host_memory_live_bytes();
         Trainer trainer(config, comm_world());
+        trainer.train_step(0);
+        const size_t allocated = host_memory_live_bytes() - before;
         MemoryPlan planned = memory_plan(config, sharding_plan(config.parallel, n));
         EXPECT_EQ(planned.state.total(), trainer.engine().bytes().total());
         EXPECT_EQ(planned.activations, trainer.model().activation_bytes().total);
+        EXPECT_EQ(allocated, planned.total());
       }
     }
   }
