@@ -1,14 +1,21 @@
-// The small backend interface: one table of op entry points per device. Model
-// code calls ops only through a Backend, so it never contains #ifdef CUDA; a
-// CUDA backend fills the same table with launchers of identical signatures
-// (decltype of the CPU twin), which the compiler checks. Each op with bf16
-// storage has a `_bf16` entry right after its fp32 one. Every pointer an op
-// takes lives in the backend's `memory` (host memory for the CPU); ops are
-// queued in order on the device and never synchronize with the host, except
-// sum_squares, which returns its value.
+// The small backend interface: the op entry points of one device. Model code
+// calls ops only through a Backend, so it never contains #ifdef CUDA.
+// Ops that exist for both storage types are listed once in LLM_TYPED_OPS and
+// live in one table per storage type (TypedOps<float>, TypedOps<Bf16>); each
+// field has the type of the CPU twin's instantiation and is filled by name from
+// the same list (cpu_typed_ops, cuda_typed_ops), so a CUDA launcher with another
+// signature does not compile and two ops of one signature (rope_forward,
+// rope_backward) cannot be swapped. The ops with no storage-type variant are
+// named fields, filled by designated initializers.
+// Every pointer an op takes lives in the backend's `memory` (host memory for
+// the CPU); ops are queued in order on the device and never synchronize with
+// the host, except sum_squares, which returns its value.
 #pragma once
 
+#include <type_traits>
+
 #include "runtime/device.h"
+#include "runtime/storage_types.h"
 #include "model/kernels/adamw.h"
 #include "model/kernels/attention.h"
 #include "model/kernels/cast.h"
@@ -23,46 +30,52 @@
 
 namespace llm {
 
+// The ops templated over the storage type T, each declared in llm::cpu and
+// llm::cuda as `template <class T> void name(...)`. Adding one: its kernels
+// header, .cpp and .cu, and one line here.
+#define LLM_TYPED_OPS(X)            \
+  X(embedding_forward)              \
+  X(embedding_backward)             \
+  X(rmsnorm_forward)                \
+  X(rmsnorm_backward)               \
+  X(rope_forward)                   \
+  X(rope_backward)                  \
+  X(attention_forward)              \
+  X(attention_backward)             \
+  X(swiglu_forward)                 \
+  X(swiglu_backward)                \
+  X(matmul_forward)                 \
+  X(matmul_backward)                \
+  X(add_vectors)                    \
+  X(cross_entropy_forward)          \
+  X(cross_entropy_forward_backward) \
+  X(fill_zero)
+
+// The typed ops of one storage type T (float or Bf16).
+template <class T>
+struct TypedOps {
+#define LLM_TYPED_OP_FIELD(name) decltype(&cpu::name<T>) name;
+  LLM_TYPED_OPS(LLM_TYPED_OP_FIELD)
+#undef LLM_TYPED_OP_FIELD
+};
+
 struct Backend {
   Device device;
   const DeviceMemory* memory;
-  decltype(&cpu::embedding_forward) embedding_forward;
-  decltype(&cpu::embedding_forward_bf16) embedding_forward_bf16;
-  decltype(&cpu::embedding_backward) embedding_backward;
-  decltype(&cpu::embedding_backward_bf16) embedding_backward_bf16;
-  decltype(&cpu::rmsnorm_forward) rmsnorm_forward;
-  decltype(&cpu::rmsnorm_forward_bf16) rmsnorm_forward_bf16;
-  decltype(&cpu::rmsnorm_backward) rmsnorm_backward;
-  decltype(&cpu::rmsnorm_backward_bf16) rmsnorm_backward_bf16;
+  TypedOps<float> f32;
+  TypedOps<Bf16> bf16;
   decltype(&cpu::rope_table) rope_table;
-  decltype(&cpu::rope_forward) rope_forward;
-  decltype(&cpu::rope_forward_bf16) rope_forward_bf16;
-  decltype(&cpu::rope_backward) rope_backward;
-  decltype(&cpu::rope_backward_bf16) rope_backward_bf16;
-  decltype(&cpu::attention_forward) attention_forward;
-  decltype(&cpu::attention_forward_bf16) attention_forward_bf16;
-  decltype(&cpu::attention_backward) attention_backward;
-  decltype(&cpu::attention_backward_bf16) attention_backward_bf16;
-  decltype(&cpu::swiglu_forward) swiglu_forward;
-  decltype(&cpu::swiglu_forward_bf16) swiglu_forward_bf16;
-  decltype(&cpu::swiglu_backward) swiglu_backward;
-  decltype(&cpu::swiglu_backward_bf16) swiglu_backward_bf16;
-  decltype(&cpu::matmul_forward) matmul_forward;
-  decltype(&cpu::matmul_forward_bf16) matmul_forward_bf16;
-  decltype(&cpu::matmul_backward) matmul_backward;
-  decltype(&cpu::matmul_backward_bf16) matmul_backward_bf16;
-  decltype(&cpu::residual_forward) residual_forward;
-  decltype(&cpu::residual_forward_bf16) residual_forward_bf16;
-  decltype(&cpu::cross_entropy_forward) cross_entropy_forward;
-  decltype(&cpu::cross_entropy_forward_bf16) cross_entropy_forward_bf16;
-  decltype(&cpu::cross_entropy_forward_backward) cross_entropy_forward_backward;
-  decltype(&cpu::cross_entropy_forward_backward_bf16) cross_entropy_forward_backward_bf16;
-  decltype(&cpu::fill_zero) fill_zero;
-  decltype(&cpu::fill_zero_bf16) fill_zero_bf16;
   decltype(&cpu::cast_f32_to_bf16) cast_f32_to_bf16;
   decltype(&cpu::cast_bf16_to_f32) cast_bf16_to_f32;
   decltype(&cpu::adamw_update) adamw_update;
   decltype(&cpu::sum_squares) sum_squares;
+
+  // The table of storage type T: f32 or bf16.
+  template <class T>
+  const TypedOps<T>& ops() const {
+    if constexpr (std::is_same_v<T, Bf16>) return bf16;
+    else return f32;
+  }
 };
 
 const Backend& backend_cpu();

@@ -1,49 +1,34 @@
-// The CPU backend's op table: the hand-written kernels of model/kernels/*.cpp.
+// The CPU backend's op tables: the hand-written kernels of model/kernels/*.cpp,
+// filled by name (never by position).
 #include "model/backend.h"
 
 namespace llm {
 
+namespace {
+
+// Every op of LLM_TYPED_OPS, instantiated for storage type T.
+template <class T>
+TypedOps<T> cpu_typed_ops() {
+  TypedOps<T> table{};
+#define LLM_SET_CPU_OP(name) table.name = &cpu::name<T>;
+  LLM_TYPED_OPS(LLM_SET_CPU_OP)
+#undef LLM_SET_CPU_OP
+  return table;
+}
+
+}  // namespace
+
 const Backend& backend_cpu() {
   static const Backend backend{
-      Device::cpu,
-      &host_memory(),
-      cpu::embedding_forward,
-      cpu::embedding_forward_bf16,
-      cpu::embedding_backward,
-      cpu::embedding_backward_bf16,
-      cpu::rmsnorm_forward,
-      cpu::rmsnorm_forward_bf16,
-      cpu::rmsnorm_backward,
-      cpu::rmsnorm_backward_bf16,
-      cpu::rope_table,
-      cpu::rope_forward,
-      cpu::rope_forward_bf16,
-      cpu::rope_backward,
-      cpu::rope_backward_bf16,
-      cpu::attention_forward,
-      cpu::attention_forward_bf16,
-      cpu::attention_backward,
-      cpu::attention_backward_bf16,
-      cpu::swiglu_forward,
-      cpu::swiglu_forward_bf16,
-      cpu::swiglu_backward,
-      cpu::swiglu_backward_bf16,
-      cpu::matmul_forward,
-      cpu::matmul_forward_bf16,
-      cpu::matmul_backward,
-      cpu::matmul_backward_bf16,
-      cpu::residual_forward,
-      cpu::residual_forward_bf16,
-      cpu::cross_entropy_forward,
-      cpu::cross_entropy_forward_bf16,
-      cpu::cross_entropy_forward_backward,
-      cpu::cross_entropy_forward_backward_bf16,
-      cpu::fill_zero,
-      cpu::fill_zero_bf16,
-      cpu::cast_f32_to_bf16,
-      cpu::cast_bf16_to_f32,
-      cpu::adamw_update,
-      cpu::sum_squares,
+      .device = Device::cpu,
+      .memory = &host_memory(),
+      .f32 = cpu_typed_ops<float>(),
+      .bf16 = cpu_typed_ops<Bf16>(),
+      .rope_table = cpu::rope_table,
+      .cast_f32_to_bf16 = cpu::cast_f32_to_bf16,
+      .cast_bf16_to_f32 = cpu::cast_bf16_to_f32,
+      .adamw_update = cpu::adamw_update,
+      .sum_squares = cpu::sum_squares,
   };
   return backend;
 }

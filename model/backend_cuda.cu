@@ -1,51 +1,36 @@
-// The CUDA backend's op table: the hand-written kernels of
-// model/kernels/*.cu (matmuls through cuBLASLt), each with the signature of
-// its CPU twin, which the table's decltype types check.
+// The CUDA backend's op tables: the hand-written kernels of
+// model/kernels/*.cu (matmuls through cuBLASLt), filled by name (never by
+// position); each field's type is that of the CPU twin, so a launcher with
+// another signature does not compile.
 #include "model/backend.h"
 
 namespace llm {
 
+namespace {
+
+// Every op of LLM_TYPED_OPS, instantiated for storage type T.
+template <class T>
+TypedOps<T> cuda_typed_ops() {
+  TypedOps<T> table{};
+#define LLM_SET_CUDA_OP(name) table.name = &cuda::name<T>;
+  LLM_TYPED_OPS(LLM_SET_CUDA_OP)
+#undef LLM_SET_CUDA_OP
+  return table;
+}
+
+}  // namespace
+
 const Backend& backend_cuda() {
   static const Backend backend{
-      Device::cuda,
-      &cuda_memory(),
-      cuda::embedding_forward,
-      cuda::embedding_forward_bf16,
-      cuda::embedding_backward,
-      cuda::embedding_backward_bf16,
-      cuda::rmsnorm_forward,
-      cuda::rmsnorm_forward_bf16,
-      cuda::rmsnorm_backward,
-      cuda::rmsnorm_backward_bf16,
-      cuda::rope_table,
-      cuda::rope_forward,
-      cuda::rope_forward_bf16,
-      cuda::rope_backward,
-      cuda::rope_backward_bf16,
-      cuda::attention_forward,
-      cuda::attention_forward_bf16,
-      cuda::attention_backward,
-      cuda::attention_backward_bf16,
-      cuda::swiglu_forward,
-      cuda::swiglu_forward_bf16,
-      cuda::swiglu_backward,
-      cuda::swiglu_backward_bf16,
-      cuda::matmul_forward,
-      cuda::matmul_forward_bf16,
-      cuda::matmul_backward,
-      cuda::matmul_backward_bf16,
-      cuda::residual_forward,
-      cuda::residual_forward_bf16,
-      cuda::cross_entropy_forward,
-      cuda::cross_entropy_forward_bf16,
-      cuda::cross_entropy_forward_backward,
-      cuda::cross_entropy_forward_backward_bf16,
-      cuda::fill_zero,
-      cuda::fill_zero_bf16,
-      cuda::cast_f32_to_bf16,
-      cuda::cast_bf16_to_f32,
-      cuda::adamw_update,
-      cuda::sum_squares,
+      .device = Device::cuda,
+      .memory = &cuda_memory(),
+      .f32 = cuda_typed_ops<float>(),
+      .bf16 = cuda_typed_ops<Bf16>(),
+      .rope_table = cuda::rope_table,
+      .cast_f32_to_bf16 = cuda::cast_f32_to_bf16,
+      .cast_bf16_to_f32 = cuda::cast_bf16_to_f32,
+      .adamw_update = cuda::adamw_update,
+      .sum_squares = cuda::sum_squares,
   };
   return backend;
 }

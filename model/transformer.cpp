@@ -5,7 +5,7 @@
 #include "model/transformer.h"
 
 #include "runtime/error.h"
-#include "model/ops.h"
+#include "model/backend.h"
 
 namespace llm {
 
@@ -161,7 +161,7 @@ template <class A> class TransformerImpl : public Transformer::Impl {
                   int max_seq, const Backend& backend, CheckpointingPlan checkpointing)
       : config_(config),
         layout_(layout),
-        ops_(backend),
+        ops_(backend.ops<A>()),
         memory_(*backend.memory),
         max_batch_(max_batch),
         max_seq_(max_seq),
@@ -247,7 +247,7 @@ template <class A> class TransformerImpl : public Transformer::Impl {
 
   const ModelConfig& config_;
   const ParameterLayout& layout_;
-  Ops ops_;
+  const TypedOps<A>& ops_;  // the backend's table for storage type A
   const DeviceMemory& memory_;
   int max_batch_, max_seq_;
   int C_, H_, KV_, D_, F_, V_, L_, QKV_;
@@ -271,7 +271,7 @@ void TransformerImpl<A>::block_forward(int l, const A* p, int B, int T, bool wri
   ops_.rope_forward(b.qkv, buf_.head.rope_cos, buf_.head.rope_sin, N, T, H_ + KV_, D_, QKV_);
   ops_.attention_forward(b.att, b.lse, b.qkv, B, T, H_, KV_, D_);
   ops_.matmul_forward(b.x_mid, b.att, p + block_.wo, N, H_ * D_, C_);
-  ops_.residual_forward(b.x_mid, b.x_mid, x, NC);
+  ops_.add_vectors(b.x_mid, b.x_mid, x, NC);
 
   ops_.rmsnorm_forward(b.xn2, b.rstd2, b.x_mid, p + block_.mlp_norm, N, C_, eps);
   ops_.matmul_forward(b.h13, b.xn2, p + block_.w13, N, C_, 2 * F_);
@@ -279,7 +279,7 @@ void TransformerImpl<A>::block_forward(int l, const A* p, int B, int T, bool wri
   if (!write_output) return;
   A* x_out = residual(l + 1);
   ops_.matmul_forward(x_out, b.g, p + block_.w2, N, F_, C_);
-  ops_.residual_forward(x_out, x_out, b.x_mid, NC);
+  ops_.add_vectors(x_out, x_out, b.x_mid, NC);
 }
 
 template <class A>

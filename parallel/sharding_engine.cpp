@@ -291,7 +291,7 @@ float* ShardingEngine::acquire_grads(int unit) {
   if (!state.grad_slot) {
     GradSlot& slot = free_grad_slot();
     slot.unit = unit;
-    be_.fill_zero(slot.full, shards_[unit].padded);
+    be_.f32.fill_zero(slot.full, shards_[unit].padded);
     state.grad_slot = &slot;
   }
   return state.grad_slot->full;
@@ -352,7 +352,7 @@ void ShardingEngine::complete_reduction(GradSlot& slot) {
     be_.cast_bf16_to_f32(slot.full, static_cast<const Bf16*>(slot.landing), n);
     landing = slot.full;
   }
-  be_.residual_forward(state.reduced_grads, state.reduced_grads, landing, n);
+  be_.f32.add_vectors(state.reduced_grads, state.reduced_grads, landing, n);
   if (slot.last_micro_batch && topo_.replicate->size() > 1) {
     state.pending = topo_.replicate->all_reduce_async(state.reduced_grads, n, WireType::f32);
   }
@@ -376,8 +376,8 @@ float* ShardingEngine::reduced_grads(int unit) {
 void ShardingEngine::zero_grads() {
   wait_gradients();
   for (size_t u = 0; u < units_.size(); ++u) {
-    if (units_[u].local_grads) be_.fill_zero(units_[u].local_grads, shards_[u].padded);
-    if (units_[u].reduced_grads) be_.fill_zero(units_[u].reduced_grads, shards_[u].shard);
+    if (units_[u].local_grads) be_.f32.fill_zero(units_[u].local_grads, shards_[u].padded);
+    if (units_[u].reduced_grads) be_.f32.fill_zero(units_[u].reduced_grads, shards_[u].shard);
   }
 }
 

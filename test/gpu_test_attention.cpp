@@ -178,7 +178,7 @@ template <class S>
 void cpu_forward(std::vector<S>& out, Floats& lse, const std::vector<S>& qkv,
                  const AttentionShape& s) {
   if constexpr (kIsBf16<S>)
-    llm::cpu::attention_forward_bf16(out.data(), lse.data(), qkv.data(), s.B, s.T, s.H, s.KV, s.D);
+    llm::cpu::attention_forward<Bf16>(out.data(), lse.data(), qkv.data(), s.B, s.T, s.H, s.KV, s.D);
   else
     llm::cpu::attention_forward(out.data(), lse.data(), qkv.data(), s.B, s.T, s.H, s.KV, s.D);
 }
@@ -187,8 +187,8 @@ template <class S>
 void cpu_backward(std::vector<S>& dqkv, const std::vector<S>& dout, const std::vector<S>& qkv,
                   const std::vector<S>& out, const Floats& lse, const AttentionShape& s) {
   if constexpr (kIsBf16<S>)
-    llm::cpu::attention_backward_bf16(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(),
-                                      s.B, s.T, s.H, s.KV, s.D);
+    llm::cpu::attention_backward<Bf16>(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(),
+                                       s.B, s.T, s.H, s.KV, s.D);
   else
     llm::cpu::attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), s.B,
                                  s.T, s.H, s.KV, s.D);
@@ -198,9 +198,9 @@ template <class S>
 void gpu_forward(DeviceBuffer<S>& out, DeviceBuffer<float>& lse, const DeviceBuffer<S>& qkv,
                  const AttentionShape& s) {
   if constexpr (kIsBf16<S>)
-    gpu().attention_forward_bf16(out.get(), lse.get(), qkv.get(), s.B, s.T, s.H, s.KV, s.D);
+    gpu().bf16.attention_forward(out.get(), lse.get(), qkv.get(), s.B, s.T, s.H, s.KV, s.D);
   else
-    gpu().attention_forward(out.get(), lse.get(), qkv.get(), s.B, s.T, s.H, s.KV, s.D);
+    gpu().f32.attention_forward(out.get(), lse.get(), qkv.get(), s.B, s.T, s.H, s.KV, s.D);
 }
 
 template <class S>
@@ -208,11 +208,11 @@ void gpu_backward(DeviceBuffer<S>& dqkv, const DeviceBuffer<S>& dout, const Devi
                   const DeviceBuffer<S>& out, const DeviceBuffer<float>& lse,
                   const AttentionShape& s) {
   if constexpr (kIsBf16<S>)
-    gpu().attention_backward_bf16(dqkv.get(), dout.get(), qkv.get(), out.get(), lse.get(), s.B,
-                                  s.T, s.H, s.KV, s.D);
+    gpu().bf16.attention_backward(dqkv.get(), dout.get(), qkv.get(), out.get(), lse.get(), s.B, s.T,
+                                  s.H, s.KV, s.D);
   else
-    gpu().attention_backward(dqkv.get(), dout.get(), qkv.get(), out.get(), lse.get(), s.B, s.T,
-                             s.H, s.KV, s.D);
+    gpu().f32.attention_backward(dqkv.get(), dout.get(), qkv.get(), out.get(), lse.get(), s.B, s.T,
+                                 s.H, s.KV, s.D);
 }
 
 size_t qkv_size(const AttentionShape& s) { return (size_t)s.B * s.T * (s.H + 2 * s.KV) * s.D; }
@@ -332,12 +332,13 @@ TEST(GpuAttention, UnsupportedHeadDimIsAnErrorNamingIt) {
       EXPECT_NE(std::string(e.what()).find("D=160"), std::string::npos) << what << ": " << e.what();
     }
   };
-  expect_error([&] { gpu().attention_forward(out.get(), lse.get(), qkv.get(), 1, 4, 2, 1, 160); },
-               "forward");
+  expect_error(
+      [&] { gpu().f32.attention_forward(out.get(), lse.get(), qkv.get(), 1, 4, 2, 1, 160); },
+      "forward");
   expect_error(
       [&] {
-        gpu().attention_backward(dqkv.get(), out.get(), qkv.get(), out.get(), lse.get(), 1, 4, 2,
-                                 1, 160);
+        gpu().f32.attention_backward(dqkv.get(), out.get(), qkv.get(), out.get(), lse.get(), 1, 4,
+                                     2, 1, 160);
       },
       "backward");
 }

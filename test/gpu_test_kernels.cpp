@@ -229,12 +229,12 @@ TEST(GpuFill, ZeroesExactlyTheRange) {
     for (size_t offset : kOffsets) {
       SCOPED_TRACE(testing::Message() << "n=" << n << " offset=" << offset);
       Placed<float> x(Floats(n, kNaN), offset);
-      gpu().fill_zero(x.get(), n);
+      gpu().f32.fill_zero(x.get(), n);
       for (float v : x.download()) ASSERT_EQ(std::bit_cast<uint32_t>(v), 0u);  // +0
       EXPECT_TRUE(x.guards_intact());
 
       Placed<Bf16> y(Bf16s(n, llm::to_bf16(kNaN)), offset);
-      gpu().fill_zero_bf16(y.get(), n);
+      gpu().bf16.fill_zero(y.get(), n);
       for (Bf16 v : y.download()) ASSERT_EQ(v.bits, 0u);
       EXPECT_TRUE(y.guards_intact());
     }
@@ -252,31 +252,31 @@ TEST(GpuResidual, MatchesCpuBitForBitAndMayAlias) {
       SCOPED_TRACE(testing::Message() << "n=" << n << " offset=" << offset);
       const Floats a = random_floats(n, rng, -4.0f, 4.0f), b = random_floats(n, rng, -4.0f, 4.0f);
       Floats expected(n);
-      llm::cpu::residual_forward(expected.data(), a.data(), b.data(), n);
+      llm::cpu::add_vectors(expected.data(), a.data(), b.data(), n);
       const Bf16s a16 = to_bf16s(a), b16 = to_bf16s(b);
       Bf16s expected16(n);
-      llm::cpu::residual_forward_bf16(expected16.data(), a16.data(), b16.data(), n);
+      llm::cpu::add_vectors<Bf16>(expected16.data(), a16.data(), b16.data(), n);
 
       {  // separate output
         Placed<float> d_a(a, offset), d_b(b, offset), d_out(Floats(n, kNaN), offset);
-        gpu().residual_forward(d_out.get(), d_a.get(), d_b.get(), n);
+        gpu().f32.add_vectors(d_out.get(), d_a.get(), d_b.get(), n);
         expect_identical(d_out.download(), expected, "fp32 out");
         EXPECT_TRUE(d_out.guards_intact());
         Placed<Bf16> d_a16(a16, offset), d_b16(b16, offset);
         Placed<Bf16> d_out16(Bf16s(n, llm::to_bf16(kNaN)), offset);
-        gpu().residual_forward_bf16(d_out16.get(), d_a16.get(), d_b16.get(), n);
+        gpu().bf16.add_vectors(d_out16.get(), d_a16.get(), d_b16.get(), n);
         expect_identical(d_out16.download(), expected16, "bf16 out");
         EXPECT_TRUE(d_out16.guards_intact());
       }
       {  // out aliases a, then b
         Placed<float> d_a(a, offset), d_b(b, offset);
-        gpu().residual_forward(d_a.get(), d_a.get(), d_b.get(), n);
+        gpu().f32.add_vectors(d_a.get(), d_a.get(), d_b.get(), n);
         expect_identical(d_a.download(), expected, "fp32 out == a");
         Placed<float> d_a2(a, offset), d_b2(b, offset);
-        gpu().residual_forward(d_b2.get(), d_a2.get(), d_b2.get(), n);
+        gpu().f32.add_vectors(d_b2.get(), d_a2.get(), d_b2.get(), n);
         expect_identical(d_b2.download(), expected, "fp32 out == b");
         Placed<Bf16> d_a16(a16, offset), d_b16(b16, offset);
-        gpu().residual_forward_bf16(d_b16.get(), d_a16.get(), d_b16.get(), n);
+        gpu().bf16.add_vectors(d_b16.get(), d_a16.get(), d_b16.get(), n);
         expect_identical(d_b16.download(), expected16, "bf16 out == b");
       }
     }
@@ -309,16 +309,16 @@ TEST(GpuEmbedding, ForwardCopiesRowsExactly) {
       llm::cpu::embedding_forward(expected.data(), tokens.data(), wte.data(), s.N, s.C);
       const Bf16s wte16 = to_bf16s(wte);
       Bf16s expected16(expected.size());
-      llm::cpu::embedding_forward_bf16(expected16.data(), tokens.data(), wte16.data(), s.N, s.C);
+      llm::cpu::embedding_forward<Bf16>(expected16.data(), tokens.data(), wte16.data(), s.N, s.C);
 
       DeviceBuffer<int32_t> d_tokens(tokens);
       Placed<float> d_wte(wte, offset), d_out(Floats(expected.size(), kNaN), offset);
-      gpu().embedding_forward(d_out.get(), d_tokens.get(), d_wte.get(), s.N, s.C);
+      gpu().f32.embedding_forward(d_out.get(), d_tokens.get(), d_wte.get(), s.N, s.C);
       expect_identical(d_out.download(), expected, "fp32 out");
       EXPECT_TRUE(d_out.guards_intact());
       Placed<Bf16> d_wte16(wte16, offset);
       Placed<Bf16> d_out16(Bf16s(expected.size(), llm::to_bf16(kNaN)), offset);
-      gpu().embedding_forward_bf16(d_out16.get(), d_tokens.get(), d_wte16.get(), s.N, s.C);
+      gpu().bf16.embedding_forward(d_out16.get(), d_tokens.get(), d_wte16.get(), s.N, s.C);
       expect_identical(d_out16.download(), expected16, "bf16 out");
       EXPECT_TRUE(d_out16.guards_intact());
     }
@@ -342,7 +342,7 @@ TEST(GpuEmbedding, BackwardAccumulatesLikeTheCpuBitForBit) {
       llm::cpu::embedding_backward(expected.data(), dout.data(), tokens.data(), s.N, s.C);
       const Bf16s dout16 = to_bf16s(dout);
       Floats expected16 = prefill;
-      llm::cpu::embedding_backward_bf16(expected16.data(), dout16.data(), tokens.data(), s.N, s.C);
+      llm::cpu::embedding_backward<Bf16>(expected16.data(), dout16.data(), tokens.data(), s.N, s.C);
 
       DeviceBuffer<int32_t> d_tokens(tokens);
       Placed<float> d_dout(dout, offset);
@@ -350,11 +350,11 @@ TEST(GpuEmbedding, BackwardAccumulatesLikeTheCpuBitForBit) {
       for (int run = 0; run < 2; run++) {
         SCOPED_TRACE(testing::Message() << "run " << run);
         Placed<float> d_dwte(prefill, offset);
-        gpu().embedding_backward(d_dwte.get(), d_dout.get(), d_tokens.get(), s.N, s.C);
+        gpu().f32.embedding_backward(d_dwte.get(), d_dout.get(), d_tokens.get(), s.N, s.C);
         expect_identical(d_dwte.download(), expected, "fp32 dwte");
         EXPECT_TRUE(d_dwte.guards_intact());
         Placed<float> d_dwte16(prefill, offset);
-        gpu().embedding_backward_bf16(d_dwte16.get(), d_dout16.get(), d_tokens.get(), s.N, s.C);
+        gpu().bf16.embedding_backward(d_dwte16.get(), d_dout16.get(), d_tokens.get(), s.N, s.C);
         expect_identical(d_dwte16.download(), expected16, "dwte from bf16 dout");
         EXPECT_TRUE(d_dwte16.guards_intact());
       }
@@ -385,8 +385,8 @@ TEST(GpuRmsnorm, ForwardMatchesCpu) {
                                   kRmsnormEps);
         Placed<float> d_inp(inp, offset), d_weight(weight, offset);
         Placed<float> d_out(Floats(NC, kNaN), offset), d_rstd(Floats(s.N, kNaN), offset);
-        gpu().rmsnorm_forward(d_out.get(), d_rstd.get(), d_inp.get(), d_weight.get(), s.N, s.C,
-                              kRmsnormEps);
+        gpu().f32.rmsnorm_forward(d_out.get(), d_rstd.get(), d_inp.get(), d_weight.get(), s.N, s.C,
+                                  kRmsnormEps);
         expect_close(d_out.download(), out, kReassociation, "fp32 out");
         expect_close(d_rstd.download(), rstd, kReassociation, "fp32 rstd");
         EXPECT_TRUE(d_out.guards_intact() && d_rstd.guards_intact());
@@ -399,12 +399,12 @@ TEST(GpuRmsnorm, ForwardMatchesCpu) {
                                   kRmsnormEps);
         Bf16s out16(NC);
         Floats rstd16(s.N);
-        llm::cpu::rmsnorm_forward_bf16(out16.data(), rstd16.data(), to_bf16s(inp).data(),
-                                       to_bf16s(weight).data(), s.N, s.C, kRmsnormEps);
+        llm::cpu::rmsnorm_forward<Bf16>(out16.data(), rstd16.data(), to_bf16s(inp).data(),
+                                        to_bf16s(weight).data(), s.N, s.C, kRmsnormEps);
         Placed<Bf16> d_inp(to_bf16s(inp), offset), d_weight(to_bf16s(weight), offset);
         Placed<Bf16> d_out(Bf16s(NC, llm::to_bf16(kNaN)), offset);
         Placed<float> d_rstd(Floats(s.N, kNaN), offset);
-        gpu().rmsnorm_forward_bf16(d_out.get(), d_rstd.get(), d_inp.get(), d_weight.get(), s.N, s.C,
+        gpu().bf16.rmsnorm_forward(d_out.get(), d_rstd.get(), d_inp.get(), d_weight.get(), s.N, s.C,
                                    kRmsnormEps);
         const Bf16s gpu_out = d_out.download();
         expect_close(gpu_out, out, kOneRounding, "bf16 out vs fp32 twin");
@@ -437,8 +437,8 @@ TEST(GpuRmsnorm, BackwardAccumulatesLikeTheCpu) {
                                    weight.data(), rstd.data(), s.N, s.C);
         Placed<float> d_dout(dout, offset), d_inp(inp, offset), d_weight(weight, offset),
             d_rstd(rstd, offset), d_dinp(dinp_prefill, offset), d_dweight(dweight_prefill, offset);
-        gpu().rmsnorm_backward(d_dinp.get(), d_dweight.get(), d_dout.get(), d_inp.get(),
-                               d_weight.get(), d_rstd.get(), s.N, s.C);
+        gpu().f32.rmsnorm_backward(d_dinp.get(), d_dweight.get(), d_dout.get(), d_inp.get(),
+                                   d_weight.get(), d_rstd.get(), s.N, s.C);
         expect_close(d_dinp.download(), dinp, kReassociation, "fp32 dinp");
         expect_close(d_dweight.download(), dweight, kReassociation, "fp32 dweight");
         EXPECT_TRUE(d_dinp.guards_intact() && d_dweight.guards_intact());
@@ -451,13 +451,13 @@ TEST(GpuRmsnorm, BackwardAccumulatesLikeTheCpu) {
                                    weight.data(), rstd.data(), s.N, s.C);
         Bf16s dinp16 = to_bf16s(dinp_prefill);
         Floats dweight16 = dweight_prefill;
-        llm::cpu::rmsnorm_backward_bf16(dinp16.data(), dweight16.data(), to_bf16s(dout).data(),
-                                        to_bf16s(inp).data(), to_bf16s(weight).data(), rstd.data(),
-                                        s.N, s.C);
+        llm::cpu::rmsnorm_backward<Bf16>(dinp16.data(), dweight16.data(), to_bf16s(dout).data(),
+                                         to_bf16s(inp).data(), to_bf16s(weight).data(), rstd.data(),
+                                         s.N, s.C);
         Placed<Bf16> d_dout(to_bf16s(dout), offset), d_inp(to_bf16s(inp), offset),
             d_weight(to_bf16s(weight), offset), d_dinp(to_bf16s(dinp_prefill), offset);
         Placed<float> d_rstd(rstd, offset), d_dweight(dweight_prefill, offset);
-        gpu().rmsnorm_backward_bf16(d_dinp.get(), d_dweight.get(), d_dout.get(), d_inp.get(),
+        gpu().bf16.rmsnorm_backward(d_dinp.get(), d_dweight.get(), d_dout.get(), d_inp.get(),
                                     d_weight.get(), d_rstd.get(), s.N, s.C);
         const Bf16s gpu_dinp = d_dinp.download();
         expect_close(gpu_dinp, dinp, kOneRounding, "bf16 dinp vs fp32 twin");
@@ -486,9 +486,9 @@ TEST(GpuRmsnorm, SameBitsEveryRunAndAtAnyAlignment) {
       Placed<Bf16> d_inp(inp, offset), d_weight(weight, offset), d_dout(dout, offset);
       Placed<Bf16> d_out(Bf16s(NC), offset), d_dinp(Bf16s(NC), offset);
       Placed<float> d_rstd(Floats(s.N), offset), d_dweight(Floats(s.C), offset);
-      gpu().rmsnorm_forward_bf16(d_out.get(), d_rstd.get(), d_inp.get(), d_weight.get(), s.N, s.C,
+      gpu().bf16.rmsnorm_forward(d_out.get(), d_rstd.get(), d_inp.get(), d_weight.get(), s.N, s.C,
                                  kRmsnormEps);
-      gpu().rmsnorm_backward_bf16(d_dinp.get(), d_dweight.get(), d_dout.get(), d_inp.get(),
+      gpu().bf16.rmsnorm_backward(d_dinp.get(), d_dweight.get(), d_dout.get(), d_inp.get(),
                                   d_weight.get(), d_rstd.get(), s.N, s.C);
       Floats all = d_rstd.download();
       const Floats out = to_floats(d_out.download()), dinp = to_floats(d_dinp.download()),
@@ -551,10 +551,10 @@ TEST(GpuRope, ForwardAndBackwardMatchCpu) {
       const Floats x = random_bf16_values(size, rng, -2.0f, 2.0f);
       for (bool forward : {true, false}) {
         SCOPED_TRACE(forward ? "forward" : "backward");
-        auto cpu32 = forward ? llm::cpu::rope_forward : llm::cpu::rope_backward;
-        auto cpu16 = forward ? llm::cpu::rope_forward_bf16 : llm::cpu::rope_backward_bf16;
-        auto gpu32 = forward ? gpu().rope_forward : gpu().rope_backward;
-        auto gpu16 = forward ? gpu().rope_forward_bf16 : gpu().rope_backward_bf16;
+        auto cpu32 = forward ? llm::cpu::rope_forward<float> : llm::cpu::rope_backward<float>;
+        auto cpu16 = forward ? llm::cpu::rope_forward<Bf16> : llm::cpu::rope_backward<Bf16>;
+        auto gpu32 = forward ? gpu().f32.rope_forward : gpu().f32.rope_backward;
+        auto gpu16 = forward ? gpu().bf16.rope_forward : gpu().bf16.rope_backward;
 
         Floats expected = x;
         cpu32(expected.data(), cos.data(), sin.data(), s.N, s.T, s.n_heads, s.D, s.row_stride);
@@ -599,8 +599,8 @@ TEST(GpuSwiglu, ForwardAndBackwardMatchCpu) {
       {
         Placed<float> d_h13(h13, offset), d_dout(dout, offset);
         Placed<float> d_out(Floats(NF, kNaN), offset), d_dh13(Floats(2 * NF, kNaN), offset);
-        gpu().swiglu_forward(d_out.get(), d_h13.get(), N, F);
-        gpu().swiglu_backward(d_dh13.get(), d_dout.get(), d_h13.get(), N, F);
+        gpu().f32.swiglu_forward(d_out.get(), d_h13.get(), N, F);
+        gpu().f32.swiglu_backward(d_dh13.get(), d_dout.get(), d_h13.get(), N, F);
         expect_close(d_out.download(), out, kReassociation, "fp32 out");
         expect_close(d_dh13.download(), dh13, kReassociation, "fp32 dh13");
         EXPECT_TRUE(d_out.guards_intact() && d_dh13.guards_intact());
@@ -608,13 +608,13 @@ TEST(GpuSwiglu, ForwardAndBackwardMatchCpu) {
       {
         const Bf16s h13_16 = to_bf16s(h13), dout16 = to_bf16s(dout);
         Bf16s out16(NF), dh13_16(2 * NF);
-        llm::cpu::swiglu_forward_bf16(out16.data(), h13_16.data(), N, F);
-        llm::cpu::swiglu_backward_bf16(dh13_16.data(), dout16.data(), h13_16.data(), N, F);
+        llm::cpu::swiglu_forward<Bf16>(out16.data(), h13_16.data(), N, F);
+        llm::cpu::swiglu_backward<Bf16>(dh13_16.data(), dout16.data(), h13_16.data(), N, F);
         Placed<Bf16> d_h13(h13_16, offset), d_dout(dout16, offset);
         Placed<Bf16> d_out(Bf16s(NF, llm::to_bf16(kNaN)), offset);
         Placed<Bf16> d_dh13(Bf16s(2 * NF, llm::to_bf16(kNaN)), offset);
-        gpu().swiglu_forward_bf16(d_out.get(), d_h13.get(), N, F);
-        gpu().swiglu_backward_bf16(d_dh13.get(), d_dout.get(), d_h13.get(), N, F);
+        gpu().bf16.swiglu_forward(d_out.get(), d_h13.get(), N, F);
+        gpu().bf16.swiglu_backward(d_dh13.get(), d_dout.get(), d_h13.get(), N, F);
         const Bf16s gpu_out = d_out.download(), gpu_dh13 = d_dh13.download();
         expect_close(gpu_out, out, kOneRounding, "bf16 out vs fp32 twin");
         expect_close(gpu_out, out16, kOneBf16Ulp, "bf16 out vs bf16 twin");

@@ -131,9 +131,9 @@ TEST(GpuMatmul, Fp32MatchesCpuAndKeepsContracts) {
     DeviceBuffer<float> d_out(Floats(out.size(), nan));    // overwritten: NaN must not survive
     DeviceBuffer<float> d_dinp(Floats(dinp.size(), nan));  // overwritten
     DeviceBuffer<float> d_dweight(dweight_prefill);        // accumulated
-    gpu().matmul_forward(d_out.get(), d_inp.get(), d_weight.get(), N, C, OC);
-    gpu().matmul_backward(d_dinp.get(), d_dweight.get(), d_dout.get(), d_inp.get(), d_weight.get(),
-                          N, C, OC);
+    gpu().f32.matmul_forward(d_out.get(), d_inp.get(), d_weight.get(), N, C, OC);
+    gpu().f32.matmul_backward(d_dinp.get(), d_dweight.get(), d_dout.get(), d_inp.get(),
+                              d_weight.get(), N, C, OC);
     const Floats gpu_out = d_out.download(), gpu_dweight = d_dweight.download();
     expect_within(to_doubles(gpu_out), to_doubles(out), reassociation_bounds(magnitude.out, C),
                   "out");
@@ -145,11 +145,11 @@ TEST(GpuMatmul, Fp32MatchesCpuAndKeepsContracts) {
     // Same inputs, same bits (cached plan, fixed algorithm); dinp == nullptr
     // computes only dweight, with the same GEMM.
     d_out.upload(Floats(out.size(), nan));
-    gpu().matmul_forward(d_out.get(), d_inp.get(), d_weight.get(), N, C, OC);
+    gpu().f32.matmul_forward(d_out.get(), d_inp.get(), d_weight.get(), N, C, OC);
     expect_identical_bits(d_out.download(), gpu_out, "out, second run");
     d_dweight.upload(dweight_prefill);
-    gpu().matmul_backward(nullptr, d_dweight.get(), d_dout.get(), d_inp.get(), d_weight.get(), N, C,
-                          OC);
+    gpu().f32.matmul_backward(nullptr, d_dweight.get(), d_dout.get(), d_inp.get(), d_weight.get(),
+                              N, C, OC);
     expect_identical_bits(d_dweight.download(), gpu_dweight, "dweight with dinp == nullptr");
   }
 }
@@ -171,15 +171,15 @@ TEST(GpuMatmul, Bf16MatchesCpuTwinAndKeepsContracts) {
 
     Bf16s out((size_t)N * OC), dinp(inp.size());
     Floats dweight = dweight_prefill;
-    llm::cpu::matmul_forward_bf16(out.data(), inp.data(), weight.data(), N, C, OC);
-    llm::cpu::matmul_backward_bf16(dinp.data(), dweight.data(), dout.data(), inp.data(),
-                                   weight.data(), N, C, OC);
+    llm::cpu::matmul_forward<Bf16>(out.data(), inp.data(), weight.data(), N, C, OC);
+    llm::cpu::matmul_backward<Bf16>(dinp.data(), dweight.data(), dout.data(), inp.data(),
+                                    weight.data(), N, C, OC);
 
     DeviceBuffer<Bf16> d_inp(inp), d_weight(weight), d_dout(dout);
     DeviceBuffer<Bf16> d_out(Bf16s(out.size(), nan)), d_dinp(Bf16s(dinp.size(), nan));
     DeviceBuffer<float> d_dweight(dweight_prefill);
-    gpu().matmul_forward_bf16(d_out.get(), d_inp.get(), d_weight.get(), N, C, OC);
-    gpu().matmul_backward_bf16(d_dinp.get(), d_dweight.get(), d_dout.get(), d_inp.get(),
+    gpu().bf16.matmul_forward(d_out.get(), d_inp.get(), d_weight.get(), N, C, OC);
+    gpu().bf16.matmul_backward(d_dinp.get(), d_dweight.get(), d_dout.get(), d_inp.get(),
                                d_weight.get(), N, C, OC);
     const Bf16s gpu_out = d_out.download();
     const Floats gpu_dweight = d_dweight.download();
@@ -193,10 +193,10 @@ TEST(GpuMatmul, Bf16MatchesCpuTwinAndKeepsContracts) {
                   reassociation_bounds(magnitude.dweight, N + 1), "dweight (fp32, +=)");
 
     d_out.upload(Bf16s(out.size(), nan));
-    gpu().matmul_forward_bf16(d_out.get(), d_inp.get(), d_weight.get(), N, C, OC);
+    gpu().bf16.matmul_forward(d_out.get(), d_inp.get(), d_weight.get(), N, C, OC);
     expect_identical_bits(d_out.download(), gpu_out, "out, second run");
     d_dweight.upload(dweight_prefill);
-    gpu().matmul_backward_bf16(nullptr, d_dweight.get(), d_dout.get(), d_inp.get(), d_weight.get(),
+    gpu().bf16.matmul_backward(nullptr, d_dweight.get(), d_dout.get(), d_inp.get(), d_weight.get(),
                                N, C, OC);
     expect_identical_bits(d_dweight.download(), gpu_dweight, "dweight with dinp == nullptr");
   }
@@ -275,9 +275,9 @@ void check_cross_entropy(float spread, uint32_t seed) {
     Floats losses(N), losses_fused(N);
     std::vector<T> dlogits = logits;
     if constexpr (std::is_same_v<T, Bf16>) {
-      llm::cpu::cross_entropy_forward_bf16(losses.data(), logits.data(), targets.data(), N, V);
-      llm::cpu::cross_entropy_forward_backward_bf16(losses_fused.data(), dlogits.data(),
-                                                    targets.data(), N, V, dloss);
+      llm::cpu::cross_entropy_forward<Bf16>(losses.data(), logits.data(), targets.data(), N, V);
+      llm::cpu::cross_entropy_forward_backward<Bf16>(losses_fused.data(), dlogits.data(),
+                                                     targets.data(), N, V, dloss);
     } else {
       llm::cpu::cross_entropy_forward(losses.data(), logits.data(), targets.data(), N, V);
       llm::cpu::cross_entropy_forward_backward(losses_fused.data(), dlogits.data(), targets.data(),
@@ -292,20 +292,20 @@ void check_cross_entropy(float spread, uint32_t seed) {
     auto forward = [&] {
       d_losses.upload(nan_losses);
       if constexpr (std::is_same_v<T, Bf16>)
-        gpu().cross_entropy_forward_bf16(d_losses.get(), d_logits.get(), d_targets.get(), N, V);
+        gpu().bf16.cross_entropy_forward(d_losses.get(), d_logits.get(), d_targets.get(), N, V);
       else
-        gpu().cross_entropy_forward(d_losses.get(), d_logits.get(), d_targets.get(), N, V);
+        gpu().f32.cross_entropy_forward(d_losses.get(), d_logits.get(), d_targets.get(), N, V);
       return d_losses.download();
     };
     auto forward_backward = [&] {
       d_losses.upload(nan_losses);
       d_logits.upload(logits);
       if constexpr (std::is_same_v<T, Bf16>)
-        gpu().cross_entropy_forward_backward_bf16(d_losses.get(), d_logits.get(), d_targets.get(),
+        gpu().bf16.cross_entropy_forward_backward(d_losses.get(), d_logits.get(), d_targets.get(),
                                                   N, V, dloss);
       else
-        gpu().cross_entropy_forward_backward(d_losses.get(), d_logits.get(), d_targets.get(), N, V,
-                                             dloss);
+        gpu().f32.cross_entropy_forward_backward(d_losses.get(), d_logits.get(), d_targets.get(), N,
+                                                 V, dloss);
       return std::make_pair(d_losses.download(), d_logits.download());
     };
 

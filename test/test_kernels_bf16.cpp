@@ -150,7 +150,7 @@ TEST(KernelBf16Fill, ZeroesExactlyTheRange) {
   for (size_t n : {size_t{0}, size_t{1}, size_t{1000}}) {
     SCOPED_TRACE(testing::Message() << "n=" << n);
     Bf16s x = nan_bf16(n + 2);
-    llm::cpu::fill_zero_bf16(x.data() + 1, n);
+    llm::cpu::fill_zero<Bf16>(x.data() + 1, n);
     EXPECT_TRUE(std::isnan(llm::to_float(x.front())));
     EXPECT_TRUE(std::isnan(llm::to_float(x.back())));
     for (size_t i = 1; i <= n; i++) ASSERT_EQ(x[i].bits, 0) << "index " << i;  // +0
@@ -167,7 +167,7 @@ TEST(KernelBf16Embedding, ForwardCopiesRowsExactly) {
   Floats out((size_t)N * C, kNaN);
   llm::cpu::embedding_forward(out.data(), tokens.data(), wte.data(), N, C);
   Bf16s out_bf16 = nan_bf16(out.size());
-  llm::cpu::embedding_forward_bf16(out_bf16.data(), tokens.data(), to_bf16(wte).data(), N, C);
+  llm::cpu::embedding_forward<Bf16>(out_bf16.data(), tokens.data(), to_bf16(wte).data(), N, C);
   expect_rounded_once(out_bf16, out, "out");
 }
 
@@ -180,7 +180,7 @@ TEST(KernelBf16Embedding, BackwardAccumulatesExactlyLikeFp32) {
   const Floats prefill = random_bf16_values((size_t)V * C, rng);
   Floats dwte = prefill, dwte_bf16 = prefill;
   llm::cpu::embedding_backward(dwte.data(), dout.data(), tokens.data(), N, C);
-  llm::cpu::embedding_backward_bf16(dwte_bf16.data(), to_bf16(dout).data(), tokens.data(), N, C);
+  llm::cpu::embedding_backward<Bf16>(dwte_bf16.data(), to_bf16(dout).data(), tokens.data(), N, C);
   expect_same_bits(dwte_bf16, dwte, "dwte (+=)");
 }
 
@@ -192,7 +192,7 @@ TEST(KernelBf16Embedding, BackwardIsThreadCountIndependent) {
   expect_thread_count_independent(
       [&] {
         Floats dwte((size_t)V * C, 0.0f);
-        llm::cpu::embedding_backward_bf16(dwte.data(), dout.data(), tokens.data(), N, C);
+        llm::cpu::embedding_backward<Bf16>(dwte.data(), dout.data(), tokens.data(), N, C);
         return dwte;
       },
       "dwte");
@@ -217,8 +217,8 @@ TEST(KernelBf16Rmsnorm, ForwardIsWithinOneRoundingOfFp32) {
                               kRmsnormEps);
     Bf16s out_bf16 = nan_bf16(inp.size());
     Floats rstd_bf16(N, kNaN);
-    llm::cpu::rmsnorm_forward_bf16(out_bf16.data(), rstd_bf16.data(), to_bf16(inp).data(),
-                                   to_bf16(weight).data(), N, C, kRmsnormEps);
+    llm::cpu::rmsnorm_forward<Bf16>(out_bf16.data(), rstd_bf16.data(), to_bf16(inp).data(),
+                                    to_bf16(weight).data(), N, C, kRmsnormEps);
     expect_close(out_bf16, out, kOneRounding, "out");
     expect_close(rstd_bf16, rstd, kReassociation, "rstd");
   }
@@ -242,8 +242,9 @@ TEST(KernelBf16Rmsnorm, BackwardAccumulatesWithinOneRoundingOfFp32) {
                                rstd.data(), N, C);
     Bf16s dinp_bf16 = to_bf16(dinp_prefill);
     Floats dweight_bf16 = dweight_prefill;
-    llm::cpu::rmsnorm_backward_bf16(dinp_bf16.data(), dweight_bf16.data(), to_bf16(dout).data(),
-                                    to_bf16(inp).data(), to_bf16(weight).data(), rstd.data(), N, C);
+    llm::cpu::rmsnorm_backward<Bf16>(dinp_bf16.data(), dweight_bf16.data(), to_bf16(dout).data(),
+                                     to_bf16(inp).data(), to_bf16(weight).data(), rstd.data(), N,
+                                     C);
     expect_close(dinp_bf16, dinp, kOneRounding, "dinp (+=)");
     expect_close(dweight_bf16, dweight, kReassociation, "dweight (+=)");
   }
@@ -257,14 +258,14 @@ TEST(KernelBf16Rmsnorm, BackwardIsThreadCountIndependent) {
   const Bf16s dout = to_bf16(random_bf16_values(inp.size(), rng));
   Bf16s out(inp.size());
   Floats rstd(N);
-  llm::cpu::rmsnorm_forward_bf16(out.data(), rstd.data(), inp.data(), weight.data(), N, C,
-                                 kRmsnormEps);
+  llm::cpu::rmsnorm_forward<Bf16>(out.data(), rstd.data(), inp.data(), weight.data(), N, C,
+                                  kRmsnormEps);
   expect_thread_count_independent(
       [&] {
         Bf16s dinp(inp.size(), Bf16{0});
         Floats dweight(C, 0.0f);
-        llm::cpu::rmsnorm_backward_bf16(dinp.data(), dweight.data(), dout.data(), inp.data(),
-                                        weight.data(), rstd.data(), N, C);
+        llm::cpu::rmsnorm_backward<Bf16>(dinp.data(), dweight.data(), dout.data(), inp.data(),
+                                         weight.data(), rstd.data(), N, C);
         append(dweight, to_floats(dinp));
         return dweight;
       },
@@ -286,10 +287,10 @@ TEST(KernelBf16Rope, ForwardAndBackwardRoundFp32Once) {
   llm::cpu::rope_forward(forward.data(), cos.data(), sin.data(), N, T, n_heads, D, stride);
   llm::cpu::rope_backward(backward.data(), cos.data(), sin.data(), N, T, n_heads, D, stride);
   Bf16s forward_bf16 = to_bf16(x), backward_bf16 = to_bf16(x);
-  llm::cpu::rope_forward_bf16(forward_bf16.data(), cos.data(), sin.data(), N, T, n_heads, D,
-                              stride);
-  llm::cpu::rope_backward_bf16(backward_bf16.data(), cos.data(), sin.data(), N, T, n_heads, D,
+  llm::cpu::rope_forward<Bf16>(forward_bf16.data(), cos.data(), sin.data(), N, T, n_heads, D,
                                stride);
+  llm::cpu::rope_backward<Bf16>(backward_bf16.data(), cos.data(), sin.data(), N, T, n_heads, D,
+                                stride);
   expect_rounded_once(forward_bf16, forward, "forward");
   expect_rounded_once(backward_bf16, backward, "backward");
   for (int n = 0; n < N; n++)
@@ -318,8 +319,8 @@ TEST(KernelBf16Attention, ForwardRoundsFp32Once) {
     llm::cpu::attention_forward(out.data(), lse.data(), qkv.data(), B, T, H, KV, D);
     Bf16s out_bf16 = nan_bf16(out.size());
     Floats lse_bf16(lse.size(), kNaN);
-    llm::cpu::attention_forward_bf16(out_bf16.data(), lse_bf16.data(), to_bf16(qkv).data(), B, T, H,
-                                     KV, D);
+    llm::cpu::attention_forward<Bf16>(out_bf16.data(), lse_bf16.data(), to_bf16(qkv).data(), B, T,
+                                      H, KV, D);
     expect_rounded_once(out_bf16, out, "out");
     expect_same_bits(lse_bf16, lse, "lse");
   }
@@ -338,13 +339,13 @@ TEST(KernelBf16Attention, BackwardOverwritesWithinOneRoundingOfFp32) {
     const Bf16s qkv_bf16 = to_bf16(qkv), dout_bf16 = to_bf16(dout);
     Bf16s out_bf16(dout.size());
     Floats lse((size_t)B * H * T);
-    llm::cpu::attention_forward_bf16(out_bf16.data(), lse.data(), qkv_bf16.data(), B, T, H, KV, D);
+    llm::cpu::attention_forward<Bf16>(out_bf16.data(), lse.data(), qkv_bf16.data(), B, T, H, KV, D);
     Floats dqkv(qkv.size(), kNaN);
     llm::cpu::attention_backward(dqkv.data(), dout.data(), qkv.data(), to_floats(out_bf16).data(),
                                  lse.data(), B, T, H, KV, D);
     Bf16s dqkv_bf16 = nan_bf16(qkv.size());
-    llm::cpu::attention_backward_bf16(dqkv_bf16.data(), dout_bf16.data(), qkv_bf16.data(),
-                                      out_bf16.data(), lse.data(), B, T, H, KV, D);
+    llm::cpu::attention_backward<Bf16>(dqkv_bf16.data(), dout_bf16.data(), qkv_bf16.data(),
+                                       out_bf16.data(), lse.data(), B, T, H, KV, D);
     expect_close(dqkv_bf16, dqkv, kOneRounding, "dqkv");
   }
 }
@@ -358,9 +359,9 @@ TEST(KernelBf16Attention, ForwardAndBackwardAreThreadCountIndependent) {
       [&] {
         Bf16s out(dout.size()), dqkv(qkv.size());
         Floats lse((size_t)B * H * T);
-        llm::cpu::attention_forward_bf16(out.data(), lse.data(), qkv.data(), B, T, H, KV, D);
-        llm::cpu::attention_backward_bf16(dqkv.data(), dout.data(), qkv.data(), out.data(),
-                                          lse.data(), B, T, H, KV, D);
+        llm::cpu::attention_forward<Bf16>(out.data(), lse.data(), qkv.data(), B, T, H, KV, D);
+        llm::cpu::attention_backward<Bf16>(dqkv.data(), dout.data(), qkv.data(), out.data(),
+                                           lse.data(), B, T, H, KV, D);
         append(lse, to_floats(out));
         append(lse, to_floats(dqkv));
         return lse;
@@ -382,8 +383,9 @@ TEST(KernelBf16Swiglu, ForwardAndBackwardRoundFp32Once) {
   llm::cpu::swiglu_forward(out.data(), h13.data(), N, F);
   llm::cpu::swiglu_backward(dh13.data(), dout.data(), h13.data(), N, F);
   Bf16s out_bf16 = nan_bf16(out.size()), dh13_bf16 = nan_bf16(h13.size());
-  llm::cpu::swiglu_forward_bf16(out_bf16.data(), to_bf16(h13).data(), N, F);
-  llm::cpu::swiglu_backward_bf16(dh13_bf16.data(), to_bf16(dout).data(), to_bf16(h13).data(), N, F);
+  llm::cpu::swiglu_forward<Bf16>(out_bf16.data(), to_bf16(h13).data(), N, F);
+  llm::cpu::swiglu_backward<Bf16>(dh13_bf16.data(), to_bf16(dout).data(), to_bf16(h13).data(), N,
+                                  F);
   expect_rounded_once(out_bf16, out, "out");
   expect_rounded_once(dh13_bf16, dh13, "dh13");
 }
@@ -410,7 +412,7 @@ TEST(KernelBf16Matmul, ForwardAndBackwardAreWithinOneRoundingOfFp32) {
     Floats out((size_t)N * OC);
     llm::cpu::matmul_forward(out.data(), inp.data(), weight.data(), N, C, OC);
     Bf16s out_bf16 = nan_bf16(out.size());
-    llm::cpu::matmul_forward_bf16(out_bf16.data(), inp_bf16.data(), weight_bf16.data(), N, C, OC);
+    llm::cpu::matmul_forward<Bf16>(out_bf16.data(), inp_bf16.data(), weight_bf16.data(), N, C, OC);
     expect_close(out_bf16, out, kOneRounding, "out");
 
     Floats dinp(inp.size()), dweight = dweight_prefill;
@@ -418,16 +420,16 @@ TEST(KernelBf16Matmul, ForwardAndBackwardAreWithinOneRoundingOfFp32) {
                               N, C, OC);
     Bf16s dinp_bf16 = nan_bf16(inp.size());
     Floats dweight_bf16 = dweight_prefill;
-    llm::cpu::matmul_backward_bf16(dinp_bf16.data(), dweight_bf16.data(), dout_bf16.data(),
-                                   inp_bf16.data(), weight_bf16.data(), N, C, OC);
+    llm::cpu::matmul_backward<Bf16>(dinp_bf16.data(), dweight_bf16.data(), dout_bf16.data(),
+                                    inp_bf16.data(), weight_bf16.data(), N, C, OC);
     expect_close(dinp_bf16, dinp, kOneRounding, "dinp (overwritten)");
     expect_close(dweight_bf16, dweight, kReassociation, "dweight (+=)");
 
     // Without dinp only dweight is computed, still accumulating.
-    llm::cpu::matmul_backward(nullptr, dweight.data(), dout.data(), inp.data(), weight.data(), N, C,
-                              OC);
-    llm::cpu::matmul_backward_bf16(nullptr, dweight_bf16.data(), dout_bf16.data(), inp_bf16.data(),
-                                   weight_bf16.data(), N, C, OC);
+    llm::cpu::matmul_backward<float>(nullptr, dweight.data(), dout.data(), inp.data(),
+                                     weight.data(), N, C, OC);
+    llm::cpu::matmul_backward<Bf16>(nullptr, dweight_bf16.data(), dout_bf16.data(), inp_bf16.data(),
+                                    weight_bf16.data(), N, C, OC);
     expect_close(dweight_bf16, dweight, kReassociation, "dweight (+=, dinp null)");
   }
 }
@@ -442,8 +444,8 @@ TEST(KernelBf16Matmul, BackwardIsThreadCountIndependent) {
       [&] {
         Bf16s dinp(inp.size());
         Floats dweight((size_t)OC * C, 0.0f);
-        llm::cpu::matmul_backward_bf16(dinp.data(), dweight.data(), dout.data(), inp.data(),
-                                       weight.data(), N, C, OC);
+        llm::cpu::matmul_backward<Bf16>(dinp.data(), dweight.data(), dout.data(), inp.data(),
+                                        weight.data(), N, C, OC);
         append(dweight, to_floats(dinp));
         return dweight;
       },
@@ -457,12 +459,12 @@ TEST(KernelBf16Residual, RoundsFp32SumOnceAndMayAlias) {
   const size_t n = 1001;
   const Floats a = random_bf16_values(n, rng), b = random_bf16_values(n, rng);
   Floats sum(n);
-  llm::cpu::residual_forward(sum.data(), a.data(), b.data(), n);
+  llm::cpu::add_vectors(sum.data(), a.data(), b.data(), n);
   const Bf16s b_bf16 = to_bf16(b);
   Bf16s out = nan_bf16(n), in_place = to_bf16(a);
-  llm::cpu::residual_forward_bf16(out.data(), in_place.data(), b_bf16.data(), n);
+  llm::cpu::add_vectors<Bf16>(out.data(), in_place.data(), b_bf16.data(), n);
   expect_rounded_once(out, sum, "out");
-  llm::cpu::residual_forward_bf16(in_place.data(), in_place.data(), b_bf16.data(), n);
+  llm::cpu::add_vectors<Bf16>(in_place.data(), in_place.data(), b_bf16.data(), n);
   expect_rounded_once(in_place, sum, "out aliasing a");
 }
 
@@ -485,11 +487,11 @@ TEST(KernelBf16CrossEntropy, LossesMatchAndGradientsRoundFp32Once) {
                                            dloss);
   const Bf16s logits_bf16 = to_bf16(logits);
   Floats losses_forward(N, kNaN), losses_bf16(N, kNaN);
-  llm::cpu::cross_entropy_forward_bf16(losses_forward.data(), logits_bf16.data(), targets.data(), N,
-                                       V);
+  llm::cpu::cross_entropy_forward<Bf16>(losses_forward.data(), logits_bf16.data(), targets.data(),
+                                        N, V);
   Bf16s dlogits_bf16 = logits_bf16;
-  llm::cpu::cross_entropy_forward_backward_bf16(losses_bf16.data(), dlogits_bf16.data(),
-                                                targets.data(), N, V, dloss);
+  llm::cpu::cross_entropy_forward_backward<Bf16>(losses_bf16.data(), dlogits_bf16.data(),
+                                                 targets.data(), N, V, dloss);
   expect_same_bits(losses_forward, losses, "losses (forward)");
   expect_same_bits(losses_bf16, losses, "losses (forward_backward)");
   expect_rounded_once(dlogits_bf16, dlogits, "dlogits");
@@ -506,8 +508,8 @@ TEST(KernelBf16CrossEntropy, LargeLogitsStayFinite) {
   llm::cpu::cross_entropy_forward(losses.data(), logits.data(), targets.data(), N, V);
   Floats losses_bf16(N, kNaN);
   Bf16s dlogits = to_bf16(logits);
-  llm::cpu::cross_entropy_forward_backward_bf16(losses_bf16.data(), dlogits.data(), targets.data(),
-                                                N, V, 1.0f);
+  llm::cpu::cross_entropy_forward_backward<Bf16>(losses_bf16.data(), dlogits.data(), targets.data(),
+                                                 N, V, 1.0f);
   expect_same_bits(losses_bf16, losses, "losses");
   for (int n = 0; n < N; n++) {
     ASSERT_TRUE(std::isfinite(losses_bf16[n])) << "row " << n;

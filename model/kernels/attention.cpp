@@ -131,8 +131,11 @@ void score_tile(float* scores, const float* queries, const float* keys_tiled, in
   }
 }
 
+}  // namespace
+
 template <class Storage>
-void attend(Storage* out, float* lse, const Storage* qkv, int B, int T, int H, int KV, int D) {
+void attention_forward(Storage* out, float* lse, const Storage* qkv, int B, int T, int H, int KV,
+                       int D) {
   const size_t row = (size_t)(H + 2 * KV) * D;  // values per token in qkv
   const size_t out_row = (size_t)H * D;
   const int group = H / KV;  // query heads per kv head
@@ -194,8 +197,8 @@ void attend(Storage* out, float* lse, const Storage* qkv, int B, int T, int H, i
 }
 
 template <class Storage>
-void attend_backward(Storage* dqkv, const Storage* dout, const Storage* qkv, const Storage* out,
-                     const float* lse, int B, int T, int H, int KV, int D) {
+void attention_backward(Storage* dqkv, const Storage* dout, const Storage* qkv, const Storage* out,
+                        const float* lse, int B, int T, int H, int KV, int D) {
   const size_t row = (size_t)(H + 2 * KV) * D;
   const size_t out_row = (size_t)H * D;
   const int group = H / KV;
@@ -281,26 +284,7 @@ void attend_backward(Storage* dqkv, const Storage* dout, const Storage* qkv, con
   }
 }
 
-}  // namespace
-
-void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int H, int KV,
-                       int D) {
-  attend(out, lse, qkv, B, T, H, KV, D);
-}
-
-void attention_forward_bf16(Bf16* out, float* lse, const Bf16* qkv, int B, int T, int H, int KV,
-                            int D) {
-  attend(out, lse, qkv, B, T, H, KV, D);
-}
-
-void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                        const float* lse, int B, int T, int H, int KV, int D) {
-  attend_backward(dqkv, dout, qkv, out, lse, B, T, H, KV, D);
-}
-
-void attention_backward_bf16(Bf16* dqkv, const Bf16* dout, const Bf16* qkv, const Bf16* out,
-                             const float* lse, int B, int T, int H, int KV, int D) {
-  attend_backward(dqkv, dout, qkv, out, lse, B, T, H, KV, D);
-}
+LLM_INSTANTIATE_FOR_STORAGE_TYPES(attention_forward);
+LLM_INSTANTIATE_FOR_STORAGE_TYPES(attention_backward);
 
 }  // namespace llm::cpu

@@ -632,8 +632,11 @@ void allow_shared_bytes(Kernel kernel, size_t bytes) {
   LLM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
 }
 
+}  // namespace
+
 template <class Storage>
-void attend(Storage* out, float* lse, const Storage* qkv, int B, int T, int H, int KV, int D) {
+void attention_forward(Storage* out, float* lse, const Storage* qkv, int B, int T, int H, int KV,
+                       int D) {
   check_shape("attention_forward", H, KV, D);
   if (B <= 0 || T <= 0) return;
   const AttentionDims dims{B, T, H, KV, D, 1.0f / std::sqrt((float)D)};
@@ -650,8 +653,8 @@ void attend(Storage* out, float* lse, const Storage* qkv, int B, int T, int H, i
 }
 
 template <class Storage>
-void attend_backward(Storage* dqkv, const Storage* dout, const Storage* qkv, const Storage* out,
-                     const float* lse, int B, int T, int H, int KV, int D) {
+void attention_backward(Storage* dqkv, const Storage* dout, const Storage* qkv, const Storage* out,
+                        const float* lse, int B, int T, int H, int KV, int D) {
   check_shape("attention_backward", H, KV, D);
   if (B <= 0 || T <= 0) return;
   const AttentionDims dims{B, T, H, KV, D, 1.0f / std::sqrt((float)D)};
@@ -674,26 +677,7 @@ void attend_backward(Storage* dqkv, const Storage* dout, const Storage* qkv, con
   });
 }
 
-}  // namespace
-
-void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int H, int KV,
-                       int D) {
-  attend(out, lse, qkv, B, T, H, KV, D);
-}
-
-void attention_forward_bf16(Bf16* out, float* lse, const Bf16* qkv, int B, int T, int H, int KV,
-                            int D) {
-  attend(out, lse, qkv, B, T, H, KV, D);
-}
-
-void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
-                        const float* lse, int B, int T, int H, int KV, int D) {
-  attend_backward(dqkv, dout, qkv, out, lse, B, T, H, KV, D);
-}
-
-void attention_backward_bf16(Bf16* dqkv, const Bf16* dout, const Bf16* qkv, const Bf16* out,
-                             const float* lse, int B, int T, int H, int KV, int D) {
-  attend_backward(dqkv, dout, qkv, out, lse, B, T, H, KV, D);
-}
+LLM_INSTANTIATE_FOR_STORAGE_TYPES(attention_forward);
+LLM_INSTANTIATE_FOR_STORAGE_TYPES(attention_backward);
 
 }  // namespace llm::cuda

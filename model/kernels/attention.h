@@ -1,43 +1,40 @@
 // Causal grouped-query self-attention over the fused qkv buffer, flash-style:
 // the (T, T) score matrix is never stored; forward keeps only the
 // log-sum-exp of each query's scores, and backward recomputes probabilities.
-// qkv, out and their gradients are fp32 or bf16 (`_bf16`); lse is fp32 and
-// all math is fp32 in both.
+// qkv, out and their gradients have storage type Storage (float or Bf16);
+// lse is fp32 and all math is fp32 in both.
 // Invariant: deterministic (each kv head's gradient is summed by one thread in
 // a fixed order), scale 1/sqrt(D), query head h reads kv head h / (H / KV).
 #pragma once
 
-#include "runtime/bf16.h"
+#include "runtime/storage_types.h"
 
 namespace llm::cpu {
 
 // qkv (B, T, (H + 2*KV) * D): per token, H query heads, then KV key heads,
 // then KV value heads (RoPE already applied to q and k).
 // out (B, T, H * D); lse (B, H, T) = log sum_s<=t exp(q_t . k_s / sqrt(D)).
-void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int H, int KV,
+// (The storage type is not named T: T is the sequence length.)
+template <class Storage>
+void attention_forward(Storage* out, float* lse, const Storage* qkv, int B, int T, int H, int KV,
                        int D);
-void attention_forward_bf16(Bf16* out, float* lse, const Bf16* qkv, int B, int T, int H, int KV,
-                            int D);
 
 // dqkv (B, T, (H + 2*KV) * D) is overwritten with the gradient of q, k and v;
 // dout (B, T, H * D); out and lse are what forward produced.
-void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
+template <class Storage>
+void attention_backward(Storage* dqkv, const Storage* dout, const Storage* qkv, const Storage* out,
                         const float* lse, int B, int T, int H, int KV, int D);
-void attention_backward_bf16(Bf16* dqkv, const Bf16* dout, const Bf16* qkv, const Bf16* out,
-                             const float* lse, int B, int T, int H, int KV, int D);
 
 }  // namespace llm::cpu
 
 // CUDA twins (attention.cu): the same contracts on device pointers, queued on the compute stream.
 namespace llm::cuda {
 
-void attention_forward(float* out, float* lse, const float* qkv, int B, int T, int H, int KV,
+template <class Storage>
+void attention_forward(Storage* out, float* lse, const Storage* qkv, int B, int T, int H, int KV,
                        int D);
-void attention_forward_bf16(Bf16* out, float* lse, const Bf16* qkv, int B, int T, int H, int KV,
-                            int D);
-void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* out,
+template <class Storage>
+void attention_backward(Storage* dqkv, const Storage* dout, const Storage* qkv, const Storage* out,
                         const float* lse, int B, int T, int H, int KV, int D);
-void attention_backward_bf16(Bf16* dqkv, const Bf16* dout, const Bf16* qkv, const Bf16* out,
-                             const float* lse, int B, int T, int H, int KV, int D);
 
 }  // namespace llm::cuda

@@ -38,20 +38,6 @@ RowExps row_exps(float* exps, const T* row, int V) {
   return {max, sum};
 }
 
-template <class T>
-void row_losses(float* losses, const T* logits, const int32_t* targets, int N, int V) {
-#pragma omp parallel
-  {
-    std::vector<float> exps(V);  // per-thread scratch: logits stay untouched
-#pragma omp for schedule(static)
-    for (int n = 0; n < N; n++) {
-      const T* row = logits + (size_t)n * V;
-      const RowExps e = row_exps(exps.data(), row, V);
-      losses[n] = (float)(e.max + std::log(e.sum) - to_float(row[targets[n]]));
-    }
-  }
-}
-
 // The fp32 row a gradient is formed in, and its store into the logits row:
 // fp32 logits are their own gradient row (in place, nothing to store); bf16
 // logits use per-thread scratch, rounded into the row once at the end.
@@ -66,9 +52,25 @@ inline void store_gradient_row(Bf16* row, const float* grad, int V) {
   for (int v = 0; v < V; v++) row[v] = to_bf16(grad[v]);
 }
 
+}  // namespace
+
 template <class T>
-void row_losses_and_gradients(float* losses, T* logits, const int32_t* targets, int N, int V,
-                              float dloss) {
+void cross_entropy_forward(float* losses, const T* logits, const int32_t* targets, int N, int V) {
+#pragma omp parallel
+  {
+    std::vector<float> exps(V);  // per-thread scratch: logits stay untouched
+#pragma omp for schedule(static)
+    for (int n = 0; n < N; n++) {
+      const T* row = logits + (size_t)n * V;
+      const RowExps e = row_exps(exps.data(), row, V);
+      losses[n] = (float)(e.max + std::log(e.sum) - to_float(row[targets[n]]));
+    }
+  }
+}
+
+template <class T>
+void cross_entropy_forward_backward(float* losses, T* logits, const int32_t* targets, int N, int V,
+                                    float dloss) {
 #pragma omp parallel
   {
     std::vector<float> scratch;
@@ -88,26 +90,7 @@ void row_losses_and_gradients(float* losses, T* logits, const int32_t* targets, 
   }
 }
 
-}  // namespace
-
-void cross_entropy_forward(float* losses, const float* logits, const int32_t* targets, int N,
-                           int V) {
-  row_losses(losses, logits, targets, N, V);
-}
-
-void cross_entropy_forward_bf16(float* losses, const Bf16* logits, const int32_t* targets, int N,
-                                int V) {
-  row_losses(losses, logits, targets, N, V);
-}
-
-void cross_entropy_forward_backward(float* losses, float* logits, const int32_t* targets, int N,
-                                    int V, float dloss) {
-  row_losses_and_gradients(losses, logits, targets, N, V, dloss);
-}
-
-void cross_entropy_forward_backward_bf16(float* losses, Bf16* logits, const int32_t* targets, int N,
-                                         int V, float dloss) {
-  row_losses_and_gradients(losses, logits, targets, N, V, dloss);
-}
+LLM_INSTANTIATE_FOR_STORAGE_TYPES(cross_entropy_forward);
+LLM_INSTANTIATE_FOR_STORAGE_TYPES(cross_entropy_forward_backward);
 
 }  // namespace llm::cpu

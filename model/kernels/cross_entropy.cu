@@ -108,24 +108,18 @@ void launch_rows(float* losses, const T* logits, T* dlogits, const int32_t* targ
 
 }  // namespace
 
-void cross_entropy_forward(float* losses, const float* logits, const int32_t* targets, int N,
-                           int V) {
-  launch_rows<false>(losses, logits, static_cast<float*>(nullptr), targets, N, V, 0.0f);
+template <class T>
+void cross_entropy_forward(float* losses, const T* logits, const int32_t* targets, int N, int V) {
+  launch_rows<false>(losses, logits, static_cast<T*>(nullptr), targets, N, V, 0.0f);
 }
 
-void cross_entropy_forward_bf16(float* losses, const Bf16* logits, const int32_t* targets, int N,
-                                int V) {
-  launch_rows<false>(losses, logits, static_cast<Bf16*>(nullptr), targets, N, V, 0.0f);
+template <class T>
+void cross_entropy_forward_backward(float* losses, T* logits, const int32_t* targets, int N, int V,
+                                    float dloss) {
+  launch_rows<true>(losses, static_cast<const T*>(logits), logits, targets, N, V, dloss);
 }
 
-void cross_entropy_forward_backward(float* losses, float* logits, const int32_t* targets, int N,
-                                    int V, float dloss) {
-  launch_rows<true>(losses, static_cast<const float*>(logits), logits, targets, N, V, dloss);
-}
-
-void cross_entropy_forward_backward_bf16(float* losses, Bf16* logits, const int32_t* targets, int N,
-                                         int V, float dloss) {
-  launch_rows<true>(losses, static_cast<const Bf16*>(logits), logits, targets, N, V, dloss);
-}
+LLM_INSTANTIATE_FOR_STORAGE_TYPES(cross_entropy_forward);
+LLM_INSTANTIATE_FOR_STORAGE_TYPES(cross_entropy_forward_backward);
 
 }  // namespace llm::cuda

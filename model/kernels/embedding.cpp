@@ -15,8 +15,10 @@ namespace {
 
 constexpr int kColumnBlock = 64;  // columns per work item of the backward pass
 
+}  // namespace
+
 template <class T>
-void gather_rows(T* out, const int32_t* tokens, const T* wte, int N, int C) {
+void embedding_forward(T* out, const int32_t* tokens, const T* wte, int N, int C) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; n++) {
     std::memcpy(out + (size_t)n * C, wte + (size_t)tokens[n] * C, sizeof(T) * C);
@@ -24,7 +26,7 @@ void gather_rows(T* out, const int32_t* tokens, const T* wte, int N, int C) {
 }
 
 template <class T>
-void scatter_add_rows(float* dwte, const T* dout, const int32_t* tokens, int N, int C) {
+void embedding_backward(float* dwte, const T* dout, const int32_t* tokens, int N, int C) {
   const int n_blocks = (C + kColumnBlock - 1) / kColumnBlock;
 #pragma omp parallel for schedule(static)
   for (int block = 0; block < n_blocks; block++) {
@@ -39,22 +41,7 @@ void scatter_add_rows(float* dwte, const T* dout, const int32_t* tokens, int N, 
   }
 }
 
-}  // namespace
-
-void embedding_forward(float* out, const int32_t* tokens, const float* wte, int N, int C) {
-  gather_rows(out, tokens, wte, N, C);
-}
-
-void embedding_forward_bf16(Bf16* out, const int32_t* tokens, const Bf16* wte, int N, int C) {
-  gather_rows(out, tokens, wte, N, C);
-}
-
-void embedding_backward(float* dwte, const float* dout, const int32_t* tokens, int N, int C) {
-  scatter_add_rows(dwte, dout, tokens, N, C);
-}
-
-void embedding_backward_bf16(float* dwte, const Bf16* dout, const int32_t* tokens, int N, int C) {
-  scatter_add_rows(dwte, dout, tokens, N, C);
-}
+LLM_INSTANTIATE_FOR_STORAGE_TYPES(embedding_forward);
+LLM_INSTANTIATE_FOR_STORAGE_TYPES(embedding_backward);
 
 }  // namespace llm::cpu

@@ -162,10 +162,12 @@ SortedPositions sort_positions_by_token(const int32_t* tokens, int N) {
   return {sorted_tokens, sorted_positions};
 }
 
+}  // namespace
+
 // ---- launchers ------------------------------------------------------------------
 
 template <class T>
-void gather_rows(T* out, const int32_t* tokens, const T* wte, int N, int C) {
+void embedding_forward(T* out, const int32_t* tokens, const T* wte, int N, int C) {
   if (N <= 0 || C <= 0) return;
   const size_t row_bytes = sizeof(T) * (size_t)C;
   auto launch = [&](auto word) {
@@ -185,7 +187,7 @@ void gather_rows(T* out, const int32_t* tokens, const T* wte, int N, int C) {
 }
 
 template <class T>
-void scatter_add_rows(float* dwte, const T* dout, const int32_t* tokens, int N, int C) {
+void embedding_backward(float* dwte, const T* dout, const int32_t* tokens, int N, int C) {
   if (N <= 0 || C <= 0) return;
   const SortedPositions sorted = sort_positions_by_token(tokens, N);
   const unsigned columns_per_block = kRunThreads * kColumnPack;
@@ -203,22 +205,7 @@ void scatter_add_rows(float* dwte, const T* dout, const int32_t* tokens, int N, 
   LLM_CUDA_CHECK_LAUNCH();
 }
 
-}  // namespace
-
-void embedding_forward(float* out, const int32_t* tokens, const float* wte, int N, int C) {
-  gather_rows(out, tokens, wte, N, C);
-}
-
-void embedding_forward_bf16(Bf16* out, const int32_t* tokens, const Bf16* wte, int N, int C) {
-  gather_rows(out, tokens, wte, N, C);
-}
-
-void embedding_backward(float* dwte, const float* dout, const int32_t* tokens, int N, int C) {
-  scatter_add_rows(dwte, dout, tokens, N, C);
-}
-
-void embedding_backward_bf16(float* dwte, const Bf16* dout, const int32_t* tokens, int N, int C) {
-  scatter_add_rows(dwte, dout, tokens, N, C);
-}
+LLM_INSTANTIATE_FOR_STORAGE_TYPES(embedding_forward);
+LLM_INSTANTIATE_FOR_STORAGE_TYPES(embedding_backward);
 
 }  // namespace llm::cuda

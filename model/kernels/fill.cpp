@@ -5,8 +5,11 @@
 
 namespace llm::cpu {
 
-void fill_zero(float* x, size_t n) { std::memset(x, 0, n * sizeof(float)); }
+template <class T>
+void fill_zero(T* x, size_t n) {
+  std::memset(x, 0, n * sizeof(T));
+}
 
-void fill_zero_bf16(Bf16* x, size_t n) { std::memset(x, 0, n * sizeof(Bf16)); }
+LLM_INSTANTIATE_FOR_STORAGE_TYPES(fill_zero);
 
 }  // namespace llm::cpu

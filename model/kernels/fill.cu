@@ -6,14 +6,12 @@
 
 namespace llm::cuda {
 
-void fill_zero(float* x, size_t n) {
+template <class T>
+void fill_zero(T* x, size_t n) {
   if (n == 0) return;
-  LLM_CUDA_CHECK(cudaMemsetAsync(x, 0, n * sizeof(float), compute_stream()));
+  LLM_CUDA_CHECK(cudaMemsetAsync(x, 0, n * sizeof(T), compute_stream()));
 }
 
-void fill_zero_bf16(Bf16* x, size_t n) {
-  if (n == 0) return;
-  LLM_CUDA_CHECK(cudaMemsetAsync(x, 0, n * sizeof(Bf16), compute_stream()));
-}
+LLM_INSTANTIATE_FOR_STORAGE_TYPES(fill_zero);
 
 }  // namespace llm::cuda

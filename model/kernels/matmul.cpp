@@ -1,5 +1,5 @@
 // Bias-free linear layers on the CPU through OpenBLAS sgemm (row-major).
-// The BLAS has no bf16 GEMM, so the bf16 entry points widen their operands
+// The BLAS has no bf16 GEMM, so the Bf16 instantiations widen their operands
 // into fp32 scratch (exact), run the fp32 kernels on them, and round the
 // results once. They go through the rows in chunks, so the scratch stays
 // bounded (about kChunkFloats floats per operand plus the widened weight)
@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <type_traits>
 #include <vector>
 
 #include "model/kernels/cast.h"
@@ -47,49 +48,53 @@ float* widened(ScratchRole role, const Bf16* x, size_t n) {
 
 }  // namespace
 
-void matmul_forward(float* out, const float* inp, const float* weight, int N, int C, int OC) {
-  // out (N, OC) = inp (N, C) @ weight (OC, C)^T
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, weight, C, 0.0f, out,
-              OC);
-}
-
-void matmul_forward_bf16(Bf16* out, const Bf16* inp, const Bf16* weight, int N, int C, int OC) {
-  const float* weight_f32 = widened(kWeight, weight, (size_t)OC * C);
-  const int rows = chunk_rows(N, C, OC);
-  float* out_f32 = scratch(kOutputRows, (size_t)rows * OC);
-  for (int n0 = 0; n0 < N; n0 += rows) {
-    const int m = std::min(rows, N - n0);
-    const float* inp_f32 = widened(kInputRows, inp + (size_t)n0 * C, (size_t)m * C);
-    matmul_forward(out_f32, inp_f32, weight_f32, m, C, OC);
-    cast_f32_to_bf16(out + (size_t)n0 * OC, out_f32, (size_t)m * OC);
+template <class T>
+void matmul_forward(T* out, const T* inp, const T* weight, int N, int C, int OC) {
+  if constexpr (std::is_same_v<T, float>) {
+    // out (N, OC) = inp (N, C) @ weight (OC, C)^T
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, weight, C, 0.0f,
+                out, OC);
+  } else {
+    const float* weight_f32 = widened(kWeight, weight, (size_t)OC * C);
+    const int rows = chunk_rows(N, C, OC);
+    float* out_f32 = scratch(kOutputRows, (size_t)rows * OC);
+    for (int n0 = 0; n0 < N; n0 += rows) {
+      const int m = std::min(rows, N - n0);
+      const float* inp_f32 = widened(kInputRows, inp + (size_t)n0 * C, (size_t)m * C);
+      matmul_forward(out_f32, inp_f32, weight_f32, m, C, OC);
+      cast_f32_to_bf16(out + (size_t)n0 * OC, out_f32, (size_t)m * OC);
+    }
   }
 }
 
-void matmul_backward(float* dinp, float* dweight, const float* dout, const float* inp,
-                     const float* weight, int N, int C, int OC) {
-  if (dinp != nullptr) {
-    // dinp (N, C) = dout (N, OC) @ weight (OC, C)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, weight, C,
-                0.0f, dinp, C);
+// In bf16, dweight sums the chunks in chunk order, each as one sgemm with beta = 1.
+template <class T>
+void matmul_backward(T* dinp, float* dweight, const T* dout, const T* inp, const T* weight, int N,
+                     int C, int OC) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (dinp != nullptr) {
+      // dinp (N, C) = dout (N, OC) @ weight (OC, C)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, weight, C,
+                  0.0f, dinp, C);
+    }
+    // dweight (OC, C) += dout (N, OC)^T @ inp (N, C)
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f,
+                dweight, C);
+  } else {
+    const float* weight_f32 = dinp != nullptr ? widened(kWeight, weight, (size_t)OC * C) : nullptr;
+    const int rows = chunk_rows(N, C, OC);
+    float* dinp_f32 = dinp != nullptr ? scratch(kInputGradRows, (size_t)rows * C) : nullptr;
+    for (int n0 = 0; n0 < N; n0 += rows) {
+      const int m = std::min(rows, N - n0);
+      const float* dout_f32 = widened(kOutputRows, dout + (size_t)n0 * OC, (size_t)m * OC);
+      const float* inp_f32 = widened(kInputRows, inp + (size_t)n0 * C, (size_t)m * C);
+      matmul_backward(dinp_f32, dweight, dout_f32, inp_f32, weight_f32, m, C, OC);
+      if (dinp != nullptr) cast_f32_to_bf16(dinp + (size_t)n0 * C, dinp_f32, (size_t)m * C);
+    }
   }
-  // dweight (OC, C) += dout (N, OC)^T @ inp (N, C)
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f,
-              dweight, C);
 }
 
-// dweight sums the chunks in chunk order, each as one sgemm with beta = 1.
-void matmul_backward_bf16(Bf16* dinp, float* dweight, const Bf16* dout, const Bf16* inp,
-                          const Bf16* weight, int N, int C, int OC) {
-  const float* weight_f32 = dinp != nullptr ? widened(kWeight, weight, (size_t)OC * C) : nullptr;
-  const int rows = chunk_rows(N, C, OC);
-  float* dinp_f32 = dinp != nullptr ? scratch(kInputGradRows, (size_t)rows * C) : nullptr;
-  for (int n0 = 0; n0 < N; n0 += rows) {
-    const int m = std::min(rows, N - n0);
-    const float* dout_f32 = widened(kOutputRows, dout + (size_t)n0 * OC, (size_t)m * OC);
-    const float* inp_f32 = widened(kInputRows, inp + (size_t)n0 * C, (size_t)m * C);
-    matmul_backward(dinp_f32, dweight, dout_f32, inp_f32, weight_f32, m, C, OC);
-    if (dinp != nullptr) cast_f32_to_bf16(dinp + (size_t)n0 * C, dinp_f32, (size_t)m * C);
-  }
-}
+LLM_INSTANTIATE_FOR_STORAGE_TYPES(matmul_forward);
+LLM_INSTANTIATE_FOR_STORAGE_TYPES(matmul_backward);
 
 }  // namespace llm::cpu

@@ -195,22 +195,22 @@ void linear_backward(void* dinp, float* dweight, const void* dout, const void* i
 
 }  // namespace
 
-void matmul_forward(float* out, const float* inp, const float* weight, int N, int C, int OC) {
-  linear_forward(out, inp, weight, N, C, OC, CUDA_R_32F);
+// The cuBLASLt data type of storage type T.
+template <class T>
+constexpr cudaDataType_t kDataType = std::is_same_v<T, float> ? CUDA_R_32F : CUDA_R_16BF;
+
+template <class T>
+void matmul_forward(T* out, const T* inp, const T* weight, int N, int C, int OC) {
+  linear_forward(out, inp, weight, N, C, OC, kDataType<T>);
 }
 
-void matmul_forward_bf16(Bf16* out, const Bf16* inp, const Bf16* weight, int N, int C, int OC) {
-  linear_forward(out, inp, weight, N, C, OC, CUDA_R_16BF);
+template <class T>
+void matmul_backward(T* dinp, float* dweight, const T* dout, const T* inp, const T* weight, int N,
+                     int C, int OC) {
+  linear_backward(dinp, dweight, dout, inp, weight, N, C, OC, kDataType<T>);
 }
 
-void matmul_backward(float* dinp, float* dweight, const float* dout, const float* inp,
-                     const float* weight, int N, int C, int OC) {
-  linear_backward(dinp, dweight, dout, inp, weight, N, C, OC, CUDA_R_32F);
-}
-
-void matmul_backward_bf16(Bf16* dinp, float* dweight, const Bf16* dout, const Bf16* inp,
-                          const Bf16* weight, int N, int C, int OC) {
-  linear_backward(dinp, dweight, dout, inp, weight, N, C, OC, CUDA_R_16BF);
-}
+LLM_INSTANTIATE_FOR_STORAGE_TYPES(matmul_forward);
+LLM_INSTANTIATE_FOR_STORAGE_TYPES(matmul_backward);
 
 }  // namespace llm::cuda

@@ -1,6 +1,7 @@
-// Residual connection on the GPU: out = a + b elementwise, fp32 math rounded
-// once on store, in a grid-stride loop that moves 16 bytes per access (4 fp32
-// or 8 bf16 elements) when all three buffers are 16-byte aligned.
+// Elementwise vector sum on the GPU (add_vectors: the residual connection and
+// the gradient-shard accumulator): out = a + b, fp32 math rounded once on
+// store, in a grid-stride loop that moves 16 bytes per access (4 fp32 or 8
+// bf16 elements) when all three buffers are 16-byte aligned.
 // Invariant: each thread reads its elements of a and b before it writes the
 // same elements of out, and no other thread touches them, so out may alias a
 // or b (the pointers are therefore not __restrict__).
@@ -52,10 +53,12 @@ __global__ void add_kernel(T* out, const T* a, const T* b, size_t n) {
     store_f32(out + i, load_f32(a + i) + load_f32(b + i));
 }
 
+}  // namespace
+
 // ---- launchers ------------------------------------------------------------------
 
 template <class T>
-void add(T* out, const T* a, const T* b, size_t n) {
+void add_vectors(T* out, const T* a, const T* b, size_t n) {
   if (n == 0) return;
   const bool vectorized = is_aligned(out, 16) && is_aligned(a, 16) && is_aligned(b, 16);
   const size_t work = vectorized ? (n + kPack<T> - 1) / kPack<T> : n;
@@ -68,10 +71,6 @@ void add(T* out, const T* a, const T* b, size_t n) {
   LLM_CUDA_CHECK_LAUNCH();
 }
 
-}  // namespace
-
-void residual_forward(float* out, const float* a, const float* b, size_t n) { add(out, a, b, n); }
-
-void residual_forward_bf16(Bf16* out, const Bf16* a, const Bf16* b, size_t n) { add(out, a, b, n); }
+LLM_INSTANTIATE_FOR_STORAGE_TYPES(add_vectors);
 
 }  // namespace llm::cuda

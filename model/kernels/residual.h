@@ -1,23 +1,27 @@
-// Residual connection: out = a + b elementwise (out may alias a or b), in fp32
-// or bf16 storage (`_bf16`: the sum is taken in fp32 and rounded once).
-// Its backward is the identity, so it has no backward kernel.
+// Elementwise vector sum out = a + b of n elements of storage type T (float or
+// Bf16; in bf16 the sum is taken in fp32 and rounded once). It is named for what
+// it does, not for one caller: the transformer's residual connection adds a
+// block's output to its input with it, and the sharding engine accumulates a
+// received gradient shard into its reduced gradients with it. The residual's
+// backward is the identity, so there is no backward kernel.
+// Invariant: each element is read before it is written, so out may alias a or b.
 #pragma once
 
 #include <cstddef>
 
-#include "runtime/bf16.h"
+#include "runtime/storage_types.h"
 
 namespace llm::cpu {
 
-void residual_forward(float* out, const float* a, const float* b, size_t n);
-void residual_forward_bf16(Bf16* out, const Bf16* a, const Bf16* b, size_t n);
+template <class T>
+void add_vectors(T* out, const T* a, const T* b, size_t n);
 
 }  // namespace llm::cpu
 
 // CUDA twins (residual.cu): the same contracts on device pointers, queued on the compute stream.
 namespace llm::cuda {
 
-void residual_forward(float* out, const float* a, const float* b, size_t n);
-void residual_forward_bf16(Bf16* out, const Bf16* a, const Bf16* b, size_t n);
+template <class T>
+void add_vectors(T* out, const T* a, const T* b, size_t n);
 
 }  // namespace llm::cuda

@@ -16,8 +16,10 @@ namespace {
 
 constexpr int kColumnBlock = 64;  // dweight columns per work item of the backward pass
 
+}  // namespace
+
 template <class T>
-void normalize_rows(T* out, float* rstd, const T* inp, const T* weight, int N, int C, float eps) {
+void rmsnorm_forward(T* out, float* rstd, const T* inp, const T* weight, int N, int C, float eps) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; n++) {
     const T* x = inp + (size_t)n * C;
@@ -33,8 +35,8 @@ void normalize_rows(T* out, float* rstd, const T* inp, const T* weight, int N, i
 }
 
 template <class T>
-void normalize_rows_backward(T* dinp, float* dweight, const T* dout, const T* inp, const T* weight,
-                             const float* rstd, int N, int C) {
+void rmsnorm_backward(T* dinp, float* dweight, const T* dout, const T* inp, const T* weight,
+                      const float* rstd, int N, int C) {
   // dinp = rstd * (w * dy - xhat * mean(w * dy * xhat)), with xhat = x * rstd.
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; n++) {
@@ -71,26 +73,7 @@ void normalize_rows_backward(T* dinp, float* dweight, const T* dout, const T* in
   }
 }
 
-}  // namespace
-
-void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int N, int C,
-                     float eps) {
-  normalize_rows(out, rstd, inp, weight, N, C, eps);
-}
-
-void rmsnorm_forward_bf16(Bf16* out, float* rstd, const Bf16* inp, const Bf16* weight, int N, int C,
-                          float eps) {
-  normalize_rows(out, rstd, inp, weight, N, C, eps);
-}
-
-void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
-                      const float* weight, const float* rstd, int N, int C) {
-  normalize_rows_backward(dinp, dweight, dout, inp, weight, rstd, N, C);
-}
-
-void rmsnorm_backward_bf16(Bf16* dinp, float* dweight, const Bf16* dout, const Bf16* inp,
-                           const Bf16* weight, const float* rstd, int N, int C) {
-  normalize_rows_backward(dinp, dweight, dout, inp, weight, rstd, N, C);
-}
+LLM_INSTANTIATE_FOR_STORAGE_TYPES(rmsnorm_forward);
+LLM_INSTANTIATE_FOR_STORAGE_TYPES(rmsnorm_backward);
 
 }  // namespace llm::cpu

@@ -220,10 +220,12 @@ float* partials_scratch(size_t floats) {
   return static_cast<float*>(scratch.reserve(floats * sizeof(float)));
 }
 
+}  // namespace
+
 // ---- launchers ------------------------------------------------------------------
 
 template <class T>
-void normalize_rows(T* out, float* rstd, const T* inp, const T* weight, int N, int C, float eps) {
+void rmsnorm_forward(T* out, float* rstd, const T* inp, const T* weight, int N, int C, float eps) {
   if (N <= 0 || C <= 0) return;
   const unsigned threads = threads_for_row<T>(C);
   const bool aligned =
@@ -239,8 +241,8 @@ void normalize_rows(T* out, float* rstd, const T* inp, const T* weight, int N, i
 }
 
 template <class T>
-void normalize_rows_backward(T* dinp, float* dweight, const T* dout, const T* inp, const T* weight,
-                             const float* rstd, int N, int C) {
+void rmsnorm_backward(T* dinp, float* dweight, const T* dout, const T* inp, const T* weight,
+                      const float* rstd, int N, int C) {
   if (N <= 0 || C <= 0) return;
   // The chunking depends on N only, so the dweight sums have one order per shape.
   const int rows_per_chunk = (N + kMaxRowChunks - 1) / kMaxRowChunks;
@@ -272,26 +274,7 @@ void normalize_rows_backward(T* dinp, float* dweight, const T* dout, const T* in
   LLM_CUDA_CHECK_LAUNCH();
 }
 
-}  // namespace
-
-void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int N, int C,
-                     float eps) {
-  normalize_rows(out, rstd, inp, weight, N, C, eps);
-}
-
-void rmsnorm_forward_bf16(Bf16* out, float* rstd, const Bf16* inp, const Bf16* weight, int N, int C,
-                          float eps) {
-  normalize_rows(out, rstd, inp, weight, N, C, eps);
-}
-
-void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp,
-                      const float* weight, const float* rstd, int N, int C) {
-  normalize_rows_backward(dinp, dweight, dout, inp, weight, rstd, N, C);
-}
-
-void rmsnorm_backward_bf16(Bf16* dinp, float* dweight, const Bf16* dout, const Bf16* inp,
-                           const Bf16* weight, const float* rstd, int N, int C) {
-  normalize_rows_backward(dinp, dweight, dout, inp, weight, rstd, N, C);
-}
+LLM_INSTANTIATE_FOR_STORAGE_TYPES(rmsnorm_forward);
+LLM_INSTANTIATE_FOR_STORAGE_TYPES(rmsnorm_backward);
 
 }  // namespace llm::cuda

@@ -107,24 +107,19 @@ void rope_table(float* cos, float* sin, int T, int D, float theta) {
   LLM_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
-void rope_forward(float* x, const float* cos, const float* sin, int N, int T, int n_heads, int D,
+template <class Storage>
+void rope_forward(Storage* x, const float* cos, const float* sin, int N, int T, int n_heads, int D,
                   int row_stride) {
   rope_rotate(x, cos, sin, 1.0f, N, T, n_heads, D, row_stride);
 }
 
-void rope_forward_bf16(Bf16* x, const float* cos, const float* sin, int N, int T, int n_heads,
-                       int D, int row_stride) {
-  rope_rotate(x, cos, sin, 1.0f, N, T, n_heads, D, row_stride);
-}
-
-void rope_backward(float* dx, const float* cos, const float* sin, int N, int T, int n_heads, int D,
-                   int row_stride) {
+template <class Storage>
+void rope_backward(Storage* dx, const float* cos, const float* sin, int N, int T, int n_heads,
+                   int D, int row_stride) {
   rope_rotate(dx, cos, sin, -1.0f, N, T, n_heads, D, row_stride);
 }
 
-void rope_backward_bf16(Bf16* dx, const float* cos, const float* sin, int N, int T, int n_heads,
-                        int D, int row_stride) {
-  rope_rotate(dx, cos, sin, -1.0f, N, T, n_heads, D, row_stride);
-}
+LLM_INSTANTIATE_FOR_STORAGE_TYPES(rope_forward);
+LLM_INSTANTIATE_FOR_STORAGE_TYPES(rope_backward);
 
 }  // namespace llm::cuda

@@ -2,12 +2,13 @@
 // sit at the start of each row of the fused qkv buffer.
 // Layout: the Hugging Face Llama convention ("rotate half"): within a head of
 // size D, element i pairs with element i + D/2 and the pair is rotated by the
-// angle pos * theta^(-2i/D). The heads are fp32 or bf16 (`_bf16`); the
-// cos/sin tables are fp32 in both, and bf16 elements are rotated in fp32 and
-// rounded once. Invariant: backward is the exact inverse rotation.
+// angle pos * theta^(-2i/D). The heads have storage type Storage (float or
+// Bf16; not named T, which is the sequence length); the cos/sin tables are
+// fp32 in both, and bf16 elements are rotated in fp32 and rounded once.
+// Invariant: backward is the exact inverse rotation.
 #pragma once
 
-#include "runtime/bf16.h"
+#include "runtime/storage_types.h"
 
 namespace llm::cpu {
 
@@ -16,16 +17,14 @@ void rope_table(float* cos, float* sin, int T, int D, float theta);
 
 // x: N = B*T rows of row_stride floats; row n has position n % T. Rotates the
 // first n_heads heads (each D contiguous floats) of every row, in place.
-void rope_forward(float* x, const float* cos, const float* sin, int N, int T, int n_heads, int D,
+template <class Storage>
+void rope_forward(Storage* x, const float* cos, const float* sin, int N, int T, int n_heads, int D,
                   int row_stride);
-void rope_forward_bf16(Bf16* x, const float* cos, const float* sin, int N, int T, int n_heads,
-                       int D, int row_stride);
 
 // The adjoint: rotates the gradient dx by the opposite angle, in place.
-void rope_backward(float* dx, const float* cos, const float* sin, int N, int T, int n_heads, int D,
-                   int row_stride);
-void rope_backward_bf16(Bf16* dx, const float* cos, const float* sin, int N, int T, int n_heads,
-                        int D, int row_stride);
+template <class Storage>
+void rope_backward(Storage* dx, const float* cos, const float* sin, int N, int T, int n_heads,
+                   int D, int row_stride);
 
 }  // namespace llm::cpu
 
@@ -33,13 +32,11 @@ void rope_backward_bf16(Bf16* dx, const float* cos, const float* sin, int N, int
 namespace llm::cuda {
 
 void rope_table(float* cos, float* sin, int T, int D, float theta);
-void rope_forward(float* x, const float* cos, const float* sin, int N, int T, int n_heads, int D,
+template <class Storage>
+void rope_forward(Storage* x, const float* cos, const float* sin, int N, int T, int n_heads, int D,
                   int row_stride);
-void rope_forward_bf16(Bf16* x, const float* cos, const float* sin, int N, int T, int n_heads,
-                       int D, int row_stride);
-void rope_backward(float* dx, const float* cos, const float* sin, int N, int T, int n_heads, int D,
-                   int row_stride);
-void rope_backward_bf16(Bf16* dx, const float* cos, const float* sin, int N, int T, int n_heads,
-                        int D, int row_stride);
+template <class Storage>
+void rope_backward(Storage* dx, const float* cos, const float* sin, int N, int T, int n_heads,
+                   int D, int row_stride);
 
 }  // namespace llm::cuda

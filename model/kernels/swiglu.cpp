@@ -9,10 +9,8 @@
 
 namespace llm::cpu {
 
-namespace {
-
 template <class T>
-void gate_rows(T* out, const T* h13, int N, int F) {
+void swiglu_forward(T* out, const T* h13, int N, int F) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; n++) {
     const T* gate = h13 + (size_t)n * 2 * F;
@@ -28,7 +26,7 @@ void gate_rows(T* out, const T* h13, int N, int F) {
 }
 
 template <class T>
-void gate_rows_backward(T* dh13, const T* dout, const T* h13, int N, int F) {
+void swiglu_backward(T* dh13, const T* dout, const T* h13, int N, int F) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; n++) {
     const T* gate = h13 + (size_t)n * 2 * F;
@@ -48,18 +46,7 @@ void gate_rows_backward(T* dh13, const T* dout, const T* h13, int N, int F) {
   }
 }
 
-}  // namespace
-
-void swiglu_forward(float* out, const float* h13, int N, int F) { gate_rows(out, h13, N, F); }
-
-void swiglu_forward_bf16(Bf16* out, const Bf16* h13, int N, int F) { gate_rows(out, h13, N, F); }
-
-void swiglu_backward(float* dh13, const float* dout, const float* h13, int N, int F) {
-  gate_rows_backward(dh13, dout, h13, N, F);
-}
-
-void swiglu_backward_bf16(Bf16* dh13, const Bf16* dout, const Bf16* h13, int N, int F) {
-  gate_rows_backward(dh13, dout, h13, N, F);
-}
+LLM_INSTANTIATE_FOR_STORAGE_TYPES(swiglu_forward);
+LLM_INSTANTIATE_FOR_STORAGE_TYPES(swiglu_backward);
 
 }  // namespace llm::cpu

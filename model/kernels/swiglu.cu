@@ -103,8 +103,10 @@ void launch_rows(int F, std::initializer_list<const void*> buffers, Launch launc
   LLM_CUDA_CHECK_LAUNCH();
 }
 
+}  // namespace
+
 template <class T>
-void gate_rows(T* out, const T* h13, int N, int F) {
+void swiglu_forward(T* out, const T* h13, int N, int F) {
   if (N <= 0 || F <= 0) return;
   launch_rows<T>(F, {out, h13}, [&](auto width, unsigned threads) {
     swiglu_forward_kernel<T, decltype(width)::value>
@@ -113,7 +115,7 @@ void gate_rows(T* out, const T* h13, int N, int F) {
 }
 
 template <class T>
-void gate_rows_backward(T* dh13, const T* dout, const T* h13, int N, int F) {
+void swiglu_backward(T* dh13, const T* dout, const T* h13, int N, int F) {
   if (N <= 0 || F <= 0) return;
   launch_rows<T>(F, {dh13, dout, h13}, [&](auto width, unsigned threads) {
     swiglu_backward_kernel<T, decltype(width)::value>
@@ -121,18 +123,7 @@ void gate_rows_backward(T* dh13, const T* dout, const T* h13, int N, int F) {
   });
 }
 
-}  // namespace
-
-void swiglu_forward(float* out, const float* h13, int N, int F) { gate_rows(out, h13, N, F); }
-
-void swiglu_forward_bf16(Bf16* out, const Bf16* h13, int N, int F) { gate_rows(out, h13, N, F); }
-
-void swiglu_backward(float* dh13, const float* dout, const float* h13, int N, int F) {
-  gate_rows_backward(dh13, dout, h13, N, F);
-}
-
-void swiglu_backward_bf16(Bf16* dh13, const Bf16* dout, const Bf16* h13, int N, int F) {
-  gate_rows_backward(dh13, dout, h13, N, F);
-}
+LLM_INSTANTIATE_FOR_STORAGE_TYPES(swiglu_forward);
+LLM_INSTANTIATE_FOR_STORAGE_TYPES(swiglu_backward);
 
 }  // namespace llm::cuda
