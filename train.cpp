@@ -215,7 +215,7 @@ int run_bench(const Args& args) {
     llm::benchmark_memory(load_config(args), world, steps);
   } else {
     const std::string* peak = find_option(args, "peak-tflops");
-    // H100 SXM dense bf16 (the reference figure).
+    // H100 SXM dense bf16, the MFU reference of `./train bench`.
     const double peak_tflops = peak ? llm::parse_positive_number(*peak, "peak-tflops") : 989.0;
     llm::benchmark_run(load_config(args), world, steps, peak_tflops);
   }

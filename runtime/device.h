@@ -1,7 +1,7 @@
 // Which devices this build and this machine have, and their memory tables.
-// The CUDA answers come from cuda_runtime.cu / device.cu when the CUDA
-// backend is compiled, else from device_nocuda.cc (no devices; asking for
-// CUDA memory throws), so callers never need #ifdef.
+// The CUDA answers come from cuda_runtime.cu when the CUDA backend is
+// compiled, else from device_nocuda.cc (no devices; asking for CUDA memory
+// throws), so callers never need #ifdef.
 #pragma once
 
 #include "runtime/device_memory.h"
@@ -25,9 +25,5 @@ void cuda_use_device(int ordinal);
 const DeviceMemory& cuda_memory();
 // Free bytes on the current CUDA device.
 size_t cuda_free_bytes();
-
-inline const DeviceMemory& device_memory(Device device) {
-  return device == Device::cuda ? cuda_memory() : host_memory();
-}
 
 }  // namespace llm

@@ -1,13 +1,14 @@
 // Memory of a device, as a table of plain functions: where a backend's buffers
 // live and how bytes cross between them and the host. The CPU's table is host
-// memory with memcpy; the CUDA table (core/cuda_runtime.cu) is cudaMalloc and
+// memory with memcpy; the CUDA table (runtime/cuda_runtime.cu) is cudaMalloc and
 // copies on the compute stream. Code that moves state between host and device
 // (initialization, checkpoints, token batches, losses) goes through this
 // table, so it is the same code, and tested, on CPU.
 // Invariants: allocate returns zero-filled, kBufferAlignment-aligned memory or
 // throws; to_device and to_host return when the copy is complete (the host
-// buffer may be reused or read at once); copy and fill are ordered with the
-// device's kernels.
+// buffer may be reused or read at once), so each waits for the device's queued
+// work; copy is ordered with the device's kernels and does not wait;
+// synchronize waits for everything queued.
 #pragma once
 
 #include <cstddef>

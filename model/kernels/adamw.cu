@@ -5,11 +5,12 @@
 // (FMA contraction may differ between compilers). sum_squares sums in double
 // over a grid that depends only on n, then adds the per-block partials in a
 // fixed order in a second single-block pass: the same input gives the same
-// bits run after run. It is the one op that waits for the stream, to return
-// its value to the host.
+// bits run after run. It waits for the stream, to return its value to the
+// host.
 #include <algorithm>
 #include <cmath>
 
+#include "runtime/cuda_kernel_helpers.cuh"
 #include "runtime/cuda_runtime.cuh"
 #include "model/kernels/adamw.h"
 
@@ -42,18 +43,6 @@ __global__ void adamw_kernel(float* params, const float* grads, float* m, float*
     const float v_hat = v_i / bias_correction2;
     params[i] -= lr * (m_hat / (sqrtf(v_hat) + eps) + weight_decay * params[i]);
   }
-}
-
-// Sum of a block's kSumThreads values in a fixed tree; the result in thread 0.
-__device__ double block_sum(double value) {
-  __shared__ double sums[kSumThreads];
-  sums[threadIdx.x] = value;
-  __syncthreads();
-  for (unsigned half = kSumThreads / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) sums[threadIdx.x] += sums[threadIdx.x + half];
-    __syncthreads();
-  }
-  return sums[0];
 }
 
 // partials[block] = sum of x[i]^2 over the block's grid-stride share (each

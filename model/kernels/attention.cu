@@ -39,6 +39,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "runtime/cuda_kernel_helpers.cuh"
 #include "runtime/cuda_runtime.cuh"
 #include "model/kernels/attention.h"
 
@@ -179,28 +180,10 @@ __device__ __forceinline__ Element f32_to_element(float x) {
   else return __float2bfloat16_rn(x);
 }
 
-// The same sum in every lane: a butterfly whose partners add the same two
-// values (a + b == b + a), so the order is fixed by the lane pattern alone.
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
-
-// Max / sum over groups of kLanes consecutive lanes (the threads of one row).
-template <int kLanes>
-__device__ __forceinline__ float lanes_max(float v) {
-#pragma unroll
-  for (int offset = kLanes / 2; offset > 0; offset /= 2)
-    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
-  return v;
-}
-template <int kLanes>
-__device__ __forceinline__ float lanes_sum(float v) {
-#pragma unroll
-  for (int offset = kLanes / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
+// The combine of warp_reduce for a row's running max (fmaxf(a, b) == fmaxf(b, a)).
+struct Max {
+  __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
 
 // dst (kRows, kCols) in shared memory (row stride ld) = rows of D values read
 // `stride` apart from src, zero past valid_rows and past D. Packed: 16-byte
@@ -209,10 +192,10 @@ template <int kRows, int kCols, class Storage, class Element>
 __device__ void load_tile(Element* dst, int ld, const Storage* src, size_t stride, int valid_rows,
                           int D, bool packed) {
   if (packed) {
-    constexpr int kPack = 16 / sizeof(Storage);  // D % kPack == 0: a pack is all in or all out
-    constexpr int kPacksPerRow = kCols / kPack;
+    // D % kPack<Storage> == 0: a pack is all in or all out.
+    constexpr int kPacksPerRow = kCols / kPack<Storage>;
     for (int i = threadIdx.x; i < kRows * kPacksPerRow; i += kThreads) {
-      const int r = i / kPacksPerRow, d = i % kPacksPerRow * kPack;
+      const int r = i / kPacksPerRow, d = i % kPacksPerRow * kPack<Storage>;
       uint4 bits = make_uint4(0u, 0u, 0u, 0u);
       if (r < valid_rows && d < D) bits = *reinterpret_cast<const uint4*>(src + r * stride + d);
       Element* to = dst + r * ld + d;
@@ -403,7 +386,7 @@ __global__ void __launch_bounds__(kThreads)
       x[j] = s <= t && s < T ? scores[r * L::ld_scores + c] : -INFINITY;
       tile_max = fmaxf(tile_max, x[j]);
     }
-    const float new_max = fmaxf(row_max, lanes_max<kRowThreads>(tile_max));
+    const float new_max = fmaxf(row_max, warp_reduce<kRowThreads>(tile_max, Max{}));
     const float rescale = exp2f((row_max - new_max) * scale_log2);  // 0 on the first tile
     float tile_sum = 0.0f;
 #pragma unroll
@@ -412,7 +395,7 @@ __global__ void __launch_bounds__(kThreads)
       tile_sum += p;
       probs[r * L::ld_probs + part + j * kRowThreads] = f32_to_element<Element>(p);
     }
-    row_sum = row_sum * rescale + lanes_sum<kRowThreads>(tile_sum);
+    row_sum = row_sum * rescale + warp_sum<kRowThreads>(tile_sum);
     row_max = new_max;
     for (int d = part; d < kHeadDim; d += kRowThreads) outs[r * L::ld_outs + d] *= rescale;
     __syncthreads();
@@ -593,8 +576,6 @@ __global__ void __launch_bounds__(kThreads)
 
 // ---- launchers -----------------------------------------------------------------------
 
-int ceil_div(int a, int b) { return (a + b - 1) / b; }
-
 // Throws, naming the op and the value, on shapes the kernels do not take.
 void check_shape(const char* op, int H, int KV, int D) {
   char message[200];
@@ -624,7 +605,7 @@ void with_padded_head_dim(int D, F&& f) {
 // 16-byte aligned tensors (then every row start is aligned too).
 template <class Storage>
 bool packs_fit(int D, const void* a, const void* b) {
-  return D % (16 / (int)sizeof(Storage)) == 0 && is_aligned(a, 16) && is_aligned(b, 16);
+  return D % kPack<Storage> == 0 && is_aligned(a, 16) && is_aligned(b, 16);
 }
 
 template <class Kernel>
@@ -646,7 +627,7 @@ void attention_forward(Storage* out, float* lse, const Storage* qkv, int B, int 
     using L = ForwardLayout<Storage, kHeadDim>;
     const auto kernel = attention_forward_kernel<Storage, kHeadDim>;
     allow_shared_bytes(kernel, L::bytes);
-    const dim3 grid(ceil_div(T, L::kQ), H, B);
+    const dim3 grid(blocks_for(T, L::kQ), H, B);
     kernel<<<grid, kThreads, L::bytes, compute_stream()>>>(out, lse, qkv, dims, packed);
     LLM_CUDA_CHECK_LAUNCH();
   });
@@ -665,13 +646,13 @@ void attention_backward(Storage* dqkv, const Storage* dout, const Storage* qkv, 
     using KvL = KvLayout<Storage, kHeadDim>;
     const auto kv_kernel = attention_backward_kv_kernel<Storage, kHeadDim>;
     allow_shared_bytes(kv_kernel, KvL::bytes);
-    kv_kernel<<<dim3(ceil_div(T, KvL::kK), KV, B), kThreads, KvL::bytes, compute_stream()>>>(
+    kv_kernel<<<dim3(blocks_for(T, KvL::kK), KV, B), kThreads, KvL::bytes, compute_stream()>>>(
         dqkv, dout, qkv, out, lse, dims, packed);
     LLM_CUDA_CHECK_LAUNCH();
     using QL = DqLayout<Storage, kHeadDim>;
     const auto q_kernel = attention_backward_q_kernel<Storage, kHeadDim>;
     allow_shared_bytes(q_kernel, QL::bytes);
-    q_kernel<<<dim3(ceil_div(T, QL::kQ), H, B), kThreads, QL::bytes, compute_stream()>>>(
+    q_kernel<<<dim3(blocks_for(T, QL::kQ), H, B), kThreads, QL::bytes, compute_stream()>>>(
         dqkv, dout, qkv, out, lse, dims, packed);
     LLM_CUDA_CHECK_LAUNCH();
   });

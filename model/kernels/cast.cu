@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "runtime/cuda_kernel_helpers.cuh"
 #include "runtime/cuda_runtime.cuh"
 #include "model/kernels/cast.h"
 
@@ -17,35 +18,28 @@ namespace {
 constexpr unsigned kThreads = 256;
 // Enough blocks to fill an H100 several times over; larger buffers loop.
 constexpr unsigned kMaxBlocks = 4096;
-constexpr int kPack = 4;  // elements per vector access: 16 bytes of fp32, 8 of bf16
-
-// kPack elements, aligned so that one load or store moves them all.
-template <class T>
-struct alignas(sizeof(T) * kPack) Pack {
-  T v[kPack];
-};
-
+constexpr int kWidth = 4;  // elements per vector access: 16 bytes of fp32, 8 of bf16
 
 // ---- kernels --------------------------------------------------------------------
 
-// out[i] = in[i] converted through fp32. With kVectorized, packs of kPack
+// out[i] = in[i] converted through fp32. With kVectorized, packs of kWidth
 // elements move with one access each and the threads of the grid finish the
-// n % kPack tail element by element; without, everything goes element by element.
+// n % kWidth tail element by element; without, everything goes element by element.
 template <class Out, class In, bool kVectorized>
 __global__ void convert_kernel(Out* out, const In* in, size_t n) {
   const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   const size_t stride = (size_t)gridDim.x * blockDim.x;
   size_t scalar_from = 0;
   if constexpr (kVectorized) {
-    const size_t n_packs = n / kPack;
+    const size_t n_packs = n / kWidth;
     for (size_t p = first; p < n_packs; p += stride) {
-      const Pack<In> src = reinterpret_cast<const Pack<In>*>(in)[p];
-      Pack<Out> dst;
+      const Pack<In, kWidth> src = reinterpret_cast<const Pack<In, kWidth>*>(in)[p];
+      Pack<Out, kWidth> dst;
 #pragma unroll
-      for (int k = 0; k < kPack; k++) store_f32(&dst.v[k], load_f32(&src.v[k]));
-      reinterpret_cast<Pack<Out>*>(out)[p] = dst;
+      for (int k = 0; k < kWidth; k++) store_f32(&dst.v[k], load_f32(&src.v[k]));
+      reinterpret_cast<Pack<Out, kWidth>*>(out)[p] = dst;
     }
-    scalar_from = n_packs * kPack;
+    scalar_from = n_packs * kWidth;
   }
   for (size_t i = scalar_from + first; i < n; i += stride) store_f32(out + i, load_f32(in + i));
 }
@@ -55,8 +49,9 @@ __global__ void convert_kernel(Out* out, const In* in, size_t n) {
 template <class Out, class In>
 void convert(Out* out, const In* in, size_t n) {
   if (n == 0) return;
-  const bool vectorized = is_aligned(out, sizeof(Pack<Out>)) && is_aligned(in, sizeof(Pack<In>));
-  const size_t work = vectorized ? (n + kPack - 1) / kPack : n;
+  const bool vectorized =
+      is_aligned(out, sizeof(Pack<Out, kWidth>)) && is_aligned(in, sizeof(Pack<In, kWidth>));
+  const size_t work = vectorized ? (n + kWidth - 1) / kWidth : n;
   const unsigned blocks = std::min(blocks_for(work, kThreads), kMaxBlocks);
   if (vectorized) {
     convert_kernel<Out, In, true><<<blocks, kThreads, 0, compute_stream()>>>(out, in, n);

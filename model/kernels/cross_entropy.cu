@@ -9,6 +9,7 @@
 // type; reductions have a fixed order (same inputs, same bits).
 #include <cfloat>
 
+#include "runtime/cuda_kernel_helpers.cuh"
 #include "runtime/cuda_runtime.cuh"
 #include "model/kernels/cross_entropy.h"
 
@@ -17,7 +18,6 @@ namespace llm::cuda {
 namespace {
 
 constexpr int kThreads = 512;  // per row: 16 warps, enough loads in flight for a 32K-128K row
-constexpr int kWarps = kThreads / 32;
 
 // A running max and sum of exp(x - max) over part of a row. The empty part is
 // {-FLT_MAX, 0} rather than -inf, so combining never forms -inf - -inf (NaN).
@@ -28,41 +28,24 @@ struct MaxSum {
 
 // ---- kernels ------------------------------------------------------------------
 
-__device__ __forceinline__ MaxSum combine(MaxSum a, MaxSum b) {
-  const float max = fmaxf(a.max, b.max);
-  return {max, a.sum * expf(a.max - max) + b.sum * expf(b.max - max)};
+// The lane exchange of warp_reduce for a MaxSum.
+__device__ __forceinline__ MaxSum shuffle_xor(MaxSum part, int lane_mask) {
+  return {cuda::shuffle_xor(part.max, lane_mask), cuda::shuffle_xor(part.sum, lane_mask)};
 }
+
+// Two parts of a row as one; commutative bit for bit (fmaxf and + are), as
+// block_reduce needs, with {-FLT_MAX, 0} as the identity.
+struct MergeMaxSum {
+  __device__ __forceinline__ MaxSum operator()(MaxSum a, MaxSum b) const {
+    const float max = fmaxf(a.max, b.max);
+    return {max, a.sum * expf(a.max - max) + b.sum * expf(b.max - max)};
+  }
+};
 
 __device__ __forceinline__ MaxSum add_logit(MaxSum run, float x) {
   // One exponential per logit: rescale the sum only when the max moves.
   if (x > run.max) return {x, run.sum * expf(run.max - x) + 1.0f};
   return {run.max, run.sum + expf(x - run.max)};
-}
-
-// The whole block's MaxSum, returned to every thread: warps reduce by shuffles,
-// then warp 0 reduces the warps' results, always in the same order.
-__device__ MaxSum block_combine(MaxSum part) {
-  __shared__ MaxSum warp_parts[kWarps];
-  __shared__ MaxSum total;
-  for (int offset = 16; offset > 0; offset /= 2) {
-    const MaxSum other{__shfl_down_sync(0xffffffffu, part.max, offset),
-                       __shfl_down_sync(0xffffffffu, part.sum, offset)};
-    part = combine(part, other);
-  }
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) warp_parts[warp] = part;
-  __syncthreads();
-  if (warp == 0) {
-    part = lane < kWarps ? warp_parts[lane] : MaxSum{-FLT_MAX, 0.0f};
-    for (int offset = 16; offset > 0; offset /= 2) {
-      const MaxSum other{__shfl_down_sync(0xffffffffu, part.max, offset),
-                         __shfl_down_sync(0xffffffffu, part.sum, offset)};
-      part = combine(part, other);
-    }
-    if (lane == 0) total = part;
-  }
-  __syncthreads();
-  return total;
 }
 
 // Block n: losses[n] = logsumexp(logits[n]) - logits[n][target]; with
@@ -74,12 +57,12 @@ __global__ void __launch_bounds__(kThreads)
   const size_t row_start = (size_t)blockIdx.x * V;
   const T* row = logits + row_start;
   const int target = targets[blockIdx.x];
-  // Read before block_combine's barrier, so before any thread overwrites the row.
+  // Read before block_reduce's barrier, so before any thread overwrites the row.
   const float target_logit = load_f32(row + target);
 
   MaxSum part{-FLT_MAX, 0.0f};
   for (int v = threadIdx.x; v < V; v += kThreads) part = add_logit(part, load_f32(row + v));
-  const MaxSum total = block_combine(part);
+  const MaxSum total = block_reduce(part, MaxSum{-FLT_MAX, 0.0f}, MergeMaxSum{});
 
   if (threadIdx.x == 0)
     losses[blockIdx.x] = (float)((double)total.max + log((double)total.sum) - target_logit);

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cub/device/device_radix_sort.cuh>
 
+#include "runtime/cuda_kernel_helpers.cuh"
 #include "runtime/cuda_runtime.cuh"
 #include "model/kernels/embedding.h"
 
@@ -27,12 +28,9 @@ constexpr unsigned kMaxRunBlocks = 2048;  // blocks scanning sorted positions; t
 constexpr int kColumnPack = 4;            // columns per thread in the backward pass
 constexpr int kRunBatch = 8;              // rows of a run loaded together in the backward pass
 
-// kColumnPack elements, aligned so that one access moves them all.
+// One thread's kColumnPack columns, moved by one access.
 template <class T>
-struct alignas(sizeof(T) * kColumnPack) Pack {
-  T v[kColumnPack];
-};
-
+using ColumnPack = Pack<T, kColumnPack>;
 
 // ---- kernels --------------------------------------------------------------------
 
@@ -69,7 +67,7 @@ __global__ void accumulate_runs_kernel(float* dwte, const T* dout, const int32_t
     float* dst = dwte + (size_t)token * C + c0;
     float acc[kColumnPack];
     if constexpr (kVectorized) {
-      const Pack<float> old = *reinterpret_cast<const Pack<float>*>(dst);
+      const ColumnPack<float> old = *reinterpret_cast<const ColumnPack<float>*>(dst);
 #pragma unroll
       for (int k = 0; k < kColumnPack; k++) acc[k] = old.v[k];
     } else {
@@ -93,7 +91,7 @@ __global__ void accumulate_runs_kernel(float* dwte, const T* dout, const int32_t
 #pragma unroll
           for (int k = 0; k < kColumnPack; k++) row[b][k] = 0.0f;
         } else if constexpr (kVectorized) {
-          const Pack<T> p = *reinterpret_cast<const Pack<T>*>(src);
+          const ColumnPack<T> p = *reinterpret_cast<const ColumnPack<T>*>(src);
 #pragma unroll
           for (int k = 0; k < kColumnPack; k++) row[b][k] = load_f32(&p.v[k]);
         } else {
@@ -112,10 +110,10 @@ __global__ void accumulate_runs_kernel(float* dwte, const T* dout, const int32_t
       if (position[kRunBatch - 1] < 0) break;
     }
     if constexpr (kVectorized) {
-      Pack<float> sum;
+      ColumnPack<float> sum;
 #pragma unroll
       for (int k = 0; k < kColumnPack; k++) sum.v[k] = acc[k];
-      *reinterpret_cast<Pack<float>*>(dst) = sum;
+      *reinterpret_cast<ColumnPack<float>*>(dst) = sum;
     } else {
 #pragma unroll
       for (int k = 0; k < kColumnPack; k++)
@@ -193,8 +191,8 @@ void embedding_backward(float* dwte, const T* dout, const int32_t* tokens, int N
   const unsigned columns_per_block = kRunThreads * kColumnPack;
   const dim3 grid(std::min((unsigned)N, kMaxRunBlocks),
                   (C + columns_per_block - 1) / columns_per_block);
-  const bool vectorized = C % kColumnPack == 0 && is_aligned(dwte, sizeof(Pack<float>)) &&
-                          is_aligned(dout, sizeof(Pack<T>));
+  const bool vectorized = C % kColumnPack == 0 && is_aligned(dwte, sizeof(ColumnPack<float>)) &&
+                          is_aligned(dout, sizeof(ColumnPack<T>));
   if (vectorized) {
     accumulate_runs_kernel<T, true><<<grid, kRunThreads, 0, compute_stream()>>>(
         dwte, dout, sorted.sorted_tokens, sorted.sorted_positions, N, C);

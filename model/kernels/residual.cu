@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "runtime/cuda_kernel_helpers.cuh"
 #include "runtime/cuda_runtime.cuh"
 #include "model/kernels/residual.h"
 
@@ -18,15 +19,6 @@ namespace {
 constexpr unsigned kThreads = 256;
 // Enough blocks to fill an H100 several times over; larger buffers loop.
 constexpr unsigned kMaxBlocks = 4096;
-
-template <class T>
-constexpr int kPack = 16 / sizeof(T);  // elements per 16-byte access
-
-template <class T>
-struct alignas(16) Pack {
-  T v[kPack<T>];
-};
-
 
 // ---- kernels --------------------------------------------------------------------
 

@@ -14,10 +14,11 @@
 // on N only - so the same inputs give the same bits run after run, no float
 // atomics; backward accumulates (+=) into dinp and dweight. The partials
 // scratch is allocated on first use and regrown only when a larger (chunks x C)
-// comes, so the step loop does not allocate (see PartialsScratch).
+// comes, so the step loop does not allocate (see partials_scratch).
 #include <algorithm>
 #include <cstdint>
 
+#include "runtime/cuda_kernel_helpers.cuh"
 #include "runtime/cuda_runtime.cuh"
 #include "model/kernels/rmsnorm.h"
 
@@ -32,16 +33,6 @@ constexpr int kMaxRowChunks = 1024;
 constexpr unsigned kSumThreads = 256;  // threads of the partials-summing kernel
 constexpr size_t kDefaultSharedBytes = 48 * 1024;
 
-// Elements per thread visit: 16 bytes of storage (4 fp32 or 8 bf16).
-template <class T>
-constexpr int kPack = 16 / sizeof(T);
-
-template <class T>
-struct alignas(16) Pack {
-  T v[kPack<T>];
-};
-
-
 // Threads of a row's block: enough for one pack each, whole warps, at most kMaxThreads.
 template <class T>
 unsigned threads_for_row(int C) {
@@ -50,34 +41,6 @@ unsigned threads_for_row(int C) {
 }
 
 // ---- device helpers ---------------------------------------------------------------
-
-template <class V>
-__device__ V warp_sum(V v) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
-
-// The sum of v over the block, returned to every thread; a fixed tree for a
-// given blockDim. `shared` holds 32 values. Ends with a barrier so that the
-// next call may reuse `shared` at once.
-template <class V>
-__device__ V block_sum(V v, V* shared) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int n_warps = (blockDim.x + 31) / 32;
-  v = warp_sum(v);
-  if (lane == 0) shared[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    v = lane < n_warps ? shared[lane] : V(0);
-    v = warp_sum(v);
-    if (lane == 0) shared[0] = v;
-  }
-  __syncthreads();
-  const V total = shared[0];
-  __syncthreads();
-  return total;
-}
 
 // The kPack<T> elements of row at column c0 into fp32 (missing ones past C are
 // 0): one 16-byte load when kAligned (then C is a multiple of kPack), element
@@ -115,7 +78,6 @@ __device__ void store_pack(T* row, int c0, int C, const float (&in)[kPack<T>]) {
 template <class T, bool kAligned>
 __global__ void rmsnorm_forward_kernel(T* out, float* rstd, const T* inp, const T* weight, int C,
                                        float eps) {
-  __shared__ double reduce_scratch[32];
   const int n = blockIdx.x;
   const T* x = inp + (size_t)n * C;
   T* y = out + (size_t)n * C;
@@ -128,7 +90,7 @@ __global__ void rmsnorm_forward_kernel(T* out, float* rstd, const T* inp, const 
 #pragma unroll
     for (int k = 0; k < kPack<T>; k++) sum_sq += (double)xv[k] * xv[k];
   }
-  sum_sq = block_sum(sum_sq, reduce_scratch);
+  sum_sq = block_sum(sum_sq);
   const float s = (float)(1.0 / sqrt(sum_sq / C + eps));
 
   for (int c0 = threadIdx.x * kPack<T>; c0 < C; c0 += step) {
@@ -152,7 +114,6 @@ __global__ void rmsnorm_backward_kernel(T* dinp, float* partials, const T* dout,
                                         const T* weight, const float* rstd, int N, int C,
                                         int rows_per_chunk) {
   extern __shared__ float partial[];
-  __shared__ float reduce_scratch[32];
   const int row_begin = blockIdx.x * rows_per_chunk;
   const int row_end = min(N, row_begin + rows_per_chunk);
   const int step = blockDim.x * kPack<T>;
@@ -176,7 +137,7 @@ __global__ void rmsnorm_backward_kernel(T* dinp, float* partials, const T* dout,
 #pragma unroll
       for (int k = 0; k < kPack<T>; k++) dot += wv[k] * dyv[k] * xv[k];
     }
-    dot = block_sum(dot, reduce_scratch);
+    dot = block_sum(dot);
     const float coeff = dot * s * s / C;
 
     for (int c0 = threadIdx.x * kPack<T>; c0 < C; c0 += step) {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "runtime/cuda_kernel_helpers.cuh"
 #include "runtime/cuda_runtime.cuh"
 #include "model/kernels/rope.h"
 
@@ -21,32 +22,26 @@ namespace {
 constexpr unsigned kMaxThreads = 256;  // per row
 constexpr int kPairPack = 4;           // pairs per thread on the vectorized path
 
-template <class Storage, int kPack>
-struct alignas(sizeof(Storage) * kPack) Pack {
-  Storage v[kPack];
-};
-
-
 // ---- kernels --------------------------------------------------------------------
 
 // Row n (position n % T): rotates pairs (lo[i], hi[i] = lo[i + D/2]) of its
 // first n_heads heads by the angle with cosine cos[t][i] and sine sign *
-// sin[t][i], kPack consecutive pairs per step (kPack divides D/2 and the
-// layout is aligned for kPack-wide accesses when kPack > 1).
-template <class Storage, int kPack>
+// sin[t][i], kWidth consecutive pairs per step (kWidth divides D/2 and the
+// layout is aligned for kWidth-wide accesses when kWidth > 1).
+template <class Storage, int kWidth>
 __global__ void rope_rotate_kernel(Storage* x, const float* cos, const float* sin, float sign,
                                    int T, int n_heads, int D, int row_stride) {
-  using Elems = Pack<Storage, kPack>;
-  using Angles = Pack<float, kPack>;
+  using Elems = Pack<Storage, kWidth>;
+  using Angles = Pack<float, kWidth>;
   const int n = blockIdx.x;
   const int half = D / 2;
-  const int packs_per_head = half / kPack;
+  const int packs_per_head = half / kWidth;
   const float* c = cos + (size_t)(n % T) * half;
   const float* s = sin + (size_t)(n % T) * half;
   Storage* row = x + (size_t)n * row_stride;
   for (int q = threadIdx.x; q < n_heads * packs_per_head; q += blockDim.x) {
     const int h = q / packs_per_head;
-    const int i = (q - h * packs_per_head) * kPack;
+    const int i = (q - h * packs_per_head) * kWidth;
     Storage* lo = row + (size_t)h * D + i;
     Storage* hi = lo + half;
     const Elems a = *reinterpret_cast<const Elems*>(lo);
@@ -55,7 +50,7 @@ __global__ void rope_rotate_kernel(Storage* x, const float* cos, const float* si
     const Angles si = *reinterpret_cast<const Angles*>(s + i);
     Elems new_lo, new_hi;
 #pragma unroll
-    for (int k = 0; k < kPack; k++) {
+    for (int k = 0; k < kWidth; k++) {
       const float av = load_f32(&a.v[k]), bv = load_f32(&b.v[k]), sk = sign * si.v[k];
       store_f32(&new_lo.v[k], av * ci.v[k] - bv * sk);
       store_f32(&new_hi.v[k], bv * ci.v[k] + av * sk);

@@ -10,6 +10,7 @@
 #include <initializer_list>
 #include <type_traits>
 
+#include "runtime/cuda_kernel_helpers.cuh"
 #include "runtime/cuda_runtime.cuh"
 #include "model/kernels/swiglu.h"
 
@@ -18,16 +19,6 @@ namespace llm::cuda {
 namespace {
 
 constexpr unsigned kMaxThreads = 256;  // per row
-
-template <class T>
-constexpr int kPack = 16 / sizeof(T);  // elements per 16-byte access
-
-template <class T, int kWidth>
-struct alignas(sizeof(T) * kWidth) Pack {
-  T v[kWidth];
-};
-
-bool is_aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 
 __device__ __forceinline__ float sigmoid(float g) { return 1.0f / (1.0f + expf(-g)); }
 
