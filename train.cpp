@@ -86,24 +86,33 @@ const std::string* find_option(const Args& args, const std::string& name) {
   return found;
 }
 
-void check_options(const Args& args, std::initializer_list<const char*> allowed) {
-  const std::vector<std::string> names(allowed.begin(), allowed.end());
-  for (const auto& [key, value] : args.options) {
-    LLM_CHECK(std::find(names.begin(), names.end(), key) != names.end(),
-              "./train {}: unknown option --{}{} (see ./train --help)", args.command, key,
-              llm::did_you_mean(key, names));
-  }
-}
-
-// The config every rank reads alike: its errors are reported once, not per rank.
-llm::Config load_config(const Args& args) {
+// Runs `read`, which reads what every rank reads alike (the command line, the
+// config): its errors are reported once, not once per rank.
+template <class F> auto alike_on_every_rank(F&& read) {
   try {
-    const std::string* path = find_option(args, "config");
-    LLM_CHECK(path, "./train {}: --config FILE is required (see ./train --help)", args.command);
-    return llm::config_load(*path, args.overrides);
+    return read();
   } catch (const llm::Error& e) {
     throw llm::CollectiveError(e);
   }
+}
+
+void check_options(const Args& args, std::initializer_list<const char*> allowed) {
+  const std::vector<std::string> names(allowed.begin(), allowed.end());
+  alike_on_every_rank([&] {
+    for (const auto& [key, value] : args.options) {
+      LLM_CHECK(std::find(names.begin(), names.end(), key) != names.end(),
+                "./train {}: unknown option --{}{} (see ./train --help)", args.command, key,
+                llm::did_you_mean(key, names));
+    }
+  });
+}
+
+llm::Config load_config(const Args& args) {
+  return alike_on_every_rank([&] {
+    const std::string* path = find_option(args, "config");
+    LLM_CHECK(path, "./train {}: --config FILE is required (see ./train --help)", args.command);
+    return llm::config_load(*path, args.overrides);
+  });
 }
 
 int run_prepare(const Args& args) {
@@ -205,12 +214,7 @@ int run_bench(const Args& args) {
 int main(int argc, char** argv) {
   llm::log_setup(0);
   try {
-    Args args;
-    try {
-      args = llm::parse_command_line(argc, argv, kFlags);
-    } catch (const llm::Error& e) {
-      throw llm::CollectiveError(e);
-    }
+    const Args args = alike_on_every_rank([&] { return llm::parse_command_line(argc, argv, kFlags); });
     if (find_option(args, "help") || argc == 1) {
       std::fputs(kUsage, stdout);
       return argc == 1 ? 2 : 0;
