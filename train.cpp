@@ -7,7 +7,9 @@
 //   ./train scale [--validate | --calibrate] ...   throughput model, scaling curves
 // Only main decides to exit: every failure below it is an llm::Error, printed
 // as one line on stderr (naming the rank) with a non-zero exit status; under
-// mpirun a failing rank aborts the whole job.
+// mpirun a failing rank aborts the whole job. Errors of the command line and
+// the config, alike on every rank, are printed once, by rank 0. The source
+// location of a failed check is shown only with LLM_DEBUG=1.
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -32,7 +34,8 @@ namespace {
 constexpr const char* kUsage = R"(usage:
   ./train [train] --config FILE [--section.key=value ...]
       Train. FILE is a path, or a name looked up in configs/ (e.g. tiny).
-      Any config key can be overridden, e.g. --training.steps=20.
+      Any config key can be overridden, e.g. --training.steps=20 or
+      --training.steps 20. Set LLM_DEBUG=1 for source locations in errors.
   ./train prepare --input PATH [--input PATH ...] --out DIR [--vocab-size N]
                   [--val-fraction F] [--shard-tokens N] [--seed N] [--quiet]
       Train a SentencePiece BPE tokenizer on text files or directories and
@@ -69,42 +72,11 @@ constexpr const char* kUsage = R"(usage:
       precision x activation checkpointing: tokens/s and activation bytes.
 )";
 
-struct Args {
-  std::string command = "train";
-  std::vector<std::pair<std::string, std::string>> options;  // --name value
-  std::vector<std::string> overrides;                        // section.key=value
-};
+using Args = llm::CommandLine;
 
-bool takes_value(const std::string& name) {
-  return name != "quiet" && name != "help" && name != "modes" && name != "memory" &&
-         name != "measure" && name != "validate" && name != "calibrate" && name != "comm-bench" &&
-         name != "no-plot";
-}
-
-Args parse_args(int argc, char** argv) {
-  Args args;
-  int i = 1;
-  if (i < argc && argv[i][0] != '-') args.command = argv[i++];
-  for (; i < argc; ++i) {
-    std::string arg = argv[i];
-    LLM_CHECK(arg.rfind("--", 0) == 0, "unexpected argument '{}' (see ./train --help)", arg);
-    std::string name = arg.substr(2);
-    if (name.find('.') != std::string::npos && name.find('=') != std::string::npos) {
-      args.overrides.push_back(name);
-      continue;
-    }
-    std::string value;
-    if (size_t eq = name.find('='); eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-    } else if (takes_value(name)) {
-      LLM_CHECK(i + 1 < argc, "option --{} needs a value", name);
-      value = argv[++i];
-    }
-    args.options.emplace_back(name, value);
-  }
-  return args;
-}
+// Options that take no value.
+constexpr std::string_view kFlags[] = {
+    "quiet", "help", "modes", "memory", "measure", "validate", "calibrate", "comm-bench", "no-plot"};
 
 const std::string* find_option(const Args& args, const std::string& name) {
   const std::string* found = nullptr;
@@ -114,18 +86,33 @@ const std::string* find_option(const Args& args, const std::string& name) {
   return found;
 }
 
-void check_options(const Args& args, std::initializer_list<const char*> allowed) {
-  for (const auto& [key, value] : args.options) {
-    bool ok = false;
-    for (const char* name : allowed) ok = ok || key == name;
-    LLM_CHECK(ok, "./train {}: unknown option --{} (see ./train --help)", args.command, key);
+// Runs `read`, which reads what every rank reads alike (the command line, the
+// config): its errors are reported once, not once per rank.
+template <class F> auto alike_on_every_rank(F&& read) {
+  try {
+    return read();
+  } catch (const llm::Error& e) {
+    throw llm::CollectiveError(e);
   }
 }
 
+void check_options(const Args& args, std::initializer_list<const char*> allowed) {
+  const std::vector<std::string> names(allowed.begin(), allowed.end());
+  alike_on_every_rank([&] {
+    for (const auto& [key, value] : args.options) {
+      LLM_CHECK(std::find(names.begin(), names.end(), key) != names.end(),
+                "./train {}: unknown option --{}{} (see ./train --help)", args.command, key,
+                llm::did_you_mean(key, names));
+    }
+  });
+}
+
 llm::Config load_config(const Args& args) {
-  const std::string* path = find_option(args, "config");
-  LLM_CHECK(path, "./train {}: --config FILE is required (see ./train --help)", args.command);
-  return llm::config_load(*path, args.overrides);
+  return alike_on_every_rank([&] {
+    const std::string* path = find_option(args, "config");
+    LLM_CHECK(path, "./train {}: --config FILE is required (see ./train --help)", args.command);
+    return llm::config_load(*path, args.overrides);
+  });
 }
 
 int run_prepare(const Args& args) {
@@ -227,7 +214,7 @@ int run_bench(const Args& args) {
 int main(int argc, char** argv) {
   llm::log_setup(0);
   try {
-    Args args = parse_args(argc, argv);
+    const Args args = alike_on_every_rank([&] { return llm::parse_command_line(argc, argv, kFlags); });
     if (find_option(args, "help") || argc == 1) {
       std::fputs(kUsage, stdout);
       return argc == 1 ? 2 : 0;
@@ -239,8 +226,10 @@ int main(int argc, char** argv) {
     if (args.command == "plan") return run_plan(args);
     if (args.command == "scale") return llm::scale_command(args.options, args.overrides);
     LLM_FAIL("unknown command '{}' (see ./train --help)", args.command);
+  } catch (const llm::CollectiveError& e) {
+    llm::comm_abort_collective(llm::error_report(e));
   } catch (const std::exception& e) {
     // Under mpirun this takes every rank down, so none waits on a dead peer.
-    llm::comm_abort(e.what());
+    llm::comm_abort(llm::error_report(e));
   }
 }

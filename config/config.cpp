@@ -4,7 +4,8 @@
 
 #include <toml++/toml.h>
 
-#include <cerrno>
+#include <algorithm>
+#include <cmath>
 #include <charconv>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "runtime/cli_values.h"
 #include "runtime/error.h"
 
 namespace llm {
@@ -21,11 +23,15 @@ namespace fs = std::filesystem;
 
 // --- reading one value from a TOML node or from override text ---------------
 
+template <class T> std::string integer_range() {
+  return fmt::format("[{}, {}]", std::numeric_limits<T>::min(), std::numeric_limits<T>::max());
+}
+
 void read_node(const toml::node& node, int& out, const std::string& key) {
   auto value = node.value_exact<int64_t>();
   LLM_CHECK(value.has_value(), "{}: expected an integer", key);
   LLM_CHECK(*value >= std::numeric_limits<int>::min() && *value <= std::numeric_limits<int>::max(),
-            "{}: {} does not fit in a 32-bit integer", key, *value);
+            "{}: {} is out of range for a 32-bit integer {}", key, *value, integer_range<int>());
   out = static_cast<int>(*value);
 }
 void read_node(const toml::node& node, int64_t& out, const std::string& key) {
@@ -47,11 +53,20 @@ void read_node(const toml::node& node, std::string& out, const std::string& key)
   LLM_CHECK(value.has_value(), "{}: expected a string", key);
   out = *value;
 }
+template <NamedEnum E> void read_node(const toml::node& node, E& out, const std::string& key) {
+  auto value = node.value_exact<std::string>();
+  LLM_CHECK(value.has_value(), "{}: expected a string: {}", key, enum_choices<E>());
+  out = parse_enum<E>(*value, key);
+}
 
 template <class T> T parse_number(const std::string& text, const std::string& key, const char* what) {
   T value{};
   const char* end = text.data() + text.size();
   auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if constexpr (std::is_integral_v<T>) {
+    LLM_CHECK(ec != std::errc::result_out_of_range, "{}: {} is out of range for a {}-bit integer {}",
+              key, text, 8 * sizeof(T), integer_range<T>());
+  }
   LLM_CHECK(ec == std::errc() && ptr == end && !text.empty(), "{}: expected {}, got '{}'", key,
             what, text);
   return value;
@@ -71,13 +86,27 @@ void read_text(const std::string& text, bool& out, const std::string& key) {
   out = text == "true";
 }
 void read_text(const std::string& text, std::string& out, const std::string&) { out = text; }
+template <NamedEnum E> void read_text(const std::string& text, E& out, const std::string& key) {
+  out = parse_enum<E>(text, key);
+}
 
 // --- walking the tables --------------------------------------------------------
 
-void apply_table(Config& config, const toml::table& root, const std::string& origin) {
-  std::set<std::string> tables;
+// Every key as "table.key", for "did you mean" suggestions.
+std::vector<std::string> all_keys(Config& config) {
+  std::vector<std::string> keys;
   config.visit_tables([&](const char* table_name, auto& section) {
-    tables.insert(table_name);
+    section.visit_fields([&](const char* key, auto&, const char*) {
+      keys.push_back(fmt::format("{}.{}", table_name, key));
+    });
+  });
+  return keys;
+}
+
+void apply_table(Config& config, const toml::table& root, const std::string& origin) {
+  std::vector<std::string> tables;
+  config.visit_tables([&](const char* table_name, auto& section) {
+    tables.push_back(table_name);
     const toml::node* node = root.get(table_name);
     if (!node) return;
     const toml::table* table = node->as_table();
@@ -90,21 +119,24 @@ void apply_table(Config& config, const toml::table& root, const std::string& ori
       }
     });
     for (auto&& [key, value] : *table) {
-      LLM_CHECK(known.count(std::string(key.str())), "{}: unknown key {}.{}", origin, table_name,
-                key.str());
+      const std::string name = fmt::format("{}.{}", table_name, key.str());
+      LLM_CHECK(known.count(std::string(key.str())), "{}: unknown key '{}'{}", origin, name,
+                did_you_mean(name, all_keys(config)));
     }
   });
   for (auto&& [key, value] : root) {
-    LLM_CHECK(tables.count(std::string(key.str())), "{}: unknown table or key '{}'", origin,
-              key.str());
+    const std::string name(key.str());
+    LLM_CHECK(std::find(tables.begin(), tables.end(), name) != tables.end(),
+              "{}: unknown table or key '{}'{}", origin, name, did_you_mean(name, tables));
   }
 }
 
 void apply_override(Config& config, const std::string& assignment) {
+  const std::string origin = fmt::format("command line --{}", assignment);
   size_t eq = assignment.find('=');
   size_t dot = assignment.find('.');
   LLM_CHECK(eq != std::string::npos && dot != std::string::npos && dot < eq,
-            "override '--{}': expected --section.key=value", assignment);
+            "{}: expected --section.key=value or --section.key value", origin);
   std::string table_name = assignment.substr(0, dot);
   std::string key = assignment.substr(dot + 1, eq - dot - 1);
   std::string text = assignment.substr(eq + 1);
@@ -113,11 +145,12 @@ void apply_override(Config& config, const std::string& assignment) {
     if (table_name != name) return;
     section.visit_fields([&](const char* field_key, auto& field, const char*) {
       if (key != field_key) return;
-      read_text(text, field, fmt::format("--{}.{}", table_name, key));
+      read_text(text, field, fmt::format("command line --{}.{}", table_name, key));
       found = true;
     });
   });
-  LLM_CHECK(found, "override '--{}': unknown key {}.{}", assignment, table_name, key);
+  const std::string name = assignment.substr(0, eq);
+  LLM_CHECK(found, "{}: unknown key '{}'{}", origin, name, did_you_mean(name, all_keys(config)));
 }
 
 void write_value(std::ostream& out, int value) { out << value; }
@@ -126,6 +159,9 @@ void write_value(std::ostream& out, bool value) { out << (value ? "true" : "fals
 void write_value(std::ostream& out, double value) { out << fmt::format("{:.17g}", value); }
 void write_value(std::ostream& out, const std::string& value) {
   out << toml::value<std::string>(value);
+}
+template <NamedEnum E> void write_value(std::ostream& out, E value) {
+  out << toml::value<std::string>(to_string(value));
 }
 
 fs::path find_config_file(const std::string& path_or_name) {
@@ -154,13 +190,14 @@ Config config_parse(const std::string& toml_text, const std::string& origin,
     LLM_FAIL("{}:{}: {}", origin, e.source().begin.line, e.description());
   }
   for (const std::string& assignment : overrides) apply_override(config, assignment);
+  config.overrides = overrides;
   config_validate(config);
   return config;
 }
 
-std::string Config::comm() const {
-  if (parallel.comm != "auto") return parallel.comm;
-  return device() == Device::cuda ? "nccl" : "mpi";
+CommBackend Config::comm() const {
+  if (parallel.comm != CommBackend::automatic) return parallel.comm;
+  return device() == Device::cuda ? CommBackend::nccl : CommBackend::mpi;
 }
 
 Config config_load(const std::string& path_or_name, const std::vector<std::string>& overrides) {
@@ -172,78 +209,129 @@ Config config_load(const std::string& path_or_name, const std::vector<std::strin
   return config_parse(text.str(), path.string(), overrides);
 }
 
+namespace {
+
+// Where a key's value came from, for validation errors: the command-line
+// override that set it (the last one wins), else the config file.
+class KeyOrigin {
+ public:
+  explicit KeyOrigin(const Config& config) : config_(config) {}
+  std::string operator()(std::initializer_list<std::string_view> keys) const {
+    for (std::string_view key : keys) {
+      for (auto it = config_.overrides.rbegin(); it != config_.overrides.rend(); ++it) {
+        if (it->size() > key.size() && it->compare(0, key.size(), key) == 0 && (*it)[key.size()] == '=') {
+          return fmt::format("command line --{}", *it);
+        }
+      }
+    }
+    return config_.path;
+  }
+  std::string operator()(std::string_view key) const { return (*this)({key}); }
+
+ private:
+  const Config& config_;
+};
+
+// The range a float key must lie in (finiteness is checked for all of them).
+struct Range {
+  double low, high;
+  bool low_open, high_open;
+  bool contains(double x) const {
+    return (low_open ? x > low : x >= low) && (high_open ? x < high : x <= high);
+  }
+  std::string text() const {
+    if (std::isinf(high)) return fmt::format("{} {}", low_open ? ">" : ">=", low);
+    return fmt::format("in {}{}, {}{}", low_open ? '(' : '[', low, high, high_open ? ')' : ']');
+  }
+};
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr Range kPositive{0, kInf, true, true}, kNonNegative{0, kInf, false, true};
+constexpr Range kUnitClosed{0, 1, false, false}, kUnitHalfOpen{0, 1, false, true};
+constexpr Range kUnitOpen{0, 1, true, true};
+
+}  // namespace
+
 void config_validate(const Config& c) {
-  const std::string& f = c.path;
+  const KeyOrigin at(c);
+  // Every float key, present or future: finite, named with its value.
+  Config fields = c;
+  fields.visit_tables([&](const char* table_name, auto& section) {
+    section.visit_fields([&](const char* key, auto& field, const char*) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(field)>, double>) {
+        const std::string name = fmt::format("{}.{}", table_name, key);
+        LLM_CHECK(std::isfinite(field), "{}: {} must be a finite number, got {}", at(name), name, field);
+      }
+    });
+  });
+  auto check_range = [&](const char* key, double value, Range range) {
+    LLM_CHECK(range.contains(value), "{}: {} must be {}, got {}", at(key), key, range.text(), value);
+  };
+
   const ModelConfig& m = c.model;
-  LLM_CHECK(m.dim > 0, "{}: model.dim must be positive, got {}", f, m.dim);
-  LLM_CHECK(m.n_layers > 0, "{}: model.n_layers must be positive, got {}", f, m.n_layers);
-  LLM_CHECK(m.n_heads > 0, "{}: model.n_heads must be positive, got {}", f, m.n_heads);
+  LLM_CHECK(m.dim > 0, "{}: model.dim must be positive, got {}", at("model.dim"), m.dim);
+  LLM_CHECK(m.n_layers > 0, "{}: model.n_layers must be positive, got {}", at("model.n_layers"), m.n_layers);
+  LLM_CHECK(m.n_heads > 0, "{}: model.n_heads must be positive, got {}", at("model.n_heads"), m.n_heads);
   LLM_CHECK(m.n_kv_heads > 0 && m.n_heads % m.n_kv_heads == 0,
-            "{}: model.n_kv_heads ({}) must divide model.n_heads ({})", f, m.n_kv_heads, m.n_heads);
-  LLM_CHECK(m.dim % m.n_heads == 0, "{}: model.n_heads ({}) must divide model.dim ({})", f,
-            m.n_heads, m.dim);
-  LLM_CHECK((m.dim / m.n_heads) % 2 == 0,
-            "{}: model.dim / model.n_heads = {} must be even for RoPE", f, m.dim / m.n_heads);
-  LLM_CHECK(m.ffn_dim > 0, "{}: model.ffn_dim must be positive, got {}", f, m.ffn_dim);
-  LLM_CHECK(m.vocab_size > 1, "{}: model.vocab_size must be at least 2, got {}", f, m.vocab_size);
-  LLM_CHECK(m.rope_theta > 0, "{}: model.rope_theta must be positive", f);
-  LLM_CHECK(m.norm_eps > 0, "{}: model.norm_eps must be positive", f);
-  LLM_CHECK(m.init_std > 0, "{}: model.init_std must be positive", f);
+            "{}: model.n_kv_heads ({}) must divide model.n_heads ({})",
+            at({"model.n_kv_heads", "model.n_heads"}), m.n_kv_heads, m.n_heads);
+  LLM_CHECK(m.dim % m.n_heads == 0, "{}: model.n_heads ({}) must divide model.dim ({})",
+            at({"model.n_heads", "model.dim"}), m.n_heads, m.dim);
+  LLM_CHECK((m.dim / m.n_heads) % 2 == 0, "{}: model.dim / model.n_heads = {} must be even for RoPE",
+            at({"model.dim", "model.n_heads"}), m.dim / m.n_heads);
+  LLM_CHECK(m.ffn_dim > 0, "{}: model.ffn_dim must be positive, got {}", at("model.ffn_dim"), m.ffn_dim);
+  LLM_CHECK(m.vocab_size > 1, "{}: model.vocab_size must be at least 2, got {}", at("model.vocab_size"),
+            m.vocab_size);
+  check_range("model.rope_theta", m.rope_theta, kPositive);
+  check_range("model.norm_eps", m.norm_eps, kUnitOpen);
+  check_range("model.init_std", m.init_std, kPositive);
 
   const TrainingConfig& t = c.training;
-  LLM_CHECK(t.steps >= 0, "{}: training.steps must be >= 0, got {}", f, t.steps);
-  LLM_CHECK(t.stop_at_step >= 0, "{}: training.stop_at_step must be >= 0", f);
-  LLM_CHECK(t.batch_size > 0, "{}: training.batch_size must be positive", f);
-  LLM_CHECK(t.micro_batch_size > 0, "{}: training.micro_batch_size must be positive", f);
+  LLM_CHECK(t.steps >= 0, "{}: training.steps must be >= 0, got {}", at("training.steps"), t.steps);
+  LLM_CHECK(t.stop_at_step >= 0, "{}: training.stop_at_step must be >= 0, got {}",
+            at("training.stop_at_step"), t.stop_at_step);
+  LLM_CHECK(t.batch_size > 0, "{}: training.batch_size must be positive, got {}", at("training.batch_size"),
+            t.batch_size);
+  LLM_CHECK(t.micro_batch_size > 0, "{}: training.micro_batch_size must be positive, got {}",
+            at("training.micro_batch_size"), t.micro_batch_size);
   LLM_CHECK(t.batch_size % t.micro_batch_size == 0,
-            "{}: training.batch_size ({}) must be a multiple of training.micro_batch_size ({})", f,
-            t.batch_size, t.micro_batch_size);
-  LLM_CHECK(t.seq_len > 0, "{}: training.seq_len must be positive", f);
-  LLM_CHECK(t.lr > 0, "{}: training.lr must be positive", f);
-  LLM_CHECK(t.min_lr_ratio >= 0 && t.min_lr_ratio <= 1,
-            "{}: training.min_lr_ratio must lie in [0, 1], got {}", f, t.min_lr_ratio);
-  LLM_CHECK(t.warmup_steps >= 0, "{}: training.warmup_steps must be >= 0", f);
-  LLM_CHECK(t.lr_schedule == "cosine" || t.lr_schedule == "linear" || t.lr_schedule == "constant",
-            "{}: training.lr_schedule must be cosine, linear or constant, got '{}'", f,
-            t.lr_schedule);
-  LLM_CHECK(t.weight_decay >= 0, "{}: training.weight_decay must be >= 0", f);
-  LLM_CHECK(t.beta1 >= 0 && t.beta1 < 1, "{}: training.beta1 must lie in [0, 1)", f);
-  LLM_CHECK(t.beta2 >= 0 && t.beta2 < 1, "{}: training.beta2 must lie in [0, 1)", f);
-  LLM_CHECK(t.adam_eps > 0, "{}: training.adam_eps must be positive", f);
-  LLM_CHECK(t.grad_clip >= 0, "{}: training.grad_clip must be >= 0", f);
-  LLM_CHECK(t.eval_interval >= 0, "{}: training.eval_interval must be >= 0", f);
-  LLM_CHECK(t.eval_sequences >= 0, "{}: training.eval_sequences must be >= 0", f);
-  LLM_CHECK(t.activation_checkpointing == "none" || t.activation_checkpointing == "full" ||
-                t.activation_checkpointing == "selective",
-            "{}: training.activation_checkpointing must be none, full or selective, got '{}'", f,
-            t.activation_checkpointing);
-  LLM_CHECK(t.checkpoint_every >= 1, "{}: training.checkpoint_every must be >= 1, got {}", f,
-            t.checkpoint_every);
-  LLM_CHECK(t.precision == "fp32" || t.precision == "bf16",
-            "{}: training.precision must be fp32 or bf16, got '{}'", f, t.precision);
-  LLM_CHECK(c.parallel.reduce_dtype == "fp32" || c.parallel.reduce_dtype == "bf16",
-            "{}: parallel.reduce_dtype must be fp32 or bf16, got '{}'", f, c.parallel.reduce_dtype);
-  LLM_CHECK(t.sample_tokens >= 0, "{}: training.sample_tokens must be >= 0", f);
-  LLM_CHECK(t.device == "cpu" || t.device == "cuda", "{}: training.device must be cpu or cuda, got '{}'",
-            f, t.device);
-  LLM_CHECK(c.parallel.comm == "auto" || c.parallel.comm == "mpi" || c.parallel.comm == "nccl",
-            "{}: parallel.comm must be auto, mpi or nccl, got '{}'", f, c.parallel.comm);
-  LLM_CHECK(c.parallel.comm != "nccl" || t.device == "cuda",
-            "{}: parallel.comm = nccl needs training.device = cuda", f);
+            "{}: training.batch_size ({}) must be a multiple of training.micro_batch_size ({})",
+            at({"training.batch_size", "training.micro_batch_size"}), t.batch_size, t.micro_batch_size);
+  LLM_CHECK(t.seq_len > 0, "{}: training.seq_len must be positive, got {}", at("training.seq_len"), t.seq_len);
+  check_range("training.lr", t.lr, kPositive);
+  check_range("training.min_lr_ratio", t.min_lr_ratio, kUnitClosed);
+  LLM_CHECK(t.warmup_steps >= 0, "{}: training.warmup_steps must be >= 0, got {}",
+            at("training.warmup_steps"), t.warmup_steps);
+  check_range("training.weight_decay", t.weight_decay, kNonNegative);
+  check_range("training.beta1", t.beta1, kUnitHalfOpen);
+  check_range("training.beta2", t.beta2, kUnitHalfOpen);
+  check_range("training.adam_eps", t.adam_eps, kPositive);
+  check_range("training.grad_clip", t.grad_clip, kNonNegative);
+  LLM_CHECK(t.eval_interval >= 0, "{}: training.eval_interval must be >= 0, got {}",
+            at("training.eval_interval"), t.eval_interval);
+  LLM_CHECK(t.eval_sequences >= 0, "{}: training.eval_sequences must be >= 0, got {}",
+            at("training.eval_sequences"), t.eval_sequences);
+  LLM_CHECK(t.checkpoint_every >= 1, "{}: training.checkpoint_every must be >= 1, got {}",
+            at("training.checkpoint_every"), t.checkpoint_every);
+  LLM_CHECK(t.sample_tokens >= 0, "{}: training.sample_tokens must be >= 0, got {}",
+            at("training.sample_tokens"), t.sample_tokens);
+  LLM_CHECK(c.parallel.comm != CommBackend::nccl || t.device == Device::cuda,
+            "{}: parallel.comm = nccl needs training.device = cuda", at({"parallel.comm", "training.device"}));
 
-  LLM_CHECK(!c.data.train.empty(), "{}: data.train must name the training shards", f);
+  LLM_CHECK(!c.data.train.empty(), "{}: data.train must name the training shards", at("data.train"));
 
-  static const std::set<std::string> modes = {"ddp", "zero1", "zero2", "zero3", "fsdp", "hybrid"};
-  LLM_CHECK(modes.count(c.parallel.mode),
-            "{}: parallel.mode must be ddp, zero1, zero2, zero3, fsdp or hybrid, got '{}'", f,
-            c.parallel.mode);
-  LLM_CHECK(c.parallel.shard_group_size >= 0, "{}: parallel.shard_group_size must be >= 0", f);
+  LLM_CHECK(c.parallel.shard_group_size >= 0, "{}: parallel.shard_group_size must be >= 0, got {}",
+            at("parallel.shard_group_size"), c.parallel.shard_group_size);
   const CheckpointConfig& k = c.checkpoint;
-  LLM_CHECK(k.interval >= 0, "{}: checkpoint.interval must be >= 0", f);
-  LLM_CHECK(k.keep_last >= 0, "{}: checkpoint.keep_last must be >= 0", f);
-  LLM_CHECK(k.keep_every >= 0, "{}: checkpoint.keep_every must be >= 0", f);
-  LLM_CHECK(!k.resume.empty(), "{}: checkpoint.resume must be auto, none or a checkpoint path", f);
-  LLM_CHECK(c.logging.log_interval > 0, "{}: logging.log_interval must be positive", f);
+  LLM_CHECK(k.interval >= 0, "{}: checkpoint.interval must be >= 0, got {}", at("checkpoint.interval"),
+            k.interval);
+  LLM_CHECK(k.keep_last >= 0, "{}: checkpoint.keep_last must be >= 0, got {}", at("checkpoint.keep_last"),
+            k.keep_last);
+  LLM_CHECK(k.keep_every >= 0, "{}: checkpoint.keep_every must be >= 0, got {}", at("checkpoint.keep_every"),
+            k.keep_every);
+  LLM_CHECK(!k.resume.empty(), "{}: checkpoint.resume must be auto, none or a checkpoint path",
+            at("checkpoint.resume"));
+  LLM_CHECK(c.logging.log_interval > 0, "{}: logging.log_interval must be positive, got {}",
+            at("logging.log_interval"), c.logging.log_interval);
 }
 
 std::string config_to_toml(Config& config) {

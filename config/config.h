@@ -1,21 +1,111 @@
 // Typed configuration: one struct per TOML table, each field with a default and
 // a one-line doc, listed once in that table's visit_fields(). Parsing, CLI
 // overrides (--section.key=value), validation and dumping all walk the same
-// lists, so a key exists in exactly one place.
+// lists, so a key exists in exactly one place. A key with fixed choices is an
+// enum with one name table: strings are parsed once, here, never compared later.
 // Precedence: CLI override > TOML file > struct default.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "runtime/device.h"
+#include "runtime/error.h"
 
 namespace llm {
 
+// --- keys with a fixed set of choices ------------------------------------------
+// Each such enum has one name table, found by the overload enum_names(E{}).
+// Parsing accepts every name in it; the first name of a value is its canonical
+// name (to_string, the dumped config), later ones are aliases.
+template <class E> struct EnumName {
+  const char* name;
+  E value;
+};
+
 // Storage type of compute parameters, activations and their gradients (master
-// weights, moments, weight-gradient accumulation and statistics stay fp32).
+// weights, moments, weight-gradient accumulation and statistics stay fp32);
+// also the type gradients are reduced in (parallel.reduce_dtype).
 enum class Precision { fp32, bf16 };
+inline constexpr EnumName<Precision> kPrecisionNames[] = {{"fp32", Precision::fp32},
+                                                          {"bf16", Precision::bf16}};
+constexpr std::span<const EnumName<Precision>> enum_names(Precision) { return kPrecisionNames; }
+
+// training.activation_checkpointing: what a block keeps for its backward.
+enum class Recompute { none, selective, full };
+inline constexpr EnumName<Recompute> kRecomputeNames[] = {
+    {"none", Recompute::none}, {"selective", Recompute::selective}, {"full", Recompute::full}};
+constexpr std::span<const EnumName<Recompute>> enum_names(Recompute) { return kRecomputeNames; }
+
+// training.lr_schedule: the decay after warmup.
+enum class LrSchedule { cosine, linear, constant };
+inline constexpr EnumName<LrSchedule> kLrScheduleNames[] = {
+    {"cosine", LrSchedule::cosine}, {"linear", LrSchedule::linear}, {"constant", LrSchedule::constant}};
+constexpr std::span<const EnumName<LrSchedule>> enum_names(LrSchedule) { return kLrScheduleNames; }
+
+// training.device (Device lives in runtime/device.h).
+inline constexpr EnumName<Device> kDeviceNames[] = {{"cpu", Device::cpu}, {"cuda", Device::cuda}};
+constexpr std::span<const EnumName<Device>> enum_names(Device) { return kDeviceNames; }
+
+// parallel.mode: the sharding preset (parallel/topology.h); fsdp is zero3.
+enum class ParallelMode { ddp, zero1, zero2, zero3, hybrid };
+inline constexpr EnumName<ParallelMode> kParallelModeNames[] = {
+    {"ddp", ParallelMode::ddp},     {"zero1", ParallelMode::zero1}, {"zero2", ParallelMode::zero2},
+    {"zero3", ParallelMode::zero3}, {"fsdp", ParallelMode::zero3},  {"hybrid", ParallelMode::hybrid}};
+constexpr std::span<const EnumName<ParallelMode>> enum_names(ParallelMode) { return kParallelModeNames; }
+
+// parallel.comm: the collective transport; automatic ("auto") picks by device.
+enum class CommBackend { automatic, mpi, nccl };
+inline constexpr EnumName<CommBackend> kCommBackendNames[] = {
+    {"auto", CommBackend::automatic}, {"mpi", CommBackend::mpi}, {"nccl", CommBackend::nccl}};
+constexpr std::span<const EnumName<CommBackend>> enum_names(CommBackend) { return kCommBackendNames; }
+
+template <class E>
+concept NamedEnum = std::is_enum_v<E> && requires(E e) { enum_names(e); };
+
+// The canonical name of `value`.
+template <NamedEnum E> const char* to_string(E value) {
+  for (const EnumName<E>& entry : enum_names(E{})) {
+    if (entry.value == value) return entry.name;
+  }
+  return "?";
+}
+
+// "a, b or c": the accepted names, for error messages.
+template <NamedEnum E> std::string enum_choices() {
+  std::string choices;
+  auto names = enum_names(E{});
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) choices += i + 1 == names.size() ? " or " : ", ";
+    choices += names[i].name;
+  }
+  return choices;
+}
+
+}  // namespace llm
+
+// Named enums print by name in fmt / spdlog messages.
+template <class E>
+  requires llm::NamedEnum<E>
+struct fmt::formatter<E> : fmt::formatter<std::string_view> {
+  auto format(E value, fmt::format_context& ctx) const {
+    return fmt::formatter<std::string_view>::format(llm::to_string(value), ctx);
+  }
+};
+
+namespace llm {
+
+// `text` as a value of E, else an llm::Error naming `key` and the choices.
+template <NamedEnum E> E parse_enum(std::string_view text, const std::string& key) {
+  for (const EnumName<E>& entry : enum_names(E{})) {
+    if (text == entry.name) return entry.value;
+  }
+  LLM_FAIL("{}: expected {}, got '{}'", key, enum_choices<E>(), text);
+}
 
 struct ModelConfig {
   int dim = 256;
@@ -54,7 +144,7 @@ struct TrainingConfig {
   double lr = 3e-3;
   double min_lr_ratio = 0.1;
   int warmup_steps = 10;
-  std::string lr_schedule = "cosine";
+  LrSchedule lr_schedule = LrSchedule::cosine;
   double weight_decay = 0.1;
   double beta1 = 0.9;
   double beta2 = 0.95;
@@ -64,10 +154,10 @@ struct TrainingConfig {
   int eval_interval = 50;
   int eval_sequences = 32;
   int sample_tokens = 0;
-  std::string activation_checkpointing = "none";
+  Recompute activation_checkpointing = Recompute::none;
   int checkpoint_every = 1;
-  std::string precision = "fp32";
-  std::string device = "cpu";
+  Precision precision = Precision::fp32;
+  Device device = Device::cpu;
 
   template <class V> void visit_fields(V&& v) {
     v("device", device, "cpu | cuda (one GPU per rank, by node-local rank)");
@@ -109,11 +199,11 @@ struct DataConfig {
 };
 
 struct ParallelConfig {
-  std::string mode = "ddp";
+  ParallelMode mode = ParallelMode::ddp;
   int shard_group_size = 0;
 
-  std::string reduce_dtype = "fp32";
-  std::string comm = "auto";
+  Precision reduce_dtype = Precision::fp32;
+  CommBackend comm = CommBackend::automatic;
 
   template <class V> void visit_fields(V&& v) {
     v("mode", mode, "ddp | zero1 | zero2 | zero3 (alias fsdp) | hybrid");
@@ -156,6 +246,9 @@ struct LoggingConfig {
 struct Config {
   std::string name;  // the config file's stem, e.g. "tiny"
   std::string path;  // the file it was read from
+  // The command-line overrides applied over the file ("section.key=value"),
+  // so that errors blame the command line for the keys they set.
+  std::vector<std::string> overrides;
   ModelConfig model;
   TrainingConfig training;
   DataConfig data;
@@ -174,10 +267,10 @@ struct Config {
 
   // The run directory: checkpoint.dir, else checkpoints/<name>.
   std::string run_dir() const;
-  Precision precision() const { return training.precision == "bf16" ? Precision::bf16 : Precision::fp32; }
-  Device device() const { return training.device == "cuda" ? Device::cuda : Device::cpu; }
-  // parallel.comm with "auto" resolved: "nccl" or "mpi".
-  std::string comm() const;
+  Precision precision() const { return training.precision; }
+  Device device() const { return training.device; }
+  // parallel.comm with auto resolved: nccl on cuda, mpi on cpu.
+  CommBackend comm() const;
 };
 
 // Finds the file (as given, else in configs/, adding .toml if missing), parses
@@ -189,7 +282,9 @@ Config config_load(const std::string& path_or_name, const std::vector<std::strin
 Config config_parse(const std::string& toml_text, const std::string& origin,
                     const std::vector<std::string>& overrides);
 
-// Checks values that make no sense on their own or together; names the key.
+// Checks values that make no sense on their own or together (every number
+// finite and in its key's range); names the key, and the command line when
+// an override set it.
 void config_validate(const Config& config);
 
 // The resolved configuration as TOML text (logged, saved with checkpoints).

@@ -24,11 +24,11 @@ void optimizer_update_slice(const Backend& backend, const ParameterLayout& layou
 float lr_at_step(const TrainingConfig& c, int step) {
   const double peak = c.lr, floor = c.lr * c.min_lr_ratio;
   if (step < c.warmup_steps) return static_cast<float>(peak * (step + 1) / c.warmup_steps);
-  if (c.lr_schedule == "constant") return static_cast<float>(peak);
+  if (c.lr_schedule == LrSchedule::constant) return static_cast<float>(peak);
   int decay_steps = c.steps - c.warmup_steps;
   double progress = decay_steps <= 1 ? 1.0 : double(step - c.warmup_steps) / (decay_steps - 1);
   progress = std::clamp(progress, 0.0, 1.0);
-  double shape = c.lr_schedule == "cosine" ? 0.5 * (1.0 + std::cos(M_PI * progress)) : 1.0 - progress;
+  double shape = c.lr_schedule == LrSchedule::cosine ? 0.5 * (1.0 + std::cos(M_PI * progress)) : 1.0 - progress;
   return static_cast<float>(floor + (peak - floor) * shape);
 }
 

@@ -12,8 +12,7 @@ namespace llm {
 CheckpointingPlan checkpointing_plan(const TrainingConfig& t) {
   CheckpointingPlan plan;
   plan.every = t.checkpoint_every;
-  if (t.activation_checkpointing == "full") plan.mode = Recompute::full;
-  if (t.activation_checkpointing == "selective") plan.mode = Recompute::selective;
+  plan.mode = t.activation_checkpointing;
   return plan;
 }
 

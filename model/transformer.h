@@ -27,8 +27,7 @@
 
 namespace llm {
 
-enum class Recompute { none, selective, full };
-
+// Recompute (none | selective | full) is training.activation_checkpointing's enum (config.h).
 struct CheckpointingPlan {
   Recompute mode = Recompute::none;
   int every = 1;  // blocks l with l % every == 0 are checkpointed

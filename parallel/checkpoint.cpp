@@ -174,7 +174,7 @@ std::string checkpoint_save(const std::string& run_dir, int step, Config& config
         {"format", kFormat},
         {"step", step},
         {"world_size", world.size()},
-        {"mode", topology.plan.mode},
+        {"mode", to_string(topology.plan.mode)},
         {"shard_group_size", topology.plan.shard_group_size},
         {"loader", {{"samples_consumed", static_cast<int64_t>(step) * t.batch_size}}},
         {"rng", {{"seed", t.seed},

@@ -125,5 +125,10 @@ int comm_local_size();
 // Prints "rank R: error: <message>" to stderr and takes every rank down
 // (MPI_Abort) so that no rank waits forever on a dead peer.
 [[noreturn]] void comm_abort(const std::string& message);
+// For an error every rank raises alike (command line, config): rank 0 prints
+// "error: <message>" once and every rank exits with status 1 after all have
+// arrived; if some rank has not within a few seconds (it did not fail alike),
+// this rank falls back to comm_abort.
+[[noreturn]] void comm_abort_collective(const std::string& message);
 
 }  // namespace llm

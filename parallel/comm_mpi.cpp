@@ -5,9 +5,11 @@
 // every partial sum; every collective adds its ring-algorithm traffic to stats_.
 #include <mpi.h>
 
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 
 #include "runtime/bf16.h"
 #include "runtime/error.h"
@@ -211,6 +213,26 @@ void comm_abort(const std::string& message) {
   std::fprintf(stderr, "rank %d: error: %s\n", rank, message.c_str());
   std::fflush(stderr);
   if (active && size > 1) MPI_Abort(MPI_COMM_WORLD, 1);
+  std::exit(1);
+}
+
+void comm_abort_collective(const std::string& message) {
+  const int rank = comm_world().rank();  // joins the world if the error came first
+  if (rank == 0) {
+    std::fprintf(stderr, "error: %s\n", message.c_str());
+    std::fflush(stderr);
+  }
+  // A bounded barrier: it completes only if every rank failed alike.
+  constexpr auto kWait = std::chrono::seconds(10);
+  MPI_Request request;
+  MPI_Ibarrier(MPI_COMM_WORLD, &request);
+  const auto deadline = std::chrono::steady_clock::now() + kWait;
+  int done = 0;
+  while (!done && std::chrono::steady_clock::now() < deadline) {
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (!done) comm_abort(message);
   std::exit(1);
 }
 

@@ -7,15 +7,15 @@ namespace llm {
 
 ShardingPlan sharding_plan(const ParallelConfig& config, int world_size) {
   ShardingPlan plan;
-  plan.mode = config.mode == "fsdp" ? "zero3" : config.mode;
-  LLM_CHECK(plan.mode == "hybrid" || config.shard_group_size == 0,
-            "parallel.shard_group_size is only used by mode hybrid (mode is {})", config.mode);
-  if (plan.mode == "ddp") return plan;
+  plan.mode = config.mode;
+  LLM_CHECK(plan.mode == ParallelMode::hybrid || config.shard_group_size == 0,
+            "parallel.shard_group_size is only used by mode hybrid (mode is {})", to_string(config.mode));
+  if (plan.mode == ParallelMode::ddp) return plan;
   plan.shard_optimizer = true;
-  plan.shard_grads = plan.mode != "zero1";
-  plan.shard_params = plan.mode == "zero3" || plan.mode == "hybrid";
+  plan.shard_grads = plan.mode != ParallelMode::zero1;
+  plan.shard_params = plan.mode == ParallelMode::zero3 || plan.mode == ParallelMode::hybrid;
   plan.shard_group_size = world_size;
-  if (plan.mode == "hybrid") {
+  if (plan.mode == ParallelMode::hybrid) {
     int s = config.shard_group_size;
     LLM_CHECK(s > 0 && world_size % s == 0,
               "parallel.shard_group_size ({}) must be set and divide the world size ({}) for "

@@ -18,7 +18,7 @@ namespace llm {
 //   zero2  (optimizer + gradients)       zero3/fsdp (+ parameters, group = world)
 //   hybrid (all three inside groups of parallel.shard_group_size)
 struct ShardingPlan {
-  std::string mode;  // canonical name ("fsdp" becomes "zero3")
+  ParallelMode mode = ParallelMode::ddp;  // "fsdp" parses as zero3
   bool shard_optimizer = false;
   bool shard_grads = false;
   bool shard_params = false;
@@ -30,7 +30,7 @@ ShardingPlan sharding_plan(const ParallelConfig& config, int world_size);
 
 // The wire type gradients are reduced in (parallel.reduce_dtype).
 inline WireType reduce_wire_type(const ParallelConfig& config) {
-  return config.reduce_dtype == "bf16" ? WireType::bf16 : WireType::f32;
+  return config.reduce_dtype == Precision::bf16 ? WireType::bf16 : WireType::f32;
 }
 
 struct Topology {

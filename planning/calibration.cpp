@@ -123,7 +123,7 @@ void calibrate_machine(const CalibrationOptions& options) {
   HardwareProfile hw;
   hw.path = options.out;
   hw.name = "this machine (calibrated)";
-  hw.device.memory = fmt::format("{}", memory_available_bytes());
+  hw.device.memory = fmt::format("{}B", memory_available_bytes());
   hw.device.peak_tflops_bf16 = hw.device.peak_tflops_fp32 = gemm / 1e12;
   hw.device.sustained_fraction = 1.0;
   hw.device.memory_bandwidth_gbs = copy / 1e9;

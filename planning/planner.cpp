@@ -13,23 +13,24 @@ namespace llm {
 
 std::vector<PlanRow> plan_memory(const Config& config, int world, int hybrid_group,
                                  size_t device_bytes) {
-  std::vector<ParallelConfig> modes = {{"ddp", 0}, {"zero1", 0}, {"zero2", 0}};
+  std::vector<std::pair<ParallelMode, int>> modes = {
+      {ParallelMode::ddp, 0}, {ParallelMode::zero1, 0}, {ParallelMode::zero2, 0}};
   if (hybrid_group > 1 && hybrid_group < world && world % hybrid_group == 0) {
-    modes.push_back({"hybrid", hybrid_group});
+    modes.push_back({ParallelMode::hybrid, hybrid_group});
   }
-  modes.push_back({"zero3", 0});
+  modes.push_back({ParallelMode::zero3, 0});
   std::vector<PlanRow> rows;
-  for (const ParallelConfig& mode : modes) {
-    for (std::string checkpointing : {"none", "selective", "full"}) {
-      for (std::string precision : {"bf16", "fp32"}) {
+  for (const auto& [mode, shard_group_size] : modes) {
+    for (Recompute checkpointing : {Recompute::none, Recompute::selective, Recompute::full}) {
+      for (Precision precision : {Precision::bf16, Precision::fp32}) {
         Config c = config;
-        c.parallel.mode = mode.mode;
-        c.parallel.shard_group_size = mode.shard_group_size;
+        c.parallel.mode = mode;
+        c.parallel.shard_group_size = shard_group_size;
         c.parallel.reduce_dtype = precision;
         c.training.activation_checkpointing = checkpointing;
         c.training.precision = precision;
         PlanRow row;
-        row.mode = mode.mode == "hybrid" ? fmt::format("hybrid/{}", hybrid_group) : mode.mode;
+        row.mode = mode == ParallelMode::hybrid ? fmt::format("hybrid/{}", hybrid_group) : to_string(mode);
         row.checkpointing = checkpointing;
         row.precision = precision;
         row.memory = memory_plan(c, sharding_plan(c.parallel, world));
@@ -58,7 +59,10 @@ size_t parse_bytes(const std::string& text, const std::string& what) {
   }
   std::string unit = text.substr(end);
   double scale = 0;
-  for (auto [name, factor] : {std::pair{"", 1.0}, std::pair{"B", 1.0}, std::pair{"KiB", 1024.0},
+  LLM_CHECK(end == 0 || !unit.empty(),
+            "{}: '{}' has no unit; write it with one, e.g. {}GiB, {}GB or {}B", what, text, text, text,
+            text);
+  for (auto [name, factor] : {std::pair{"B", 1.0}, std::pair{"KiB", 1024.0},
                               std::pair{"MiB", 1048576.0}, std::pair{"GiB", 1073741824.0},
                               std::pair{"TiB", 1099511627776.0}, std::pair{"KB", 1e3},
                               std::pair{"MB", 1e6}, std::pair{"GB", 1e9}, std::pair{"TB", 1e12}}) {

@@ -16,8 +16,8 @@ namespace llm {
 
 struct PlanRow {
   std::string mode;  // "hybrid/8" carries its shard group size
-  std::string checkpointing;
-  std::string precision;
+  Recompute checkpointing;
+  Precision precision;
   MemoryPlan memory;
   bool fits;
 };
@@ -30,7 +30,8 @@ std::vector<PlanRow> plan_memory(const Config& config, int world, int hybrid_gro
 // The first row that fits (nullptr when none does).
 const PlanRow* plan_recommend(const std::vector<PlanRow>& rows);
 
-// Parses "80GiB", "40GB", "512MiB", "1000000" (bytes); errors name `what`.
+// Parses "80GiB", "40GB", "512MiB", "1000000B"; a bare number is refused (is
+// "80" bytes or GiB?); errors name `what`.
 size_t parse_bytes(const std::string& text, const std::string& what);
 
 void plan_print(const Config& config, int world, int hybrid_group, size_t device_bytes);

@@ -34,7 +34,8 @@ struct ScaleOptions {
   std::vector<std::string> strategies = {"ddp", "full_replication", "hybrid", "full_shard"};
   std::vector<int> gpus = {8, 16, 32, 64, 128, 256, 512};
   std::vector<int> ranks = {1, 2, 4};
-  std::vector<std::string> modes = {"ddp", "zero1", "zero2", "zero3", "hybrid"};
+  std::vector<ParallelMode> modes = {ParallelMode::ddp, ParallelMode::zero1, ParallelMode::zero2,
+                                     ParallelMode::zero3, ParallelMode::hybrid};
   std::string out;
   std::vector<std::string> overrides;  // section.key=value, for every config
   bool measure = false, plot = true;
@@ -56,6 +57,12 @@ std::vector<int> int_list(const std::string& text, const std::string& option) {
   return values;
 }
 
+std::vector<ParallelMode> mode_list(const std::string& text) {
+  std::vector<ParallelMode> modes;
+  for (const std::string& item : split_commas(text)) modes.push_back(parse_enum<ParallelMode>(item, "--modes"));
+  return modes;
+}
+
 // The config as it runs at `gpus` GPUs under weak scaling: each GPU keeps
 // batch_size / micro_batch_size micro-batches per step.
 Config weak_scaled(Config config, int gpus) {
@@ -67,14 +74,14 @@ Config weak_scaled(Config config, int gpus) {
 }
 
 std::vector<std::string> mode_overrides(const StrategyMode& m) {
-  std::vector<std::string> o = {"parallel.mode=" + m.mode};
-  if (m.mode == "hybrid") o.push_back(fmt::format("parallel.shard_group_size={}", m.shard_group_size));
+  std::vector<std::string> o = {fmt::format("parallel.mode={}", m.mode)};
+  if (m.mode == ParallelMode::hybrid) o.push_back(fmt::format("parallel.shard_group_size={}", m.shard_group_size));
   return o;
 }
 
 void apply_mode(Config& config, const StrategyMode& m) {
   config.parallel.mode = m.mode;
-  config.parallel.shard_group_size = m.mode == "hybrid" ? m.shard_group_size : 0;
+  config.parallel.shard_group_size = m.mode == ParallelMode::hybrid ? m.shard_group_size : 0;
 }
 
 struct Row {
@@ -243,9 +250,9 @@ void run_validation(const ScaleOptions& o) {
   for (const std::string& path : o.configs) {
     const Config base = config_load(path, o.overrides);
     for (int ranks : o.ranks) {
-      for (const std::string& mode : o.modes) {
+      for (ParallelMode mode : o.modes) {
         StrategyMode m{mode, 0, false};
-        if (mode == "hybrid") {
+        if (mode == ParallelMode::hybrid) {
           if (ranks < 4 || ranks % 2 != 0) continue;  // needs two groups of two or more
           m.shard_group_size = ranks / 2;
         }
@@ -258,7 +265,7 @@ void run_validation(const ScaleOptions& o) {
         }
         Row r;
         r.config = c.name;
-        r.strategy = mode == "hybrid" ? fmt::format("hybrid/{}", m.shard_group_size) : mode;
+        r.strategy = mode == ParallelMode::hybrid ? fmt::format("hybrid/{}", m.shard_group_size) : to_string(mode);
         r.mode = m;
         r.gpus = ranks;
         r.parameters = layout_build(c.model).total_numel;
@@ -292,14 +299,14 @@ void run_validation(const ScaleOptions& o) {
 }  // namespace
 
 StrategyMode strategy_mode(const std::string& strategy, int gpus, int devices_per_node) {
-  if (strategy == "ddp") return {"ddp", 0, true};
-  if (strategy == "full_replication") return {"ddp", 0, false};
-  if (strategy == "full_shard") return {"zero3", 0, false};
+  if (strategy == "ddp") return {ParallelMode::ddp, 0, true};
+  if (strategy == "full_replication") return {ParallelMode::ddp, 0, false};
+  if (strategy == "full_shard") return {ParallelMode::zero3, 0, false};
   if (strategy == "hybrid") {
     // Shard within a node; a world that fits in one node is one shard group.
     int group = std::min(gpus, devices_per_node);
     LLM_CHECK(gpus % group == 0, "hybrid: {} GPUs are not whole nodes of {}", gpus, group);
-    return {"hybrid", group, false};
+    return {ParallelMode::hybrid, group, false};
   }
   LLM_FAIL("unknown strategy '{}' (ddp, full_replication, hybrid, full_shard)", strategy);
 }
@@ -316,7 +323,7 @@ int scale_command(const std::vector<std::pair<std::string, std::string>>& option
     else if (key == "strategies") o.strategies = split_commas(value);
     else if (key == "gpus") o.gpus = int_list(value, key);
     else if (key == "ranks") o.ranks = int_list(value, key);
-    else if (key == "modes") o.modes = split_commas(value);
+    else if (key == "modes") o.modes = mode_list(value);
     else if (key == "out") out = value;
     else if (key == "measure") o.measure = true;
     else if (key == "no-plot") o.plot = false;

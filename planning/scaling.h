@@ -21,6 +21,8 @@
 #include <utility>
 #include <vector>
 
+#include "config/config.h"
+
 namespace llm {
 
 // Parses the options given after `./train scale` (name, value; flags have an
@@ -31,7 +33,7 @@ int scale_command(const std::vector<std::pair<std::string, std::string>>& option
 
 // Paper strategy -> engine mode: {mode, shard group size (0: none), ddp buckets}.
 struct StrategyMode {
-  std::string mode;
+  ParallelMode mode;
   int shard_group_size = 0;
   bool ddp_buckets = false;
 };

@@ -191,7 +191,7 @@ StepPrediction throughput_predict(const Config& config, int world, const Hardwar
     collectives.push_back(x);
   }
   std::vector<StepEvent> events = trace.events;
-  if (options.ddp_bucket_bytes > 0 && plan.mode == "ddp") {
+  if (options.ddp_bucket_bytes > 0 && plan.mode == ParallelMode::ddp) {
     bucket_gradients(collectives, events, options.ddp_bucket_bytes);
   }
 

@@ -1,11 +1,40 @@
-// Strict parsing of command-line option values (see cli_values.h).
+// The command line, strict option values and name suggestions (see cli_values.h).
 #include "runtime/cli_values.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "runtime/error.h"
 
 namespace llm {
+
+CommandLine parse_command_line(int argc, const char* const* argv,
+                               std::span<const std::string_view> flags) {
+  CommandLine line;
+  int i = 1;
+  if (i < argc && argv[i][0] != '-') line.command = argv[i++];
+  for (; i < argc; ++i) {
+    const std::string arg = argv[i];
+    LLM_CHECK(arg.rfind("--", 0) == 0, "unexpected argument '{}' (see ./train --help)", arg);
+    const size_t eq = arg.find('=');
+    const std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+    const bool has_value = eq != std::string::npos;
+    const bool is_flag = std::find(flags.begin(), flags.end(), name) != flags.end();
+    std::string value;
+    if (has_value) {
+      value = arg.substr(eq + 1);
+    } else if (!is_flag) {
+      LLM_CHECK(i + 1 < argc, "option --{} needs a value (--{}=VALUE or --{} VALUE)", name, name, name);
+      value = argv[++i];
+    }
+    if (name.find('.') != std::string::npos) {
+      line.overrides.push_back(name + "=" + value);
+    } else {
+      line.options.emplace_back(name, value);
+    }
+  }
+  return line;
+}
 
 long long parse_integer(const std::string& text, const std::string& option) {
   size_t used = 0;
@@ -40,6 +69,38 @@ std::vector<std::string> split_commas(const std::string& text) {
     if (!item.empty()) items.push_back(item);
   }
   return items;
+}
+
+}  // namespace llm
+
+namespace llm {
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates) {
+  const std::string* best = nullptr;
+  size_t best_distance = std::max<size_t>(2, word.size() / 5) + 1;
+  for (const std::string& candidate : candidates) {
+    const size_t distance = edit_distance(word, candidate);
+    if (distance < best_distance) {
+      best = &candidate;
+      best_distance = distance;
+    }
+  }
+  return best ? " (did you mean '" + *best + "'?)" : "";
 }
 
 }  // namespace llm

@@ -2,6 +2,8 @@
 // and the errors for unknown keys, wrong types and impossible values.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "config/config.h"
 #include "runtime/error.h"
 
@@ -27,7 +29,7 @@ TEST(Config, DefaultsApplyWhenKeysAreAbsent) {
   Config c = config_parse(kMinimal, "configs/x.toml", {});
   EXPECT_EQ(c.name, "x");
   EXPECT_EQ(c.model.dim, ModelConfig{}.dim);
-  EXPECT_EQ(c.training.lr_schedule, "cosine");
+  EXPECT_EQ(c.training.lr_schedule, LrSchedule::cosine);
   EXPECT_EQ(c.run_dir(), "checkpoints/x");
 }
 
@@ -38,19 +40,19 @@ TEST(Config, OverrideBeatsFileBeatsDefault) {
   EXPECT_EQ(c.training.steps, 9);               // override over file
   EXPECT_DOUBLE_EQ(c.training.lr, 1.0);         // integer accepted for a float key
   EXPECT_FALSE(c.model.tie_embeddings);         // override over default
-  EXPECT_EQ(c.parallel.mode, "zero3");
+  EXPECT_EQ(c.parallel.mode, ParallelMode::zero3);
   EXPECT_EQ(c.run_dir(), "/tmp/run");
 }
 
 TEST(Config, UnknownKeysAreErrorsNamingThem) {
   std::string text = std::string(kMinimal) + "[model]\ndimm = 3\n";
-  EXPECT_NE(error_of([&] { config_parse(text, "a.toml", {}); }).find("unknown key model.dimm"),
+  EXPECT_NE(error_of([&] { config_parse(text, "a.toml", {}); }).find("unknown key 'model.dimm'"),
             std::string::npos);
   EXPECT_NE(error_of([&] { config_parse(std::string(kMinimal) + "[modle]\n", "a.toml", {}); })
                 .find("'modle'"),
             std::string::npos);
   EXPECT_NE(error_of([&] { config_parse(kMinimal, "a.toml", {"training.stepz=3"}); })
-                .find("unknown key training.stepz"),
+                .find("unknown key 'training.stepz'"),
             std::string::npos);
 }
 
@@ -59,7 +61,7 @@ TEST(Config, WrongTypesAreErrorsNamingTheKey) {
   std::string message = error_of([&] { config_parse(text, "a.toml", {}); });
   EXPECT_NE(message.find("a.toml: training.steps: expected an integer"), std::string::npos) << message;
   EXPECT_NE(error_of([&] { config_parse(kMinimal, "a.toml", {"training.lr=fast"}); })
-                .find("--training.lr: expected a number"),
+                .find("command line --training.lr: expected a number"),
             std::string::npos);
   EXPECT_NE(error_of([&] { config_parse(kMinimal, "a.toml", {"model.tie_embeddings=1"}); })
                 .find("expected true or false"),
@@ -87,18 +89,18 @@ TEST(Config, DeviceAndCommAreValidatedTogether) {
   auto message_for = [](std::vector<std::string> overrides) {
     return error_of([&] { config_parse(kMinimal, "a.toml", overrides); });
   };
-  EXPECT_NE(message_for({"training.device=tpu"}).find("training.device must be cpu or cuda"),
+  EXPECT_NE(message_for({"training.device=tpu"}).find("training.device: expected cpu or cuda"),
             std::string::npos);
-  EXPECT_NE(message_for({"parallel.comm=gloo"}).find("parallel.comm must be auto, mpi or nccl"),
+  EXPECT_NE(message_for({"parallel.comm=gloo"}).find("parallel.comm: expected auto, mpi or nccl"),
             std::string::npos);
   EXPECT_NE(message_for({"parallel.comm=nccl"}).find("parallel.comm = nccl needs training.device = cuda"),
             std::string::npos);
   // auto resolves to the device's natural transport.
-  EXPECT_EQ(config_parse(kMinimal, "a.toml", {}).comm(), "mpi");
+  EXPECT_EQ(config_parse(kMinimal, "a.toml", {}).comm(), CommBackend::mpi);
   Config gpu = config_parse(kMinimal, "a.toml", {"training.device=cuda"});
   EXPECT_EQ(gpu.device(), Device::cuda);
-  EXPECT_EQ(gpu.comm(), "nccl");
-  EXPECT_EQ(config_parse(kMinimal, "a.toml", {"training.device=cuda", "parallel.comm=mpi"}).comm(), "mpi");
+  EXPECT_EQ(gpu.comm(), CommBackend::nccl);
+  EXPECT_EQ(config_parse(kMinimal, "a.toml", {"training.device=cuda", "parallel.comm=mpi"}).comm(), CommBackend::mpi);
 }
 
 TEST(Config, SyntaxErrorNamesFileAndLine) {
@@ -118,6 +120,120 @@ TEST(Config, DumpParsesBackToTheSameValues) {
   EXPECT_EQ(config_to_toml(again), dumped);
   EXPECT_DOUBLE_EQ(again.training.lr, 0.00123);
   EXPECT_EQ(again.model.n_layers, 3);
+}
+
+// issue 13: inf passed where nan did not. Every float key must be finite, from
+// the file and from the command line, and the error names the key and value.
+TEST(Config, NonFiniteFloatsAreErrorsNamingKeyAndValue) {
+  for (const char* key : {"training.lr", "training.weight_decay", "model.init_std", "model.norm_eps",
+                          "model.rope_theta", "training.grad_clip"}) {
+    for (const char* value : {"inf", "-inf", "nan"}) {
+      SCOPED_TRACE(fmt::format("{}={}", key, value));
+      std::string message = error_of([&] { config_parse(kMinimal, "a.toml", {fmt::format("{}={}", key, value)}); });
+      EXPECT_NE(message.find(fmt::format("{} must be a finite number, got {}", key, value)), std::string::npos)
+          << message;
+    }
+  }
+  std::string message = error_of([] { config_parse(std::string(kMinimal) + "[model]\nnorm_eps = inf\n", "a.toml", {}); });
+  EXPECT_EQ(message, "a.toml: model.norm_eps must be a finite number, got inf");
+}
+
+TEST(Config, FloatRangesNameKeyAndValue) {
+  auto message_for = [](const std::string& assignment) {
+    return error_of([&] { config_parse(kMinimal, "a.toml", {assignment}); });
+  };
+  EXPECT_NE(message_for("model.norm_eps=1.5").find("model.norm_eps must be in (0, 1), got 1.5"), std::string::npos);
+  EXPECT_NE(message_for("training.lr=0").find("training.lr must be > 0, got 0"), std::string::npos);
+  EXPECT_NE(message_for("training.weight_decay=-0.1").find("training.weight_decay must be >= 0, got -0.1"),
+            std::string::npos);
+  EXPECT_NE(message_for("training.beta2=1").find("training.beta2 must be in [0, 1), got 1"), std::string::npos);
+  EXPECT_EQ(message_for("training.min_lr_ratio=1"), "");  // closed at 1
+}
+
+// issue 13: --training.steps=99999999999 said "expected an integer".
+TEST(Config, IntegersOutOfRangeSaySoWithTheRange) {
+  std::string message = error_of([] { config_parse(kMinimal, "a.toml", {"training.steps=99999999999"}); });
+  EXPECT_EQ(message,
+            "command line --training.steps: 99999999999 is out of range for a 32-bit integer "
+            "[-2147483648, 2147483647]");
+  message = error_of([] { config_parse(std::string(kMinimal) + "[training]\nsteps = 99999999999\n", "a.toml", {}); });
+  EXPECT_NE(message.find("a.toml: training.steps: 99999999999 is out of range for a 32-bit integer"),
+            std::string::npos) << message;
+  EXPECT_NE(error_of([] { config_parse(kMinimal, "a.toml", {"training.seed=99999999999999999999"}); })
+                .find("out of range for a 64-bit integer"),
+            std::string::npos);
+}
+
+// issue 13: a bad command-line value was blamed on the config file.
+TEST(Config, ErrorsNameTheCommandLineOrTheFileWhereTheValueCameFrom) {
+  EXPECT_EQ(error_of([] { config_parse(kMinimal, "a.toml", {"training.lr=abc"}); }),
+            "command line --training.lr: expected a number, got 'abc'");
+  EXPECT_EQ(error_of([] { config_parse(kMinimal, "a.toml", {"training.lr=-1"}); }),
+            "command line --training.lr=-1: training.lr must be > 0, got -1");
+  EXPECT_EQ(error_of([] { config_parse(std::string(kMinimal) + "[training]\nlr = -1\n", "a.toml", {}); }),
+            "a.toml: training.lr must be > 0, got -1");
+  // A check over two keys blames the command line when it set either.
+  EXPECT_NE(error_of([] { config_parse(kMinimal, "a.toml", {"training.micro_batch_size=3"}); })
+                .find("command line --training.micro_batch_size=3: training.batch_size (8)"),
+            std::string::npos);
+}
+
+// issue 13: a misspelt key got no "did you mean".
+TEST(Config, MisspeltKeysGetTheClosestKnownKey) {
+  EXPECT_EQ(error_of([] { config_parse(kMinimal, "a.toml", {"training.lr_schedul=cosine"}); }),
+            "command line --training.lr_schedul=cosine: unknown key 'training.lr_schedul' (did you "
+            "mean 'training.lr_schedule'?)");
+  EXPECT_EQ(error_of([] { config_parse(std::string(kMinimal) + "[training]\nwarmup_step = 3\n", "a.toml", {}); }),
+            "a.toml: unknown key 'training.warmup_step' (did you mean 'training.warmup_steps'?)");
+  EXPECT_NE(error_of([] { config_parse(std::string(kMinimal) + "[trainig]\n", "a.toml", {}); })
+                .find("'trainig' (did you mean 'training'?)"),
+            std::string::npos);
+  // Nothing close: no suggestion.
+  EXPECT_EQ(error_of([] { config_parse(kMinimal, "a.toml", {"training.banana=1"}); }),
+            "command line --training.banana=1: unknown key 'training.banana'");
+}
+
+TEST(Config, EnumKeysParseOnceNameTheChoicesAndDumpByName) {
+  Config c = config_parse(kMinimal, "a.toml",
+                          {"parallel.mode=fsdp", "training.precision=bf16", "training.lr_schedule=linear",
+                           "training.activation_checkpointing=selective", "parallel.reduce_dtype=bf16",
+                           "parallel.comm=mpi", "training.device=cuda"});
+  EXPECT_EQ(c.parallel.mode, ParallelMode::zero3);  // the alias
+  EXPECT_EQ(c.training.precision, Precision::bf16);
+  EXPECT_EQ(c.training.lr_schedule, LrSchedule::linear);
+  EXPECT_EQ(c.training.activation_checkpointing, Recompute::selective);
+  EXPECT_EQ(c.parallel.reduce_dtype, Precision::bf16);
+  EXPECT_EQ(c.parallel.comm, CommBackend::mpi);
+  EXPECT_EQ(c.training.device, Device::cuda);
+  const std::string dumped = config_to_toml(c);
+  EXPECT_NE(dumped.find("mode = 'zero3'"), std::string::npos) << dumped;
+  EXPECT_NE(dumped.find("activation_checkpointing = 'selective'"), std::string::npos) << dumped;
+  Config defaults = config_parse(kMinimal, "a.toml", {});
+  EXPECT_NE(config_to_toml(defaults).find("comm = 'auto'"), std::string::npos);
+  EXPECT_EQ(fmt::format("{} {}", ParallelMode::hybrid, CommBackend::automatic), "hybrid auto");
+  // A config saved before the enums (checkpoint meta.json) said "fsdp" and loads.
+  EXPECT_EQ(config_parse(std::string(kMinimal) + "[parallel]\nmode = \"fsdp\"\n", "meta.json", {}).parallel.mode,
+            ParallelMode::zero3);
+  EXPECT_EQ(error_of([] { config_parse(kMinimal, "a.toml", {"parallel.mode=pipeline"}); }),
+            "command line --parallel.mode: expected ddp, zero1, zero2, zero3, fsdp or hybrid, got 'pipeline'");
+  EXPECT_EQ(error_of([] { config_parse(std::string(kMinimal) + "[training]\nprecision = 16\n", "a.toml", {}); }),
+            "a.toml: training.precision: expected a string: fp32 or bf16");
+}
+
+// issue 13: errors ended in "(/path/config/config.cpp:85)". The location is
+// kept apart and shown only with LLM_DEBUG.
+TEST(Errors, SourceLocationOnlyWhenDebugging) {
+  try {
+    LLM_FAIL("model.dim must be positive");
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "model.dim must be positive");
+    EXPECT_NE(e.location().find("test_config.cpp:"), std::string::npos);
+    unsetenv("LLM_DEBUG");
+    EXPECT_EQ(error_report(e), "model.dim must be positive");
+    setenv("LLM_DEBUG", "1", 1);
+    EXPECT_EQ(error_report(e), fmt::format("model.dim must be positive ({})", e.location()));
+    unsetenv("LLM_DEBUG");
+  }
 }
 
 }  // namespace

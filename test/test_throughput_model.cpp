@@ -201,12 +201,12 @@ TEST(ThroughputModel, MoreBandwidthNeverSlowsAStep) {
 }
 
 TEST(Scaling, PaperStrategiesMapToEngineModes) {
-  EXPECT_EQ(strategy_mode("full_shard", 64, 8).mode, "zero3");
+  EXPECT_EQ(strategy_mode("full_shard", 64, 8).mode, ParallelMode::zero3);
   StrategyMode hybrid = strategy_mode("hybrid", 64, 8);
-  EXPECT_EQ(hybrid.mode, "hybrid");
+  EXPECT_EQ(hybrid.mode, ParallelMode::hybrid);
   EXPECT_EQ(hybrid.shard_group_size, 8);
   EXPECT_EQ(strategy_mode("hybrid", 4, 8).shard_group_size, 4);  // one node: one group
-  EXPECT_EQ(strategy_mode("full_replication", 64, 8).mode, "ddp");
+  EXPECT_EQ(strategy_mode("full_replication", 64, 8).mode, ParallelMode::ddp);
   EXPECT_FALSE(strategy_mode("full_replication", 64, 8).ddp_buckets);
   EXPECT_TRUE(strategy_mode("ddp", 64, 8).ddp_buckets);
   EXPECT_NE(error_of([] { strategy_mode("zero9", 8, 8); }).find("unknown strategy"), std::string::npos);

@@ -9,19 +9,24 @@
 namespace llm {
 namespace {
 
+// [parallel] with mode given by its name in the config, as a user writes it.
+ParallelConfig parallel(const char* mode, int shard_group_size) {
+  return {parse_enum<ParallelMode>(mode, "parallel.mode"), shard_group_size};
+}
+
 TEST(Topology, ModesArePresetsOfOneTuple) {
-  ShardingPlan ddp = sharding_plan({"ddp", 0}, 4);
+  ShardingPlan ddp = sharding_plan(parallel("ddp", 0), 4);
   EXPECT_FALSE(ddp.shard_optimizer || ddp.shard_grads || ddp.shard_params);
   EXPECT_EQ(ddp.shard_group_size, 1);
-  ShardingPlan z1 = sharding_plan({"zero1", 0}, 4);
+  ShardingPlan z1 = sharding_plan(parallel("zero1", 0), 4);
   EXPECT_TRUE(z1.shard_optimizer && !z1.shard_grads && !z1.shard_params);
-  ShardingPlan z2 = sharding_plan({"zero2", 0}, 4);
+  ShardingPlan z2 = sharding_plan(parallel("zero2", 0), 4);
   EXPECT_TRUE(z2.shard_optimizer && z2.shard_grads && !z2.shard_params);
-  ShardingPlan z3 = sharding_plan({"zero3", 0}, 4);
+  ShardingPlan z3 = sharding_plan(parallel("zero3", 0), 4);
   EXPECT_TRUE(z3.shard_optimizer && z3.shard_grads && z3.shard_params);
   EXPECT_EQ(z3.shard_group_size, 4);
-  EXPECT_EQ(sharding_plan({"fsdp", 0}, 4).mode, "zero3");
-  ShardingPlan hybrid = sharding_plan({"hybrid", 2}, 6);
+  EXPECT_EQ(sharding_plan(parallel("fsdp", 0), 4).mode, ParallelMode::zero3);
+  ShardingPlan hybrid = sharding_plan(parallel("hybrid", 2), 6);
   EXPECT_TRUE(hybrid.shard_params);
   EXPECT_EQ(hybrid.shard_group_size, 2);
 }
@@ -35,10 +40,10 @@ TEST(Topology, InvalidCombinationsNameTheKey) {
     }
     return std::string();
   };
-  EXPECT_NE(message({"hybrid", 3}, 4).find("parallel.shard_group_size (3) must be set and divide the world size (4)"),
+  EXPECT_NE(message(parallel("hybrid", 3), 4).find("parallel.shard_group_size (3) must be set and divide the world size (4)"),
             std::string::npos);
-  EXPECT_NE(message({"hybrid", 0}, 4).find("parallel.shard_group_size"), std::string::npos);
-  EXPECT_NE(message({"zero3", 2}, 4).find("only used by mode hybrid"), std::string::npos);
+  EXPECT_NE(message(parallel("hybrid", 0), 4).find("parallel.shard_group_size"), std::string::npos);
+  EXPECT_NE(message(parallel("zero3", 2), 4).find("only used by mode hybrid"), std::string::npos);
 }
 
 TEST(Topology, BatchMustSplitOverMicroBatchesAndRanks) {

@@ -155,10 +155,10 @@ TEST(Schedule, WarmupThenCosineToTheFloor) {
   EXPECT_FLOAT_EQ(lr_at_step(t, 10), 1.0f);
   EXPECT_NEAR(lr_at_step(t, 10 + 99 / 2), 0.55f, 0.01f);
   EXPECT_FLOAT_EQ(lr_at_step(t, 109), 0.1f);
-  t.lr_schedule = "linear";
+  t.lr_schedule = LrSchedule::linear;
   EXPECT_NEAR(lr_at_step(t, 10 + 99 / 2), 0.55f, 0.01f);
   EXPECT_FLOAT_EQ(lr_at_step(t, 109), 0.1f);
-  t.lr_schedule = "constant";
+  t.lr_schedule = LrSchedule::constant;
   EXPECT_FLOAT_EQ(lr_at_step(t, 109), 1.0f);
 }
 

@@ -130,9 +130,9 @@ void benchmark_run(Config config, Group& world, int steps, double peak_tflops) {
 
 void benchmark_modes(Config config, Group& world, int steps) {
   const int n = world.size();
-  std::vector<std::pair<std::string, int>> modes = {
-      {"ddp", 0}, {"zero1", 0}, {"zero2", 0}, {"zero3", 0}};
-  if (n >= 4 && n % 2 == 0) modes.push_back({"hybrid", n / 2});
+  std::vector<std::pair<ParallelMode, int>> modes = {
+      {ParallelMode::ddp, 0}, {ParallelMode::zero1, 0}, {ParallelMode::zero2, 0}, {ParallelMode::zero3, 0}};
+  if (n >= 4 && n % 2 == 0) modes.push_back({ParallelMode::hybrid, n / 2});
   const ParameterLayout layout = layout_build(config.model);
   const double model_bytes = 4.0 * layout.total_numel;
   if (world.rank() == 0) {
@@ -155,10 +155,10 @@ void benchmark_modes(Config config, Group& world, int steps) {
     CommStats comm = topo.shard->stats();
     comm.add(topo.replicate->stats());
     double sent = static_cast<double>(comm.sent_bytes) / (steps + 1);  // + the warm-up step
-    if (mode == "ddp") ddp_sent = sent;
+    if (mode == ParallelMode::ddp) ddp_sent = sent;
     StateBytes b = trainer->engine().bytes();
     if (world.rank() != 0) continue;
-    std::string name = mode == "hybrid" ? fmt::format("hybrid/{}", group) : mode;
+    std::string name = mode == ParallelMode::hybrid ? fmt::format("hybrid/{}", group) : to_string(mode);
     fmt::print("{:<10} {:>9.1f} {:>9.0f} {:>11} {:>11} {:>11} {:>11} {:>12} {:>8.2f}\n", name,
                seconds * 1e3, config.training.batch_size * config.training.seq_len / seconds,
                format_bytes(b.params), format_bytes(b.grads), format_bytes(b.optimizer),
@@ -184,8 +184,8 @@ void benchmark_memory(Config config, Group& world, int steps) {
     fmt::print("{:<6} {:<10} {:>9} {:>12} {:>14} {:>14} {:>12}\n", "dtype", "recompute",
                "tokens/s", "activations", "kept block", "ckpt block", "peak RSS");
   }
-  for (std::string precision : {"fp32", "bf16"}) {
-    for (std::string recompute : {"none", "selective", "full"}) {
+  for (Precision precision : {Precision::fp32, Precision::bf16}) {
+    for (Recompute recompute : {Recompute::none, Recompute::selective, Recompute::full}) {
       config.training.precision = precision;
       config.training.activation_checkpointing = recompute;
       std::unique_ptr<Trainer> trainer = synthetic_trainer(config, world);
@@ -195,7 +195,7 @@ void benchmark_memory(Config config, Group& world, int steps) {
       fmt::print("{:<6} {:<10} {:>9.0f} {:>12} {:>14} {:>14} {:>12}\n", precision, recompute,
                  t.batch_size * t.seq_len / seconds, format_bytes(a.total),
                  format_bytes(a.per_block_kept),
-                 recompute == "none" ? "-" : format_bytes(a.per_block_checkpointed),
+                 recompute == Recompute::none ? "-" : format_bytes(a.per_block_checkpointed),
                  format_bytes(peak_resident_bytes()));
     }
   }

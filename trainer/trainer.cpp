@@ -47,7 +47,7 @@ std::unique_ptr<Group> device_group(const Config& config, Group& world) {
   LLM_CHECK(gpus > 0, "{}: training.device = cuda but {}", config.path,
             kBuiltWithCuda ? "this machine has no CUDA device" : "this build has no CUDA backend");
   cuda_use_device(comm_local_rank() % gpus);
-  if (config.comm() == "nccl") {
+  if (config.comm() == CommBackend::nccl) {
     LLM_CHECK(comm_local_size() <= gpus,
               "{}: {} ranks on this node share {} GPU(s); NCCL needs one GPU per rank (set "
               "parallel.comm = mpi to share a GPU)",
