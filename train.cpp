@@ -40,11 +40,12 @@ constexpr const char* kUsage = R"(usage:
                   [--val-fraction F] [--shard-tokens N] [--seed N] [--quiet]
       Train a SentencePiece BPE tokenizer on text files or directories and
       write tokenizer.model, train_*.bin and val_*.bin into DIR.
-  ./train plan --config FILE [--world N] [--gpu-memory 80GiB] [--shard-group G]
+  ./train plan --config FILE [--world N] [--gpu-memory 80GiB] [--reserved 3GiB] [--shard-group G]
       Per-rank memory of every parallel mode x activation checkpointing x
       precision at N ranks (hybrid with groups of G, default min(N, 8)),
-      whether it fits (default: this machine's available memory), and the
-      setting with the least communication that fits.
+      whether it fits in the usable memory (--gpu-memory less --reserved,
+      3GiB by default; or this machine's available memory), and the setting
+      with the least communication that fits with 10% to spare.
   ./train scale [--hardware FILE] [--configs A,B] [--strategies S,T] [--gpus 8,16]
                 [--out DIR] [--measure] [--measure-max-ranks N] [--hybrid-group G]
       Scaling curves: per config, strategy (ddp, full_replication, hybrid,
@@ -171,15 +172,21 @@ int run_export(const Args& args) {
 }
 
 int run_plan(const Args& args) {
-  check_options(args, {"config", "world", "gpu-memory", "shard-group"});
+  check_options(args, {"config", "world", "gpu-memory", "reserved", "shard-group"});
   const std::string* world = find_option(args, "world");
   const std::string* memory = find_option(args, "gpu-memory");
+  const std::string* reserved = find_option(args, "reserved");
   const std::string* group = find_option(args, "shard-group");
   int ranks = world ? static_cast<int>(llm::parse_integer(*world, "world")) : 1;
   LLM_CHECK(ranks >= 1, "--world: expected at least 1 rank, got {}", ranks);
-  size_t device = memory ? llm::parse_bytes(*memory, "--gpu-memory") : llm::memory_available_bytes();
+  // A GPU keeps some memory for itself (kDeviceReserve unless --reserved says
+  // otherwise); the host's available memory is already what is left.
+  llm::MemoryBudget budget;
+  budget.device = memory ? llm::parse_bytes(*memory, "--gpu-memory") : llm::memory_available_bytes();
+  budget.reserved = reserved ? llm::parse_bytes(*reserved, "--reserved")
+                             : (memory ? llm::kDeviceReserve : 0);
   int hybrid_group = group ? static_cast<int>(llm::parse_integer(*group, "shard-group")) : std::min(ranks, 8);
-  llm::plan_print(load_config(args), ranks, hybrid_group, device);
+  llm::plan_print(load_config(args), ranks, hybrid_group, budget);
   return 0;
 }
 

@@ -1,4 +1,7 @@
 // Memory planner behind `./train plan`.
+// Invariant: a row "fits" when its bytes are at most the usable memory (the
+// device's less what the CUDA context, NCCL and the allocator keep); the
+// recommendation also leaves kRecommendedHeadroom of that to spare.
 #include "planning/planner.h"
 
 #include <fmt/format.h>
@@ -42,9 +45,10 @@ std::vector<PlanRow> plan_memory(const Config& config, int world, int hybrid_gro
   return rows;
 }
 
-const PlanRow* plan_recommend(const std::vector<PlanRow>& rows) {
+const PlanRow* plan_recommend(const std::vector<PlanRow>& rows, size_t usable_bytes) {
+  const double limit = (1.0 - kRecommendedHeadroom) * static_cast<double>(usable_bytes);
   for (const PlanRow& row : rows) {
-    if (row.fits) return &row;
+    if (static_cast<double>(row.memory.total()) <= limit) return &row;
   }
   return nullptr;
 }
@@ -73,18 +77,22 @@ size_t parse_bytes(const std::string& text, const std::string& what) {
   return static_cast<size_t>(value * scale);
 }
 
-void plan_print(const Config& config, int world, int hybrid_group, size_t device_bytes) {
+void plan_print(const Config& config, int world, int hybrid_group, const MemoryBudget& budget) {
   const ParameterLayout layout = layout_build(config.model);
   const TrainingConfig& t = config.training;
-  fmt::print("plan for {}: {} parameters, {} ranks, micro-batch {} x {} tokens, device memory {}\n",
+  const size_t usable = budget.usable();
+  fmt::print("plan for {}: {} parameters, {} ranks, micro-batch {} x {} tokens, device memory {} "
+             "less {} reserved = {} usable\n",
              config.path, layout.total_numel, world, t.micro_batch_size, t.seq_len,
-             format_bytes(static_cast<double>(device_bytes)));
-  fmt::print("per rank; bf16 keeps fp32 master weights and moments (sharded with the optimizer "
-             "state) plus a bf16 compute copy\n");
+             format_bytes(static_cast<double>(budget.device)),
+             format_bytes(static_cast<double>(budget.reserved)),
+             format_bytes(static_cast<double>(usable)));
+  fmt::print("per rank; bf16 rows keep fp32 master weights and moments (sharded with the optimizer "
+             "state) plus a bf16 compute copy, and reduce gradients in bf16\n");
   fmt::print("{:<10} {:<10} {:<5} {:>11} {:>11} {:>11} {:>11} {:>12} {:>11}  {}\n", "mode",
              "recompute", "dtype", "params", "grads", "optimizer", "buffers", "activations",
              "total", "fits");
-  std::vector<PlanRow> rows = plan_memory(config, world, hybrid_group, device_bytes);
+  std::vector<PlanRow> rows = plan_memory(config, world, hybrid_group, usable);
   for (const PlanRow& r : rows) {
     const MemoryPlan& m = r.memory;
     fmt::print("{:<10} {:<10} {:<5} {:>11} {:>11} {:>11} {:>11} {:>12} {:>11}  {}\n", r.mode,
@@ -93,14 +101,21 @@ void plan_print(const Config& config, int world, int hybrid_group, size_t device
                format_bytes(m.state.buffers), format_bytes(m.activations), format_bytes(m.total()),
                r.fits ? "yes" : "no");
   }
-  const PlanRow* best = plan_recommend(rows);
+  const PlanRow* best = plan_recommend(rows, usable);
   if (best) {
-    fmt::print("recommended (least communication, then least recomputation, that fits): "
-               "--parallel.mode={} --training.activation_checkpointing={} --training.precision={}\n",
-               best->mode.substr(0, best->mode.find('/')), best->checkpointing, best->precision);
+    std::string flags = fmt::format("--parallel.mode={}", best->mode.substr(0, best->mode.find('/')));
+    if (best->mode.starts_with("hybrid")) flags += fmt::format(" --parallel.shard_group_size={}", hybrid_group);
+    flags += fmt::format(" --training.activation_checkpointing={} --training.precision={}",
+                         best->checkpointing, best->precision);
+    if (best->precision == Precision::bf16) flags += " --parallel.reduce_dtype=bf16";
+    fmt::print("recommended (least communication, then least recomputation, that fits with {:.0f}% "
+               "of the usable memory to spare): {} ({} of {} per rank)\n",
+               kRecommendedHeadroom * 100, flags, format_bytes(static_cast<double>(best->memory.total())),
+               format_bytes(static_cast<double>(usable)));
   } else {
-    fmt::print("nothing fits in {} per rank: use more ranks, a smaller micro-batch or sequence\n",
-               format_bytes(static_cast<double>(device_bytes)));
+    fmt::print("nothing fits in {} per rank with {:.0f}% to spare: use more ranks, a smaller "
+               "micro-batch or sequence\n",
+               format_bytes(static_cast<double>(usable)), kRecommendedHeadroom * 100);
   }
 }
 

@@ -27,13 +27,29 @@ struct PlanRow {
 std::vector<PlanRow> plan_memory(const Config& config, int world, int hybrid_group,
                                  size_t device_bytes);
 
-// The first row that fits (nullptr when none does).
-const PlanRow* plan_recommend(const std::vector<PlanRow>& rows);
+// What a rank may use: the device's memory less what the runtime keeps.
+// kDeviceReserve is the same estimate as the hardware profiles'
+// reserved_memory (CUDA context, NCCL buffers, allocator slack), so
+// `./train plan` and `./train scale` agree on what fits.
+inline constexpr size_t kDeviceReserve = size_t{3} << 30;
+struct MemoryBudget {
+  size_t device = 0;
+  size_t reserved = 0;
+  size_t usable() const { return device > reserved ? device - reserved : 0; }
+};
+
+// Fraction of the usable memory the recommended setting leaves free, for
+// fragmentation and transient buffers the plan does not list.
+inline constexpr double kRecommendedHeadroom = 0.10;
+
+// The first row using at most (1 - kRecommendedHeadroom) of usable_bytes
+// (nullptr when none does).
+const PlanRow* plan_recommend(const std::vector<PlanRow>& rows, size_t usable_bytes);
 
 // Parses "80GiB", "40GB", "512MiB", "1000000B"; a bare number is refused (is
 // "80" bytes or GiB?); errors name `what`.
 size_t parse_bytes(const std::string& text, const std::string& what);
 
-void plan_print(const Config& config, int world, int hybrid_group, size_t device_bytes);
+void plan_print(const Config& config, int world, int hybrid_group, const MemoryBudget& budget);
 
 }  // namespace llm
