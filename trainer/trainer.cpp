@@ -1,7 +1,6 @@
 // The training loop behind `./train`.
 #include "trainer/trainer.h"
 
-#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -144,9 +143,12 @@ void Trainer::restore_state() {
     load_seconds_ = seconds_since(start);
     resumed_from_ = path;
     const ConfigChanges changes = checkpoint_config_changes(path, config_);
-    LLM_CHECK(changes.model.empty(),
-              "{}: cannot resume {}, saved with another model ({}); {}", config_.path, path,
-              fmt::join(changes.model, ", "), start_fresh);
+    std::string model_changes;
+    for (const std::string& change : changes.model) {
+      model_changes += (model_changes.empty() ? "" : ", ") + change;
+    }
+    LLM_CHECK(changes.model.empty(), "{}: cannot resume {}, saved with another model ({}); {}",
+              config_.path, path, model_changes, start_fresh);
     for (const std::string& change : changes.schedule) {
       spdlog::warn("resuming {} under a changed setting: {}", path, change);
     }

@@ -53,7 +53,8 @@ class Trainer {
   Trainer(Config config, Group& world);
 
   // Runs from start_step() to training.steps with evaluation, logging and
-  // checkpoints; then the sample. Returns early (after saving) on SIGTERM/SIGINT.
+  // checkpoints; then the sample. Returns early (after saving) on SIGTERM, SIGINT,
+  // SIGUSR1 or SIGUSR2 (runtime/stop_signal.h).
   void run();
   // Optimizer steps already done: the resumed checkpoint's step, else 0.
   int start_step() const { return start_step_; }
