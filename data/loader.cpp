@@ -55,6 +55,7 @@ DataLoader::DataLoader(const std::string& pattern, int seq_len, int vocab_size, 
   first_sample_.push_back(0);
   for (const std::string& path : glob_sorted(pattern)) {
     shards_.push_back(Shard::open(path));
+    shards_.back().check_tokens_below(vocab_size);  // at start, not when the sample comes up
     const int64_t tokens = shards_.back().num_tokens();
     total_tokens += tokens;
     num_samples_ += (tokens - 1) / seq_len;

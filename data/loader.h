@@ -16,7 +16,8 @@ namespace llm {
 
 class DataLoader {
  public:
-  // pattern: a path or a glob(3) pattern; matches are sorted and all opened.
+  // pattern: a path or a glob(3) pattern; matches are sorted, all opened and
+  // scanned once: a token >= vocab_size is an error naming shard and offset.
   DataLoader(const std::string& pattern, int seq_len, int vocab_size, uint64_t seed,
              bool shuffle);
 

@@ -133,21 +133,36 @@ void Shard::unmap() {
   mapping_bytes_ = 0;
 }
 
+uint32_t Shard::token(int64_t offset) const {
+  const uint8_t* tokens = mapping_ + kHeaderBytes;
+  if (token_bytes_ == 2) {
+    uint16_t narrow;
+    std::memcpy(&narrow, tokens + offset * 2, sizeof(narrow));
+    return narrow;
+  }
+  uint32_t value;
+  std::memcpy(&value, tokens + offset * 4, sizeof(value));
+  return value;
+}
+
+void Shard::check_tokens_below(int vocab_size) const {
+  const auto bound = static_cast<uint32_t>(vocab_size);
+  for (int64_t offset = 0; offset < num_tokens_; ++offset) {
+    const uint32_t value = token(offset);
+    LLM_CHECK(value < bound,
+              "shard {}: token at offset {} has value {} >= vocab size {} (model.vocab_size); "
+              "was it prepared with another tokenizer?",
+              path_, offset, value, vocab_size);
+  }
+}
+
 void Shard::read(int64_t start, int64_t count, int32_t* out, int vocab_size) const {
   LLM_CHECK(start >= 0 && count >= 0 && start + count <= num_tokens_,
             "shard {}: read of tokens [{}, {}) is outside its {} tokens", path_, start,
             start + count, num_tokens_);
-  const uint8_t* tokens = mapping_ + kHeaderBytes;
   for (int64_t i = 0; i < count; ++i) {
     const int64_t offset = start + i;
-    uint32_t value;
-    if (token_bytes_ == 2) {
-      uint16_t narrow;
-      std::memcpy(&narrow, tokens + offset * 2, sizeof(narrow));
-      value = narrow;
-    } else {
-      std::memcpy(&value, tokens + offset * 4, sizeof(value));
-    }
+    const uint32_t value = token(offset);
     LLM_CHECK(value < static_cast<uint32_t>(vocab_size),
               "shard {}: token at offset {} has value {} >= vocab size {}", path_, offset, value,
               vocab_size);

@@ -35,12 +35,17 @@ class Shard {
   int token_bytes() const { return token_bytes_; }
   const std::string& path() const { return path_; }
 
+  // Scans every token; throws naming the file and the first position whose
+  // token is >= vocab_size (the model's vocabulary, model.vocab_size).
+  void check_tokens_below(int vocab_size) const;
+
   // Copies tokens [start, start + count) into out; each must be < vocab_size.
   void read(int64_t start, int64_t count, int32_t* out, int vocab_size) const;
 
  private:
   Shard() = default;
   void unmap();
+  uint32_t token(int64_t offset) const;
 
   std::string path_;
   const uint8_t* mapping_ = nullptr;  // the whole file

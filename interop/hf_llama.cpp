@@ -56,9 +56,9 @@ std::vector<RowPiece> hf_pieces(const std::string& name, const std::vector<int64
   LLM_FAIL("hf_llama: no Hugging Face name for parameter '{}'", name);
 }
 
-// Tensors a checkpoint may hold that we neither need nor miss.
-bool is_ignorable(const std::string& hf_name, const ModelConfig& config) {
-  if (hf_name == "lm_head.weight") return config.tie_embeddings;  // a tied copy of the embedding
+// Tensors a checkpoint may hold that we neither need nor miss: buffers
+// computed from the config, never trained weights.
+bool is_ignorable(const std::string& hf_name) {
   return hf_name.ends_with(".rotary_emb.inv_freq");  // older transformers saved this buffer
 }
 
@@ -266,6 +266,8 @@ ModelConfig hf_read_config(const std::string& dir_or_config_json) {
   keys.require("attention_bias", false);
   keys.require("mlp_bias", false);
   keys.require("rope_scaling", nullptr);
+  keys.require("sliding_window", nullptr);
+  keys.require("use_sliding_window", false);
 
   ModelConfig c;
   c.dim = keys.positive_int("hidden_size");
@@ -298,7 +300,11 @@ HfWeights HfWeights::open(const std::string& path, const ModelConfig& config,
                           const ParameterLayout& layout) {
   const CheckpointIndex checkpoint = checkpoint_index(path);
   const std::string config_path = (fs::path(checkpoint.dir) / kConfigFile).string();
-  if (fs::exists(config_path)) check_config_matches(config_path, config);
+  LLM_CHECK(fs::exists(config_path),
+            "{}: missing; model.init_from needs the checkpoint's config.json to check what tensor "
+            "shapes cannot show (head counts, RoPE, scaling, tied embeddings)",
+            config_path);
+  check_config_matches(config_path, config);
   const std::string& source = checkpoint.source;
   const std::map<std::string, std::string>& file_of = checkpoint.file_of;
 
@@ -306,7 +312,11 @@ HfWeights HfWeights::open(const std::string& path, const ModelConfig& config,
   std::set<std::string> expected_names;
   for (const HfTensor& t : expected) expected_names.insert(t.name);
   for (const auto& [name, file] : file_of) {
-    LLM_CHECK(expected_names.count(name) || is_ignorable(name, config),
+    LLM_CHECK(name != "lm_head.weight" || expected_names.count(name),
+              "{}: holds a trained 'lm_head.weight' but model.tie_embeddings = true would drop it "
+              "and use the embedding as the head; set model.tie_embeddings = false",
+              source);
+    LLM_CHECK(expected_names.count(name) || is_ignorable(name),
               "{}: tensor '{}' has no place in our Llama model (biases? another architecture?)",
               source, name);
   }

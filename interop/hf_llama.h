@@ -49,10 +49,11 @@ void hf_export(const ModelConfig& config, const ParameterLayout& layout, const f
 // file and the key.
 ModelConfig hf_read_config(const std::string& dir_or_config_json);
 
-// An opened HF checkpoint, validated against our config: every expected tensor
-// exists with the expected shape (an lm_head is neither needed nor read when
-// embeddings are tied) and, when a config.json sits beside the weights, its
-// architecture matches `config`.
+// An opened HF checkpoint, validated against our config: the config.json
+// beside the weights exists and describes `config` (shapes alone cannot tell 8
+// heads from 4 of twice the size), every expected tensor exists with the
+// expected shape, and no trained tensor goes unused (an lm_head.weight into a
+// tied model is an error, not a silent drop).
 class HfWeights {
  public:
   // path: a .safetensors file, a sharded checkpoint's model.safetensors.index.json,

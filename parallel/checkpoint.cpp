@@ -3,11 +3,17 @@
 
 #include <zlib.h>
 
+#include <spdlog/spdlog.h>
+#include <toml++/toml.h>
+
 #include <algorithm>
+#include <climits>
 #include <cstring>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
 #include <vector>
 
 #include "runtime/error.h"
@@ -64,13 +70,28 @@ json tensor_index(const ParameterLayout& layout) {
   return tensors;
 }
 
-void prune(const std::string& run_dir, const CheckpointConfig& policy, int newest) {
+// Checkpoint steps in run_dir; an entry that looks like one but is not
+// named step_<N> (say step_best/) is logged once per process and skipped.
+std::vector<int> checkpoint_steps(const std::string& run_dir) {
+  static std::set<std::string> logged;
   std::vector<int> steps;
   for (const auto& entry : fs::directory_iterator(run_dir)) {
     std::string name = entry.path().filename().string();
     if (name.rfind("step_", 0) != 0 || !fs::exists(entry.path() / "meta.json")) continue;
-    steps.push_back(std::stoi(name.substr(5)));
+    int step = checkpoint_step_of(name);
+    if (step >= 0) {
+      steps.push_back(step);
+      continue;
+    }
+    if (logged.insert(entry.path().string()).second) {
+      spdlog::warn("{}: not a step_<N> checkpoint; never pruned or resumed from", entry.path().string());
+    }
   }
+  return steps;
+}
+
+void prune(const std::string& run_dir, const CheckpointConfig& policy, int newest) {
+  std::vector<int> steps = checkpoint_steps(run_dir);
   std::sort(steps.rbegin(), steps.rend());
   int kept = 0;
   for (int step : steps) {
@@ -144,54 +165,83 @@ class CheckpointReader : public StateSource {
 
 std::string checkpoint_save(const std::string& run_dir, int step, Config& config,
                             ShardingEngine& engine, Topology& topology) {
+  LLM_CHECK(step >= 0, "checkpoint_save: step {} is negative", step);
   Group& world = topology.world;
   const fs::path final_dir = fs::path(run_dir) / step_name(step);
   const fs::path tmp_dir = fs::path(run_dir) / fmt::format(".{}.tmp", step_name(step));
-  if (world.rank() == 0) {
-    fs::remove_all(tmp_dir);  // the remains of an interrupted save
-    fs::create_directories(tmp_dir);
-  }
-  world.barrier();
-
-  // One replica writes: its ranks together own every element exactly once.
-  if (topology.replicate->rank() == 0) {
-    std::string name = fmt::format("shard_{:05d}", topology.shard->rank());
-    json shard = write_shard((tmp_dir / (name + ".bin")).string(), engine.owned_slices(),
-                             *engine.backend().memory);
-    write_file_synced((tmp_dir / (name + ".json")).string(), shard.dump());
-  }
-  world.barrier();
-
-  if (world.rank() == 0) {
-    json shards = json::array();
-    for (int r = 0; r < topology.shard->size(); ++r) {
-      fs::path index = tmp_dir / fmt::format("shard_{:05d}.json", r);
-      shards.push_back(json::parse(read_file(index.string())));
-      fs::remove(index);
+  try {
+    if (world.rank() == 0) {
+      fs::remove_all(tmp_dir);  // the remains of an interrupted save
+      fs::create_directories(tmp_dir);
     }
-    const TrainingConfig& t = config.training;
-    json meta = {
-        {"format", kFormat},
-        {"step", step},
-        {"world_size", world.size()},
-        {"mode", to_string(topology.plan.mode)},
-        {"shard_group_size", topology.plan.shard_group_size},
-        {"loader", {{"samples_consumed", static_cast<int64_t>(step) * t.batch_size}}},
-        {"rng", {{"seed", t.seed},
-                 {"note", "data order and initialization are pure functions of (seed, step)"}}},
-        {"config", config_to_toml(config)},
-        {"tensors", tensor_index(engine.layout())},
-        {"shards", shards}};
-    write_file_synced((tmp_dir / "meta.json").string(), meta.dump(1));
-    fsync_directory(tmp_dir.string());
-    if (fs::exists(final_dir)) fs::remove_all(final_dir);
-    fs::rename(tmp_dir, final_dir);
-    fsync_directory(run_dir);
-    write_file_atomically((fs::path(run_dir) / "latest").string(), step_name(step) + "\n");
-    prune(run_dir, config.checkpoint, step);
+    world.barrier();
+
+    // One replica writes: its ranks together own every element exactly once.
+    if (topology.replicate->rank() == 0) {
+      std::string name = fmt::format("shard_{:05d}", topology.shard->rank());
+      json shard = write_shard((tmp_dir / (name + ".bin")).string(), engine.owned_slices(),
+                               *engine.backend().memory);
+      write_file_synced((tmp_dir / (name + ".json")).string(), shard.dump());
+    }
+    world.barrier();
+
+    if (world.rank() == 0) {
+      json shards = json::array();
+      for (int r = 0; r < topology.shard->size(); ++r) {
+        fs::path index = tmp_dir / fmt::format("shard_{:05d}.json", r);
+        shards.push_back(json::parse(read_file(index.string())));
+        fs::remove(index);
+      }
+      const TrainingConfig& t = config.training;
+      json meta = {
+          {"format", kFormat},
+          {"step", step},
+          {"world_size", world.size()},
+          {"mode", to_string(topology.plan.mode)},
+          {"shard_group_size", topology.plan.shard_group_size},
+          {"loader", {{"samples_consumed", static_cast<int64_t>(step) * t.batch_size}}},
+          {"rng", {{"seed", t.seed},
+                   {"note", "data order and initialization are pure functions of (seed, step)"}}},
+          {"config", config_to_toml(config)},
+          {"tensors", tensor_index(engine.layout())},
+          {"shards", shards}};
+      write_file_synced((tmp_dir / "meta.json").string(), meta.dump(1));
+      fsync_directory(tmp_dir.string());
+      if (fs::exists(final_dir)) fs::remove_all(final_dir);
+      fs::rename(tmp_dir, final_dir);
+      fsync_directory(run_dir);
+      write_file_atomically((fs::path(run_dir) / "latest").string(), step_name(step) + "\n");
+      prune(run_dir, config.checkpoint, step);
+    }
+  } catch (...) {
+    // A failed save (a full disk, say) leaves nothing behind to trip the next start.
+    std::error_code ignored;
+    fs::remove_all(tmp_dir, ignored);
+    throw;
   }
   world.barrier();
   return final_dir.string();
+}
+
+int checkpoint_step_of(const std::string& name) {
+  const std::string digits = name.rfind("step_", 0) == 0 ? name.substr(5) : "";
+  if (digits.empty() || digits.size() > 9) return -1;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return -1;
+  }
+  return std::stoi(digits);
+}
+
+std::vector<std::string> checkpoint_remove_stale_temporaries(const std::string& run_dir) {
+  std::vector<std::string> removed;
+  if (!fs::is_directory(run_dir)) return removed;
+  for (const auto& entry : fs::directory_iterator(run_dir)) {
+    const std::string name = entry.path().filename().string();
+    const bool interrupted_save = name.starts_with(".step_") && name.ends_with(".tmp");
+    if (interrupted_save || name == "latest.tmp") removed.push_back(entry.path().string());
+  }
+  for (const std::string& path : removed) fs::remove_all(path);
+  return removed;
 }
 
 std::string checkpoint_latest(const std::string& run_dir) {
@@ -207,7 +257,92 @@ std::string checkpoint_latest(const std::string& run_dir) {
 
 namespace {
 
-// meta.json of a checkpoint, validated against `layout` when given.
+// Typed access to meta.json: every error names the file and the field path.
+class MetaSchema {
+ public:
+  explicit MetaSchema(std::string path) : path_(std::move(path)) {}
+
+  const json& field(const json& object, const std::string& where, const char* key) const {
+    LLM_CHECK(object.is_object(), "{}: field '{}' must be an object", path_, where);
+    LLM_CHECK(object.contains(key), "{}: missing field '{}'", path_, join(where, key));
+    return object[key];
+  }
+  // A non-negative integer no larger than `max`.
+  uint64_t count(const json& object, const std::string& where, const char* key,
+                 uint64_t max = UINT64_MAX) const {
+    const json& v = field(object, where, key);
+    LLM_CHECK(v.is_number_unsigned() && v.get<uint64_t>() <= max,
+              "{}: field '{}' must be an integer in [0, {}], found {}", path_, join(where, key), max,
+              v.dump());
+    return v.get<uint64_t>();
+  }
+  std::string text(const json& object, const std::string& where, const char* key) const {
+    const json& v = field(object, where, key);
+    LLM_CHECK(v.is_string(), "{}: field '{}' must be a string, found {}", path_, join(where, key),
+              v.dump());
+    return v.get<std::string>();
+  }
+  const json& array(const json& object, const std::string& where, const char* key) const {
+    const json& v = field(object, where, key);
+    LLM_CHECK(v.is_array(), "{}: field '{}' must be an array, found {}", path_, join(where, key),
+              v.type_name());
+    return v;
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  static std::string join(const std::string& where, const char* key) {
+    return where.empty() ? key : where + "." + key;
+  }
+  std::string path_;
+};
+
+// Checks every field the loaders read, so that a damaged meta.json is one
+// error naming it, never a bare json exception or an absurd allocation.
+void validate_meta(const json& meta, const MetaSchema& schema) {
+  const std::string format = schema.text(meta, "", "format");
+  LLM_CHECK(format == kFormat, "{}: unknown checkpoint format '{}'", schema.path(), format);
+  schema.count(meta, "", "step", INT_MAX);
+  schema.count(meta, "", "world_size", INT_MAX);
+  schema.text(meta, "", "config");
+  schema.count(schema.field(meta, "", "loader"), "loader", "samples_consumed");
+  const json& tensors = schema.array(meta, "", "tensors");
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const std::string where = fmt::format("tensors[{}]", i);
+    schema.text(tensors[i], where, "name");
+    schema.count(tensors[i], where, "unit", INT_MAX);
+    schema.count(tensors[i], where, "offset");
+    const json& shape = schema.array(tensors[i], where, "shape");
+    for (size_t d = 0; d < shape.size(); ++d) {
+      LLM_CHECK(shape[d].is_number_unsigned(), "{}: field '{}.shape[{}]' must be a non-negative integer, found {}",
+                schema.path(), where, d, shape[d].dump());
+    }
+  }
+  const json& shards = schema.array(meta, "", "shards");
+  LLM_CHECK(!shards.empty(), "{}: field 'shards' is empty", schema.path());
+  for (size_t i = 0; i < shards.size(); ++i) {
+    const std::string where = fmt::format("shards[{}]", i);
+    const std::string file = schema.text(shards[i], where, "file");
+    LLM_CHECK(!file.empty() && file.find('/') == std::string::npos && file != "..",
+              "{}: field '{}.file' must name a file inside the checkpoint, found '{}'",
+              schema.path(), where, file);
+    const uint64_t bytes = schema.count(shards[i], where, "bytes");
+    schema.count(shards[i], where, "crc32", UINT32_MAX);
+    const json& records = schema.array(shards[i], where, "records");
+    for (size_t r = 0; r < records.size(); ++r) {
+      const std::string record = fmt::format("{}.records[{}]", where, r);
+      schema.count(records[r], record, "unit", INT_MAX);
+      schema.count(records[r], record, "begin");
+      schema.count(records[r], record, "crc32", UINT32_MAX);
+      const uint64_t offset = schema.count(records[r], record, "offset", bytes);
+      // params, m and v: 12 bytes per element, inside the shard's `bytes`.
+      schema.count(records[r], record, "count", (bytes - offset) / (3 * sizeof(float)));
+    }
+  }
+}
+
+// meta.json of a checkpoint, validated against its schema and against
+// `layout` when given.
 json read_meta(const std::string& path, const ParameterLayout* layout) {
   const std::string meta_path = (fs::path(path) / "meta.json").string();
   LLM_CHECK(fs::exists(meta_path), "checkpoint {}: no meta.json (not a complete checkpoint)", path);
@@ -217,8 +352,7 @@ json read_meta(const std::string& path, const ParameterLayout* layout) {
   } catch (const json::exception& e) {
     LLM_FAIL("{}: not valid JSON: {}", meta_path, e.what());
   }
-  LLM_CHECK(meta.value("format", "") == kFormat, "{}: unknown checkpoint format '{}'", meta_path,
-            meta.value("format", ""));
+  validate_meta(meta, MetaSchema(meta_path));
   if (!layout) return meta;
   const json expected = tensor_index(*layout);
   const json& saved = meta.at("tensors");
@@ -233,7 +367,63 @@ json read_meta(const std::string& path, const ParameterLayout* layout) {
   return meta;
 }
 
+// "table.key" -> the value as TOML text, for the tables of a config dump.
+std::map<std::string, std::string> config_values(const std::string& toml_text,
+                                                 const std::string& origin) {
+  toml::table root;
+  try {
+    root = toml::parse(toml_text, origin);
+  } catch (const toml::parse_error& e) {
+    LLM_FAIL("{}: the saved config is not valid TOML: {}", origin, e.description());
+  }
+  std::map<std::string, std::string> values;
+  for (const auto& [table_name, table] : root) {
+    if (!table.is_table()) continue;
+    for (const auto& [key, node] : *table.as_table()) {
+      std::ostringstream text;
+      node.visit([&](const auto& value) { text << value; });
+      values[std::string(table_name.str()) + "." + std::string(key.str())] = text.str();
+    }
+  }
+  return values;
+}
+
+// [training] keys that change neither the model nor its trajectory.
+bool is_trajectory_neutral(const std::string& key) {
+  static const std::set<std::string> neutral = {
+      "training.stop_at_step",    "training.eval_interval",
+      "training.eval_sequences",  "training.sample_tokens",
+      "training.device",          "training.micro_batch_size",
+      "training.checkpoint_every", "training.activation_checkpointing"};
+  return neutral.count(key) > 0;
+}
+
 }  // namespace
+
+ConfigChanges checkpoint_config_changes(const std::string& path, Config& current) {
+  const std::string meta_path = (fs::path(path) / "meta.json").string();
+  const json meta = read_meta(path, nullptr);
+  const auto saved = config_values(meta.at("config").get<std::string>(), meta_path);
+  const auto now = config_values(config_to_toml(current), current.path);
+  std::set<std::string> keys;
+  for (const auto& [key, value] : saved) keys.insert(key);
+  for (const auto& [key, value] : now) keys.insert(key);
+  ConfigChanges changes;
+  for (const std::string& key : keys) {
+    auto was = saved.find(key), is = now.find(key);
+    const std::string before = was == saved.end() ? "(absent)" : was->second;
+    const std::string after = is == now.end() ? "(absent)" : is->second;
+    if (before == after) continue;
+    const std::string change = fmt::format("{}: {} -> {}", key, before, after);
+    if (key.starts_with("model.") && key != "model.init_from") {
+      changes.model.push_back(change);
+    } else if (key.starts_with("data.") ||
+               (key.starts_with("training.") && !is_trajectory_neutral(key))) {
+      changes.schedule.push_back(change);
+    }
+  }
+  return changes;
+}
 
 int checkpoint_load(const std::string& path, ShardingEngine& engine) {
   json meta = read_meta(path, &engine.layout());

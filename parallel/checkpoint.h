@@ -6,7 +6,13 @@
 //  - Atomic: everything is written into <run dir>/.step_<N>.tmp/, fsynced, and
 //    renamed to step_<N>/ only after every rank finished; `latest` (a file
 //    naming the directory) is replaced atomically afterwards. An interrupted
-//    save leaves only a .tmp directory, never chosen.
+//    save leaves only a .tmp directory, never chosen; a save that fails with
+//    an error removes what it wrote, and checkpoint_remove_stale_temporaries
+//    clears what a killed one left.
+//  - Only directories named step_<N> (N a decimal step) are checkpoints; any
+//    other entry of the run directory is left alone.
+//  - meta.json is validated against its schema before anything is read from
+//    it: every error names the file and the field.
 //  - No rank ever holds the whole model: one replica's ranks each write their
 //    own slices (ddp: rank 0 alone).
 //  - The index is global (unit, element offset), so any world size and mode
@@ -38,6 +44,21 @@ int checkpoint_load(const std::string& path, ShardingEngine& engine);
 
 // The resolved config a checkpoint was saved with (its model shape).
 Config checkpoint_read_config(const std::string& path);
+
+// Where the resolved config a checkpoint was saved with differs from
+// `current`, each entry "table.key: <saved> -> <current>" (TOML values).
+struct ConfigChanges {
+  std::vector<std::string> model;     // [model] except init_from: a different model
+  std::vector<std::string> schedule;  // [data] and the [training] keys that shape the trajectory
+};
+ConfigChanges checkpoint_config_changes(const std::string& path, Config& current);
+
+// Removes what interrupted saves left in run_dir (.step_<N>.tmp/ and
+// latest.tmp); returns the removed names. Call only while holding the run lock.
+std::vector<std::string> checkpoint_remove_stale_temporaries(const std::string& run_dir);
+
+// The step of a directory named step_<N> (N decimal, no sign), else -1.
+int checkpoint_step_of(const std::string& directory_name);
 
 // Every unit's parameters, concatenated in unit order, read in one process
 // without an engine (for export); verifies checksums like checkpoint_load.

@@ -2,6 +2,7 @@
 #include "runtime/file_io.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -89,5 +90,30 @@ void read_file_range(const std::string& path, size_t offset, size_t bytes, void*
     done += static_cast<size_t>(n);
   }
 }
+
+FileLock::FileLock(const std::string& path, const std::string& what)
+    : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+  LLM_CHECK(fd_ >= 0, "{}: cannot open the lock file: {}", path, std::strerror(errno));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    ::close(fd_);
+    LLM_CHECK(error == EWOULDBLOCK, "{}: cannot lock: {}", path, std::strerror(error));
+    std::string holder = read_file(path);
+    holder.erase(holder.find_last_not_of(" \n") + 1);
+    LLM_FAIL("{}: another run holds the {} ({}); stop it first, or use another directory", path,
+             what, holder.empty() ? "holder unknown" : holder);
+  }
+  char host[256] = {};
+  ::gethostname(host, sizeof(host) - 1);
+  const std::string holder = fmt::format("host {} pid {}\n", host, ::getpid());
+  if (::ftruncate(fd_, 0) != 0 ||
+      ::pwrite(fd_, holder.data(), holder.size(), 0) != static_cast<ssize_t>(holder.size())) {
+    const int error = errno;
+    ::close(fd_);
+    LLM_FAIL("{}: cannot write the lock holder: {}", path, std::strerror(error));
+  }
+}
+
+FileLock::~FileLock() { ::close(fd_); }  // closing releases the flock
 
 }  // namespace llm

@@ -1,4 +1,4 @@
-// Durable file writes. A file written with write_file_atomically is either
+// Durable file writes, ranged reads and an exclusive lock file. A file written with write_file_atomically is either
 // absent or complete at `path`, even across a crash: it is written to a
 // temporary name, fsynced, renamed, and the directory entry is fsynced.
 #pragma once
@@ -24,5 +24,20 @@ std::string read_file(const std::string& path);
 
 // Reads `bytes` at `offset`; errors name the file and say when it is too short.
 void read_file_range(const std::string& path, size_t offset, size_t bytes, void* out);
+
+// An exclusive flock(2) on a file, held until destruction. The file holds
+// "host <name> pid <pid>" of the holder, so a refused caller can name it.
+class FileLock {
+ public:
+  // Takes the lock or throws naming `path` and the current holder; `what`
+  // says what the lock protects (e.g. "run directory checkpoints/tiny").
+  FileLock(const std::string& path, const std::string& what);
+  ~FileLock();
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+ private:
+  int fd_;
+};
 
 }  // namespace llm

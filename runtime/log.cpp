@@ -3,9 +3,13 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
+#include <sstream>
 
 #include "runtime/error.h"
+#include "runtime/file_io.h"
 
 namespace llm {
 
@@ -14,16 +18,40 @@ void log_setup(int rank) {
   spdlog::set_level(rank == 0 ? spdlog::level::info : spdlog::level::warn);
 }
 
-MetricsLog::MetricsLog(const std::string& path, bool append) {
+namespace {
+
+// The complete lines of `text` whose step (absent: kept) is at most `step`.
+std::string lines_up_to_step(const std::string& text, int step) {
+  std::string kept, line;
+  std::istringstream lines(text);
+  while (std::getline(lines, line)) {
+    if (lines.eof()) break;  // no newline: cut off by a crash
+    const auto record = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    const bool later = record.is_object() && record.contains("step") &&
+                       record["step"].is_number() && record["step"].get<double>() > step;
+    if (!later) kept += line + '\n';
+  }
+  return kept;
+}
+
+}  // namespace
+
+MetricsLog::MetricsLog(const std::string& path, int start_step) : path_(path) {
   std::filesystem::path p(path);
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
-  out_.open(path, append ? std::ios::app : std::ios::trunc);
-  LLM_CHECK(out_.is_open(), "{}: cannot open the metrics file for writing", path);
+  const bool resumed = start_step > 0 && std::filesystem::is_regular_file(p);
+  if (resumed) write_file_atomically(path, lines_up_to_step(read_file(path), start_step));
+  out_.open(path, resumed ? std::ios::app : std::ios::trunc);
+  LLM_CHECK(out_.is_open(), "{}: cannot open the metrics file for writing: {}", path,
+            std::strerror(errno));
+  if (start_step > 0) write({{"event", "resumed"}, {"step", start_step}});
 }
 
 void MetricsLog::write(const nlohmann::json& record) {
   out_ << record.dump() << '\n';
   out_.flush();
+  LLM_CHECK(out_.good(), "{}: cannot write the metrics file (disk full?): {}", path_,
+            std::strerror(errno));
 }
 
 std::string format_duration(double seconds) {

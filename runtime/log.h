@@ -1,7 +1,9 @@
 // Logging: human lines through spdlog (rank 0 only at info level), and the
 // machine-readable metrics file <run dir>/metrics.jsonl, one JSON object per
-// line. Invariant: metrics lines are flushed as written, so a killed run
-// keeps every line it logged; keys are stable (tools read them).
+// line. Invariants: metrics lines are flushed as written, so a killed run
+// keeps every line it logged, and a failed write (a full disk) is an error
+// naming the file; a resumed run holds one line per step (the lines of steps
+// it re-runs are dropped when it opens); keys are stable (tools read them).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -17,12 +19,17 @@ void log_setup(int rank);
 class MetricsLog {
  public:
   MetricsLog() = default;
-  // Opens `path` (truncating unless `append`); creates its directory.
-  MetricsLog(const std::string& path, bool append);
+  // Opens `path` for a run starting at `start_step`, creating its directory:
+  // at 0 the file starts empty; otherwise (a resume) it keeps the lines whose
+  // "step" is at most start_step, drops the rest and a cut-off last line,
+  // and appends {"event": "resumed", "step": start_step}.
+  MetricsLog(const std::string& path, int start_step);
+  // Writes one line and flushes; throws naming the file if either fails.
   void write(const nlohmann::json& record);
   bool is_open() const { return out_.is_open(); }
 
  private:
+  std::string path_;
   std::ofstream out_;
 };
 

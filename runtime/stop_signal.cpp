@@ -2,6 +2,7 @@
 #include "runtime/stop_signal.h"
 
 #include <csignal>
+#include <initializer_list>
 
 namespace llm {
 namespace {
@@ -13,8 +14,9 @@ void on_stop_signal(int) { g_stop_requested = 1; }
 }  // namespace
 
 void stop_signal_install() {
-  std::signal(SIGTERM, on_stop_signal);
-  std::signal(SIGINT, on_stop_signal);
+  // SIGUSR1 / SIGUSR2 too: mpirun forwards them to every rank, while it
+  // answers SIGINT / SIGTERM by killing the ranks itself (README, checkpoints).
+  for (int signal : {SIGTERM, SIGINT, SIGUSR1, SIGUSR2}) std::signal(signal, on_stop_signal);
 }
 
 bool stop_signal_received() { return g_stop_requested != 0; }

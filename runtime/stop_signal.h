@@ -1,4 +1,4 @@
-// SIGTERM / SIGINT handling for graceful stops: the handler only records the
+// SIGTERM / SIGINT / SIGUSR1 / SIGUSR2 handling for graceful stops: the handler only records the
 // request; the training loop polls it between steps (all ranks agree through
 // an all-reduce), saves a checkpoint and returns.
 #pragma once
@@ -7,7 +7,7 @@ namespace llm {
 
 // Installs the handlers (idempotent).
 void stop_signal_install();
-// True once SIGTERM or SIGINT arrived in this process.
+// True once one of those signals arrived in this process.
 bool stop_signal_received();
 
 }  // namespace llm

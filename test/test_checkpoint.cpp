@@ -3,8 +3,13 @@
 // what the policy says.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "runtime/error.h"
 #include "runtime/file_io.h"
@@ -50,6 +55,16 @@ class CheckpointFiles : public ::testing::Test {
     return "";
   }
   std::string shard(const std::string& ckpt) { return ckpt + "/shard_00000.bin"; }
+  // The error message of constructing and running a trainer ("" if none).
+  std::string run_error(std::vector<std::string> extra) {
+    try {
+      Trainer t(config(extra), comm_world());
+      t.run();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  }
 
   fs::path dir_;
 };
@@ -158,6 +173,170 @@ TEST_F(CheckpointFiles, HuggingFaceExportThenImportRoundTrips) {
     EXPECT_EQ(imported.start_step(), 0);
     EXPECT_EQ(imported.engine().gather_all_params(), expected);
   }
+}
+
+#define EXPECT_CONTAINS(text, part)                          \
+  EXPECT_NE(std::string(text).find(part), std::string::npos) \
+      << "'" << (part) << "' not in: " << (text)
+
+// A run resumed at step 4 with stop_at_step 2 used to "save step_2" holding
+// step-4 weights; now it is refused, and no save can misname its state.
+TEST_F(CheckpointFiles, StopAtStepAtOrBelowTheResumedStepIsRefused) {
+  save_after(4);
+  for (const char* stop : {"training.stop_at_step=2", "training.stop_at_step=4"}) {
+    const std::string message = load_error((dir_ / "step_4").string(), {stop});
+    EXPECT_CONTAINS(message, "training.stop_at_step = ");
+    EXPECT_CONTAINS(message, "at step 4");
+    EXPECT_CONTAINS(message, "--checkpoint.resume=none");
+  }
+  EXPECT_EQ(run_error({"checkpoint.resume=auto", "training.stop_at_step=2"}).empty(), false);
+  EXPECT_FALSE(fs::exists(dir_ / "step_2"));
+  EXPECT_EQ(checkpoint_latest(dir_.string()), (dir_ / "step_4").string());
+}
+
+TEST_F(CheckpointFiles, SaveUnderAnotherStepNumberIsRefused) {
+  Trainer t(config(), comm_world());
+  t.train_step(0);
+  t.train_step(1);
+  std::string message;
+  try {
+    t.save_checkpoint(5);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  EXPECT_CONTAINS(message, "refusing to save the state after step 2 as step_5");
+  EXPECT_FALSE(fs::exists(dir_ / "step_5"));
+  EXPECT_EQ(t.save_checkpoint(2), (dir_ / "step_2").string());
+}
+
+// Same tensor shapes, another model: 8 heads of 8 instead of 4 heads of 16
+// (with 8 kv heads for 2), another RoPE base and norm epsilon.
+TEST_F(CheckpointFiles, ResumeIntoAnotherModelIsRefusedNamingEachKey) {
+  const std::string ckpt = save_after(1);
+  const std::string message =
+      load_error(ckpt, {"model.n_heads=8", "model.n_kv_heads=4", "model.rope_theta=500000",
+                        "model.norm_eps=1e-6", "model.init_from=somewhere/else"});
+  EXPECT_CONTAINS(message, "saved with another model");
+  EXPECT_CONTAINS(message, "model.n_heads: 4 -> 8");
+  EXPECT_CONTAINS(message, "model.n_kv_heads: 2 -> 4");
+  EXPECT_CONTAINS(message, "model.rope_theta: 10000");
+  EXPECT_CONTAINS(message, "model.norm_eps: ");
+  EXPECT_EQ(message.find("init_from"), std::string::npos) << message;  // may differ
+  EXPECT_CONTAINS(message, "--checkpoint.resume=none or use a new checkpoint.dir");
+}
+
+// Schedule and data changes resume (a run may be extended), each reported.
+TEST_F(CheckpointFiles, ScheduleAndDataChangesAreReportedNotRefused) {
+  const std::string ckpt = save_after(1);
+  Config changed = config({"training.lr=0.001", "training.steps=80", "training.eval_interval=7",
+                           "data.val=data/tiny/train_*.bin"});
+  const ConfigChanges changes = checkpoint_config_changes(ckpt, changed);
+  EXPECT_TRUE(changes.model.empty());
+  ASSERT_EQ(changes.schedule.size(), 3u);  // eval_interval does not change the trajectory
+  EXPECT_CONTAINS(changes.schedule[0], "data.val: 'data/tiny/val_*.bin' -> 'data/tiny/train_*.bin'");
+  EXPECT_CONTAINS(changes.schedule[1], "training.lr: 0.003");
+  EXPECT_CONTAINS(changes.schedule[2], "training.steps: 40 -> 80");
+  Trainer resumed(config({"checkpoint.resume=" + ckpt, "training.lr=0.001"}), comm_world());
+  EXPECT_EQ(resumed.start_step(), 1);
+}
+
+// A meta.json field missing, of the wrong type, negative or absurd is one
+// error naming the file and the field (not a json exception or bad_alloc).
+TEST_F(CheckpointFiles, DamagedMetaJsonIsNamedWithItsField) {
+  const std::string ckpt = save_after(1);
+  const std::string meta_path = ckpt + "/meta.json";
+  const nlohmann::json good = nlohmann::json::parse(read_file(meta_path));
+  const std::vector<std::pair<std::function<void(nlohmann::json&)>, std::string>> cases = {
+      {[](nlohmann::json& m) { m.erase("tensors"); }, "missing field 'tensors'"},
+      {[](nlohmann::json& m) { m["step"] = -3; }, "field 'step' must be an integer"},
+      {[](nlohmann::json& m) { m["step"] = "7"; }, "field 'step' must be an integer"},
+      {[](nlohmann::json& m) { m["shards"] = 5; }, "field 'shards' must be an array"},
+      {[](nlohmann::json& m) { m["shards"][0]["records"][0]["count"] = 1000000000000000ull; },
+       "field 'shards[0].records[0].count' must be an integer in [0, "},
+      {[](nlohmann::json& m) { m["shards"][0]["records"][1].erase("crc32"); },
+       "missing field 'shards[0].records[1].crc32'"},
+      {[](nlohmann::json& m) { m["shards"][0]["file"] = "../../etc/passwd"; },
+       "field 'shards[0].file' must name a file inside the checkpoint"},
+      {[](nlohmann::json& m) { m["tensors"][2]["shape"][0] = -1; }, "field 'tensors[2].shape[0]'"},
+      {[](nlohmann::json& m) { m["format"] = 1; }, "field 'format' must be a string"},
+  };
+  for (const auto& [edit, expected] : cases) {
+    nlohmann::json meta = good;
+    edit(meta);
+    write_file_atomically(meta_path, meta.dump());
+    const std::string message = load_error(ckpt);
+    EXPECT_CONTAINS(message, meta_path);
+    EXPECT_CONTAINS(message, expected);
+  }
+}
+
+// A directory such as step_best/ used to break every later save (std::stoi).
+TEST_F(CheckpointFiles, DirectoriesNotNamedStepNAreIgnored) {
+  for (const char* name : {"step_best", "step_", "step_12abc", "step_99999999999"}) {
+    fs::create_directories(dir_ / name);
+    std::ofstream(dir_ / name / "meta.json") << "{}";
+  }
+  Trainer t(config({"checkpoint.keep_last=1"}), comm_world());
+  for (int s = 0; s < 3; ++s) {
+    t.train_step(s);
+    EXPECT_NO_THROW(t.save_checkpoint(s + 1));
+  }
+  std::set<std::string> kept;
+  for (const auto& entry : fs::directory_iterator(dir_)) kept.insert(entry.path().filename().string());
+  EXPECT_EQ(kept, (std::set<std::string>{"latest", "step_3", "step_best", "step_", "step_12abc",
+                                         "step_99999999999"}));
+  EXPECT_EQ(checkpoint_step_of("step_17"), 17);
+  EXPECT_EQ(checkpoint_step_of("step_-1"), -1);
+  EXPECT_EQ(checkpoint_step_of("step_1e3"), -1);
+}
+
+// A save that fails (here: a file size limit standing in for a full disk)
+// removes its .step_N.tmp/; what a killed save left is removed at the next start.
+TEST_F(CheckpointFiles, FailedSaveLeavesNoTemporariesAndStaleOnesAreRemovedAtStart) {
+  Trainer t(config(), comm_world());
+  t.train_step(0);
+  struct rlimit old_limit {};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  auto old_handler = signal(SIGXFSZ, SIG_IGN);  // EFBIG instead of a signal
+  struct rlimit small = old_limit;
+  small.rlim_cur = 4096;
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  std::string message;
+  try {
+    t.save_checkpoint(1);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  setrlimit(RLIMIT_FSIZE, &old_limit);
+  signal(SIGXFSZ, old_handler);
+  EXPECT_CONTAINS(message, (dir_ / ".step_1.tmp" / "shard_00000.bin").string());
+  EXPECT_FALSE(fs::exists(dir_ / ".step_1.tmp"));
+  EXPECT_FALSE(fs::exists(dir_ / "latest"));
+
+  fs::create_directories(dir_ / ".step_7.tmp");
+  std::ofstream(dir_ / ".step_7.tmp" / "shard_00000.bin") << "partial";
+  std::ofstream(dir_ / "latest.tmp") << "step_";
+  EXPECT_EQ(run_error({"training.steps=1", "training.eval_sequences=0"}), "");
+  EXPECT_FALSE(fs::exists(dir_ / ".step_7.tmp"));
+  EXPECT_FALSE(fs::exists(dir_ / "latest.tmp"));
+  EXPECT_EQ(checkpoint_latest(dir_.string()), (dir_ / "step_1").string());
+}
+
+// A second run on the same run directory is refused, naming the holder.
+TEST_F(CheckpointFiles, SecondRunOnTheSameDirectoryIsRefused) {
+  fs::create_directories(dir_);
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  {
+    FileLock other((dir_ / ".lock").string(), "run directory");
+    const std::string message = run_error({"training.steps=1"});
+    EXPECT_CONTAINS(message, (dir_ / ".lock").string());
+    EXPECT_CONTAINS(message, "another run holds the run directory " + dir_.string());
+    EXPECT_CONTAINS(message, fmt::format("host {} pid {}", host, getpid()));
+    EXPECT_FALSE(fs::exists(dir_ / "step_1"));
+  }
+  EXPECT_EQ(run_error({"training.steps=1", "training.eval_sequences=0"}), "");  // released
+  EXPECT_TRUE(fs::exists(dir_ / "step_1"));
 }
 
 }  // namespace

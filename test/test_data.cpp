@@ -309,13 +309,13 @@ TEST(DataLoader, TooFewTokensForOneSampleIsAnError) {
                {pattern, "7 tokens", "seq_len + 1 = 5"});
 }
 
-TEST(DataLoader, OutOfRangeTokenNamesTheShard) {
+// Found when the shard opens (before training), not when its sample comes up.
+TEST(DataLoader, OutOfRangeTokenNamesTheShardAtOpen) {
   TempDir dir(kTempPrefix);
-  const std::string pattern = write_labelled_shards(dir, {20});
-  DataLoader loader(pattern, 4, 10, 1, false);
-  std::vector<int32_t> inputs(4), targets(4);
-  expect_error([&] { loader.read(2, 1, inputs.data(), targets.data()); },
-               {dir.file("train_0.bin"), "offset 10", "value 10", "vocab size 10"});
+  const std::string pattern = write_labelled_shards(dir, {20, 20});
+  expect_error([&] { DataLoader(pattern, 4, 1010, 1, false); },
+               {dir.file("train_1.bin"), "offset 10", "value 1010", "vocab size 1010",
+                "model.vocab_size"});
 }
 
 // ---- prepare --------------------------------------------------------------

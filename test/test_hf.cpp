@@ -445,6 +445,9 @@ TEST(HfConfig, UnsupportedOrBadKeysAreErrorsNamingFileAndKey) {
       {R"({"hidden_size": 64, "rope_scaling": {"type": "linear", "factor": 2.0}, )" + base + "}",
        "key 'rope_scaling'"},
       {R"({"hidden_size": 64, "attention_bias": true, )" + base + "}", "key 'attention_bias'"},
+      {R"({"hidden_size": 64, "sliding_window": 4096, )" + base + "}", "key 'sliding_window' is 4096"},
+      {R"({"hidden_size": 64, "use_sliding_window": true, )" + base + "}",
+       "key 'use_sliding_window'"},
       {R"({"hidden_size": 64, "head_dim": 16, )" + base + "}", "key 'head_dim' is 16"},
       {R"({"hidden_size": 64, "model_type": "gpt2", )" + base + "}", "key 'model_type'"},
       {R"({"hidden_size": 64, "num_key_value_heads": 3, )" + base + "}", "num_key_value_heads 3"},
@@ -545,23 +548,42 @@ TEST(HfWeights, ConfigJsonMustDescribeOurModel) {
   EXPECT_CONTAINS(message, "num_attention_heads is 4 but model.n_heads is 2");
 }
 
-TEST(HfWeights, TiedModelIgnoresACheckpointLmHeadAndUntiedNeedsOne) {
+// A trained lm_head is never dropped: a checkpoint holding one does not load
+// into a tied model (it used to, using the embedding as the head instead).
+TEST(HfWeights, TiedModelRefusesACheckpointLmHeadAndUntiedNeedsOne) {
   TempDir dir(kTempPrefix);
   TinyModel untied(false), tied(true);
-  hf_export(untied.config, untied.layout, untied.params.data(), dir.str(), {});
-  fs::remove(dir.file("config.json"));  // it would (rightly) refuse the tie mismatch
-  HfWeights weights = HfWeights::open(dir.file("model.safetensors"), tied.config, tied.layout);
-  std::vector<float> norm(16);
-  weights.read(tied.layout.head_unit(), 0, 16, norm.data());
-  EXPECT_EQ(norm,
-            std::vector<float>(untied.params.end() - 40 * 16 - 16, untied.params.end() - 40 * 16));
+  export_edited(tied, dir, [&](std::vector<StoredTensor>& tensors) {
+    tensors.push_back({"lm_head.weight", {40, 16},
+                       std::vector<float>(untied.params.end() - 40 * 16, untied.params.end())});
+  });
+  std::string message = error_of([&] { HfWeights::open(dir.str(), tied.config, tied.layout); });
+  EXPECT_CONTAINS(message, dir.file("model.safetensors"));
+  EXPECT_CONTAINS(message, "'lm_head.weight'");
+  EXPECT_CONTAINS(message, "set model.tie_embeddings = false");
 
   hf_export(tied.config, tied.layout, tied.params.data(), dir.str(), {});
-  fs::remove(dir.file("config.json"));
-  const std::string message =
-      error_of([&] { HfWeights::open(dir.str(), untied.config, untied.layout); });
+  TempDir untied_dir(kTempPrefix);  // an untied config.json over tied weights
+  hf_export(untied.config, untied.layout, untied.params.data(), untied_dir.str(), {});
+  fs::copy_file(untied_dir.file("config.json"), dir.file("config.json"),
+                fs::copy_options::overwrite_existing);
+  message = error_of([&] { HfWeights::open(dir.str(), untied.config, untied.layout); });
   EXPECT_CONTAINS(message, dir.file("model.safetensors"));
   EXPECT_CONTAINS(message, "missing tensor 'lm_head.weight'");
+}
+
+// Without config.json, shapes alone would load 8 heads of 8 as 4 heads of 16.
+TEST(HfWeights, MissingConfigJsonIsRefused) {
+  TempDir dir(kTempPrefix);
+  TinyModel model(true);
+  hf_export(model.config, model.layout, model.params.data(), dir.str(), {});
+  fs::remove(dir.file("config.json"));
+  for (const std::string& path : {dir.str(), dir.file("model.safetensors")}) {
+    const std::string message =
+        error_of([&] { HfWeights::open(path, model.config, model.layout); });
+    EXPECT_CONTAINS(message, dir.file("config.json") + ": missing");
+    EXPECT_CONTAINS(message, "head counts");
+  }
 }
 
 TEST(HfWeights, ReadsAShardedCheckpointThroughItsIndex) {

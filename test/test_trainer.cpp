@@ -5,8 +5,13 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
 
 #include "runtime/error.h"
+#include "runtime/log.h"
+#include "test/temp_dir.h"
 #include "parallel/comm.h"
 #include "trainer/trainer.h"
 #include "model/optimizer.h"
@@ -166,6 +171,71 @@ TEST(Schedule, ClippingScalesOnlyAboveTheThreshold) {
   EXPECT_FLOAT_EQ(clip_scale(0.5f, 1.0f), 1.0f);
   EXPECT_FLOAT_EQ(clip_scale(4.0f, 1.0f), 0.25f);
   EXPECT_FLOAT_EQ(clip_scale(4.0f, 0.0f), 1.0f);  // off
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Tokenizer problems used to surface only at the end-of-run sample.
+TEST(Trainer, MissingOrGarbageTokenizerIsAnErrorAtStart) {
+  test_support::TempDir dir("llm_test_trainer_tok_");
+  const std::string missing = dir.file("missing.model");
+  std::string message = error_of([&] { Trainer t(tiny({"data.tokenizer=" + missing}), comm_world()); });
+  EXPECT_NE(message.find(missing), std::string::npos) << message;
+  const std::string garbage = dir.file("garbage.model");
+  std::ofstream(garbage) << "not a sentencepiece model";
+  message = error_of([&] { Trainer t(tiny({"data.tokenizer=" + garbage}), comm_world()); });
+  EXPECT_NE(message.find(garbage), std::string::npos) << message;
+  message = error_of(
+      [&] { Trainer t(tiny({"data.tokenizer=", "training.sample_tokens=10"}), comm_world()); });
+  EXPECT_NE(message.find("training.sample_tokens = 10 needs data.tokenizer"), std::string::npos)
+      << message;
+}
+
+// A full disk used to go unnoticed (exit 0, the file cut mid-line).
+TEST(Metrics, WriteToAFullDiskIsAnErrorNamingTheFile) {
+  MetricsLog log("/dev/full", 0);
+  const std::string message = error_of([&] { log.write({{"step", 1}, {"loss", 2.5}}); });
+  EXPECT_NE(message.find("/dev/full: cannot write the metrics file"), std::string::npos) << message;
+}
+
+// A run killed after step 6 but saved at step 4 re-runs steps 5 and 6 when
+// resumed: the metrics file still holds one line per step, the newer ones.
+TEST(Metrics, ResumedRunLeavesOneLinePerStep) {
+  test_support::TempDir dir("llm_test_trainer_metrics_");
+  auto run = [&](std::vector<std::string> overrides) {
+    for (const char* o : {"training.steps=6", "training.eval_interval=0", "training.eval_sequences=0",
+                          "logging.metrics=true"}) {
+      overrides.push_back(o);
+    }
+    overrides.push_back("checkpoint.dir=" + dir.str());
+    Trainer trainer(config_load("configs/tiny.toml", overrides), comm_world());
+    trainer.run();
+  };
+  run({"checkpoint.resume=none", "checkpoint.interval=4", "checkpoint.save_final=false"});
+  {  // as a crash leaves it: a line cut in the middle
+    std::ofstream(dir.file("metrics.jsonl"), std::ios::app) << "{\"step\": 7, \"lo";
+  }
+  run({"checkpoint.resume=auto"});
+  std::map<int, int> loss_lines;
+  int resumed_events = 0;
+  std::ifstream in(dir.file("metrics.jsonl"));
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json record = nlohmann::json::parse(line);  // every line complete
+    if (record.contains("loss")) ++loss_lines[record["step"].get<int>()];
+    if (record.value("event", "") == "resumed") {
+      ++resumed_events;
+      EXPECT_EQ(record["step"], 4);
+    }
+  }
+  EXPECT_EQ(loss_lines, (std::map<int, int>{{1, 1}, {2, 1}, {3, 1}, {4, 1}, {5, 1}, {6, 1}}));
+  EXPECT_EQ(resumed_events, 1);
 }
 
 }  // namespace

@@ -78,6 +78,8 @@ std::unique_ptr<Trainer> synthetic_trainer(Config config, Group& world) {
   shard_write(shard.string(), tokens, config.model.vocab_size);
   config.data.train = shard.string();
   config.data.val = "";
+  config.data.tokenizer = "";  // nothing is sampled: no tokenizer to load
+  config.training.sample_tokens = 0;
   config.logging.metrics = false;
   auto trainer = std::make_unique<Trainer>(config, world);
   std::filesystem::remove(shard);

@@ -107,6 +107,11 @@ Trainer::Trainer(Config config, Group& world)
       accumulation_steps_(micro_batches_per_step(config_.training, topology_.dp_size())) {
   const TrainingConfig& t = config_.training;
   check_memory_fits(config_, topology_.plan, comm_local_size());
+  // Everything the run reads is checked before step 1, not after hours.
+  LLM_CHECK(t.sample_tokens == 0 || !config_.data.tokenizer.empty(),
+            "{}: training.sample_tokens = {} needs data.tokenizer (or set sample_tokens = 0)",
+            config_.path, t.sample_tokens);
+  if (!config_.data.tokenizer.empty()) tokenizer_.emplace(Tokenizer::load(config_.data.tokenizer));
   train_data_ = std::make_unique<DataLoader>(config_.data.train, t.seq_len, config_.model.vocab_size,
                                              static_cast<uint64_t>(t.seed), /*shuffle=*/true);
   if (!config_.data.val.empty() && t.eval_sequences > 0) {
@@ -130,23 +135,59 @@ void Trainer::restore_state() {
   } else if (resume != "none") {
     path = resume;
   }
+  const std::string start_fresh =
+      "to start fresh instead, pass --checkpoint.resume=none or use a new checkpoint.dir";
   if (!path.empty()) {
     auto start = Clock::now();
     start_step_ = checkpoint_load(path, *engine_);
     load_seconds_ = seconds_since(start);
     resumed_from_ = path;
+    const ConfigChanges changes = checkpoint_config_changes(path, config_);
+    std::string model_changes;
+    for (const std::string& change : changes.model) {
+      model_changes += (model_changes.empty() ? "" : ", ") + change;
+    }
+    LLM_CHECK(changes.model.empty(), "{}: cannot resume {}, saved with another model ({}); {}",
+              config_.path, path, model_changes, start_fresh);
+    for (const std::string& change : changes.schedule) {
+      spdlog::warn("resuming {} under a changed setting: {}", path, change);
+    }
     LLM_CHECK(start_step_ <= config_.training.steps,
               "{}: checkpoint {} is at step {}, beyond training.steps ({})", config_.path, path,
               start_step_, config_.training.steps);
+    const int stop_at = config_.training.stop_at_step;
+    LLM_CHECK(stop_at == 0 || stop_at > start_step_,
+              "{}: training.stop_at_step = {} but the run resumes from {} at step {}, already past "
+              "it; pass a later stop_at_step, or {}",
+              config_.path, stop_at, path, start_step_, start_fresh);
+    if (!config_.model.init_from.empty()) {
+      spdlog::info("resuming from {}: model.init_from ({}) only seeds a fresh run and is not read",
+                   path, config_.model.init_from);
+    }
   } else if (!config_.model.init_from.empty()) {
     // Fine-tuning: parameters from Hugging Face weights, fresh AdamW moments.
     HfWeights weights = HfWeights::open(config_.model.init_from, config_.model, model_->layout());
     HfWeightsSource source(weights);
     engine_->load_state(source, /*with_moments=*/false);
   }
+  state_step_ = start_step_;
+}
+
+void Trainer::claim_run_dir() {
+  const std::string run_dir = config_.run_dir();
+  std::filesystem::create_directories(run_dir);
+  run_dir_lock_ = std::make_unique<FileLock>((std::filesystem::path(run_dir) / ".lock").string(),
+                                             "run directory " + run_dir);
+  for (const std::string& stale : checkpoint_remove_stale_temporaries(run_dir)) {
+    spdlog::info("removed {}, left by an interrupted save", stale);
+  }
 }
 
 std::string Trainer::save_checkpoint(int steps_done) {
+  LLM_CHECK(steps_done == state_step_,
+            "{}: refusing to save the state after step {} as step_{}: its name would not match "
+            "its weights",
+            config_.run_dir(), state_step_, steps_done);
   return checkpoint_save(config_.run_dir(), steps_done, config_, *engine_, topology_);
 }
 
@@ -177,6 +218,7 @@ StepResult Trainer::train_step(int step) {
   result.lr = lr_at_step(t, step);
   engine_->optimizer_step(
       {result.lr, clip_scale(result.grad_norm, static_cast<float>(t.grad_clip)), step + 1});
+  state_step_ = step + 1;
   return result;
 }
 
@@ -196,8 +238,8 @@ float Trainer::evaluate() {
 }
 
 std::string Trainer::sample(int tokens) {
-  LLM_CHECK(!config_.data.tokenizer.empty(), "{}: sampling needs data.tokenizer", config_.path);
-  Tokenizer tokenizer = Tokenizer::load(config_.data.tokenizer);
+  LLM_CHECK(tokenizer_.has_value(), "{}: sampling needs data.tokenizer", config_.path);
+  const Tokenizer& tokenizer = *tokenizer_;
   SamplingOptions options;
   options.max_new_tokens = tokens;
   options.seed = static_cast<uint64_t>(config_.training.seed);
@@ -211,12 +253,10 @@ void Trainer::run() {
   const std::string run_dir = config_.run_dir();
   const bool leader = topology_.world.rank() == 0;
   if (leader) {
-    std::filesystem::create_directories(run_dir);
+    claim_run_dir();
     write_file_atomically((std::filesystem::path(run_dir) / "config.toml").string(),
                           config_to_toml(config_));
-    if (config_.logging.metrics) {
-      metrics_ = MetricsLog(run_dir + "/metrics.jsonl", /*append=*/!resumed_from_.empty());
-    }
+    if (config_.logging.metrics) metrics_ = MetricsLog(run_dir + "/metrics.jsonl", start_step_);
   }
   stop_signal_install();
   if (!resumed_from_.empty()) {
@@ -298,7 +338,7 @@ void Trainer::run() {
                  t.steps);
     return;
   }
-  if (t.sample_tokens > 0 && !config_.data.tokenizer.empty()) {
+  if (t.sample_tokens > 0) {
     spdlog::info("sample:\n{}", sample(t.sample_tokens));
   }
 }

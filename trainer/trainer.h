@@ -12,8 +12,10 @@
 #include <vector>
 
 #include "config/config.h"
+#include "runtime/file_io.h"
 #include "runtime/log.h"
 #include "data/loader.h"
+#include "data/tokenizer.h"
 #include "model/transformer.h"
 #include "parallel/comm.h"
 #include "parallel/sharding_engine.h"
@@ -51,11 +53,14 @@ class Trainer {
   Trainer(Config config, Group& world);
 
   // Runs from start_step() to training.steps with evaluation, logging and
-  // checkpoints; then the sample. Returns early (after saving) on SIGTERM/SIGINT.
+  // checkpoints; then the sample. Returns early (after saving) on SIGTERM, SIGINT,
+  // SIGUSR1 or SIGUSR2 (runtime/stop_signal.h).
   void run();
   // Optimizer steps already done: the resumed checkpoint's step, else 0.
   int start_step() const { return start_step_; }
-  // Collective: saves the state after `steps_done` steps; returns its directory.
+  // Collective: saves the state after `steps_done` steps; returns its
+  // directory. Throws unless the state is after exactly that many steps, so a
+  // checkpoint's name never lies about its weights.
   std::string save_checkpoint(int steps_done);
   // One optimizer step (all micro-batches of the global batch).
   StepResult train_step(int step);
@@ -72,8 +77,12 @@ class Trainer {
 
  private:
   // Loads checkpoint.resume (or the run dir's latest with "auto"), else
-  // model.init_from; sets start_step_.
+  // model.init_from; sets start_step_. Refuses a checkpoint of another model
+  // and a stop_at_step it has passed; warns of schedule and data changes.
   void restore_state();
+  // Rank 0: locks the run directory for this run (refusing a second run on
+  // it) and removes what interrupted saves left there.
+  void claim_run_dir();
 
   Config config_;
   // With training.device = cuda: the world as a group of device buffers
@@ -82,13 +91,16 @@ class Trainer {
   Topology topology_;
   int accumulation_steps_;
   int start_step_ = 0;
+  int state_step_ = 0;  // optimizer steps the parameters and moments hold
   std::string resumed_from_;
   double load_seconds_ = 0;
   std::unique_ptr<Transformer> model_;
   std::unique_ptr<ShardingEngine> engine_;
   std::unique_ptr<DataLoader> train_data_;
   std::unique_ptr<DataLoader> val_data_;
+  std::optional<Tokenizer> tokenizer_;     // data.tokenizer, loaded at start
   std::vector<int32_t> inputs_, targets_;  // (micro_batch_size, seq_len)
+  std::unique_ptr<FileLock> run_dir_lock_;  // rank 0, during run()
   MetricsLog metrics_;
 };
 
