@@ -369,10 +369,6 @@ void ShardingEngine::wait_gradients() {
   }
 }
 
-float* ShardingEngine::reduced_grads(int unit) {
-  return plan_.shard_optimizer ? units_[unit].reduced_grads : units_[unit].local_grads;
-}
-
 void ShardingEngine::zero_grads() {
   wait_gradients();
   for (size_t u = 0; u < units_.size(); ++u) {

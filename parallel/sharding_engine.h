@@ -166,7 +166,6 @@ class ShardingEngine : public UnitProvider {
   GradSlot* oldest_reduction();
   void complete_reduction(GradSlot& slot);
   void wait_gradients();
-  float* reduced_grads(int unit);
 
   const ParameterLayout& layout_;
   const TrainingConfig& training_;
