@@ -10,14 +10,6 @@ namespace {
 
 enum Category { kParams, kGrads, kOptimizer, kBuffers };
 
-StateBytes& operator+=(StateBytes& a, const StateBytes& b) {
-  a.params += b.params;
-  a.grads += b.grads;
-  a.optimizer += b.optimizer;
-  a.buffers += b.buffers;
-  return a;
-}
-
 }  // namespace
 
 void ShardingEngine::list_moments(const std::vector<UnitShard>& shards,
@@ -119,7 +111,7 @@ std::vector<OwnedSlice> ShardingEngine::owned_slices() const {
 }
 
 void ShardingEngine::load_state(StateSource& source, bool with_moments) {
-  wait_gradients();
+  grads_->wait();
   // Reads a range into host buffers, then copies each wanted part to the device.
   std::vector<float> host[3];
   auto read = [&](int unit, size_t begin, size_t count, float* params, float* m, float* v) {
@@ -148,12 +140,12 @@ void ShardingEngine::load_state(StateSource& source, bool with_moments) {
 // --- the step ------------------------------------------------------------------
 
 void ShardingEngine::zero_grads() {
-  wait_gradients();
+  grads_->wait();
   grads_->zero();
 }
 
 void ShardingEngine::gather_grads(int unit, float* out) {
-  wait_gradients();
+  grads_->wait();
   const UnitShard& s = shards_[unit];
   if (!plan_.shard_optimizer) {
     be_.memory->to_host(out, grads_->reduced(unit), s.numel * sizeof(float));
@@ -164,7 +156,7 @@ void ShardingEngine::gather_grads(int unit, float* out) {
 }
 
 float ShardingEngine::grad_norm() {
-  wait_gradients();
+  grads_->wait();
   double sum = 0;
   for (size_t u = 0; u < shards_.size(); ++u) {
     // ddp: the full gradient, identical on every rank (it owns all of it);
@@ -176,7 +168,7 @@ float ShardingEngine::grad_norm() {
 }
 
 void ShardingEngine::optimizer_step(const AdamWStep& step) {
-  wait_gradients();
+  grads_->wait();
   for (size_t u = 0; u < shards_.size(); ++u) {
     const UnitShard& s = shards_[u];
     const int unit = static_cast<int>(u);

@@ -19,7 +19,6 @@
 #pragma once
 
 #include <cstddef>
-#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -108,7 +107,6 @@ class ShardingEngine : public UnitProvider {
                            StatePlans& plans);
   // The fp32 masters of the elements this rank owns of `unit`.
   float* owned_params(int unit) const;
-  void wait_gradients() { grads_->wait(); }
 
   const ParameterLayout& layout_;
   const TrainingConfig& training_;

@@ -36,6 +36,13 @@ struct StateBytes {
   size_t params = 0, grads = 0, optimizer = 0, buffers = 0;
   size_t state() const { return params + grads + optimizer; }
   size_t total() const { return state() + buffers; }
+  StateBytes& operator+=(const StateBytes& other) {
+    params += other.params;
+    grads += other.grads;
+    optimizer += other.optimizer;
+    buffers += other.buffers;
+    return *this;
+  }
 };
 
 // One plan per arena of the engine.
