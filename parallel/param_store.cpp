@@ -55,7 +55,8 @@ ReplicatedParams::ReplicatedParams(const StoreContext& context, Precision precis
 void ReplicatedParams::refresh_compute_copy(int unit) {
   Unit& state = units_[unit];
   if (!state.compute) return;
-  be_.cast_f32_to_bf16(state.compute, state.full_params, shards_[unit].padded);
+  const UnitShard& s = shards_[unit];
+  be_.cast_f32_to_bf16(state.compute, state.full_params, s.padded);
 }
 
 const void* ReplicatedParams::acquire(int unit, Pass) {
@@ -118,7 +119,8 @@ ShardedParams::ShardedParams(const StoreContext& context, Precision precision, S
 void ShardedParams::refresh_compute_copy(int unit) {
   Unit& state = units_[unit];
   if (!state.compute) return;
-  be_.cast_f32_to_bf16(state.compute, state.owned_params, shards_[unit].shard);
+  const UnitShard& s = shards_[unit];
+  be_.cast_f32_to_bf16(state.compute, state.owned_params, s.shard);
 }
 
 ShardedParams::GatherSlot* ShardedParams::find_gather_slot(int unit) {
