@@ -62,7 +62,7 @@ StepTrace step_trace_record(const Config& config, int world);
 // Kind of unit `unit` of a layout with `num_units` units.
 UnitKind unit_kind(int unit, int num_units);
 
-// The engine's shard arithmetic (sharding_engine.h): a unit of `numel`
+// The engine's shard arithmetic (parallel/unit_shards.h): a unit of `numel`
 // elements over a shard group of `group` ranks gives each rank
 // ceil(numel / group) elements (the unit padded to a multiple of group).
 inline size_t unit_shard_elements(size_t numel, int group) { return (numel + group - 1) / group; }
