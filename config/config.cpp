@@ -306,6 +306,13 @@ void config_validate(const Config& c) {
   check_range("training.beta2", t.beta2, kUnitHalfOpen);
   check_range("training.adam_eps", t.adam_eps, kPositive);
   check_range("training.grad_clip", t.grad_clip, kNonNegative);
+  for (const auto& [key, factor] : {std::pair{"training.spike_loss_factor", t.spike_loss_factor},
+                                    std::pair{"training.spike_grad_norm_factor", t.spike_grad_norm_factor}}) {
+    check_range(key, factor, kNonNegative);
+    LLM_CHECK(factor == 0 || factor > 1, "{}: {} must be 0 (off) or above 1, got {}", at(key), key, factor);
+  }
+  LLM_CHECK(t.spike_window >= 10, "{}: training.spike_window must be >= 10, got {}",
+            at("training.spike_window"), t.spike_window);
   LLM_CHECK(t.eval_interval >= 0, "{}: training.eval_interval must be >= 0, got {}",
             at("training.eval_interval"), t.eval_interval);
   LLM_CHECK(t.eval_sequences >= 0, "{}: training.eval_sequences must be >= 0, got {}",

@@ -164,6 +164,9 @@ struct TrainingConfig {
   double beta2 = 0.95;
   double adam_eps = 1e-8;
   double grad_clip = 1.0;
+  double spike_loss_factor = 0.0;
+  double spike_grad_norm_factor = 0.0;
+  int spike_window = 50;
   int64_t seed = 1337;
   int eval_interval = 50;
   int eval_sequences = 32;
@@ -189,6 +192,12 @@ struct TrainingConfig {
     v("beta2", beta2, "AdamW beta2");
     v("adam_eps", adam_eps, "AdamW epsilon");
     v("grad_clip", grad_clip, "clip the global gradient norm to this (0 = off)");
+    v("spike_loss_factor", spike_loss_factor,
+      "skip the update of a step whose loss exceeds this multiple of the running median (0 = off)");
+    v("spike_grad_norm_factor", spike_grad_norm_factor,
+      "skip the update of a step whose gradient norm exceeds this multiple of its running median "
+      "(0 = off)");
+    v("spike_window", spike_window, "accepted steps in the spike guard's running medians (>= 10)");
     v("seed", seed, "seed of initialization and data order");
     v("eval_interval", eval_interval, "steps between validation passes (0 = only at the end)");
     v("eval_sequences", eval_sequences, "validation sequences, the first ones of data.val in file order");

@@ -99,7 +99,7 @@ TEST(Trainer, SampleDecodesGeneratedText) {
 }
 
 TEST(Trainer, RefusesAModelThatCannotFitBeforeAllocating) {
-  Config config = config_load("configs/llama8b.toml", {});
+  Config config = config_load("configs/llama8b.toml", {"training.device=cpu"});
   ShardingPlan ddp = sharding_plan(config.parallel, 1);
   MemoryPlan plan = memory_plan(config, ddp);
   const size_t n = layout_build(config.model).total_numel;

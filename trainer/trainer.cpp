@@ -104,7 +104,9 @@ Trainer::Trainer(Config config, Group& world)
     : config_(std::move(config)),
       device_world_(device_group(config_, world)),
       topology_(device_world_ ? *device_world_ : world, config_.parallel),
-      accumulation_steps_(micro_batches_per_step(config_.training, topology_.dp_size())) {
+      accumulation_steps_(micro_batches_per_step(config_.training, topology_.dp_size())),
+      spike_guard_(config_.training.spike_loss_factor, config_.training.spike_grad_norm_factor,
+                   config_.training.spike_window) {
   const TrainingConfig& t = config_.training;
   check_memory_fits(config_, topology_.plan, comm_local_size());
   // Everything the run reads is checked before step 1, not after hours.
@@ -216,8 +218,13 @@ StepResult Trainer::train_step(int step) {
             "step {}: loss {} / gradient norm {} is not finite (lower training.lr?)", step + 1,
             result.loss, result.grad_norm);
   result.lr = lr_at_step(t, step);
-  engine_->optimizer_step(
-      {result.lr, clip_scale(result.grad_norm, static_cast<float>(t.grad_clip)), step + 1});
+  // The loss and the norm are the same on every rank, so is the verdict. A
+  // skipped step still consumes its data and its schedule position.
+  result.skipped = spike_guard_.check(result.loss, result.grad_norm);
+  if (!result.skipped) {
+    engine_->optimizer_step(
+        {result.lr, clip_scale(result.grad_norm, static_cast<float>(t.grad_clip)), step + 1});
+  }
   state_step_ = step + 1;
   return result;
 }
@@ -314,6 +321,15 @@ void Trainer::run() {
                    "{:.1f} ms | ETA {}",
                    done, t.steps, r.loss, r.lr, r.grad_norm, tokens_per_s, seconds * 1e3,
                    format_duration(eta));
+    }
+    if (r.skipped) {
+      spdlog::warn("step {} | update skipped by the spike guard: {}", done, r.skipped->reason);
+      if (metrics_.is_open()) {
+        metrics_.write({{"step", done}, {"event", "spike_skipped"}, {"loss", r.loss},
+                        {"grad_norm", r.grad_norm}, {"median_loss", r.skipped->median_loss},
+                        {"median_grad_norm", r.skipped->median_grad_norm},
+                        {"reason", r.skipped->reason}});
+      }
     }
     if (metrics_.is_open()) {
       metrics_.write({{"step", done}, {"loss", r.loss}, {"lr", r.lr}, {"grad_norm", r.grad_norm},

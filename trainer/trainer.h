@@ -20,6 +20,7 @@
 #include "parallel/comm.h"
 #include "parallel/sharding_engine.h"
 #include "parallel/topology.h"
+#include "trainer/spike_guard.h"
 
 namespace llm {
 
@@ -45,6 +46,7 @@ struct StepResult {
   float loss;
   float grad_norm;
   float lr;
+  std::optional<SpikeVerdict> skipped;  // set when the spike guard skipped the update
 };
 
 class Trainer {
@@ -92,6 +94,7 @@ class Trainer {
   int accumulation_steps_;
   int start_step_ = 0;
   int state_step_ = 0;  // optimizer steps the parameters and moments hold
+  SpikeGuard spike_guard_;
   std::string resumed_from_;
   double load_seconds_ = 0;
   std::unique_ptr<Transformer> model_;
