@@ -3,9 +3,10 @@
 
 Applies each mutation below to a scratch copy of the repository (never to the
 working tree), one at a time, rebuilds there and runs the test suite, and
-prints a table: caught (some test failed, with the first failing tests) or
-survived. A mutation whose text no longer appears in its file is reported as
-"stale" (the code moved on; update the mutation), never silently skipped.
+prints a table: caught (some test failed; the suite stops at the first
+failure, which is named) or survived. A mutation whose text no longer appears
+in its file is reported as "stale" (the code moved on; update the mutation),
+never silently skipped.
 Not part of `make test`: each row is a rebuild and a suite run.
 
     python3 tools/mutate.py [--only NAME ...] [--jobs 2]
@@ -56,6 +57,18 @@ MUTATIONS = [
      "return static_cast<float>(peak * (step + 1) / c.warmup_steps);",
      "return static_cast<float>(peak * step / c.warmup_steps);",
      "warmup starts at lr 0 (step instead of step + 1)"),
+    ("bf16_truncates", "runtime/bf16.h",
+     "return static_cast<uint16_t>((bits + 0x7FFFu + lsb) >> 16);",
+     "return static_cast<uint16_t>(bits >> 16);",
+     "fp32 -> bf16 truncates instead of rounding to nearest even"),
+    ("loss_scale_per_micro_batch", "trainer/trainer.cpp",
+     "const float dloss = 1.0f / (static_cast<float>(t.batch_size) * t.seq_len);",
+     "const float dloss = 1.0f / (static_cast<float>(t.micro_batch_size) * t.seq_len);",
+     "the loss gradient is scaled per micro-batch, not per global batch"),
+    ("spike_guard_never_skips", "trainer/spike_guard.cpp",
+     "if (!reason.empty()) return SpikeVerdict{reason, median_loss, median_grad_norm};",
+     "(void)median_grad_norm;",
+     "the spike guard never skips"),
 ]
 
 
@@ -113,7 +126,7 @@ def main() -> int:
             start = time.time()
             if run(build, tree, log):
                 verdict, detail = "caught", "does not compile"
-            elif run(["ctest", "--test-dir", "build", "-j", str(args.jobs)], tree, log):
+            elif run(["ctest", "--test-dir", "build", "-j", str(args.jobs), "--stop-on-failure"], tree, log):
                 verdict, detail = "caught", failing_tests(log)
             else:
                 verdict, detail = "SURVIVED", what
