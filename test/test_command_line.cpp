@@ -9,6 +9,7 @@
 #include "planning/planner.h"
 #include "runtime/cli_values.h"
 #include "runtime/error.h"
+#include "test/error_of.h"
 
 namespace llm {
 namespace {
@@ -20,16 +21,9 @@ CommandLine parse(std::vector<const char*> words) {
   return parse_command_line(static_cast<int>(words.size()), words.data(), kFlags);
 }
 
-template <class F> std::string error_of(F&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test_support::error_of;
 
-// issue 13: `--training.steps 5` said "unknown option" for a key that exists.
+// Regression: `--training.steps 5` said "unknown option" for a key that exists.
 TEST(CommandLine, OverridesTakeTheValueAfterAnEqualsSignOrASpace) {
   CommandLine line = parse({"bench", "--config", "tiny", "--training.steps", "5", "--model.dim=64",
                             "--modes", "--data.train=a=b.bin"});
@@ -64,7 +58,7 @@ TEST(CommandLine, SuggestsTheClosestNameOnlyWhenClose) {
   EXPECT_EQ(did_you_mean("steps", names), "");
 }
 
-// issue 13: `--gpu-memory 80` was read as 80 bytes.
+// Regression: `--gpu-memory 80` was read as 80 bytes.
 TEST(CommandLine, SizesWithoutAUnitAreRefused) {
   EXPECT_EQ(error_of([] { parse_bytes("80", "--gpu-memory"); }),
             "--gpu-memory: '80' has no unit; write it with one, e.g. 80GiB, 80GB or 80B");

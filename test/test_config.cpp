@@ -6,6 +6,7 @@
 
 #include "config/config.h"
 #include "runtime/error.h"
+#include "test/error_of.h"
 
 namespace llm {
 namespace {
@@ -15,15 +16,7 @@ const char* kMinimal = R"(
 train = "data/tiny/train_*.bin"
 )";
 
-// Runs `fn` and returns the llm::Error message it throws ("" if none).
-template <class F> std::string error_of(F&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test_support::error_of;
 
 TEST(Config, DefaultsApplyWhenKeysAreAbsent) {
   Config c = config_parse(kMinimal, "configs/x.toml", {});
@@ -122,7 +115,7 @@ TEST(Config, DumpParsesBackToTheSameValues) {
   EXPECT_EQ(again.model.n_layers, 3);
 }
 
-// issue 13: inf passed where nan did not. Every float key must be finite, from
+// Regression: inf passed where nan did not. Every float key must be finite, from
 // the file and from the command line, and the error names the key and value.
 TEST(Config, NonFiniteFloatsAreErrorsNamingKeyAndValue) {
   for (const char* key : {"training.lr", "training.weight_decay", "model.init_std", "model.norm_eps",
@@ -150,7 +143,7 @@ TEST(Config, FloatRangesNameKeyAndValue) {
   EXPECT_EQ(message_for("training.min_lr_ratio=1"), "");  // closed at 1
 }
 
-// issue 13: --training.steps=99999999999 said "expected an integer".
+// Regression: --training.steps=99999999999 said "expected an integer".
 TEST(Config, IntegersOutOfRangeSaySoWithTheRange) {
   std::string message = error_of([] { config_parse(kMinimal, "a.toml", {"training.steps=99999999999"}); });
   EXPECT_EQ(message,
@@ -164,7 +157,7 @@ TEST(Config, IntegersOutOfRangeSaySoWithTheRange) {
             std::string::npos);
 }
 
-// issue 13: a bad command-line value was blamed on the config file.
+// Regression: a bad command-line value was blamed on the config file.
 TEST(Config, ErrorsNameTheCommandLineOrTheFileWhereTheValueCameFrom) {
   EXPECT_EQ(error_of([] { config_parse(kMinimal, "a.toml", {"training.lr=abc"}); }),
             "command line --training.lr: expected a number, got 'abc'");
@@ -178,7 +171,7 @@ TEST(Config, ErrorsNameTheCommandLineOrTheFileWhereTheValueCameFrom) {
             std::string::npos);
 }
 
-// issue 13: a misspelt key got no "did you mean".
+// Regression: a misspelt key got no "did you mean".
 TEST(Config, MisspeltKeysGetTheClosestKnownKey) {
   EXPECT_EQ(error_of([] { config_parse(kMinimal, "a.toml", {"training.lr_schedul=cosine"}); }),
             "command line --training.lr_schedul=cosine: unknown key 'training.lr_schedul' (did you "
@@ -220,7 +213,7 @@ TEST(Config, EnumKeysParseOnceNameTheChoicesAndDumpByName) {
             "a.toml: training.precision: expected a string: fp32 or bf16");
 }
 
-// issue 13: errors ended in "(/path/config/config.cpp:85)". The location is
+// Regression: errors ended in "(/path/config/config.cpp:85)". The location is
 // kept apart and shown only with LLM_DEBUG.
 TEST(Errors, SourceLocationOnlyWhenDebugging) {
   try {

@@ -20,6 +20,7 @@
 #include "interop/hf_llama.h"
 #include "interop/safetensors.h"
 #include "test/temp_dir.h"
+#include "test/error_of.h"
 
 namespace llm {
 namespace {
@@ -30,16 +31,7 @@ using test_support::TempDir;
 // Each test's scratch directory is <temp>/llm_test_hf_<pid>_<n>.
 constexpr char kTempPrefix[] = "llm_test_hf_";
 
-// Runs `fn` and returns the llm::Error message it throws ("" if none).
-template <class F>
-std::string error_of(F&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test_support::error_of;
 
 #define EXPECT_CONTAINS(text, part)                          \
   EXPECT_NE(std::string(text).find(part), std::string::npos) \

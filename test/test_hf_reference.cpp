@@ -17,6 +17,7 @@
 #include "parallel/sharding_engine.h"
 #include "parallel/topology.h"
 #include "test/temp_dir.h"
+#include "trainer/hf_weights_source.h"
 
 namespace llm {
 namespace {
@@ -28,18 +29,6 @@ nlohmann::json read_json(const std::string& path) {
   EXPECT_TRUE(in) << "cannot open " << path;
   return nlohmann::json::parse(in);
 }
-
-// Hugging Face weights as the engine's parameter source (moments stay zero).
-class WeightsSource : public StateSource {
- public:
-  explicit WeightsSource(const HfWeights& weights) : weights_(weights) {}
-  void read(int unit, size_t begin, size_t count, float* params, float*, float*) override {
-    if (params) weights_.read(unit, begin, count, params);
-  }
-
- private:
-  const HfWeights& weights_;
-};
 
 // The model described by the reference's config.json, loaded from its weights.
 struct ImportedModel {
@@ -56,7 +45,7 @@ struct ImportedModel {
     topology = std::make_unique<Topology>(comm_world(), config.parallel);
     engine = std::make_unique<ShardingEngine>(model->layout(), config, backend_cpu(), *topology);
     HfWeights weights = HfWeights::open(kReferenceDir, config.model, model->layout());
-    WeightsSource source(weights);
+    HfWeightsSource source(weights);
     engine->load_state(source, /*with_moments=*/false);
   }
 };

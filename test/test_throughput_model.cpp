@@ -17,18 +17,12 @@
 #include "planning/throughput_model.h"
 #include "trainer/trainer.h"
 #include "parallel/topology.h"
+#include "test/error_of.h"
 
 namespace llm {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test_support::error_of;
 
 HardwareProfile a100() { return hardware_load("planning/hardware/a100_80gb_roce.toml"); }
 

@@ -15,6 +15,7 @@
 #include "parallel/comm.h"
 #include "trainer/trainer.h"
 #include "model/optimizer.h"
+#include "test/error_of.h"
 
 namespace llm {
 namespace {
@@ -173,14 +174,7 @@ TEST(Schedule, ClippingScalesOnlyAboveTheThreshold) {
   EXPECT_FLOAT_EQ(clip_scale(4.0f, 0.0f), 1.0f);  // off
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test_support::error_of;
 
 // Tokenizer problems used to surface only at the end-of-run sample.
 TEST(Trainer, MissingOrGarbageTokenizerIsAnErrorAtStart) {

@@ -17,6 +17,7 @@
 #include "parallel/checkpoint.h"
 #include "parallel/comm_nccl.h"
 #include "parallel/comm_staged.h"
+#include "trainer/hf_weights_source.h"
 
 namespace llm {
 namespace {
@@ -26,18 +27,6 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
-
-// Hugging Face weights as a source of parameters (moments stay zero).
-class HfWeightsSource : public StateSource {
- public:
-  explicit HfWeightsSource(const HfWeights& weights) : weights_(weights) {}
-  void read(int unit, size_t begin, size_t count, float* params, float*, float*) override {
-    if (params) weights_.read(unit, begin, count, params);
-  }
-
- private:
-  const HfWeights& weights_;
-};
 
 // On a GPU: picks this rank's device (node-local rank modulo the GPUs) and
 // wraps the world for device buffers; on the CPU the world is used as is.
