@@ -226,13 +226,18 @@ int main(int argc, char** argv) {
       std::fputs(kUsage, stdout);
       return argc == 1 ? 2 : 0;
     }
+    const std::vector<std::string> commands = {"train", "prepare", "bench", "export", "plan", "scale"};
+    alike_on_every_rank([&] {
+      LLM_CHECK(std::find(commands.begin(), commands.end(), args.command) != commands.end(),
+                "unknown command '{}'{} (see ./train --help)", args.command,
+                llm::did_you_mean(args.command, commands));
+    });
     if (args.command == "train") return run_train(args);
     if (args.command == "prepare") return run_prepare(args);
     if (args.command == "bench") return run_bench(args);
     if (args.command == "export") return run_export(args);
     if (args.command == "plan") return run_plan(args);
-    if (args.command == "scale") return llm::scale_command(args.options, args.overrides);
-    LLM_FAIL("unknown command '{}' (see ./train --help)", args.command);
+    return llm::scale_command(args.options, args.overrides);
   } catch (const llm::CollectiveError& e) {
     llm::comm_abort_collective(llm::error_report(e));
   } catch (const std::exception& e) {
