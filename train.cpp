@@ -185,6 +185,9 @@ int run_plan(const Args& args) {
   budget.device = memory ? llm::parse_bytes(*memory, "--gpu-memory") : llm::memory_available_bytes();
   budget.reserved = reserved ? llm::parse_bytes(*reserved, "--reserved")
                              : (memory ? llm::kDeviceReserve : 0);
+  LLM_CHECK(budget.reserved < budget.device, "--reserved ({}) must be less than the memory ({})",
+            llm::format_bytes(static_cast<double>(budget.reserved)),
+            llm::format_bytes(static_cast<double>(budget.device)));
   int hybrid_group = group ? static_cast<int>(llm::parse_integer(*group, "shard-group")) : std::min(ranks, 8);
   llm::plan_print(load_config(args), ranks, hybrid_group, budget);
   return 0;

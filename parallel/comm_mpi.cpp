@@ -210,7 +210,9 @@ void comm_abort(const std::string& message) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
   }
-  std::fprintf(stderr, "rank %d: error: %s\n", rank, message.c_str());
+  // One process has no ranks to tell apart.
+  if (size > 1) std::fprintf(stderr, "rank %d: error: %s\n", rank, message.c_str());
+  else std::fprintf(stderr, "error: %s\n", message.c_str());
   std::fflush(stderr);
   if (active && size > 1) MPI_Abort(MPI_COMM_WORLD, 1);
   std::exit(1);
