@@ -20,9 +20,16 @@ namespace fs = std::filesystem;
 constexpr int kSaveAt = 3, kSteps = 6;
 constexpr float kLossTolerance = 2e-5f, kParamTolerance = 2e-5f;  // as in mpi_test_modes.cpp
 
-const std::vector<std::vector<std::string>> kModes = {
-    {"parallel.mode=ddp"}, {"parallel.mode=zero1"}, {"parallel.mode=zero2"},
-    {"parallel.mode=zero3"}, {"parallel.mode=hybrid", "parallel.shard_group_size=1"}};
+// Every mode; hybrid as real groups (2 ranks each, replicated across the
+// others) where the world allows it (4 ranks), else as groups of one.
+std::vector<std::vector<std::string>> modes_of(int world) {
+  const int group = world >= 4 && world % 2 == 0 ? 2 : 1;
+  return {{"parallel.mode=ddp"},
+          {"parallel.mode=zero1"},
+          {"parallel.mode=zero2"},
+          {"parallel.mode=zero3"},
+          {"parallel.mode=hybrid", "parallel.shard_group_size=" + std::to_string(group)}};
+}
 
 // A directory shared by all ranks, emptied by rank 0.
 std::string shared_dir(Group& world, const std::string& name) {
@@ -64,7 +71,7 @@ std::string mode_name(const std::vector<std::string>& mode) {
 
 TEST(CheckpointResume, BitIdenticalToAnUninterruptedRunInEveryMode) {
   Group& world = comm_world();
-  for (const auto& mode : kModes) {
+  for (const auto& mode : modes_of(world.size())) {
     SCOPED_TRACE(mode_name(mode));
     std::string dir = shared_dir(world, "exact_" + mode_name(mode));
     Trainer straight(make_config(dir + "/straight", "none", mode), world);
@@ -120,7 +127,7 @@ TEST(CheckpointReshard, AnyModeHereLoadsIntoEveryModeAndIntoOneRank) {
   world.barrier();  // rank 0's single-process checkpoint is complete
   const std::string from_single = alone_dir(0) + "/step_" + std::to_string(kSaveAt);
 
-  for (const auto& to : kModes) {
+  for (const auto& to : modes_of(world.size())) {
     SCOPED_TRACE("single process -> " + mode_name(to));
     std::string dir = shared_dir(world, "from_single_" + mode_name(to));
     Trainer t(make_config(dir, from_single, to), world);
@@ -128,7 +135,7 @@ TEST(CheckpointReshard, AnyModeHereLoadsIntoEveryModeAndIntoOneRank) {
     expect_continues_reference(train(t, kSteps), reference);
   }
 
-  for (const auto& from : kModes) {
+  for (const auto& from : modes_of(world.size())) {
     std::string saved_dir = shared_dir(world, "from_" + mode_name(from));
     std::string saved;
     {
@@ -136,7 +143,7 @@ TEST(CheckpointReshard, AnyModeHereLoadsIntoEveryModeAndIntoOneRank) {
       train(t, kSaveAt);
       saved = t.save_checkpoint(kSaveAt);
     }
-    for (const auto& to : kModes) {
+    for (const auto& to : modes_of(world.size())) {
       SCOPED_TRACE(mode_name(from) + " -> " + mode_name(to));
       std::string dir = shared_dir(world, "to_" + mode_name(to));
       Trainer t(make_config(dir, saved, to), world);

@@ -2,8 +2,9 @@
 # Resharding across separate jobs: zero3 on 4 ranks trains 3 steps and stops;
 # the same command shape resumes it as hybrid 3x2 on 6 ranks for 2 steps, then
 # as zero2 on 3 ranks and finally as ddp on 1 rank. The losses logged by the
-# chain must follow an uninterrupted single-process run within 1e-4 (fp32
-# reduction order; measured differences are ~1e-6).
+# chain must follow an uninterrupted single-process run within 2e-6, the
+# bound the README states (fp32 reduction order; measured 4.8e-7, one fp32
+# step at a loss near 6).
 # usage: resume_across_worlds_test.sh <path to train> <mpiexec>
 set -u
 train=$1
@@ -35,6 +36,6 @@ grep -q "resumed from .*step_8 at step 8" "$tmp/log_1_10.txt" || fail "the last 
 paste <(losses "$tmp/straight") <(losses "$tmp/chain") > "$tmp/pairs.txt"
 [ "$(wc -l < "$tmp/pairs.txt")" = 10 ] || fail "expected 10 logged steps in both runs"
 awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > max) max = d; if ($2 == "") bad = 1 }
-     END { printf "max |loss difference| over 10 steps: %.2e\n", max; exit (bad || max > 1e-4) }' \
+     END { printf "max |loss difference| over 10 steps: %.2e\n", max; exit (bad || max > 2e-6) }' \
   "$tmp/pairs.txt" || fail "the resumed chain left the single-process loss curve"
 echo "PASS"

@@ -3,6 +3,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -61,23 +62,24 @@ MemoryPlan memory_plan(const Config& config, const ShardingPlan& sharding) {
   return plan;
 }
 
-void check_memory_fits(const Config& config, const ShardingPlan& sharding, int ranks_per_node) {
+RankMemory rank_memory_available(const Config& config, int ranks_per_node) {
+  const int ranks = std::max(ranks_per_node, 1);
+  if (config.device() != Device::cuda) return {memory_available_bytes() / ranks, "this machine has"};
+  const int gpus = std::max(cuda_device_count(), 1);
+  const int ranks_per_gpu = (ranks + gpus - 1) / gpus;
+  return {cuda_free_bytes() / ranks_per_gpu, "this GPU has"};
+}
+
+void check_memory_fits(const Config& config, const ShardingPlan& sharding,
+                       const RankMemory& available) {
   MemoryPlan plan = memory_plan(config, sharding);
-  size_t available = memory_available_bytes() / std::max(ranks_per_node, 1);
-  const char* where = "this machine has";
-  if (config.device() == Device::cuda) {
-    const int gpus = std::max(cuda_device_count(), 1);
-    const int ranks_per_gpu = (std::max(ranks_per_node, 1) + gpus - 1) / gpus;
-    available = cuda_free_bytes() / ranks_per_gpu;
-    where = "this GPU has";
-  }
-  LLM_CHECK(available == 0 || plan.total() <= available,
+  LLM_CHECK(available.bytes == 0 || plan.total() <= available.bytes,
             "{}: needs {} per rank in mode {} (parameters {}, gradients {}, optimizer {}, buffers "
             "{}, activations {}) but {} {} available per rank",
             config.path, format_bytes(plan.total()), sharding.mode, format_bytes(plan.state.params),
             format_bytes(plan.state.grads), format_bytes(plan.state.optimizer),
-            format_bytes(plan.state.buffers), format_bytes(plan.activations), where,
-            format_bytes(available));
+            format_bytes(plan.state.buffers), format_bytes(plan.activations), available.where,
+            format_bytes(available.bytes));
 }
 
 int micro_batches_per_step(const TrainingConfig& t, int dp_size) {
@@ -97,7 +99,7 @@ Trainer::Trainer(Config config, Group& world)
       spike_guard_(config_.training.spike_loss_factor, config_.training.spike_grad_norm_factor,
                    config_.training.spike_window) {
   const TrainingConfig& t = config_.training;
-  check_memory_fits(config_, topology_.plan, comm_local_size());
+  check_memory_fits(config_, topology_.plan, rank_memory_available(config_, comm_local_size()));
   // Everything the run reads is checked before step 1, not after hours.
   LLM_CHECK(t.sample_tokens == 0 || !config_.data.tokenizer.empty(),
             "{}: training.sample_tokens = {} needs data.tokenizer (or set sample_tokens = 0)",

@@ -33,10 +33,19 @@ struct MemoryPlan {
 };
 MemoryPlan memory_plan(const Config& config, const ShardingPlan& plan);
 
+// Memory one rank may use, and where it is ("this machine has", "this GPU
+// has"): the host's available memory (or, with training.device = cuda, this
+// GPU's free memory) shared by `ranks_per_node` processes; 0 bytes when
+// unknown.
+struct RankMemory {
+  size_t bytes;
+  std::string where;
+};
+RankMemory rank_memory_available(const Config& config, int ranks_per_node);
+
 // Throws, with one line naming the config and both figures, when the plan
-// exceeds the memory this machine (or, with training.device = cuda, this
-// rank's GPU) has available, shared by `ranks_per_node` processes.
-void check_memory_fits(const Config& config, const ShardingPlan& plan, int ranks_per_node);
+// exceeds what is available (0 bytes, unknown, passes).
+void check_memory_fits(const Config& config, const ShardingPlan& plan, const RankMemory& available);
 
 // Micro-batches per rank per step: batch_size / (micro_batch_size x dp_size);
 // throws naming the keys when that does not divide.

@@ -1,0 +1,93 @@
+// The Llama model written out naively in double, from the reference ops
+// (test/reference_ops.h, plain loops), over parameters held by tensor name:
+// its mean cross-entropy and that loss's gradient by central differences.
+// Independent of model/: it shares only the tensor names and shapes of the
+// layout (embed.weight, layers.<l>.attn.wqkv, ...), which it reads by name.
+// Used by test_model.cpp (one forward/backward) and the training-step
+// reference (test/reference_training.h).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "model/layout.h"
+#include "parallel/sharding_engine.h"
+#include "test/reference_ops.h"
+
+namespace llm::naive {
+
+using reference::Vec;
+// Parameters by tensor name, as doubles.
+using NamedParams = std::map<std::string, Vec>;
+
+// Every tensor of the layout, gathered from the engine (collective when the
+// engine shards: every rank calls it).
+inline NamedParams named_params(const ParameterLayout& layout, ShardingEngine& engine) {
+  NamedParams out;
+  std::vector<float> unit;
+  int gathered = -1;
+  for (const TensorSpec& t : layout.tensors) {
+    if (t.unit != gathered) {
+      unit.assign(layout.units[t.unit].numel, 0.0f);
+      engine.gather_params(t.unit, unit.data());
+      gathered = t.unit;
+    }
+    out[t.name] = Vec(unit.begin() + t.offset, unit.begin() + t.offset + t.numel);
+  }
+  return out;
+}
+
+// Mean cross-entropy over the B x T targets.
+inline double loss(const ModelConfig& m, const NamedParams& p, const std::vector<int32_t>& inputs,
+                   const std::vector<int32_t>& targets, int B, int T) {
+  namespace r = reference;
+  const int N = B * T, C = m.dim, H = m.n_heads, KV = m.n_kv_heads, D = C / H, F = m.ffn_dim;
+  const int QKV = (H + 2 * KV) * D;
+  Vec x = r::embedding_forward(inputs, p.at("embed.weight"), N, C);
+  for (int l = 0; l < m.n_layers; ++l) {
+    std::string pre = "layers." + std::to_string(l);
+    Vec xn1 = r::rmsnorm_forward(x, p.at(pre + ".attn_norm.weight"), N, C, m.norm_eps);
+    Vec qkv = r::matmul_forward(xn1, p.at(pre + ".attn.wqkv"), N, C, QKV);
+    qkv = r::rope_forward(qkv, N, T, H + KV, D, QKV, m.rope_theta);
+    Vec att = r::attention_forward(qkv, B, T, H, KV, D);
+    x = r::residual_forward(x, r::matmul_forward(att, p.at(pre + ".attn.wo"), N, H * D, C));
+    Vec xn2 = r::rmsnorm_forward(x, p.at(pre + ".mlp_norm.weight"), N, C, m.norm_eps);
+    Vec h13 = r::matmul_forward(xn2, p.at(pre + ".mlp.w13"), N, C, 2 * F);
+    Vec g = r::swiglu_forward(h13, N, F);
+    x = r::residual_forward(x, r::matmul_forward(g, p.at(pre + ".mlp.w2"), N, F, C));
+  }
+  Vec xf = r::rmsnorm_forward(x, p.at("norm.weight"), N, C, m.norm_eps);
+  const Vec& head = m.tie_embeddings ? p.at("embed.weight") : p.at("lm_head.weight");
+  Vec losses = r::cross_entropy_forward(r::matmul_forward(xf, head, N, C, m.vocab_size), targets,
+                                        N, m.vocab_size);
+  double sum = 0;
+  for (double v : losses) sum += v;
+  return sum / N;
+}
+
+// d loss / d p for every element of every tensor, by central differences with
+// step h (in double, so the truncation error ~h^2 is far below fp32 rounding).
+inline NamedParams gradient(const ModelConfig& m, NamedParams p, const std::vector<int32_t>& inputs,
+                            const std::vector<int32_t>& targets, int B, int T, double h = 1e-5) {
+  NamedParams grads;
+  for (auto& [name, values] : p) {
+    Vec& g = grads[name];
+    g.resize(values.size());
+    for (size_t i = 0; i < values.size(); ++i) {
+      const double saved = values[i];
+      values[i] = saved + h;
+      const double up = loss(m, p, inputs, targets, B, T);
+      values[i] = saved - h;
+      const double down = loss(m, p, inputs, targets, B, T);
+      values[i] = saved;
+      g[i] = (up - down) / (2 * h);
+    }
+  }
+  return grads;
+}
+
+}  // namespace llm::naive
