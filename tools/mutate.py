@@ -9,7 +9,10 @@ in its file is reported as "stale" (the code moved on; update the mutation),
 never silently skipped.
 Not part of `make test`: each row is a rebuild and a suite run.
 
-    python3 tools/mutate.py [--only NAME ...] [--jobs 2]
+    python3 tools/mutate.py [--only NAME ...] [--jobs 2] [--commit REV]
+
+--commit REV tests that commit as it is (default: HEAD plus the working
+tree's uncommitted edits to tracked files), e.g. to make a "before" table.
 """
 import argparse
 import pathlib
@@ -92,6 +95,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", help="mutation names to run (default: all)")
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--commit", help="test this commit alone, without uncommitted edits")
     args = parser.parse_args()
     root = pathlib.Path(__file__).resolve().parent.parent
     chosen = [m for m in MUTATIONS if not args.only or m[0] in args.only]
@@ -99,10 +103,13 @@ def main() -> int:
     scratch = pathlib.Path(tempfile.mkdtemp(prefix="llm_mutate_"))
     tree = scratch / "tree"
     print(f"copying the repository to {tree} and building it once", flush=True)
-    subprocess.run(["git", "worktree", "add", "--detach", "-q", str(tree), "HEAD"], cwd=root, check=True)
-    for path in subprocess.check_output(["git", "diff", "--name-only", "HEAD"], cwd=root, text=True).split():
-        if (root / path).exists():
-            shutil.copy2(root / path, tree / path)  # uncommitted edits come along
+    subprocess.run(["git", "worktree", "add", "--detach", "-q", str(tree), args.commit or "HEAD"],
+                   cwd=root, check=True)
+    if not args.commit:
+        for path in subprocess.check_output(["git", "diff", "--name-only", "HEAD"], cwd=root,
+                                            text=True).split():
+            if (root / path).exists():
+                shutil.copy2(root / path, tree / path)  # uncommitted edits come along
     build = ["cmake", "--build", "build", "-j", str(args.jobs)]
     configure = ["cmake", "-S", ".", "-B", "build", "-DCMAKE_BUILD_TYPE=Release", "-DLLM_CUDA=OFF"]
     setup_log = scratch / "setup.log"
