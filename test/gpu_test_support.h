@@ -1,6 +1,6 @@
 // Shared helpers of the GPU suites (gpu_test_*.cpp, executable llm_gpu_tests,
-// ctest label "gpu"): skipping with a reason where there is no CUDA device,
-// device buffers filled from / read back into host vectors through the CUDA
+// ctest label "gpu") and of the op harness's CUDA rows: skipping with a
+// reason where there is no CUDA device, device buffers filled from / read back into host vectors through the CUDA
 // backend's memory table (so the suites are plain C++), random host data and
 // the elementwise comparison against the CPU twin with per-element bounds.
 #pragma once

@@ -1,8 +1,7 @@
-// Shared helpers of the kernel suites (test_kernels.cpp, test_kernels_bf16.cpp):
-// the tolerance type, random token ids, bit-for-bit comparison, running under a
-// given OpenMP thread count, and the shape structs both suites iterate over.
-// Only what is identical in both lives here; each suite keeps its own
-// tolerances, value generators, shape lists and expect_close.
+// Shared helpers of the kernel tests (the op harness, test/op_harness.h, and
+// the GPU suites through gpu_test_support.h): the tolerance type, random token
+// ids, bit-for-bit comparison, running under a given OpenMP thread count, and
+// the shape structs several op families iterate over.
 #pragma once
 
 #include <gtest/gtest.h>

@@ -1,0 +1,225 @@
+// Op cases of the matmul (out = inp @ weight^T; backward: dinp overwritten,
+// dweight accumulated in fp32, dinp == nullptr computing only dweight) on
+// every row (see op_harness.h): the reference and finite differences (cpu
+// f32), the fp32 twin within one bf16 rounding (cpu bf16), the CPU twin within
+// a reassociation bound built from each result's sum of |terms| (cuda); plus
+// bit-identical repeats.
+// Invariant: the matmuls go through OpenBLAS / cuBLASLt, whose kernels and
+// splits depend on the machine and thread count, so no check assumes bits
+// across thread counts; a repeat on one backend at one thread count gives the
+// same bits, and the bf16 entry point is the fp32 one on widened operands.
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "test/op_harness.h"
+
+namespace llm::op_test {
+namespace {
+
+std::string describe(const MatmulShape& s) {
+  return "N=" + std::to_string(s.N) + " C=" + std::to_string(s.C) + " OC=" + std::to_string(s.OC);
+}
+
+// cpu rows: small enough for finite differences; the bf16 row adds a shape
+// wide enough (N x OC beyond the kernel's ~4M-float chunk of fp32 scratch)
+// that the rows are processed in several chunks, the last partial.
+constexpr MatmulShape kCpuShapes[] = {{7, 13, 5}, {1, 1, 1}, {33, 17, 9}};
+constexpr MatmulShape kCpuBf16ChunkedShape{250, 5, 40000};
+// cuda rows: tiny, odd (not multiples of 8 or 16, so cuBLASLt takes its
+// unaligned paths) and model-like shapes.
+constexpr MatmulShape kCudaShapes[] = {{1, 1, 1},    {7, 13, 5},   {3, 1, 17},     {5, 17, 1},
+                                       {64, 96, 160}, {33, 40, 24}, {100, 384, 1152}};
+
+constexpr double kFloatEpsilon = 0x1p-23;  // fp32 ulp of 1
+constexpr double kBf16Ulp = 0x1p-7;        // bf16 ulp of 1: 8 significant bits
+
+// cuda: two fp32 evaluations of a sum of k products in different orders
+// (cuBLASLt's tiles and split-K against OpenBLAS's kernels) differ by rounding
+// errors that grow like sqrt(k) ulps of the partial sums; every partial sum is
+// bounded by M = sum |term|. 4 sqrt(k) eps M leaves a wide margin over that
+// random walk while a wrong or missing term (about M / k, far above eps M for
+// our k) fails.
+Doubles reassociation_bounds(const Doubles& magnitude, int k) {
+  Doubles bound(magnitude.size());
+  for (size_t i = 0; i < magnitude.size(); i++)
+    bound[i] = 4.0 * std::sqrt((double)k) * kFloatEpsilon * magnitude[i];
+  return bound;
+}
+
+// cuda bf16 outputs: the same plus two bf16 ulps of the result: the GPU and
+// CPU round fp32 values that differ by the reassociation bound, which may
+// straddle a bf16 rounding boundary (one ulp); the second ulp is margin. bf16
+// products are exact in fp32, so nothing else differs.
+Doubles bf16_result_bounds(const Doubles& magnitude, int k, const Doubles& expected) {
+  Doubles bound = reassociation_bounds(magnitude, k);
+  for (size_t i = 0; i < bound.size(); i++) bound[i] += 2.0 * kBf16Ulp * std::fabs(expected[i]);
+  return bound;
+}
+
+// Sums of |products| of each GEMM result, the M of reassociation_bounds.
+struct MatmulMagnitudes {
+  Doubles out, dinp, dweight;  // dweight includes |prefill|
+};
+
+MatmulMagnitudes matmul_magnitudes(const Doubles& inp, const Doubles& weight, const Doubles& dout,
+                                   const Doubles& dweight_prefill, int N, int C, int OC) {
+  MatmulMagnitudes m{Doubles((size_t)N * OC, 0.0), Doubles((size_t)N * C, 0.0), Doubles()};
+  m.dweight = dweight_prefill;
+  for (double& x : m.dweight) x = std::fabs(x);
+  for (int n = 0; n < N; n++)
+    for (int o = 0; o < OC; o++) {
+      const double dy = std::fabs(dout[(size_t)n * OC + o]);
+      for (int c = 0; c < C; c++) {
+        const double x = std::fabs(inp[(size_t)n * C + c]), w = std::fabs(weight[(size_t)o * C + c]);
+        m.out[(size_t)n * OC + o] += x * w;
+        m.dinp[(size_t)n * C + c] += dy * w;
+        m.dweight[(size_t)o * C + c] += dy * x;
+      }
+    }
+  return m;
+}
+
+std::vector<MatmulShape> matmul_shapes(const OpRow& row) {
+  if (row.cuda()) return {std::begin(kCudaShapes), std::end(kCudaShapes)};
+  std::vector<MatmulShape> shapes(std::begin(kCpuShapes), std::end(kCpuShapes));
+  if (row.dtype == Dtype::bf16) shapes.push_back(kCpuBf16ChunkedShape);
+  return shapes;
+}
+
+// The forward (out pre-filled with NaN, overwritten) and the backward (dinp
+// NaN, overwritten; dweight pre-filled, +=), then the backward again with
+// dinp == nullptr. cpu f32: kForwardTolerance against the reference,
+// kBackwardTolerance against finite differences, the second backward adding
+// the gradient again; cpu bf16: both sides run sgemm on identical fp32 values
+// over different row chunks: outputs within kOneRounding of fp32, dweight (fp32,
+// summed chunk by chunk) within kReassociation; cuda: reassociation_bounds
+// (bf16: bf16_result_bounds) against the CPU twin, out the same bits on a
+// second run, and the dinp == nullptr dweight the same bits as with dinp.
+template <class T>
+void matmul_forward_backward(const OpRow& row) {
+  constexpr bool bf16 = std::is_same_v<T, Bf16>;
+  std::mt19937 rng(row.cuda() ? (bf16 ? 102 : 101) : (bf16 ? 113 : 15));
+  const Backend& be = row.backend();
+  for (const MatmulShape& s : matmul_shapes(row)) {
+    const auto [N, C, OC] = s;
+    SCOPED_TRACE(describe(s));
+    const Floats inp = random_values((size_t)N * C, rng, -1.0f, 1.0f, bf16);
+    const Floats weight = random_values((size_t)OC * C, rng, -1.0f, 1.0f, bf16);
+    const Floats dout = random_values((size_t)N * OC, rng, -1.0f, 1.0f, bf16);
+    const Floats dweight_prefill = random_values(weight.size(), rng, -1.0f, 1.0f, bf16 && row.cpu());
+    const std::vector<T> inp_t = stored<T>(inp), weight_t = stored<T>(weight), dout_t = stored<T>(dout);
+
+    Buffer<T> d_inp(be, inp_t), d_weight(be, weight_t), d_dout(be, dout_t);
+    Buffer<T> d_out(be, nan_filled<T>((size_t)N * OC)), d_dinp(be, nan_filled<T>(inp.size()));
+    Buffer<float> d_dweight(be, dweight_prefill);
+    be.ops<T>().matmul_forward(d_out.get(), d_inp.get(), d_weight.get(), N, C, OC);
+    be.ops<T>().matmul_backward(d_dinp.get(), d_dweight.get(), d_dout.get(), d_inp.get(),
+                                d_weight.get(), N, C, OC);
+    const std::vector<T> out = d_out.download(), dinp = d_dinp.download();
+    const Floats dweight = d_dweight.download();
+    EXPECT_TRUE(d_out.guards_intact() && d_dinp.guards_intact() && d_dweight.guards_intact());
+    // The same GEMMs again: out into NaN, and dweight from the prefill with dinp == nullptr.
+    d_out.upload(nan_filled<T>(out.size()));
+    be.ops<T>().matmul_forward(d_out.get(), d_inp.get(), d_weight.get(), N, C, OC);
+    expect_identical(d_out.download(), out, "out, second run");
+    d_dweight.upload(row.cuda() ? dweight_prefill : dweight);
+    be.ops<T>().matmul_backward(nullptr, d_dweight.get(), d_dout.get(), d_inp.get(), d_weight.get(),
+                                N, C, OC);
+    const Floats dweight_again = d_dweight.download();
+
+    if (row.cuda()) {
+      const MatmulMagnitudes magnitude = matmul_magnitudes(
+          to_doubles(inp_t), to_doubles(weight_t), to_doubles(dout_t), to_doubles(dweight_prefill), N, C, OC);
+      std::vector<T> twin_out((size_t)N * OC), twin_dinp(inp.size());
+      Floats twin_dweight = dweight_prefill;
+      backend_cpu().ops<T>().matmul_forward(twin_out.data(), inp_t.data(), weight_t.data(), N, C, OC);
+      backend_cpu().ops<T>().matmul_backward(twin_dinp.data(), twin_dweight.data(), dout_t.data(),
+                                             inp_t.data(), weight_t.data(), N, C, OC);
+      const Doubles expected_out = to_doubles(twin_out), expected_dinp = to_doubles(twin_dinp);
+      expect_within(to_doubles(out), expected_out,
+                    bf16 ? bf16_result_bounds(magnitude.out, C, expected_out)
+                         : reassociation_bounds(magnitude.out, C), "out");
+      expect_within(to_doubles(dinp), expected_dinp,
+                    bf16 ? bf16_result_bounds(magnitude.dinp, OC, expected_dinp)
+                         : reassociation_bounds(magnitude.dinp, OC), "dinp");
+      // dweight is fp32: bf16 products are exact, so only the summation order differs.
+      expect_within(to_doubles(dweight), to_doubles(twin_dweight),
+                    reassociation_bounds(magnitude.dweight, N + 1), "dweight (+=)");
+      expect_identical(dweight_again, dweight, "dweight with dinp == nullptr");
+    } else if (bf16) {
+      Floats out32((size_t)N * OC), dinp32(inp.size()), dweight32 = dweight_prefill;
+      backend_cpu().f32.matmul_forward(out32.data(), inp.data(), weight.data(), N, C, OC);
+      backend_cpu().f32.matmul_backward(dinp32.data(), dweight32.data(), dout.data(), inp.data(),
+                                        weight.data(), N, C, OC);
+      expect_close(out, out32, kOneRounding, "out");
+      expect_close(dinp, dinp32, kOneRounding, "dinp (overwritten)");
+      expect_close(dweight, dweight32, kReassociation, "dweight (+=)");
+      backend_cpu().f32.matmul_backward(nullptr, dweight32.data(), dout.data(), inp.data(),
+                                        weight.data(), N, C, OC);
+      expect_close(dweight_again, dweight32, kReassociation, "dweight (+=, dinp null)");
+    } else {
+      const Vec x = to_doubles(inp), w = to_doubles(weight), dy = to_doubles(dout);
+      expect_close(out, reference::matmul_forward(x, w, N, C, OC), kForwardTolerance, "out");
+      const Vec grad_inp = finite_difference_gradient(
+          [&](const Vec& xs) { return reference::matmul_forward(xs, w, N, C, OC); }, x, dy);
+      const Vec grad_weight = finite_difference_gradient(
+          [&](const Vec& ws) { return reference::matmul_forward(x, ws, N, C, OC); }, w, dy);
+      expect_close(dinp, grad_inp, kBackwardTolerance, "dinp (overwritten)");
+      const Vec expected_dweight = add(to_doubles(dweight_prefill), grad_weight);
+      expect_close(dweight, expected_dweight, kBackwardTolerance, "dweight (+=)");
+      // Without dinp only dweight is computed, still accumulating.
+      expect_close(dweight_again, add(expected_dweight, grad_weight), kBackwardTolerance,
+                   "dweight (+=, dinp null)");
+    }
+  }
+}
+
+// The CPU's guarantee, at 1, 2 and 3 threads: a repeat gives the same bits,
+// and the bf16 entry point is exactly the fp32 one on the widened operands,
+// rounded once (one chunk of rows here, so the same sgemm calls).
+void matmul_backward_repeats(const OpRow& row) {
+  std::mt19937 rng(114);
+  const int N = 97, C = 70, OC = 45;
+  const Floats inp = random_bf16_values((size_t)N * C, rng);
+  const Floats weight = random_bf16_values((size_t)OC * C, rng);
+  const Floats dout = random_bf16_values((size_t)N * OC, rng);
+  const Bf16s inp16 = to_bf16s(inp), weight16 = to_bf16s(weight), dout16 = to_bf16s(dout);
+  auto run_bf16 = [&] {
+    Buffer<Bf16> d_inp(row.backend(), inp16), d_weight(row.backend(), weight16), d_dout(row.backend(), dout16);
+    Buffer<Bf16> d_dinp(row.backend(), Bf16s(inp.size()));
+    Buffer<float> d_dweight(row.backend(), Floats((size_t)OC * C, 0.0f));
+    row.backend().bf16.matmul_backward(d_dinp.get(), d_dweight.get(), d_dout.get(), d_inp.get(),
+                                       d_weight.get(), N, C, OC);
+    Floats all = d_dweight.download();
+    append(all, to_floats(d_dinp.download()));
+    return all;
+  };
+  auto run_widened_fp32 = [&] {
+    Floats dinp(inp.size()), dweight((size_t)OC * C, 0.0f);
+    backend_cpu().f32.matmul_backward(dinp.data(), dweight.data(), dout.data(), inp.data(),
+                                      weight.data(), N, C, OC);
+    append(dweight, to_floats(to_bf16s(dinp)));
+    return dweight;
+  };
+  for (int threads : kThreadCounts) {
+    const std::string at = ", threads " + std::to_string(threads);
+    const Floats first = with_threads(threads, run_bf16);
+    expect_identical(with_threads(threads, run_bf16), first, "repeat" + at);
+    expect_identical(first, with_threads(threads, run_widened_fp32), "bf16 vs widened fp32" + at);
+  }
+}
+
+}  // namespace
+
+std::vector<OpCase> matmul_cases() {
+  return {
+      {"matmul", "forward_backward", kAllRows, {"matmul_forward", "matmul_backward"},
+       LLM_BY_DTYPE(matmul_forward_backward)},
+      {"matmul", "backward_repeats_at_each_thread_count", kCpuBf16, {"matmul_backward"},
+       matmul_backward_repeats},
+  };
+}
+
+}  // namespace llm::op_test

@@ -1,0 +1,101 @@
+// The op harness's table and its GoogleTest instantiation: every case of every
+// family (op_cases_*.cpp) on each row it declares, as one parameterized test
+// per (case, backend, dtype), named <Backend>/Op.Case/<family>_<case>_<dtype>,
+// e.g. Cuda/Op.Case/rmsnorm_backward_bf16. The Cpu/ rows run everywhere (ctest
+// label cpu); the Cuda/ rows skip with a reason where there is no GPU (ctest
+// label gpu). Plus the coverage check: every op of the Backend table has cases
+// on both backends (and both storage types where it has them).
+// Invariant: the table is built on first use, after static initialization, so
+// the order of the case files does not matter.
+#include <gtest/gtest.h>
+
+#include <ostream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "test/op_harness.h"
+
+namespace llm::op_test {
+
+const std::vector<OpCase>& op_cases() {
+  static const std::vector<OpCase> cases = [] {
+    std::vector<OpCase> all;
+    for (auto family : {cast_fill_residual_cases, embedding_rmsnorm_cases, rope_swiglu_cases,
+                        attention_cases, matmul_cases, cross_entropy_adamw_cases}) {
+      for (OpCase& c : family()) all.push_back(std::move(c));
+    }
+    return all;
+  }();
+  return cases;
+}
+
+namespace {
+
+struct OpParam {
+  const OpCase* op_case;
+  OpRow row;
+};
+
+// The (case, dtype) rows of one backend, in table order.
+std::vector<OpParam> rows_of(Target target) {
+  std::vector<OpParam> params;
+  for (const OpCase& c : op_cases())
+    for (Dtype dtype : {Dtype::f32, Dtype::bf16}) {
+      const OpRow row{target, dtype};
+      if (c.rows & row_bit(row)) params.push_back({&c, row});
+    }
+  return params;
+}
+
+// What gtest prints for a row (instead of the struct's bytes).
+void PrintTo(const OpParam& p, std::ostream* os) {
+  *os << p.op_case->family << " " << p.op_case->name << " on " << (p.row.cuda() ? "cuda" : "cpu")
+      << (p.row.dtype == Dtype::f32 ? " f32" : " bf16");
+}
+
+std::string param_name(const testing::TestParamInfo<OpParam>& info) {
+  const OpParam& p = info.param;
+  return p.op_case->family + "_" + p.op_case->name + (p.row.dtype == Dtype::f32 ? "_f32" : "_bf16");
+}
+
+class Op : public testing::TestWithParam<OpParam> {};
+
+TEST_P(Op, Case) {
+  const OpParam& p = GetParam();
+  if (p.row.cuda()) LLM_SKIP_WITHOUT_GPU();
+  p.op_case->run(p.row);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cpu, Op, testing::ValuesIn(rows_of(Target::cpu)), param_name);
+INSTANTIATE_TEST_SUITE_P(Cuda, Op, testing::ValuesIn(rows_of(Target::cuda)), param_name);
+
+// A new op is not done without its case: each entry of the Backend table is
+// named by some case on every row it has (typed ops: both backends and both
+// storage types; untyped ops: both backends).
+TEST(OpHarness, EveryOpHasCases) {
+  std::vector<std::pair<std::string, unsigned>> expected;
+#define LLM_EXPECT_TYPED_OP(name) expected.push_back({#name, kAllRows});
+  LLM_TYPED_OPS(LLM_EXPECT_TYPED_OP)
+#undef LLM_EXPECT_TYPED_OP
+  for (const char* name : {"rope_table", "adamw_update", "sum_squares"})
+    expected.push_back({name, kF32Rows});
+  for (const char* name : {"cast_f32_to_bf16", "cast_bf16_to_f32"})
+    expected.push_back({name, kBf16Rows});
+  for (const auto& [op, rows] : expected) {
+    unsigned covered = 0;
+    for (const OpCase& c : op_cases())
+      for (const std::string& used : c.ops)
+        if (used == op) covered |= c.rows;
+    EXPECT_EQ(covered & rows, rows) << op << ": rows without a case (mask " << covered << ")";
+  }
+}
+
+TEST(OpHarness, CaseNamesAreUnique) {
+  std::set<std::string> names;
+  for (const OpCase& c : op_cases())
+    EXPECT_TRUE(names.insert(c.family + "_" + c.name).second) << c.family << " " << c.name;
+}
+
+}  // namespace
+}  // namespace llm::op_test
