@@ -9,7 +9,7 @@ in its file is reported as "stale" (the code moved on; update the mutation),
 never silently skipped.
 Not part of `make test`: each row is a rebuild and a suite run.
 
-    python3 tools/mutate.py [--only NAME ...] [--jobs 2] [--commit REV]
+    python3 tools/mutate.py [--only NAME ...] [--jobs 2] [--commit REV] [--intended]
 
 --commit REV tests that commit as it is (default: HEAD plus the working
 tree's uncommitted edits to tracked files), e.g. to make a "before" table.
@@ -75,6 +75,25 @@ MUTATIONS = [
 ]
 
 
+# The tests written to catch each mutation (a ctest -R regex). With
+# --intended only these run, so a row says whether the test meant for the bug
+# catches it, not whichever test happened to fail first.
+INTENDED = {
+    "adamw_t_off_by_one": "TrainingStepReference",
+    "decay_norm_gains": "TrainingStepReference",
+    "no_grad_clip": "TrainingStepReference",
+    "data_position_step_times_micro": "TrainingStepReference",
+    "hf_config_key_typo": "HfReference.ExportedConfigUsesTransformersKeyNames",
+    "rmsnorm_eps_outside_sqrt": "TiedNormEpsNearMeanSquare|rmsnorm_forward",
+    "gqa_head_mapping_modulo": "UntiedGroupedQueryAttention|Cpu/Op.Case/attention",
+    "cosine_without_floor": "TrainingStepReference|Schedule.WarmupThenCosineToTheFloor",
+    "warmup_off_by_one": "TrainingStepReference|Schedule.WarmupThenCosineToTheFloor",
+    "bf16_truncates": "Bf16.TiesRoundToEven",
+    "loss_scale_per_micro_batch": "TrainingStepReference",
+    "spike_guard_never_skips": "SpikeGuard",
+}
+
+
 def run(cmd, cwd, log):
     with open(log, "a") as out:
         return subprocess.run(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT).returncode
@@ -96,6 +115,8 @@ def main() -> int:
     parser.add_argument("--only", nargs="*", help="mutation names to run (default: all)")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--commit", help="test this commit alone, without uncommitted edits")
+    parser.add_argument("--intended", action="store_true",
+                        help="run only each mutation's intended tests (INTENDED), not the suite")
     args = parser.parse_args()
     root = pathlib.Path(__file__).resolve().parent.parent
     chosen = [m for m in MUTATIONS if not args.only or m[0] in args.only]
@@ -116,7 +137,17 @@ def main() -> int:
     if run(configure, tree, setup_log) or run(build, tree, setup_log):
         print(f"the unmutated tree does not build: see {setup_log}")
         return 1
-    if run(["ctest", "--test-dir", "build", "-j", str(args.jobs)], tree, setup_log):
+    if args.intended:
+        listed = subprocess.run(["ctest", "--test-dir", "build", "-N", "-R",
+                                 "|".join(INTENDED[m[0]] for m in chosen)],
+                                cwd=tree, capture_output=True, text=True).stdout
+        for name, *_ in chosen:
+            if not any(part in listed for part in INTENDED[name].split("|")):
+                print(f"{name}: no ctest entry matches its intended tests '{INTENDED[name]}'")
+                return 1
+    if run(["ctest", "--test-dir", "build", "-j", str(args.jobs)] +
+           (["-R", "|".join(INTENDED[m[0]] for m in chosen)] if args.intended else []),
+           tree, setup_log):
         print(f"the unmutated tree fails its tests: see {setup_log}")
         return 1
 
@@ -133,7 +164,8 @@ def main() -> int:
             start = time.time()
             if run(build, tree, log):
                 verdict, detail = "caught", "does not compile"
-            elif run(["ctest", "--test-dir", "build", "-j", str(args.jobs), "--stop-on-failure"], tree, log):
+            elif run(["ctest", "--test-dir", "build", "-j", str(args.jobs), "--stop-on-failure"] +
+                     (["-R", INTENDED[name]] if args.intended else []), tree, log):
                 verdict, detail = "caught", failing_tests(log)
             else:
                 verdict, detail = "SURVIVED", what
