@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <ostream>
 
 #include "runtime/error.h"
 #include "runtime/rng.h"
@@ -62,6 +63,8 @@ const ModelCase kModelCases[] = {
     {"UntiedGroupedQueryAttention", false, 4, 2, 1e-5},
     {"TiedNormEpsNearMeanSquare", true, 4, 2, 0.1},
 };
+
+void PrintTo(const ModelCase& c, std::ostream* out) { *out << c.name; }
 
 class ModelVsNaive : public ::testing::TestWithParam<ModelCase> {};
 
