@@ -14,7 +14,7 @@ DEB_PACKAGES := build-essential cmake pkg-config \
 
 FORTUNES_DATA := data/fortunes/train_000.bin
 
-.PHONY: all deps build demo test bench scaling clean
+.PHONY: all deps build demo test bench scaling clean gpu-kit gpu-kit-rehearse
 
 all: build
 
@@ -56,6 +56,14 @@ scaling: deps build
 	cp results/scaling_cpu/scaling.csv docs/scaling_cpu.csv
 	cp results/validation/validation.csv docs/scaling_validation.csv
 	/usr/bin/python3 tools/plot_scaling.py --out docs/scaling.png docs/scaling.csv docs/scaling_cpu.csv
+
+# A lent GPU machine (README "On a lent GPU"): pack the Debian dependencies
+# into gpu_kit/ (carried to it), and rehearse its run here against only the kit.
+gpu-kit:
+	bash tools/gpu_kit/pack.sh
+
+gpu-kit-rehearse:
+	bash tools/gpu_kit/rehearse.sh
 
 clean:
 	rm -rf $(BUILD) train data/fortunes data/tiny/*.bin data/tiny/tokenizer.*

@@ -1,0 +1,219 @@
+#!/usr/bin/env bash
+# tools/gpu_kit/run_on_gpu.sh [options]: the one command for a lent GPU machine.
+#
+# On a bare machine with CUDA 13, a C++ compiler, CMake (ninja optional) and
+# the kit that `make gpu-kit` packed (gpu_kit/kit.tar.xz, carried along): unpack
+# the kit, point the build at it (tools/gpu_kit/kit_env.sh), configure with
+# CUDA for sm_90a, build only what the checks need, then run each check:
+#   env         host, compiler, CUDA libraries found, kit versions
+#   nvidia_smi  nvidia-smi
+#   mpi_smoke   mpirun -np 2 uname -n (the relocated OpenMPI starts ranks)
+#   configure   cmake -G Ninja ... -DCMAKE_CUDA_ARCHITECTURES=90a
+#   build       train tiny_data llm_gpu_tests llm_op_tests llm_mpi_tests (those
+#               the tree defines; ninja -k 0: build all it can)
+#   linkage     ldd of the binaries: every kit library resolves into the kit
+#   ctest_gpu   ctest -L gpu
+#   gpu_modes   mpirun -np 2 llm_mpi_tests --gtest_filter=GpuModes*
+#   bench_124m  ./train bench --config configs/gpu_124m.toml
+#   bench_1b    ./train bench --config configs/gpu_1b.toml
+# and, for a rehearsal without a GPU (tools/gpu_kit/rehearse.sh):
+#   cpu_tests   ctest -L cpu -R 'Config|DataPrepare|Bf16|Matmul' (toml++, SentencePiece,
+#               spdlog, OpenBLAS)
+#   mpi_cpu     mpirun -np 2 llm_mpi_tests --gtest_filter=*CommWorld*:*CommCollective*:StagedComm*
+#   mpi_script  ctest -R mpi_config_error_once (./train under the kit's mpiexec)
+#
+# Invariant: every step runs under its own time limit and under the overall
+# deadline (the device tool stops a command at 600 s), a failing step never
+# stops the next, and the report file always holds every finished step: its
+# status (PASS, FAIL, TIMEOUT, SKIP), duration, command and output. When all
+# steps are done the summary table is put at the top and printed last.
+#
+# Options:
+#   --kit FILE        kit tarball (gpu_kit/kit.tar.xz)
+#   --unpack-to DIR   where to unpack it (/tmp/gpu_kit)
+#   --build-dir DIR   (build-gpu)
+#   --jobs N          (nproc, at most 16)
+#   --cuda-arch A     CMAKE_CUDA_ARCHITECTURES (90a)
+#   --steps LIST      comma-separated step names; `all` = the GPU steps above
+#   --deadline S      seconds for the whole script, 0 = none (570)
+#   --report FILE     ($OUT/gpu_report.txt, else ./gpu_report.txt)
+set -uo pipefail
+
+START=$(date +%s)
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$REPO"
+GPU_STEPS="env,nvidia_smi,mpi_smoke,configure,build,linkage,ctest_gpu,gpu_modes,bench_124m,bench_1b"
+KIT=gpu_kit/kit.tar.xz
+DEST=/tmp/gpu_kit
+BUILD=build-gpu
+JOBS=$(nproc 2>/dev/null || echo 4); [ "$JOBS" -gt 16 ] && JOBS=16
+ARCH=90a
+STEPS=all
+DEADLINE=570
+REPORT=${OUT:+$OUT/gpu_report.txt}
+REPORT=${REPORT:-$REPO/gpu_report.txt}
+while [ $# -gt 0 ]; do
+  case $1 in
+    --kit) KIT=$2; shift ;;
+    --unpack-to) DEST=$2; shift ;;
+    --build-dir) BUILD=$2; shift ;;
+    --jobs) JOBS=$2; shift ;;
+    --cuda-arch) ARCH=$2; shift ;;
+    --steps) STEPS=$2; shift ;;
+    --deadline) DEADLINE=$2; shift ;;
+    --report) REPORT=$2; shift ;;
+    -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "run_on_gpu.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+STEPS=${STEPS//all/$GPU_STEPS}
+case $BUILD in /*) ;; *) BUILD=$REPO/$BUILD ;; esac
+case $KIT in /*) ;; *) KIT=$REPO/$KIT ;; esac
+mkdir -p "$(dirname "$REPORT")"
+BODY=$REPORT.body
+: > "$BODY"
+SUMMARY=()
+FAILED=0
+
+wanted() { [[ ",$STEPS," == *",$1,"* ]]; }
+
+# The report file is the summary so far followed by every finished step's
+# section; rewritten after each step so a stopped run still leaves it whole.
+write_report() {
+  {
+    echo "# GPU check report (tools/gpu_kit/run_on_gpu.sh), $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "# repo: $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '(no git)')" \
+         " host: $(hostname 2>/dev/null)  steps: $STEPS"
+    echo "#"
+    printf '# %-8s %-12s %s\n' STATUS STEP "SECONDS (LIMIT) / NOTE"
+    local line; for line in "${SUMMARY[@]}"; do echo "# $line"; done
+    echo
+    cat "$BODY"
+  } > "$REPORT.tmp" && mv "$REPORT.tmp" "$REPORT"
+}
+
+# run_step NAME LIMIT_SECONDS COMMAND (a bash -c string, run from the repo root)
+run_step() {
+  local name=$1 limit=$2 cmd=$3 now left status rc t0 t1 log
+  wanted "$name" || return 0
+  now=$(date +%s)
+  if [ "$DEADLINE" -gt 0 ]; then
+    left=$(( START + DEADLINE - now - 5 ))
+    if [ "$left" -lt 20 ]; then
+      SUMMARY+=("$(printf '%-8s %-12s %s' SKIP "$name" "no time left before the ${DEADLINE}s deadline")")
+      printf '==== [SKIP] %s: deadline\n\n' "$name" >> "$BODY"
+      echo "[SKIP] $name (deadline)"; write_report; return 0
+    fi
+    [ "$limit" -gt "$left" ] && limit=$left
+  fi
+  log=$(mktemp)
+  t0=$(date +%s)
+  timeout -k 10 "$limit" bash -c "$cmd" > "$log" 2>&1 < /dev/null
+  rc=$?
+  t1=$(date +%s)
+  case $rc in
+    0) status=PASS ;;
+    124|137) status=TIMEOUT ;;
+    *) status=FAIL ;;
+  esac
+  [ "$status" = PASS ] || FAILED=$(( FAILED + 1 ))
+  SUMMARY+=("$(printf '%-8s %-12s %s' "$status" "$name" "$(( t1 - t0 ))s ($limit) rc=$rc")")
+  {
+    printf '==== [%s] %s: %ss (limit %ss), rc=%s\n$ %s\n' "$status" "$name" "$(( t1 - t0 ))" "$limit" "$rc" "$cmd"
+    if [ "$(wc -c < "$log")" -gt 400000 ]; then
+      echo "[... first $(( $(wc -c < "$log") - 400000 )) bytes cut ...]"
+      tail -c 400000 "$log"
+    else
+      cat "$log"
+    fi
+    printf '\n'
+  } >> "$BODY"
+  rm -f "$log"
+  echo "[$status] $name: $(( t1 - t0 ))s rc=$rc"
+  write_report
+}
+
+# ---- the kit and the CUDA libraries (in this shell: they export the env) ----
+# shellcheck source=kit_env.sh
+. "$REPO/tools/gpu_kit/kit_env.sh"
+KIT_LOG=$(mktemp)
+KIT_OK=0
+{   # a braced group runs in this shell: its exports stay
+  if gpu_kit_unpack "$KIT" "$DEST"; then
+    gpu_kit_activate "$DEST"
+    gpu_kit_find_cuda "$DEST"
+    echo "kit: $KIT unpacked in $DEST"
+    echo "$GPU_KIT_CUDA_REPORT"
+    echo "fallback libraries used (host lacks them): $(ls "$DEST/fallback-active" | tr '\n' ' ')"
+    echo "CMake arguments:"; printf '  %s\n' "${GPU_KIT_CMAKE_ARGS[@]}"
+    KIT_OK=1
+  fi
+} > "$KIT_LOG" 2>&1
+if [ "$KIT_OK" = 1 ]; then
+  SUMMARY+=("$(printf '%-8s %-12s %s' PASS kit "unpacked in $DEST")")
+else
+  SUMMARY+=("$(printf '%-8s %-12s %s' FAIL kit "see its section")"); FAILED=$(( FAILED + 1 ))
+fi
+{ printf '==== [%s] kit\n' "$([ "$KIT_OK" = 1 ] && echo PASS || echo FAIL)"; cat "$KIT_LOG"; echo; } >> "$BODY"
+rm -f "$KIT_LOG"
+write_report
+
+# CMake and ninja: the PATH's, else the Python packages'.
+CMAKE=$(command -v cmake || python3 -c 'import cmake, os; print(os.path.join(cmake.CMAKE_BIN_DIR, "cmake"))' 2>/dev/null || echo cmake)
+CTEST=$(dirname "$CMAKE")/ctest; [ -x "$CTEST" ] || CTEST=ctest
+NINJA=$(command -v ninja || python3 -c 'import ninja, os; print(os.path.join(ninja.BIN_DIR, "ninja"))' 2>/dev/null || true)
+if [ -n "$NINJA" ]; then GENERATOR=(-G Ninja "-DCMAKE_MAKE_PROGRAM=$NINJA"); else GENERATOR=(-G "Unix Makefiles"); fi
+# Only what the steps run: the trainer, its tiny data set and every test
+# executable that holds GPU rows (whichever of these the tree defines).
+TARGETS=
+for t in train tiny_data llm_gpu_tests llm_op_tests llm_mpi_tests $(wanted cpu_tests && echo llm_tests); do
+  grep -qE "add_(executable|custom_target)\($t[ )]" CMakeLists.txt test/CMakeLists.txt && TARGETS+=" $t"
+done
+# Quote an array for the bash -c command strings.
+q() { local s; printf -v s '%q ' "$@"; printf '%s' "${s% }"; }
+MPI_ENV="OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 GTEST_COLOR=no"
+
+run_step env 60 "
+  echo \"date: \$(date -u)\"; uname -a; echo \"cores: \$(nproc)\"; free -g 2>/dev/null | head -2
+  grep PRETTY_NAME /etc/os-release
+  echo \"c++: \$(c++ --version 2>&1 | head -1)\"; echo \"cmake: \$($(q "$CMAKE") --version | head -1)\"
+  echo \"ninja: ${NINJA:-none (Unix Makefiles)} \$(${NINJA:-true} --version 2>/dev/null)\"
+  echo \"python3: \$(command -v python3) \$(python3 --version 2>&1)\"
+  echo \"mpirun: \$(command -v mpirun) \$(mpirun --version 2>&1 | head -1)\"
+  echo; cat $(q "$DEST/MANIFEST.txt") | grep -v '^#   '
+  # The kit is Debian 12's: libevent needs glibc 2.36, the C++ libraries GCC 12's libstdc++.
+  glibc=\$(getconf GNU_LIBC_VERSION | awk '{ print \$2 }'); echo \"glibc: \$glibc (the kit needs >= 2.36)\"
+  printf '%s\\n' 2.36 \"\$glibc\" | sort -V -C || echo 'FAIL: glibc older than 2.36: the kit cannot run here'
+  printf '%s\\n' 2.36 \"\$glibc\" | sort -V -C && command -v c++ >/dev/null && command -v mpirun >/dev/null"
+run_step nvidia_smi 60 "nvidia-smi && nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,power.limit --format=csv"
+run_step mpi_smoke 60 "mpirun -np 2 uname -n && mpirun -np 2 $(q "$(command -v python3 || echo true)") -c 'import os; print(\"rank\", os.environ.get(\"OMPI_COMM_WORLD_RANK\"))'"
+run_step configure 240 "$(q "$CMAKE") -S . -B $(q "$BUILD") $(q "${GENERATOR[@]}") -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_CUDA_ARCHITECTURES=$ARCH $(q "${GPU_KIT_CMAKE_ARGS[@]}")"
+run_step build 540 "$(q "$CMAKE") --build $(q "$BUILD") -j $JOBS --target$TARGETS -- $([ -n "$NINJA" ] && echo '-k 0' || echo '-k')"
+run_step linkage 60 "
+  bad=0
+  for b in train $(q "$BUILD")/test/llm_gpu_tests $(q "$BUILD")/test/llm_mpi_tests $(q "$BUILD")/test/llm_tests; do
+    [ -f \"\$b\" ] || continue
+    echo \"== \$b\"; ldd \"\$b\" | grep -E 'not found|mpi|open-(pal|rte)|pmix|hwloc|event|spdlog|fmt|sentencepiece|toml|openblas|gfortran|cublas|cudart|nccl'
+    ldd \"\$b\" | grep -q 'not found' && bad=1
+    # A kit library (not CUDA's) resolved outside the kit means a leak.
+    ldd \"\$b\" | grep -E 'libmpi|open-pal|open-rte|pmix|hwloc|event_|spdlog|fmt|sentencepiece|toml|openblas' | grep -v $(q "$DEST") && bad=1
+  done
+  [ -x train ] && [ \$bad = 0 ]"
+run_step ctest_gpu 360 "$(q "$CTEST") --test-dir $(q "$BUILD") -L gpu --output-on-failure -j 4 --timeout 300"
+run_step gpu_modes 300 "$MPI_ENV mpirun -np 2 $(q "$BUILD")/test/llm_mpi_tests --gtest_filter='GpuModes*'"
+run_step bench_124m 240 "./train bench --config configs/gpu_124m.toml"
+run_step bench_1b 300 "./train bench --config configs/gpu_1b.toml"
+run_step cpu_tests 900 "$(q "$CTEST") --test-dir $(q "$BUILD") -L cpu -R 'Config\\.|DataPrepare\\.|Bf16\\.|[Mm]atmul' \
+  --no-tests=error --output-on-failure -j $JOBS --timeout 600"
+run_step mpi_cpu 600 "$MPI_ENV mpirun -np 2 $(q "$BUILD")/test/llm_mpi_tests --gtest_filter='*CommWorld*:*CommCollective*:StagedComm*'"
+run_step mpi_script 300 "$(q "$CTEST") --test-dir $(q "$BUILD") -R '^mpi_config_error_once\$' --output-on-failure"
+
+write_report
+echo
+echo "report: $REPORT ($(( $(date +%s) - START ))s in all)"
+printf '%-8s %-12s %s\n' STATUS STEP "SECONDS (LIMIT) / NOTE"
+printf '%s\n' "${SUMMARY[@]}"
+rm -f "$BODY"
+[ "$FAILED" = 0 ]
