@@ -34,9 +34,10 @@
 #   --build-dir DIR   (build-gpu)
 #   --jobs N          (nproc, at most 16)
 #   --cuda-arch A     CMAKE_CUDA_ARCHITECTURES (90a)
-#   --steps LIST      comma-separated step names; `all` = the GPU steps above
+#   --steps LIST      comma-separated step names, run in the order above;
+#                     `all` (the default) = the GPU steps, env to bench_1b
 #   --deadline S      seconds for the whole script, 0 = none (570)
-#   --report FILE     ($OUT/gpu_report.txt, else ./gpu_report.txt)
+#   --report FILE     ($OUT/gpu_report.txt, else BUILD_DIR/gpu_report.txt)
 set -uo pipefail
 
 START=$(date +%s)
@@ -50,8 +51,7 @@ JOBS=$(nproc 2>/dev/null || echo 4); [ "$JOBS" -gt 16 ] && JOBS=16
 ARCH=90a
 STEPS=all
 DEADLINE=570
-REPORT=${OUT:+$OUT/gpu_report.txt}
-REPORT=${REPORT:-$REPO/gpu_report.txt}
+REPORT=
 while [ $# -gt 0 ]; do
   case $1 in
     --kit) KIT=$2; shift ;;
@@ -69,6 +69,8 @@ while [ $# -gt 0 ]; do
 done
 STEPS=${STEPS//all/$GPU_STEPS}
 case $BUILD in /*) ;; *) BUILD=$REPO/$BUILD ;; esac
+[ -n "$REPORT" ] || REPORT=${OUT:+$OUT/gpu_report.txt}
+[ -n "$REPORT" ] || REPORT=$BUILD/gpu_report.txt
 case $KIT in /*) ;; *) KIT=$REPO/$KIT ;; esac
 mkdir -p "$(dirname "$REPORT")"
 BODY=$REPORT.body
