@@ -192,12 +192,7 @@ void rmsnorm_forward(const OpRow& row) {
         Floats rstd_twin(N);
         backend_cpu().ops<T>().rmsnorm_forward(out_twin.data(), rstd_twin.data(), inp_t.data(),
                                                weight_t.data(), N, C, kRmsnormEps);
-        if (bf16) {
-          expect_close(out, out32, kOneRoundingAcrossDevices, "bf16 out vs fp32 twin");
-          expect_close(out, out_twin, kOneBf16Ulp, "bf16 out vs bf16 twin");
-        } else {
-          expect_close(out, out_twin, kReassociation, "fp32 out");
-        }
+        expect_matches_cpu_twins(out, out32, out_twin, "out");
         expect_close(rstd, rstd_twin, kReassociation, "rstd");
       } else if (bf16) {
         expect_close(out, out32, kOneRounding, "out");
@@ -253,12 +248,7 @@ void rmsnorm_backward(const OpRow& row) {
         Floats dweight_twin = dweight_prefill;
         backend_cpu().ops<T>().rmsnorm_backward(dinp_twin.data(), dweight_twin.data(), dout_t.data(),
                                                 inp_t.data(), weight_t.data(), rstd.data(), N, C);
-        if (bf16) {
-          expect_close(dinp, dinp32, kOneRoundingAcrossDevices, "bf16 dinp vs fp32 twin");
-          expect_close(dinp, dinp_twin, kOneBf16Ulp, "bf16 dinp vs bf16 twin");
-        } else {
-          expect_close(dinp, dinp_twin, kReassociation, "fp32 dinp");
-        }
+        expect_matches_cpu_twins(dinp, dinp32, dinp_twin, "dinp");
         expect_close(dweight, dweight_twin, kReassociation, "dweight (+=)");
       } else if (bf16) {
         expect_close(dinp, dinp32, kOneRounding, "dinp (+=)");

@@ -109,15 +109,10 @@ void rope(const OpRow& row, bool forward) {
       Floats y32 = x;  // the fp32 twin
       cpu32(y32.data(), cos.data(), sin.data(), s.N, s.T, s.n_heads, s.D, s.row_stride);
       if (row.cuda()) {
-        if (bf16) {
-          std::vector<T> twin = x_t;
-          const auto cpu16 = forward ? backend_cpu().ops<T>().rope_forward : backend_cpu().ops<T>().rope_backward;
-          cpu16(twin.data(), cos.data(), sin.data(), s.N, s.T, s.n_heads, s.D, s.row_stride);
-          expect_close(y, y32, kOneRoundingAcrossDevices, "bf16 x vs fp32 twin");
-          expect_close(y, twin, kOneBf16Ulp, "bf16 x vs bf16 twin");
-        } else {
-          expect_close(y, y32, kReassociation, "fp32 x");
-        }
+        std::vector<T> twin = x_t;
+        const auto cpu_t = forward ? backend_cpu().ops<T>().rope_forward : backend_cpu().ops<T>().rope_backward;
+        cpu_t(twin.data(), cos.data(), sin.data(), s.N, s.T, s.n_heads, s.D, s.row_stride);
+        expect_matches_cpu_twins(y, y32, twin, "x");
       } else if (bf16) {
         expect_fp32_rounded(y, y32, forward ? "forward" : "backward");
       } else if (forward) {
@@ -198,13 +193,7 @@ void swiglu(const OpRow& row, bool forward) {
       const Floats result32 = run_cpu(0.0f, h13, dout);  // the fp32 twin
       const char* what = forward ? "out" : "dh13";
       if (row.cuda()) {
-        if (bf16) {
-          expect_close(result, result32, kOneRoundingAcrossDevices, std::string(what) + " vs fp32 twin");
-          expect_close(result, run_cpu(T{}, h13_t, dout_t), kOneBf16Ulp,
-                       std::string(what) + " vs bf16 twin");
-        } else {
-          expect_close(result, result32, kReassociation, what);
-        }
+        expect_matches_cpu_twins(result, result32, run_cpu(T{}, h13_t, dout_t), what);
       } else if (bf16) {
         expect_fp32_rounded(result, result32, what);
       } else if (forward) {

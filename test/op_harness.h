@@ -26,6 +26,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "runtime/bf16.h"
@@ -272,6 +273,20 @@ void expect_close(const std::vector<A>& actual, const std::vector<E>& expected, 
                   const std::string& what) {
   const Doubles e = to_doubles(expected);
   expect_within(to_doubles(actual), e, tolerance_bounds(e, tol), what);
+}
+
+// A cuda row's output against its CPU twins on the same inputs: in bf16
+// within one rounding of the fp32 twin and one bf16 ulp of the bf16 twin; in
+// fp32 within kReassociation of the fp32 twin (then storage_twin is that too).
+template <class T, class S>
+void expect_matches_cpu_twins(const std::vector<T>& actual, const Floats& fp32_twin,
+                              const std::vector<S>& storage_twin, const std::string& what) {
+  if constexpr (std::is_same_v<T, Bf16>) {
+    expect_close(actual, fp32_twin, kOneRoundingAcrossDevices, "bf16 " + what + " vs fp32 twin");
+    expect_close(actual, storage_twin, kOneBf16Ulp, "bf16 " + what + " vs bf16 twin");
+  } else {
+    expect_close(actual, fp32_twin, kReassociation, "fp32 " + what);
+  }
 }
 
 // The same bits, element by element; reports the count and the first few.
