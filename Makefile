@@ -7,7 +7,8 @@ CMAKE_FLAGS ?=
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # Everything comes from Debian packages; `fortunes` is the demo's English corpus.
-DEB_PACKAGES := build-essential cmake pkg-config \
+# With a CUDA toolkit, the header-only cudnn-frontend comes from PyPI (pip).
+DEB_PACKAGES := build-essential cmake pkg-config python3-pip \
   libopenmpi-dev openmpi-bin libopenblas-openmp-dev \
   libsentencepiece-dev libspdlog-dev libfmt-dev libtomlplusplus-dev nlohmann-json3-dev zlib1g-dev \
   libgtest-dev fortunes python3-matplotlib
@@ -24,6 +25,7 @@ deps:
 	  echo "installing Debian packages: $(DEB_PACKAGES)"; \
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(DEB_PACKAGES); }
+	@if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then bash tools/fetch_cudnn_frontend.sh; fi
 
 build:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
@@ -66,4 +68,4 @@ gpu-kit-rehearse:
 	bash tools/gpu_kit/rehearse.sh
 
 clean:
-	rm -rf $(BUILD) train data/fortunes data/tiny/*.bin data/tiny/tokenizer.*
+	rm -rf $(BUILD) train third_party data/fortunes data/tiny/*.bin data/tiny/tokenizer.*

@@ -52,6 +52,13 @@ constexpr std::span<const EnumName<LrSchedule>> enum_names(LrSchedule) { return 
 inline constexpr EnumName<Device> kDeviceNames[] = {{"cpu", Device::cpu}, {"cuda", Device::cuda}};
 constexpr std::span<const EnumName<Device>> enum_names(Device) { return kDeviceNames; }
 
+// training.attention (AttentionKernel lives in runtime/device.h).
+inline constexpr EnumName<AttentionKernel> kAttentionKernelNames[] = {
+    {"auto", AttentionKernel::automatic}, {"cudnn", AttentionKernel::cudnn}, {"flash", AttentionKernel::flash}};
+constexpr std::span<const EnumName<AttentionKernel>> enum_names(AttentionKernel) {
+  return kAttentionKernelNames;
+}
+
 // parallel.mode: the sharding preset (parallel/topology.h); fsdp is zero3.
 enum class ParallelMode { ddp, zero1, zero2, zero3, hybrid };
 inline constexpr EnumName<ParallelMode> kParallelModeNames[] = {
@@ -175,9 +182,13 @@ struct TrainingConfig {
   int checkpoint_every = 1;
   Precision precision = Precision::fp32;
   Device device = Device::cpu;
+  AttentionKernel attention = AttentionKernel::automatic;
 
   template <class V> void visit_fields(V&& v) {
     v("device", device, "cpu | cuda (one GPU per rank, by node-local rank)");
+    v("attention", attention,
+      "GPU attention for bf16: auto (cudnn when built with it) | cudnn (cuDNN fused attention) | "
+      "flash (the hand-written kernel); ignored on cpu");
     v("steps", steps, "optimizer steps of the whole run (sets the LR schedule)");
     v("stop_at_step", stop_at_step, "stop (and save) after this step, e.g. at a job's time limit (0 = steps)");
     v("batch_size", batch_size, "global batch in sequences per optimizer step (all ranks together)");

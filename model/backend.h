@@ -79,10 +79,13 @@ struct Backend {
 };
 
 const Backend& backend_cpu();
-// The CUDA kernels of model/kernels/*.cu (throws in a build without CUDA).
-const Backend& backend_cuda();
-inline const Backend& backend_for(Device device) {
-  return device == Device::cuda ? backend_cuda() : backend_cpu();
+// The CUDA kernels of model/kernels/*.cu (throws in a build without CUDA),
+// with bf16 attention by `attention` (runtime/device.h): cuDNN's fused
+// attention (model/cudnn/) or the hand-written flash kernel.
+const Backend& backend_cuda(AttentionKernel attention = AttentionKernel::automatic);
+inline const Backend& backend_for(Device device,
+                                  AttentionKernel attention = AttentionKernel::automatic) {
+  return device == Device::cuda ? backend_cuda(attention) : backend_cpu();
 }
 
 }  // namespace llm

@@ -1,8 +1,13 @@
 // The CUDA backend's op tables: the hand-written kernels of
 // model/kernels/*.cu (matmuls through cuBLASLt), filled by name (never by
 // position); each field's type is that of the CPU twin, so a launcher with
-// another signature does not compile.
+// another signature does not compile. The one choice among kernels is bf16
+// attention: cuDNN's fused attention (model/cudnn/) or the flash kernel, one
+// table each.
 #include "model/backend.h"
+#ifdef LLM_WITH_CUDNN
+#include "model/cudnn/attention_cudnn.h"
+#endif
 
 namespace llm {
 
@@ -18,21 +23,45 @@ TypedOps<T> cuda_typed_ops() {
   return table;
 }
 
-}  // namespace
+// bf16 ops with attention by cuDNN when `with_cudnn` (only in a cuDNN build).
+TypedOps<Bf16> cuda_bf16_ops(bool with_cudnn) {
+  TypedOps<Bf16> table = cuda_typed_ops<Bf16>();
+#ifdef LLM_WITH_CUDNN
+  if (with_cudnn) {
+    table.attention_forward = &cudnn::attention_forward;
+    table.attention_backward = &cudnn::attention_backward;
+  }
+#else
+  (void)with_cudnn;
+#endif
+  return table;
+}
 
-const Backend& backend_cuda() {
-  static const Backend backend{
+Backend cuda_backend(bool with_cudnn) {
+  return {
       .device = Device::cuda,
       .memory = &cuda_memory(),
       .f32 = cuda_typed_ops<float>(),
-      .bf16 = cuda_typed_ops<Bf16>(),
+      .bf16 = cuda_bf16_ops(with_cudnn),
       .rope_table = cuda::rope_table,
       .cast_f32_to_bf16 = cuda::cast_f32_to_bf16,
       .cast_bf16_to_f32 = cuda::cast_bf16_to_f32,
       .adamw_update = cuda::adamw_update,
       .sum_squares = cuda::sum_squares,
   };
-  return backend;
+}
+
+}  // namespace
+
+// In a build without cuDNN every choice is the flash kernel (the trainer
+// refuses training.attention = cudnn there, naming the key).
+const Backend& backend_cuda(AttentionKernel attention) {
+  if (attention == AttentionKernel::flash || !kBuiltWithCudnn) {
+    static const Backend flash = cuda_backend(false);
+    return flash;
+  }
+  static const Backend cudnn = cuda_backend(true);
+  return cudnn;
 }
 
 }  // namespace llm

@@ -4,7 +4,7 @@
 
 namespace llm {
 
-const Backend& backend_cuda() {
+const Backend& backend_cuda(AttentionKernel) {
   LLM_FAIL("this build has no CUDA backend (nvcc was not found at configure time)");
 }
 

@@ -17,6 +17,21 @@ inline constexpr bool kBuiltWithCuda = true;
 inline constexpr bool kBuiltWithCuda = false;
 #endif
 
+// training.attention: which GPU kernel runs attention on bf16 storage (fp32
+// storage and the CPU always run the hand-written kernels). cudnn: cuDNN's
+// fused flash attention (model/cudnn/), an error in a build without cuDNN;
+// flash: the hand-written flash-style kernel (model/kernels/attention.cu);
+// automatic: cudnn when the build has it, else flash. With cudnn, a shape
+// cuDNN refuses runs the flash kernel (one warning per shape).
+enum class AttentionKernel { automatic, cudnn, flash };
+
+// Whether this build has cuDNN attention (LLM_WITH_CUDNN comes from CMake).
+#ifdef LLM_WITH_CUDNN
+inline constexpr bool kBuiltWithCudnn = true;
+#else
+inline constexpr bool kBuiltWithCudnn = false;
+#endif
+
 // Number of CUDA devices usable by this process (0 in a CPU-only build).
 int cuda_device_count();
 // Makes CUDA device `ordinal` current for this process (before any other CUDA call).

@@ -2,7 +2,11 @@
 // dout, qkv, out and lse) on every row (see op_harness.h): forward against the
 // reference, backward against finite differences (cpu f32, sampled on large
 // shapes), the fp32 twin (cpu bf16) or the CPU twin (cuda); determinism and
-// overwriting; an unsupported CUDA head dim is an error naming it.
+// overwriting; an unsupported CUDA head dim is an error naming it. cuda bf16
+// rows run each case on both GPU kernels: the hand-written flash kernel and
+// (in a cuDNN build) cuDNN's fused attention, against the same oracle and
+// bounds, and check that cuDNN itself ran on the head dims the model configs
+// use (multiples of 64) rather than falling back to the flash kernel.
 // Invariant: backward always gets the CPU forward's out and lse as input, so
 // only the backward is compared; outputs are pre-filled with NaN, which fails
 // every comparison unless overwritten. The CUDA bf16 bound adds, element by
@@ -17,9 +21,49 @@
 
 #include "runtime/error.h"
 #include "test/op_harness.h"
+#ifdef LLM_WITH_CUDNN
+#include "model/cudnn/attention_cudnn.h"
+#endif
 
 namespace llm::op_test {
 namespace {
+
+// One GPU attention kernel under test (or, on other rows, the row's backend).
+struct KernelUnderTest {
+  const char* name;
+  const Backend* backend;
+  bool cudnn;
+
+  // Calls of the cuDNN entry points that ran the flash kernel instead, so far.
+  static size_t fallbacks() {
+#ifdef LLM_WITH_CUDNN
+    return cudnn::attention_fallback_calls();
+#else
+    return 0;
+#endif
+  }
+  // cuDNN ran every call since `before` on a shape whose head dim the model
+  // configs use; other shapes may fall back (still checked for correctness).
+  void expect_ran(const AttentionShape& s, size_t before) const {
+    if (cudnn && s.D % 64 == 0) EXPECT_EQ(fallbacks(), before) << "cuDNN fell back to the flash kernel";
+  }
+};
+
+std::vector<KernelUnderTest> kernels_of(const OpRow& row) {
+  if (!row.cuda() || row.dtype != Dtype::bf16) return {{"row backend", &row.backend(), false}};
+  std::vector<KernelUnderTest> kernels = {{"flash", &backend_cuda(AttentionKernel::flash), false}};
+  if (kBuiltWithCudnn) kernels.push_back({"cudnn", &backend_cuda(AttentionKernel::cudnn), true});
+  return kernels;
+}
+
+// Runs body(row, kernel) for each kernel of the row.
+template <class Body>
+void on_each_kernel(const OpRow& row, Body body) {
+  for (const KernelUnderTest& kernel : kernels_of(row)) {
+    SCOPED_TRACE(kernel.name);
+    body(row, kernel);
+  }
+}
 
 // cpu rows: grouped query, H == KV (multi-head), KV == 1 (multi-query) with an
 // odd D, T == 1; small enough for finite differences.
@@ -166,16 +210,19 @@ std::vector<AttentionShape> attention_shapes(const OpRow& row, bool with_large) 
 // scratch tiles as fp32 and does every sum there, so out is the fp32 out
 // rounded once and lse the same bits; cuda: cuda_bounds against the CPU twin.
 template <class T>
-void attention_forward(const OpRow& row) {
+void attention_forward_with(const OpRow& row, const KernelUnderTest& kernel) {
   constexpr bool bf16 = std::is_same_v<T, Bf16>;
   std::mt19937 rng(row.cuda() ? 401 : 9);
+  const Backend& be = *kernel.backend;
   for (const AttentionShape& s : attention_shapes(row, true)) {
     SCOPED_TRACE(describe(s));
     const Floats qkv = random_values(qkv_size(s), rng, -2.0f, 2.0f, bf16);
     const std::vector<T> qkv_t = stored<T>(qkv);
-    Buffer<T> d_qkv(row.backend(), qkv_t), d_out(row.backend(), nan_filled<T>(out_size(s)));
-    Buffer<float> d_lse(row.backend(), Floats(lse_size(s), kNaN));
-    forward_on<T>(row.backend(), d_out.get(), d_lse.get(), d_qkv.get(), s);
+    Buffer<T> d_qkv(be, qkv_t), d_out(be, nan_filled<T>(out_size(s)));
+    Buffer<float> d_lse(be, Floats(lse_size(s), kNaN));
+    const size_t fallbacks = KernelUnderTest::fallbacks();
+    forward_on<T>(be, d_out.get(), d_lse.get(), d_qkv.get(), s);
+    kernel.expect_ran(s, fallbacks);
     const std::vector<T> out = d_out.download();
     const Floats lse = d_lse.download();
     EXPECT_TRUE(d_out.guards_intact() && d_lse.guards_intact());
@@ -210,7 +257,7 @@ void attention_forward(const OpRow& row) {
 // directly, so dqkv is within kOneRounding of fp32; cuda: cuda_bounds
 // against the CPU twin, both given the CPU forward's out and lse.
 template <class T>
-void attention_backward(const OpRow& row) {
+void attention_backward_with(const OpRow& row, const KernelUnderTest& kernel) {
   constexpr bool bf16 = std::is_same_v<T, Bf16>;
   std::mt19937 rng(row.cuda() ? 402 : 10);
   for (const AttentionShape& s : attention_shapes(row, false)) {
@@ -221,11 +268,13 @@ void attention_backward(const OpRow& row) {
     std::vector<T> out(out_size(s));
     Floats lse(lse_size(s));
     forward_on<T>(backend_cpu(), out.data(), lse.data(), qkv_t.data(), s);
-    const Backend& be = row.backend();
+    const Backend& be = *kernel.backend;
     Buffer<T> d_qkv(be, qkv_t), d_dout(be, dout_t), d_out(be, out);
     Buffer<float> d_lse(be, lse);
     Buffer<T> d_dqkv(be, nan_filled<T>(qkv.size()));
+    const size_t fallbacks = KernelUnderTest::fallbacks();
     backward_on<T>(be, d_dqkv.get(), d_dout.get(), d_qkv.get(), d_out.get(), d_lse.get(), s);
+    kernel.expect_ran(s, fallbacks);
     const std::vector<T> dqkv = d_dqkv.download();
     EXPECT_TRUE(d_dqkv.guards_intact());
     if (row.cuda()) {
@@ -286,7 +335,7 @@ void attention_backward_sampled(const OpRow& row) {
 // wherever an output were accumulated into or left unwritten). On the CPU also
 // the same bits at 1, 2 and 3 threads (B = 2, T = 70: two query tiles).
 template <class T>
-void attention_deterministic(const OpRow& row) {
+void attention_deterministic_with(const OpRow& row, const KernelUnderTest& kernel) {
   std::mt19937 rng(row.cuda() ? (std::is_same_v<T, Bf16> ? 404 : 403) : 11);
   const std::vector<AttentionShape> shapes =
       row.cuda() ? std::vector<AttentionShape>{{2, 129, 8, 2, 128}, {1, 70, 4, 4, 64}, {2, 33, 4, 2, 16}}
@@ -296,7 +345,7 @@ void attention_deterministic(const OpRow& row) {
     const bool bf16_exact = std::is_same_v<T, Bf16>;
     const std::vector<T> qkv = stored<T>(random_values(qkv_size(s), rng, -2.0f, 2.0f, bf16_exact));
     const std::vector<T> dout = stored<T>(random_values(out_size(s), rng, -1.0f, 1.0f, bf16_exact));
-    const Backend& be = row.backend();
+    const Backend& be = *kernel.backend;
     Buffer<T> d_qkv(be, qkv), d_dout(be, dout);
     Buffer<T> d_out(be, std::vector<T>(out_size(s))), d_dqkv(be, std::vector<T>(qkv.size()));
     Buffer<float> d_lse(be, Floats(lse_size(s)));
@@ -336,6 +385,19 @@ void attention_unsupported_head_dim(const OpRow& row) {
   expect_error(
       [&] { backward_on<float>(row.backend(), dqkv.get(), out.get(), qkv.get(), out.get(), lse.get(), s); },
       "backward");
+}
+
+template <class T>
+void attention_forward(const OpRow& row) {
+  on_each_kernel(row, attention_forward_with<T>);
+}
+template <class T>
+void attention_backward(const OpRow& row) {
+  on_each_kernel(row, attention_backward_with<T>);
+}
+template <class T>
+void attention_deterministic(const OpRow& row) {
+  on_each_kernel(row, attention_deterministic_with<T>);
 }
 
 }  // namespace

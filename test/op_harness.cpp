@@ -4,11 +4,13 @@
 // e.g. Cuda/Op.Case/rmsnorm_backward_bf16. The Cpu/ rows run everywhere (ctest
 // label cpu); the Cuda/ rows skip with a reason where there is no GPU (ctest
 // label gpu). Plus the coverage check: every op of the Backend table has cases
-// on both backends (and both storage types where it has them).
+// on both backends (and both storage types where it has them), and that the
+// attention choice (training.attention) swaps only the bf16 attention entries.
 // Invariant: the table is built on first use, after static initialization, so
 // the order of the case files does not matter.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <ostream>
 #include <set>
 #include <string>
@@ -89,6 +91,27 @@ TEST(OpHarness, EveryOpHasCases) {
         if (used == op) covered |= c.rows;
     EXPECT_EQ(covered & rows, rows) << op << ": rows without a case (mask " << covered << ")";
   }
+}
+
+// training.attention picks between two CUDA tables that differ in exactly the
+// bf16 attention entries (cuDNN's or the flash kernel's); auto is cuDNN's in a
+// cuDNN build. Needs the CUDA build, not a GPU: it only reads the tables.
+TEST(OpHarness, AttentionChoiceSwapsOnlyBf16Attention) {
+  if (!kBuiltWithCuda) GTEST_SKIP() << "this build has no CUDA backend";
+  const Backend& flash = backend_cuda(AttentionKernel::flash);
+  const Backend& cudnn = backend_cuda(AttentionKernel::cudnn);
+  EXPECT_EQ(&backend_cuda(AttentionKernel::automatic), &cudnn);
+  EXPECT_EQ(flash.bf16.attention_forward, &cuda::attention_forward<Bf16>);
+  EXPECT_EQ(flash.bf16.attention_backward, &cuda::attention_backward<Bf16>);
+  EXPECT_EQ(cudnn.bf16.attention_forward != flash.bf16.attention_forward, kBuiltWithCudnn);
+  EXPECT_EQ(cudnn.bf16.attention_backward != flash.bf16.attention_backward, kBuiltWithCudnn);
+  TypedOps<Bf16> cudnn_bf16 = cudnn.bf16;
+  cudnn_bf16.attention_forward = flash.bf16.attention_forward;
+  cudnn_bf16.attention_backward = flash.bf16.attention_backward;
+  EXPECT_EQ(std::memcmp(&cudnn_bf16, &flash.bf16, sizeof cudnn_bf16), 0);
+  EXPECT_EQ(std::memcmp(&cudnn.f32, &flash.f32, sizeof cudnn.f32), 0);
+  EXPECT_EQ(cudnn.adamw_update, flash.adamw_update);
+  EXPECT_EQ(cudnn.sum_squares, flash.sum_squares);
 }
 
 TEST(OpHarness, CaseNamesAreUnique) {

@@ -36,6 +36,10 @@ std::unique_ptr<Group> device_group(const Config& config, Group& world) {
   const int gpus = cuda_device_count();
   LLM_CHECK(gpus > 0, "{}: training.device = cuda but {}", config.path,
             kBuiltWithCuda ? "this machine has no CUDA device" : "this build has no CUDA backend");
+  LLM_CHECK(config.training.attention != AttentionKernel::cudnn || kBuiltWithCudnn,
+            "{}: training.attention = cudnn, but this build has no cuDNN (configured with "
+            "LLM_CUDNN=OFF); use auto or flash",
+            config.path);
   cuda_use_device(comm_local_rank() % gpus);
   if (config.comm() == CommBackend::nccl) {
     LLM_CHECK(comm_local_size() <= gpus,
@@ -111,7 +115,7 @@ Trainer::Trainer(Config config, Group& world)
     val_data_ = std::make_unique<DataLoader>(config_.data.val, t.seq_len, config_.model.vocab_size,
                                              static_cast<uint64_t>(t.seed), /*shuffle=*/false);
   }
-  const Backend& backend = backend_for(config_.device());
+  const Backend& backend = backend_for(config_.device(), config_.training.attention);
   model_ = std::make_unique<Transformer>(config_.model, t.micro_batch_size, t.seq_len, backend,
                                          checkpointing_plan(t), config_.precision());
   engine_ = std::make_unique<ShardingEngine>(model_->layout(), config_, backend, topology_);

@@ -6,7 +6,7 @@
 #   gpu_kit_activate DEST        export PATH, LD_LIBRARY_PATH, PKG_CONFIG_*,
 #                                OPAL_*/PMIX_*/OMPI_* for the relocated OpenMPI;
 #                                fill GPU_KIT_CMAKE_ARGS with the kit's paths
-#   gpu_kit_find_cuda DEST       find nvcc, cuBLAS(Lt), NCCL (CUDA toolkit or
+#   gpu_kit_find_cuda DEST       find nvcc, cuBLAS(Lt), NCCL, cuDNN, NVRTC (CUDA toolkit or
 #                                Python nvidia-* wheels); append to
 #                                GPU_KIT_CMAKE_ARGS, extend LD_LIBRARY_PATH;
 #                                describe it in GPU_KIT_CUDA_REPORT
@@ -92,6 +92,7 @@ gpu_kit_activate() {
     "-DOPENBLAS_LIBRARY=$lib/openblas-openmp/libopenblas.so"
     "-DZLIB_INCLUDE_DIR=$k/usr/include"
     "-DZLIB_LIBRARY=$zlib"
+    "-DCUDNN_FRONTEND_INCLUDE_DIR=$dest/cudnn-frontend/include"
   )
 }
 
@@ -147,7 +148,7 @@ gpu_kit_find_cuda() {
   # folder and name it to CMake (FindCUDAToolkit's CUDA_<name>_LIBRARY, our
   # LLM_NCCL_LIBRARY). Its folder goes on LD_LIBRARY_PATH for the run.
   mkdir -p "$dest/cuda-shim"
-  for name in cudart cublas cublasLt nccl cudnn; do
+  for name in cudart cublas cublasLt nccl cudnn nvrtc; do
     unversioned=$(gpu_kit_first "lib$name.so" "${libdirs[@]}")
     f=${unversioned:-$(gpu_kit_first "lib$name.so.[0-9]*" "${libdirs[@]}")}
     if [ -z "$f" ]; then
@@ -162,12 +163,13 @@ gpu_kit_find_cuda() {
     case $name in
       nccl) GPU_KIT_CMAKE_ARGS+=("-DLLM_NCCL_LIBRARY=$f") ;;
       cudart) [ -z "$unversioned" ] && GPU_KIT_CMAKE_ARGS+=("-DCUDA_CUDART=$f" "-DCUDA_cudart_LIBRARY=$f") ;;
-      cublas|cublasLt) [ -z "$unversioned" ] && GPU_KIT_CMAKE_ARGS+=("-DCUDA_${name}_LIBRARY=$f") ;;
+      cublas|cublasLt|nvrtc) [ -z "$unversioned" ] && GPU_KIT_CMAKE_ARGS+=("-DCUDA_${name}_LIBRARY=$f") ;;
+      cudnn) GPU_KIT_CMAKE_ARGS+=("-DLLM_CUDNN_LIBRARY=$f") ;;
     esac
     export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$(dirname "$(readlink -f "$f")")"
   done
   # Headers outside the toolkit's include folder (a wheel's) go to the compilers.
-  for name in cublasLt.h nccl.h; do
+  for name in cublasLt.h nccl.h cudnn.h; do
     f=$(gpu_kit_first "$name" "${incdirs[@]}")
     if [ -z "$f" ]; then
       GPU_KIT_CUDA_REPORT+=$'\n'"$name: NOT FOUND"
@@ -175,6 +177,7 @@ gpu_kit_find_cuda() {
     fi
     GPU_KIT_CUDA_REPORT+=$'\n'"$name: $f"
     d=$(dirname "$f")
+    [ "$name" = cudnn.h ] && GPU_KIT_CMAKE_ARGS+=("-DLLM_CUDNN_INCLUDE_DIR=$d")
     case $d in "$root/include"|"$root/targets/x86_64-linux/include") ;; *) flags+=" -I$d" ;; esac
   done
   if [ -n "$flags" ]; then

@@ -19,6 +19,7 @@
 #              not in the kit (InfiniBand, UCX, libfabric, PSM, ...);
 #   fallback/  libraries every normal Linux has (zlib, libudev, libgfortran,
 #              libquadmath), used by kit_env.sh only where the host lacks them;
+#   cudnn-frontend/  the cudnn-frontend headers (tools/fetch_cudnn_frontend.sh);
 # and every shared object under root/ has each DT_NEEDED library inside root/,
 # inside fallback/, or in the base set every glibc + g++ system has (the script
 # fails otherwise).
@@ -165,6 +166,11 @@ for must in usr/bin/mpirun usr/bin/mpicxx usr/bin/orterun usr/bin/pkg-config \
   [ -e "$ROOT/$must" ] || { echo "pack.sh: kit lacks $must" >&2; exit 1; }
 done
 
+# The header-only cudnn-frontend (PyPI, not Debian) for the cuDNN attention.
+echo "== cudnn-frontend headers"
+bash "$REPO/tools/fetch_cudnn_frontend.sh"
+cp -a "$REPO/third_party/cudnn-frontend" "$STAGE/kit/cudnn-frontend"
+
 # Manifest: what is inside, for the report and for humans.
 {
   echo "# gpu_kit: Debian packages unpacked for a bare GPU machine (tools/gpu_kit/pack.sh)"
@@ -173,6 +179,7 @@ done
   for p in "${KIT_PACKAGES[@]}"; do echo "$p $(dpkg-deb -f "$(deb_of "$p")" Version)"; done
   echo "# fallback/ (used only where the host lacks the library):"
   for p in "${FALLBACK_PACKAGES[@]}"; do echo "$p $(dpkg-deb -f "$(deb_of "$p")" Version)"; done
+  echo "# cudnn-frontend/ (PyPI nvidia-cudnn-frontend, headers only): $(cat "$STAGE/kit/cudnn-frontend/VERSION")"
   echo "# OpenMPI plugins kept:"
   ls "$ROOT/$ARCH_LIB/openmpi/lib/openmpi3" | sed 's/^/#   /'
 } > "$STAGE/MANIFEST.txt"
@@ -182,7 +189,7 @@ PRUNED=$(du -sm "$STAGE/kit" | cut -f1)
 echo "== compressing (pruned tree: ${PRUNED} MiB)"
 rm -rf "$OUT_DIR"
 mkdir -p "$OUT_DIR"
-tar -C "$STAGE/kit" -cf - root fallback MANIFEST.txt | xz -6 -T2 > "$OUT_DIR/kit.tar.xz"
+tar -C "$STAGE/kit" -cf - root fallback cudnn-frontend MANIFEST.txt | xz -6 -T2 > "$OUT_DIR/kit.tar.xz"
 cp "$STAGE/MANIFEST.txt" "$OUT_DIR/MANIFEST.txt"
 
 BYTES=$(du -sb "$OUT_DIR" | cut -f1)

@@ -1,0 +1,21 @@
+// cuDNN's fused flash attention for bf16 storage: the contract of
+// llm::cuda::attention_forward / attention_backward (model/kernels/attention.h)
+// on the same device buffers, so the backend's bf16 table can hold either.
+// Built only with the CUDA backend and cuDNN (CMake's LLM_HAVE_CUDNN).
+#pragma once
+
+#include <cstddef>
+
+#include "runtime/storage_types.h"
+
+namespace llm::cudnn {
+
+void attention_forward(Bf16* out, float* lse, const Bf16* qkv, int B, int T, int H, int KV, int D);
+void attention_backward(Bf16* dqkv, const Bf16* dout, const Bf16* qkv, const Bf16* out,
+                        const float* lse, int B, int T, int H, int KV, int D);
+
+// Calls of either entry point that ran the flash kernel instead because cuDNN
+// refused the shape or the pointers (tests assert cuDNN really ran).
+size_t attention_fallback_calls();
+
+}  // namespace llm::cudnn
