@@ -183,12 +183,16 @@ struct TrainingConfig {
   Precision precision = Precision::fp32;
   Device device = Device::cpu;
   AttentionKernel attention = AttentionKernel::automatic;
+  bool gemm_autotune = false;
 
   template <class V> void visit_fields(V&& v) {
     v("device", device, "cpu | cuda (one GPU per rank, by node-local rank)");
     v("attention", attention,
       "GPU attention for bf16: auto (cudnn when built with it) | cudnn (cuDNN fused attention) | "
       "flash (the hand-written kernel); ignored on cpu");
+    v("gemm_autotune", gemm_autotune,
+      "GPU: time cuBLASLt's top algorithms per GEMM shape and keep the fastest (faster; the bits "
+      "may then differ between runs); off: the heuristic's first, the same bits every run");
     v("steps", steps, "optimizer steps of the whole run (sets the LR schedule)");
     v("stop_at_step", stop_at_step, "stop (and save) after this step, e.g. at a job's time limit (0 = steps)");
     v("batch_size", batch_size, "global batch in sequences per optimizer step (all ranks together)");

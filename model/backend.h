@@ -9,7 +9,7 @@
 // named fields, filled by designated initializers.
 // Every pointer an op takes lives in the backend's `memory` (host memory for
 // the CPU); ops are queued in order on the device and never synchronize with
-// the host, except sum_squares, which returns its value.
+// the host (sum_squares too writes its result into that memory).
 #pragma once
 
 #include <type_traits>
@@ -45,6 +45,7 @@ namespace llm {
   X(swiglu_forward)                 \
   X(swiglu_backward)                \
   X(matmul_forward)                 \
+  X(matmul_forward_residual)        \
   X(matmul_backward)                \
   X(add_vectors)                    \
   X(cross_entropy_forward)          \

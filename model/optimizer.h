@@ -20,11 +20,12 @@ struct AdamWStep {
 };
 
 // Updates elements [begin, end) of `unit`; params, grads, m and v point at
-// element `begin` of that unit's slice.
+// element `begin` of that unit's slice, and so does params_bf16, which (unless
+// null) receives the updated params rounded to bf16 in the same pass.
 void optimizer_update_slice(const Backend& backend, const ParameterLayout& layout,
                             const TrainingConfig& config, const AdamWStep& step, int unit,
-                            size_t begin, size_t end, float* params, const float* grads, float* m,
-                            float* v);
+                            size_t begin, size_t end, float* params, Bf16* params_bf16,
+                            const float* grads, float* m, float* v);
 
 // Learning rate of optimizer step `step` (0-based): linear warmup to lr, then
 // cosine / linear decay to lr * min_lr_ratio at the last step, or constant.

@@ -2,7 +2,13 @@
 // is in the backend's kernels; this file only sequences them, asks the
 // UnitProvider for parameters and gradient buffers at unit boundaries, and
 // recomputes what activation checkpointing dropped.
+// Invariant: a micro-batch queues its work from the upload of its tokens to
+// the read-back of its losses without waiting for the device in between
+// (parameter and gradient collectives aside, which the UnitProvider orders).
 #include "model/transformer.h"
+
+#include <algorithm>
+#include <memory>
 
 #include "runtime/error.h"
 #include "model/backend.h"
@@ -181,6 +187,9 @@ template <class A> class TransformerImpl : public Transformer::Impl {
     arena_ = Arena("activations", plan.bytes(), memory_);
     host_losses_.resize(static_cast<size_t>(max_batch) * max_seq);
     host_row_.resize(V_);
+    staging_ = {static_cast<int32_t*>(memory_.allocate_staging(
+                    2 * static_cast<size_t>(max_batch) * max_seq * sizeof(int32_t))),
+                memory_.release_staging};
     plan.bind(arena_);
     // Checkpointed blocks work in the shared scratch for what they do not keep.
     for (int l = 0; l < L_; ++l) {
@@ -203,6 +212,7 @@ template <class A> class TransformerImpl : public Transformer::Impl {
   void logits_row(int row, float* out) const override {
     memory_.to_host(host_row_.data(), buf_.head.logits + static_cast<size_t>(row) * V_,
                     V_ * sizeof(A));
+    staging_in_flight_ = false;  // to_host waited for the device
     for (int v = 0; v < V_; ++v) out[v] = to_float(host_row_[v]);
   }
 
@@ -215,7 +225,11 @@ template <class A> class TransformerImpl : public Transformer::Impl {
   const A* params(UnitProvider& units, int unit, Pass pass) {
     return static_cast<const A*>(units.acquire_params(unit, pass));
   }
-  void forward_blocks(UnitProvider& units, const int32_t* inputs, int B, int T);
+  // Checks the micro-batch's shape and queues the copy of its tokens (and
+  // targets, when not null) into the device's token buffers.
+  void upload_micro_batch(const int32_t* inputs, const int32_t* targets, int B, int T);
+  // The forward pass over the uploaded tokens, to the logits.
+  void forward_blocks(UnitProvider& units, int B, int T);
   // Block l's forward into its buffers; with write_output false it stops
   // after SwiGLU (what backward recomputation needs).
   void block_forward(int l, const A* p, int B, int T, bool write_output);
@@ -231,14 +245,10 @@ template <class A> class TransformerImpl : public Transformer::Impl {
   void release_head_weight(UnitProvider& units, Pass pass) {
     if (config_.tie_embeddings) units.release_params(layout_.embed_unit(), pass);
   }
-  // Copies the micro-batch's tokens into the device's token buffers.
-  const int32_t* upload_tokens(int32_t* device, const int32_t* host, int N) {
-    memory_.to_device(device, host, static_cast<size_t>(N) * sizeof(int32_t));
-    return device;
-  }
   // Mean of the per-token losses, summed on the host in token order.
   float mean_loss(int N) {
     memory_.to_host(host_losses_.data(), buf_.head.losses, static_cast<size_t>(N) * sizeof(float));
+    staging_in_flight_ = false;  // to_host waited for the device
     double sum = 0;
     for (int i = 0; i < N; ++i) sum += host_losses_[i];
     return static_cast<float>(sum / N);
@@ -256,12 +266,18 @@ template <class A> class TransformerImpl : public Transformer::Impl {
   Arena arena_;
   std::vector<float> host_losses_;  // (max_batch * max_seq)
   mutable std::vector<A> host_row_;  // (V) one row of logits read back for sampling
+  // Staging memory (device_memory.h) of the token uploads: inputs, then
+  // targets, max_batch * max_seq each; queued without a wait, so a micro-batch
+  // runs from its upload to its loss read-back without a host sync. Rewritten
+  // only once the device has passed the last upload (a read-back since, or
+  // else an explicit synchronize).
+  std::unique_ptr<int32_t, void (*)(void*)> staging_{nullptr, nullptr};
+  mutable bool staging_in_flight_ = false;
 };
 
 template <class A>
 void TransformerImpl<A>::block_forward(int l, const A* p, int B, int T, bool write_output) {
   const int N = B * T;
-  const size_t NC = static_cast<size_t>(N) * C_;
   const float eps = static_cast<float>(config_.norm_eps);
   const BlockBuffers<A>& b = buf_.blocks[l];
   const A* x = residual(l);
@@ -269,16 +285,13 @@ void TransformerImpl<A>::block_forward(int l, const A* p, int B, int T, bool wri
   ops_.matmul_forward(b.qkv, b.xn1, p + block_.wqkv, N, C_, QKV_);
   ops_.rope_forward(b.qkv, buf_.head.rope_cos, buf_.head.rope_sin, N, T, H_ + KV_, D_, QKV_);
   ops_.attention_forward(b.att, b.lse, b.qkv, B, T, H_, KV_, D_);
-  ops_.matmul_forward(b.x_mid, b.att, p + block_.wo, N, H_ * D_, C_);
-  ops_.add_vectors(b.x_mid, b.x_mid, x, NC);
+  ops_.matmul_forward_residual(b.x_mid, b.att, p + block_.wo, x, N, H_ * D_, C_);
 
   ops_.rmsnorm_forward(b.xn2, b.rstd2, b.x_mid, p + block_.mlp_norm, N, C_, eps);
   ops_.matmul_forward(b.h13, b.xn2, p + block_.w13, N, C_, 2 * F_);
   ops_.swiglu_forward(b.g, b.h13, N, F_);
   if (!write_output) return;
-  A* x_out = residual(l + 1);
-  ops_.matmul_forward(x_out, b.g, p + block_.w2, N, F_, C_);
-  ops_.add_vectors(x_out, x_out, b.x_mid, NC);
+  ops_.matmul_forward_residual(residual(l + 1), b.g, p + block_.w2, b.x_mid, N, F_, C_);
 }
 
 template <class A>
@@ -318,14 +331,30 @@ void TransformerImpl<A>::block_backward(int l, const A* p, float* gr, int B, int
 }
 
 template <class A>
-void TransformerImpl<A>::forward_blocks(UnitProvider& units, const int32_t* inputs, int B, int T) {
+void TransformerImpl<A>::upload_micro_batch(const int32_t* inputs, const int32_t* targets, int B,
+                                            int T) {
   LLM_CHECK(B >= 1 && B <= max_batch_ && T >= 1 && T <= max_seq_,
             "micro-batch ({}, {}) exceeds the activation buffers ({}, {})", B, T, max_batch_,
             max_seq_);
+  if (staging_in_flight_) memory_.synchronize();
+  const size_t N = static_cast<size_t>(B) * T, max_tokens = static_cast<size_t>(max_batch_) * max_seq_;
+  int32_t* staged_inputs = staging_.get();
+  int32_t* staged_targets = staged_inputs + max_tokens;
+  std::copy_n(inputs, N, staged_inputs);
+  memory_.to_device_async(buf_.head.inputs, staged_inputs, N * sizeof(int32_t));
+  if (targets) {
+    std::copy_n(targets, N, staged_targets);
+    memory_.to_device_async(buf_.head.targets, staged_targets, N * sizeof(int32_t));
+  }
+  staging_in_flight_ = true;
+}
+
+template <class A>
+void TransformerImpl<A>::forward_blocks(UnitProvider& units, int B, int T) {
   const int N = B * T;
   const HeadBuffers<A>& h = buf_.head;
   const A* embed = params(units, layout_.embed_unit(), Pass::forward);
-  ops_.embedding_forward(residual(0), upload_tokens(h.inputs, inputs, N), embed, N, C_);
+  ops_.embedding_forward(residual(0), h.inputs, embed, N, C_);
   units.release_params(layout_.embed_unit(), Pass::forward);
 
   for (int l = 0; l < L_; ++l) {
@@ -346,23 +375,23 @@ void TransformerImpl<A>::forward_blocks(UnitProvider& units, const int32_t* inpu
 template <class A>
 float TransformerImpl<A>::forward(UnitProvider& units, const int32_t* inputs, const int32_t* targets,
                                  int B, int T) {
-  forward_blocks(units, inputs, B, T);
+  upload_micro_batch(inputs, targets, B, T);
+  forward_blocks(units, B, T);
   if (!targets) return 0.0f;
   const int N = B * T;
-  ops_.cross_entropy_forward(buf_.head.losses, buf_.head.logits,
-                             upload_tokens(buf_.head.targets, targets, N), N, V_);
+  ops_.cross_entropy_forward(buf_.head.losses, buf_.head.logits, buf_.head.targets, N, V_);
   return mean_loss(N);
 }
 
 template <class A>
 float TransformerImpl<A>::forward_backward(UnitProvider& units, const int32_t* inputs,
                                           const int32_t* targets, int B, int T, float dloss) {
-  forward_blocks(units, inputs, B, T);
+  upload_micro_batch(inputs, targets, B, T);
+  forward_blocks(units, B, T);
   const int N = B * T;
   const HeadBuffers<A>& h = buf_.head;
   const GradBuffers<A>& d = buf_.grads;
-  ops_.cross_entropy_forward_backward(h.losses, h.logits, upload_tokens(h.targets, targets, N), N, V_,
-                                      dloss);
+  ops_.cross_entropy_forward_backward(h.losses, h.logits, h.targets, N, V_, dloss);
 
   // Head: final norm and LM head (its weight may be the tied embedding).
   const int head = layout_.head_unit();
@@ -389,7 +418,7 @@ float TransformerImpl<A>::forward_backward(UnitProvider& units, const int32_t* i
   }
 
   float* eg = units.acquire_grads(layout_.embed_unit());
-  ops_.embedding_backward(eg, d.dres, h.inputs, N, C_);  // uploaded by forward_blocks
+  ops_.embedding_backward(eg, d.dres, h.inputs, N, C_);  // uploaded by upload_micro_batch
   units.release_grads(layout_.embed_unit());
   return mean_loss(N);
 }

@@ -72,16 +72,20 @@ void ReplicatedParams::gather(int unit, float* out) {
   be_.memory->to_host(out, units_[unit].full_params, shards_[unit].numel * sizeof(float));
 }
 
+Bf16* ReplicatedParams::optimizer_compute_copy(int unit) {
+  // ddp owns (and updates) the whole unit; zero1 and zero2 gather the masters first.
+  return gather_after_update_ ? nullptr : units_[unit].compute;
+}
+
 void ReplicatedParams::after_update() {
-  if (gather_after_update_) {
-    std::vector<CommHandle> gathers;
-    for (size_t u = 0; u < units_.size(); ++u) {
-      const UnitShard& s = shards_[u];
-      float* full = units_[u].full_params;
-      gathers.push_back(topo_.shard->all_gather_async(full + s.begin, full, s.shard, WireType::f32));
-    }
-    for (CommHandle& gather : gathers) gather.wait();
+  if (!gather_after_update_) return;  // the optimizer wrote the compute copy
+  std::vector<CommHandle> gathers;
+  for (size_t u = 0; u < units_.size(); ++u) {
+    const UnitShard& s = shards_[u];
+    float* full = units_[u].full_params;
+    gathers.push_back(topo_.shard->all_gather_async(full + s.begin, full, s.shard, WireType::f32));
   }
+  for (CommHandle& gather : gathers) gather.wait();
   after_load();
 }
 
@@ -193,8 +197,12 @@ void ShardedParams::gather(int unit, float* out) {
                       "gathered parameters");
 }
 
+void ShardedParams::forget_gathers() {
+  for (GatherSlot& slot : gather_slots_) slot.unit = -1;
+}
+
 void ShardedParams::after_load() {
-  for (GatherSlot& slot : gather_slots_) slot.unit = -1;  // cached gathers are stale
+  forget_gathers();
   for (size_t u = 0; u < units_.size(); ++u) refresh_compute_copy(static_cast<int>(u));
 }
 

@@ -1,6 +1,8 @@
 // How a rank holds the fp32 master parameters of every unit and serves the
 // model their compute copy (the masters themselves in fp32 precision, a bf16
-// copy refreshed after every change in bf16 precision). Two stores:
+// copy kept in step with them in bf16 precision: the optimizer writes it in
+// the pass that updates the masters, where the rank holds the copy of exactly
+// what it updates; otherwise it is cast after the change). Two stores:
 //  - ReplicatedParams (ddp, zero1, zero2): every rank holds the whole unit;
 //    after an optimizer step that updated only the owned slices (zero1,
 //    zero2) the shard group all-gathers them.
@@ -41,7 +43,13 @@ class ParamStore {
   // The full fp32 masters of `unit` (numel elements) into host `out`; a
   // collective over the shard group when parameters are sharded.
   virtual void gather(int unit, float* out) = 0;
-  // The optimizer has updated the owned slice of every unit's masters.
+  // Where the optimizer writes the bf16 compute copy of the owned masters of
+  // `unit` as it updates them (element `begin` of the owned slice), or null:
+  // fp32 precision, or a store that casts the copy itself after gathering the
+  // updated masters (zero1, zero2).
+  virtual Bf16* optimizer_compute_copy(int unit) = 0;
+  // The optimizer has updated the owned slice of every unit's masters (and
+  // written optimizer_compute_copy where it is not null).
   virtual void after_update() = 0;
   // Every held master was replaced (initialization, checkpoint load).
   virtual void after_load() = 0;
@@ -70,6 +78,7 @@ class ReplicatedParams final : public ParamStore {
   void release(int) override {}
   HeldParams held(int unit) const override;
   void gather(int unit, float* out) override;
+  Bf16* optimizer_compute_copy(int unit) override;
   void after_update() override;
   void after_load() override;
 
@@ -105,11 +114,14 @@ class ShardedParams final : public ParamStore {
   void release(int unit) override;
   HeldParams held(int unit) const override;
   void gather(int unit, float* out) override;
-  void after_update() override { after_load(); }
+  Bf16* optimizer_compute_copy(int unit) override { return units_[unit].compute; }
+  void after_update() override { forget_gathers(); }
   void after_load() override;
 
  private:
   void refresh_compute_copy(int unit);
+  // Cached gathers are stale once the parameters change.
+  void forget_gathers();
   GatherSlot* find_gather_slot(int unit);
   GatherSlot& start_gather(int unit);
   void prefetch(int unit);

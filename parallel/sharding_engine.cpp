@@ -12,13 +12,15 @@ enum Category { kParams, kGrads, kOptimizer, kBuffers };
 
 }  // namespace
 
-void ShardingEngine::list_moments(const std::vector<UnitShard>& shards,
-                                  std::vector<Moments>& moments, StatePlans& plans) {
+void ShardingEngine::list_buffers(const std::vector<UnitShard>& shards,
+                                  std::vector<Moments>& moments, double*& unit_square_sums,
+                                  StatePlans& plans) {
   moments = std::vector<Moments>(shards.size());  // sized before slots are listed
   for (size_t u = 0; u < shards.size(); ++u) {
     plans.optimizer.add(moments[u].m, shards[u].shard);
     plans.optimizer.add(moments[u].v, shards[u].shard);
   }
+  plans.grads.add(unit_square_sums, shards.size());
 }
 
 StateBytes ShardingEngine::planned_bytes(const ParameterLayout& layout, const ShardingPlan& plan,
@@ -26,7 +28,8 @@ StateBytes ShardingEngine::planned_bytes(const ParameterLayout& layout, const Sh
   const std::vector<UnitShard> shards = unit_shards(layout, plan.shard_group_size, 0);
   StatePlans plans;
   std::vector<Moments> moments;
-  list_moments(shards, moments, plans);
+  double* unit_square_sums = nullptr;
+  list_buffers(shards, moments, unit_square_sums, plans);
   StateBytes bytes = plans.bytes();
   bytes += param_store_bytes(shards, plan, precision);
   bytes += grad_store_bytes(shards, plan, reduce_type);
@@ -43,7 +46,8 @@ ShardingEngine::ShardingEngine(const ParameterLayout& layout, const Config& conf
       shards_(unit_shards(layout, topology.shard->size(), topology.shard->rank())) {
   const StoreContext context{layout_, shards_, be_, topo_};
   StatePlans plans;
-  list_moments(shards_, moments_, plans);
+  list_buffers(shards_, moments_, unit_square_sums_, plans);
+  host_unit_square_sums_.resize(shards_.size());
   params_ = make_param_store(context, plan_, config.precision(), plans);
   grads_ = make_grad_store(context, plan_, reduce_wire_type(config.parallel), plans);
   const BufferPlan* by_category[4] = {&plans.params, &plans.grads, &plans.optimizer,
@@ -157,12 +161,15 @@ void ShardingEngine::gather_grads(int unit, float* out) {
 
 float ShardingEngine::grad_norm() {
   grads_->wait();
-  double sum = 0;
   for (size_t u = 0; u < shards_.size(); ++u) {
     // ddp: the full gradient, identical on every rank (it owns all of it);
     // otherwise the owned slice.
-    sum += be_.sum_squares(grads_->reduced(static_cast<int>(u)), shards_[u].owned);
+    be_.sum_squares(unit_square_sums_ + u, grads_->reduced(static_cast<int>(u)), shards_[u].owned);
   }
+  be_.memory->to_host(host_unit_square_sums_.data(), unit_square_sums_,
+                      shards_.size() * sizeof(double));
+  double sum = 0;
+  for (double unit_sum : host_unit_square_sums_) sum += unit_sum;  // in unit order
   if (plan_.shard_optimizer) sum = topo_.shard->all_reduce_sum(sum);
   return static_cast<float>(std::sqrt(sum));
 }
@@ -174,8 +181,8 @@ void ShardingEngine::optimizer_step(const AdamWStep& step) {
     const int unit = static_cast<int>(u);
     if (s.owned == 0) continue;
     optimizer_update_slice(be_, layout_, training_, step, unit, s.begin, s.begin + s.owned,
-                           owned_params(unit), grads_->reduced(unit), moments_[u].m,
-                           moments_[u].v);
+                           owned_params(unit), params_->optimizer_compute_copy(unit),
+                           grads_->reduced(unit), moments_[u].m, moments_[u].v);
   }
   params_->after_update();
 }

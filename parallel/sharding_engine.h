@@ -10,9 +10,12 @@
 //    releases it (zero2, zero3, hybrid).
 //  - The optimizer updates only owned slices; the parameter store then makes
 //    them whole again (zero1/zero2 all-gather the parameters).
+//  - The gradient norm queues one squared-norm per unit into a device array
+//    and reads it back once: one wait for the device per step, not one per unit.
 //  - bf16 precision: the fp32 parameters above are the master weights; the
 //    model computes with a bf16 copy (full, or the owned shard that zero3 /
-//    hybrid all-gather in bf16, half the bytes), refreshed after every update.
+//    hybrid all-gather in bf16, half the bytes), written by the optimizer as
+//    it updates the masters (cast after the gather in zero1 / zero2).
 //    Gradients accumulate in fp32 and are reduced in parallel.reduce_dtype.
 // Invariant: every member of a group issues the same collectives in the same
 // order, because they all follow the model's deterministic unit order.
@@ -103,8 +106,10 @@ class ShardingEngine : public UnitProvider {
     float* m = nullptr;  // (s)
     float* v = nullptr;  // (s)
   };
-  static void list_moments(const std::vector<UnitShard>& shards, std::vector<Moments>& moments,
-                           StatePlans& plans);
+  // The engine's own state: the moments (optimizer), and per unit the squared
+  // norm of its reduced gradient (grads; written on the device by grad_norm).
+  static void list_buffers(const std::vector<UnitShard>& shards, std::vector<Moments>& moments,
+                           double*& unit_square_sums, StatePlans& plans);
   // The fp32 masters of the elements this rank owns of `unit`.
   float* owned_params(int unit) const;
 
@@ -116,6 +121,8 @@ class ShardingEngine : public UnitProvider {
   const std::vector<UnitShard> shards_;
   Arena arenas_[4];  // parameters, gradients, optimizer, buffers (outlive the stores)
   std::vector<Moments> moments_;
+  double* unit_square_sums_ = nullptr;          // (units) in the backend's memory
+  std::vector<double> host_unit_square_sums_;  // (units) read back by grad_norm
   std::unique_ptr<ParamStore> params_;
   std::unique_ptr<GradStore> grads_;
   StateBytes bytes_;

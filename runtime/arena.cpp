@@ -1,6 +1,7 @@
 // Arena and BufferPlan: one aligned, zeroed block per arena, carved by bumping;
 // and the host's DeviceMemory table (aligned_alloc, memcpy), which counts the
-// bytes it has handed out and not yet taken back (host_memory_live_bytes).
+// bytes it has handed out and not yet taken back (host_memory_live_bytes;
+// staging buffers are not device memory and not counted).
 // Invariant: each block carries its size in a header one alignment unit
 // before the returned address, so release can subtract exactly what
 // allocate added.
@@ -39,12 +40,22 @@ void host_copy(void* dst, const void* src, size_t bytes) {
   if (bytes != 0 && dst != src) std::memcpy(dst, src, bytes);
 }
 void host_synchronize() {}
+// Staging is the host side of a copy, not device memory: it is left out of
+// host_memory_live_bytes (which counts what plans allocate).
+void* staging_allocate(size_t bytes) {
+  if (bytes == 0) return nullptr;
+  void* p = std::aligned_alloc(kBufferAlignment, align_up(bytes));
+  LLM_CHECK(p, "cannot allocate {} bytes of host staging memory", bytes);
+  return p;
+}
+void staging_release(void* p) { std::free(p); }
 
 }  // namespace
 
 const DeviceMemory& host_memory() {
-  static const DeviceMemory memory{host_allocate, host_release, host_copy, host_copy, host_copy,
-                                   host_synchronize};
+  static const DeviceMemory memory{host_allocate,  host_release,         host_copy,
+                                   host_copy,      host_copy,            host_synchronize,
+                                   staging_allocate, staging_release,    host_copy};
   return memory;
 }
 

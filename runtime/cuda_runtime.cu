@@ -70,6 +70,23 @@ void copy(void* dst, const void* src, size_t bytes) {
 
 void synchronize() { LLM_CUDA_CHECK(cudaStreamSynchronize(compute_stream())); }
 
+void* allocate_staging(size_t bytes) {
+  void* p = nullptr;
+  if (bytes > 0) LLM_CUDA_CHECK(cudaMallocHost(&p, bytes));
+  return p;
+}
+
+void release_staging(void* p) {
+  if (p) cudaFreeHost(p);  // at exit the context may already be gone
+}
+
+// From page-locked memory the copy is truly asynchronous (from pageable memory
+// CUDA would stage it and could return before reading the source).
+void to_device_async(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  LLM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, compute_stream()));
+}
+
 }  // namespace
 
 cudaStream_t compute_stream() { return streams().compute; }
@@ -88,8 +105,11 @@ cudaStream_t comm_stream() { return streams().comm; }
 }  // namespace cuda
 
 const DeviceMemory& cuda_memory() {
-  static const DeviceMemory memory{cuda::allocate, cuda::release, cuda::to_device,
-                                   cuda::to_host,  cuda::copy,    cuda::synchronize};
+  static const DeviceMemory memory{cuda::allocate,         cuda::release,
+                                   cuda::to_device,        cuda::to_host,
+                                   cuda::copy,             cuda::synchronize,
+                                   cuda::allocate_staging, cuda::release_staging,
+                                   cuda::to_device_async};
   return memory;
 }
 
@@ -103,6 +123,12 @@ int cuda_device_count() {
 }
 
 void cuda_use_device(int ordinal) { LLM_CUDA_CHECK(cudaSetDevice(ordinal)); }
+
+namespace {
+bool gemm_autotune_on = false;
+}
+void cuda_set_gemm_autotune(bool on) { gemm_autotune_on = on; }
+bool cuda::gemm_autotune() { return gemm_autotune_on; }
 
 size_t cuda_free_bytes() {
   size_t free_bytes = 0, total_bytes = 0;

@@ -5,8 +5,8 @@
 // and its launcher returns without waiting for it; the host waits for the
 // compute stream only where it needs a result or must free a host buffer:
 // allocate (start-up), to_device, to_host and synchronize of cuda_memory(),
-// sum_squares (the gradient norm, returned to the host) and rope_table (its
-// host table is temporary). Collectives run on comm_stream(), ordered against
+// rope_table (its host table is temporary) and, with gemm_autotune(), the
+// first use of each GEMM shape (matmul.cu times cuBLASLt's candidates for it). Collectives run on comm_stream(), ordered against
 // compute with events; a failed CUDA call throws llm::Error naming the call,
 // the CUDA error, file and line (main() adds the rank and takes the job down).
 #pragma once
@@ -23,6 +23,10 @@ namespace llm::cuda {
 // one collectives use. Created on first use on the current device.
 cudaStream_t compute_stream();
 cudaStream_t comm_stream();
+
+// Whether GEMM algorithms are timed per shape (cuda_set_gemm_autotune in
+// runtime/device.h; off by default).
+bool gemm_autotune();
 
 // A kernel family's device temporaries (sort buffers, partial sums) sized by
 // the call: reserve() grows the buffer, stream-ordered on the compute stream

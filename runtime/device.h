@@ -36,6 +36,12 @@ inline constexpr bool kBuiltWithCudnn = false;
 int cuda_device_count();
 // Makes CUDA device `ordinal` current for this process (before any other CUDA call).
 void cuda_use_device(int ordinal);
+// training.gemm_autotune: off (the default), each GEMM shape runs cuBLASLt's
+// first heuristic algorithm, the same in every process, so a config and seed
+// give the same bits run after run; on, the heuristic's top few are timed on
+// the shape's first call and the fastest kept (model/kernels/matmul.cu), which
+// two processes may pick differently. Set before the first GEMM.
+void cuda_set_gemm_autotune(bool on);
 // cudaMalloc'ed memory with copies on the compute stream.
 const DeviceMemory& cuda_memory();
 // Free bytes on the current CUDA device.

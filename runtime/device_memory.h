@@ -7,8 +7,8 @@
 // Invariants: allocate returns zero-filled, kBufferAlignment-aligned memory or
 // throws; to_device and to_host return when the copy is complete (the host
 // buffer may be reused or read at once), so each waits for the device's queued
-// work; copy is ordered with the device's kernels and does not wait;
-// synchronize waits for everything queued.
+// work; copy and to_device_async are ordered with the device's kernels and do
+// not wait; synchronize waits for everything queued.
 #pragma once
 
 #include <cstddef>
@@ -22,6 +22,13 @@ struct DeviceMemory {
   void (*to_host)(void* host_dst, const void* src, size_t bytes);
   void (*copy)(void* dst, const void* src, size_t bytes);  // within the device
   void (*synchronize)();  // waits for everything queued on the device
+  // Staging: host memory the device copies from while the host goes on
+  // (page-locked on CUDA, plain on the CPU), and that copy, queued behind the
+  // device's work. The host must not rewrite the source until the device has
+  // passed the copy: after a later to_host or synchronize.
+  void* (*allocate_staging)(size_t bytes);
+  void (*release_staging)(void* p);
+  void (*to_device_async)(void* dst, const void* staging_src, size_t bytes);
 };
 
 const DeviceMemory& host_memory();

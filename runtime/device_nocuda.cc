@@ -9,6 +9,8 @@ int cuda_device_count() { return 0; }
 
 void cuda_use_device(int) { LLM_FAIL("this build has no CUDA backend (nvcc was not found at configure time)"); }
 
+void cuda_set_gemm_autotune(bool) {}  // no GEMMs to tune
+
 size_t cuda_free_bytes() { return 0; }
 
 const DeviceMemory& cuda_memory() {

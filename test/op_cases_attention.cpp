@@ -45,7 +45,9 @@ struct KernelUnderTest {
   // cuDNN ran every call since `before` on a shape whose head dim the model
   // configs use; other shapes may fall back (still checked for correctness).
   void expect_ran(const AttentionShape& s, size_t before) const {
-    if (cudnn && s.D % 64 == 0) EXPECT_EQ(fallbacks(), before) << "cuDNN fell back to the flash kernel";
+    if (cudnn && s.D % 64 == 0) {
+      EXPECT_EQ(fallbacks(), before) << "cuDNN fell back to the flash kernel";
+    }
   }
 };
 

@@ -5,7 +5,9 @@
 // the forward leaves the logits untouched; the bf16 entry points exponentiate
 // the same widened logits into fp32 as fp32 does (cpu bf16: the same bits,
 // dlogits rounded once); adamw is elementwise, so slices update to the bits of
-// the whole; sum_squares sums exact double squares, only reassociated.
+// the whole, and its bf16 copy is the updated params cast to bf16, bit for
+// bit; sum_squares sums exact double squares, only reassociated, into a
+// double in the backend's memory.
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -267,8 +269,8 @@ void adamw_over_steps(const OpRow& row) {
       SCOPED_TRACE(testing::Message() << "step " << t);
       const Floats grads = random_floats(n, rng);
       d_grads.upload(grads);
-      row.backend().adamw_update(d_params.get(), d_grads.get(), d_m.get(), d_v.get(), n, a.lr,
-                                 a.beta1, a.beta2, a.eps, a.weight_decay, a.grad_scale, t);
+      row.backend().adamw_update(d_params.get(), nullptr, d_grads.get(), d_m.get(), d_v.get(), n,
+                                 a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, a.grad_scale, t);
       if (row.cpu()) {
         reference::adamw_update(ref_params, to_doubles(grads), ref_m, ref_v, a.lr, a.beta1, a.beta2,
                                 a.eps, a.weight_decay, a.grad_scale, t);
@@ -277,8 +279,8 @@ void adamw_over_steps(const OpRow& row) {
         expect_close(d_v.download(), ref_v, kForwardTolerance, "v");
         continue;
       }
-      backend_cpu().adamw_update(params.data(), grads.data(), m.data(), v.data(), n, a.lr, a.beta1,
-                                 a.beta2, a.eps, a.weight_decay, a.grad_scale, t);
+      backend_cpu().adamw_update(params.data(), nullptr, grads.data(), m.data(), v.data(), n, a.lr,
+                                 a.beta1, a.beta2, a.eps, a.weight_decay, a.grad_scale, t);
       expect_close(d_params.download(), params, kCudaParamTolerance, "params");
       expect_close(d_m.download(), m, kCudaMomentTolerance, "m");
       expect_close(d_v.download(), v, kCudaSecondMomentTolerance, "v");
@@ -291,7 +293,8 @@ void adamw_over_steps(const OpRow& row) {
 }
 
 // The sharding invariant of model/kernels/adamw.h: updating two slices gives
-// the bits of one update of the whole (on the CPU at 1, 2 and 3 threads).
+// the bits of one update of the whole (on the CPU at 1, 2 and 3 threads),
+// the bf16 copy included (written through pointers offset like the params).
 void adamw_slices(const OpRow& row) {
   std::mt19937 rng(21);
   const AdamwSettings a;
@@ -302,10 +305,11 @@ void adamw_slices(const OpRow& row) {
     auto run = [&](bool sliced) {
       Buffer<float> p(row.backend(), params0), g(row.backend(), grads), m(row.backend(), m0),
           v(row.backend(), v0);
+      Buffer<Bf16> p16(row.backend(), nan_filled<Bf16>(n));
       auto update = [&](size_t begin, size_t end) {
-        row.backend().adamw_update(p.get() + begin, g.get() + begin, m.get() + begin, v.get() + begin,
-                                   end - begin, a.lr, a.beta1, a.beta2, a.eps, a.weight_decay,
-                                   a.grad_scale, 3);
+        row.backend().adamw_update(p.get() + begin, p16.get() + begin, g.get() + begin,
+                                   m.get() + begin, v.get() + begin, end - begin, a.lr, a.beta1,
+                                   a.beta2, a.eps, a.weight_decay, a.grad_scale, 3);
       };
       if (sliced) {
         update(0, split);
@@ -316,6 +320,8 @@ void adamw_slices(const OpRow& row) {
       Floats all = p.download();
       append(all, m.download());
       append(all, v.download());
+      append(all, to_floats(p16.download()));
+      EXPECT_TRUE(p16.guards_intact());
       return all;
     };
     const Floats whole = with_threads(1, [&] { return run(false); });
@@ -328,24 +334,81 @@ void adamw_slices(const OpRow& row) {
   }
 }
 
+// The bf16 copy written in the update's pass: over several steps, with and
+// without it, from the same state. Writing it changes nothing else (params, m
+// and v the same bits as without), and it is exactly the updated params
+// rounded to nearest even: to_bf16 on the host (runtime/bf16.h, tested on
+// its own against hand-made ties in test_bf16.cpp) and the bits the
+// backend's own cast_f32_to_bf16 gives, the separate pass it replaces. The
+// copy's buffer sits one element off alignment on cuda rows (offsets_for),
+// with guards around it; it starts NaN, so an element left unwritten fails.
+void adamw_bf16_copy(const OpRow& row) {
+  std::mt19937 rng(row.cuda() ? 304 : 22);
+  const AdamwSettings a;
+  const Backend& be = row.backend();
+  for (size_t offset : offsets_for(row)) {
+    for (size_t n : {size_t{1}, size_t{1001}, size_t{100003}}) {
+      SCOPED_TRACE(testing::Message() << "n=" << n << " offset=" << offset);
+      const Floats params0 = random_floats(n, rng), m0 = random_floats(n, rng, -0.1f, 0.1f),
+                   v0 = random_floats(n, rng, 0.0f, 0.01f);
+      Buffer<float> p_plain(be, params0), m_plain(be, m0), v_plain(be, v0);
+      Buffer<float> p(be, params0, offset), m(be, m0), v(be, v0), grads(be, Floats(n));
+      Buffer<Bf16> p16(be, nan_filled<Bf16>(n), offset), cast16(be, nan_filled<Bf16>(n));
+      for (int t = 1; t <= 3; t++) {
+        SCOPED_TRACE(testing::Message() << "step " << t);
+        grads.upload(random_floats(n, rng));
+        be.adamw_update(p_plain.get(), nullptr, grads.get(), m_plain.get(), v_plain.get(), n, a.lr,
+                        a.beta1, a.beta2, a.eps, a.weight_decay, a.grad_scale, t);
+        be.adamw_update(p.get(), p16.get(), grads.get(), m.get(), v.get(), n, a.lr, a.beta1,
+                        a.beta2, a.eps, a.weight_decay, a.grad_scale, t);
+        const Floats params = p.download();
+        expect_identical(params, p_plain.download(), "params");
+        expect_identical(m.download(), m_plain.download(), "m");
+        expect_identical(v.download(), v_plain.download(), "v");
+        const Bf16s copy = p16.download();
+        expect_rounded_once(copy, params, "bf16 copy");
+        be.cast_f32_to_bf16(cast16.get(), p.get(), n);
+        expect_identical(copy, cast16.download(), "bf16 copy vs cast_f32_to_bf16");
+      }
+      EXPECT_TRUE(p.guards_intact() && p16.guards_intact());
+    }
+  }
+}
+
+// sum_squares on the backend under test, its double result placed in that
+// backend's memory (NaN before, so a result never written fails; guarded) and
+// read back.
+double backend_sum_squares(const Backend& be, const Buffer<float>& x) {
+  Buffer<double> result(be, {std::nan("")});
+  be.sum_squares(result.get(), x.get(), x.size());
+  EXPECT_TRUE(result.guards_intact());
+  return result.download()[0];
+}
+
+double cpu_sum_squares(const Floats& x) {
+  double result = std::nan("");
+  backend_cpu().sum_squares(&result, x.data(), x.size());
+  return result;
+}
+
 // Squares of floats are exact in double; only the order of <= 4M double
 // additions differs: a relative error far below 1e-12 (cpu: against a double
 // loop; cuda: against the CPU twin). The same bits on a repeat (cpu: at 1, 2
 // and 3 threads). 1 << 22 fills the GPU's first pass's capped grid; the
-// others leave ragged blocks.
+// others leave ragged blocks; n = 0 must write 0.
 void sum_squares(const OpRow& row) {
   std::mt19937 rng(302);
   for (size_t n : {size_t{0}, size_t{1}, size_t{13}, size_t{4097}, size_t{100003}, (size_t{1} << 22) + 5}) {
     SCOPED_TRACE(testing::Message() << "n=" << n);
     const Floats x = random_floats(n, rng, -3.0f, 3.0f);
     double expected = 0.0;
-    if (row.cuda()) expected = backend_cpu().sum_squares(x.data(), n);
+    if (row.cuda()) expected = cpu_sum_squares(x);
     else for (float value : x) expected += (double)value * value;
     Buffer<float> d_x(row.backend(), x);
-    const double first = with_threads(1, [&] { return row.backend().sum_squares(d_x.get(), n); });
+    const double first = with_threads(1, [&] { return backend_sum_squares(row.backend(), d_x); });
     EXPECT_NEAR(first, expected, 1e-12 * expected);
     for (int threads : kThreadCounts) {
-      const double again = with_threads(threads, [&] { return row.backend().sum_squares(d_x.get(), n); });
+      const double again = with_threads(threads, [&] { return backend_sum_squares(row.backend(), d_x); });
       EXPECT_EQ(std::memcmp(&again, &first, sizeof(double)), 0) << first << " then " << again;
     }
   }
@@ -364,10 +427,10 @@ void sum_squares_exact_inputs(const OpRow& row) {
     Floats x(n);
     for (float& v : x) v = sixteenths(rng) / 16.0f;
     double exact = 0.0;
-    if (row.cuda()) exact = backend_cpu().sum_squares(x.data(), n);
+    if (row.cuda()) exact = cpu_sum_squares(x);
     else for (float v : x) exact += (double)v * v;
     Buffer<float> d_x(row.backend(), x);
-    EXPECT_EQ(row.backend().sum_squares(d_x.get(), n), exact);
+    EXPECT_EQ(backend_sum_squares(row.backend(), d_x), exact);
   }
 }
 
@@ -385,6 +448,8 @@ std::vector<OpCase> cross_entropy_adamw_cases() {
        LLM_BY_DTYPE(cross_entropy_large_logits)},
       {"adamw", "over_steps", kF32Rows, {"adamw_update"}, adamw_over_steps},
       {"adamw", "slices_give_the_bits_of_the_whole", kF32Rows, {"adamw_update"}, adamw_slices},
+      {"adamw", "bf16_copy_is_the_update_rounded_once", kF32Rows,
+       {"adamw_update", "cast_f32_to_bf16"}, adamw_bf16_copy},
       {"sum_squares", "matches_and_repeats", kF32Rows, {"sum_squares"}, sum_squares},
       {"sum_squares", "exact_inputs_give_the_exact_sum", kF32Rows, {"sum_squares"},
        sum_squares_exact_inputs},

@@ -1,5 +1,6 @@
 // Op cases of the matmul (out = inp @ weight^T; backward: dinp overwritten,
-// dweight accumulated in fp32, dinp == nullptr computing only dweight) on
+// dweight accumulated in fp32, dinp == nullptr computing only dweight; the
+// residual forward out = inp @ weight^T + residual, in place or not) on
 // every row (see op_harness.h): the reference and finite differences (cpu
 // f32), the fp32 twin within one bf16 rounding (cpu bf16), the CPU twin within
 // a reassociation bound built from each result's sum of |terms| (cuda); plus
@@ -9,6 +10,7 @@
 // across thread counts; a repeat on one backend at one thread count gives the
 // same bits, and the bf16 entry point is the fp32 one on widened operands.
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -176,6 +178,82 @@ void matmul_forward_backward(const OpRow& row) {
   }
 }
 
+// out = inp @ weight^T + residual, into a separate buffer (NaN-filled; the
+// residual must stay unchanged) and in place (out == residual).
+// cpu f32: the double reference (product + residual) within kForwardTolerance.
+// cpu bf16: the fp32 twin on the same bf16-exact operands within kOneRounding,
+// and, where the rows fit one chunk (the same sgemm on both sides), exactly
+// that fp32 sum rounded once; the data must tell rounding once from rounding
+// the product and then the sum (some element differs), else that check proves
+// nothing. cuda: the CPU twin within the reassociation bound of C + 1 terms
+// (the residual is one more), bf16 plus two ulps (bf16_result_bounds).
+template <class T>
+void matmul_forward_residual(const OpRow& row) {
+  constexpr bool bf16 = std::is_same_v<T, Bf16>;
+  std::mt19937 rng(row.cuda() ? (bf16 ? 104 : 103) : (bf16 ? 116 : 115));
+  const Backend& be = row.backend();
+  size_t double_rounding_differs = 0;
+  for (const MatmulShape& s : matmul_shapes(row)) {
+    const auto [N, C, OC] = s;
+    SCOPED_TRACE(describe(s));
+    const bool one_chunk = (size_t)N * OC < kCpuBf16ChunkedShape.N * (size_t)kCpuBf16ChunkedShape.OC;
+    const Floats inp = random_values((size_t)N * C, rng, -1.0f, 1.0f, bf16);
+    const Floats weight = random_values((size_t)OC * C, rng, -1.0f, 1.0f, bf16);
+    const Floats residual = random_values((size_t)N * OC, rng, -2.0f, 2.0f, bf16);
+    const std::vector<T> inp_t = stored<T>(inp), weight_t = stored<T>(weight),
+                         residual_t = stored<T>(residual);
+
+    Buffer<T> d_inp(be, inp_t), d_weight(be, weight_t), d_residual(be, residual_t);
+    Buffer<T> d_out(be, nan_filled<T>(residual.size()));
+    be.ops<T>().matmul_forward_residual(d_out.get(), d_inp.get(), d_weight.get(), d_residual.get(),
+                                        N, C, OC);
+    const std::vector<T> out = d_out.download();
+    expect_identical(d_residual.download(), residual_t, "residual (read only)");
+    be.ops<T>().matmul_forward_residual(d_residual.get(), d_inp.get(), d_weight.get(),
+                                        d_residual.get(), N, C, OC);
+    const std::vector<T> in_place = d_residual.download();
+    EXPECT_TRUE(d_out.guards_intact() && d_residual.guards_intact());
+
+    if (row.cuda()) {
+      Doubles magnitude = matmul_magnitudes(to_doubles(inp_t), to_doubles(weight_t),
+                                            Doubles(residual.size(), 0.0), Doubles(weight.size(), 0.0),
+                                            N, C, OC).out;
+      for (size_t i = 0; i < magnitude.size(); i++) magnitude[i] += std::fabs(to_float(residual_t[i]));
+      std::vector<T> twin(residual.size());
+      backend_cpu().ops<T>().matmul_forward_residual(twin.data(), inp_t.data(), weight_t.data(),
+                                                     residual_t.data(), N, C, OC);
+      const Doubles expected = to_doubles(twin);
+      const Doubles bound = bf16 ? bf16_result_bounds(magnitude, C + 1, expected)
+                                 : reassociation_bounds(magnitude, C + 1);
+      expect_within(to_doubles(out), expected, bound, "out");
+      expect_within(to_doubles(in_place), expected, bound, "out (in place)");
+    } else if (bf16) {
+      Floats sum32 = residual, product32(residual.size());
+      backend_cpu().f32.matmul_forward_residual(sum32.data(), inp.data(), weight.data(), sum32.data(),
+                                                N, C, OC);
+      expect_close(out, sum32, kOneRounding, "out");
+      expect_close(in_place, sum32, kOneRounding, "out (in place)");
+      if (one_chunk) {
+        expect_fp32_rounded(out, sum32, "out");
+        expect_fp32_rounded(in_place, sum32, "out (in place)");
+      }
+      backend_cpu().f32.matmul_forward(product32.data(), inp.data(), weight.data(), N, C, OC);
+      for (size_t i = 0; i < residual.size(); i++) {
+        const Bf16 twice = to_bf16(to_float(to_bf16(product32[i])) + residual[i]);
+        double_rounding_differs += std::memcmp(&twice, &out[i], sizeof twice) != 0;
+      }
+    } else {
+      const Vec expected = add(reference::matmul_forward(to_doubles(inp), to_doubles(weight), N, C, OC),
+                               to_doubles(residual));
+      expect_close(out, expected, kForwardTolerance, "out");
+      expect_close(in_place, expected, kForwardTolerance, "out (in place)");
+    }
+  }
+  if (row.cpu() && bf16) {
+    EXPECT_GT(double_rounding_differs, 0u) << "the data cannot tell one rounding from two";
+  }
+}
+
 // The CPU's guarantee, at 1, 2 and 3 threads: a repeat gives the same bits,
 // and the bf16 entry point is exactly the fp32 one on the widened operands,
 // rounded once (one chunk of rows here, so the same sgemm calls).
@@ -217,6 +295,8 @@ std::vector<OpCase> matmul_cases() {
   return {
       {"matmul", "forward_backward", kAllRows, {"matmul_forward", "matmul_backward"},
        LLM_BY_DTYPE(matmul_forward_backward)},
+      {"matmul", "forward_residual_in_place_or_not", kAllRows, {"matmul_forward_residual"},
+       LLM_BY_DTYPE(matmul_forward_residual)},
       {"matmul", "backward_repeats_at_each_thread_count", kCpuBf16, {"matmul_backward"},
        matmul_backward_repeats},
   };

@@ -41,6 +41,7 @@ std::unique_ptr<Group> device_group(const Config& config, Group& world) {
             "LLM_CUDNN=OFF); use auto or flash",
             config.path);
   cuda_use_device(comm_local_rank() % gpus);
+  cuda_set_gemm_autotune(config.training.gemm_autotune);
   if (config.comm() == CommBackend::nccl) {
     LLM_CHECK(comm_local_size() <= gpus,
               "{}: {} ranks on this node share {} GPU(s); NCCL needs one GPU per rank (set "

@@ -1,7 +1,9 @@
-// AdamW and the gradient squared-norm on the CPU.
+// AdamW (with the optional bf16 copy of the updated params) and the gradient
+// squared-norm on the CPU.
 // Invariant: both are elementwise over [0, n) so a shard gets the same bits as
-// the whole; sum_squares adds fixed-size chunks, each in double, in chunk
-// order, so its result does not depend on the thread count.
+// the whole; the bf16 copy is to_bf16, as in cast_f32_to_bf16; sum_squares
+// adds fixed-size chunks, each in double, in chunk order, so its result does
+// not depend on the thread count.
 #include "model/kernels/adamw.h"
 
 #include <cmath>
@@ -13,9 +15,9 @@ namespace {
 constexpr size_t kSumChunk = 1 << 14;  // floats per partial sum of sum_squares
 }
 
-void adamw_update(float* params, const float* grads, float* m, float* v, size_t n, float lr,
-                  float beta1, float beta2, float eps, float weight_decay, float grad_scale,
-                  int t) {
+void adamw_update(float* params, Bf16* params_bf16, const float* grads, float* m, float* v,
+                  size_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
+                  float grad_scale, int t) {
   const float bias_correction1 = (float)(1.0 - std::pow((double)beta1, t));
   const float bias_correction2 = (float)(1.0 - std::pow((double)beta2, t));
 #pragma omp parallel for simd schedule(static)
@@ -28,10 +30,11 @@ void adamw_update(float* params, const float* grads, float* m, float* v, size_t 
     const float m_hat = m_i / bias_correction1;
     const float v_hat = v_i / bias_correction2;
     params[i] -= lr * (m_hat / (std::sqrt(v_hat) + eps) + weight_decay * params[i]);
+    if (params_bf16 != nullptr) params_bf16[i] = to_bf16(params[i]);
   }
 }
 
-double sum_squares(const float* x, size_t n) {
+void sum_squares(double* result, const float* x, size_t n) {
   const size_t n_chunks = (n + kSumChunk - 1) / kSumChunk;
   std::vector<double> partial(n_chunks);
 #pragma omp parallel for schedule(static)
@@ -45,7 +48,7 @@ double sum_squares(const float* x, size_t n) {
   }
   double total = 0.0;
   for (double p : partial) total += p;
-  return total;
+  *result = total;
 }
 
 }  // namespace llm::cpu

@@ -2,11 +2,13 @@
 // Invariants: adamw_update is elementwise with the CPU twin's formula in the
 // same order (bias corrections computed on the host exactly as there), so a
 // shard gets the same bits as the whole and results match the CPU to ~1 ulp
-// (FMA contraction may differ between compilers). sum_squares sums in double
-// over a grid that depends only on n, then adds the per-block partials in a
-// fixed order in a second single-block pass: the same input gives the same
-// bits run after run. It waits for the stream, to return its value to the
-// host.
+// (FMA contraction may differ between compilers); its optional bf16 copy is
+// the updated param rounded by store_f32, as cast_f32_to_bf16 does.
+// sum_squares sums in double over a grid that depends only on n, then adds the
+// per-block partials in a fixed order in a second single-block pass that
+// writes the device result: the same input gives the same bits run after run,
+// and nothing waits for the host (a caller reads back once, when it needs
+// the value).
 #include <algorithm>
 #include <cmath>
 
@@ -29,9 +31,10 @@ constexpr size_t kMinFloatsPerSumThread = 8;  // small inputs use fewer blocks
 
 // ---- kernels ------------------------------------------------------------------
 
-__global__ void adamw_kernel(float* params, const float* grads, float* m, float* v, size_t n,
-                             float lr, float beta1, float beta2, float eps, float weight_decay,
-                             float grad_scale, float bias_correction1, float bias_correction2) {
+__global__ void adamw_kernel(float* params, Bf16* params_bf16, const float* grads, float* m,
+                             float* v, size_t n, float lr, float beta1, float beta2, float eps,
+                             float weight_decay, float grad_scale, float bias_correction1,
+                             float bias_correction2) {
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += (size_t)gridDim.x * blockDim.x) {
     const float g = grads[i] * grad_scale;
@@ -42,6 +45,7 @@ __global__ void adamw_kernel(float* params, const float* grads, float* m, float*
     const float m_hat = m_i / bias_correction1;
     const float v_hat = v_i / bias_correction2;
     params[i] -= lr * (m_hat / (sqrtf(v_hat) + eps) + weight_decay * params[i]);
+    if (params_bf16 != nullptr) store_f32(params_bf16 + i, params[i]);
   }
 }
 
@@ -59,7 +63,8 @@ __global__ void __launch_bounds__(kSumThreads)
   if (threadIdx.x == 0) partials[blockIdx.x] = block_total;
 }
 
-// *total = partials[0] + ... + partials[count - 1], one block, fixed order.
+// *total = partials[0] + ... + partials[count - 1], one block, fixed order
+// (0 when count is 0).
 __global__ void __launch_bounds__(kSumThreads)
     sum_partials_kernel(double* total, const double* partials, unsigned count) {
   double sum = 0.0;
@@ -70,12 +75,13 @@ __global__ void __launch_bounds__(kSumThreads)
 
 // ---- launchers ----------------------------------------------------------------
 
-// kMaxSumBlocks partials, then the total. Allocated on first use, kept for the
-// process (freeing at exit could race the CUDA context's teardown).
+// kMaxSumBlocks partials, reused by every call (they are queued on one
+// stream). Allocated on first use, kept for the process (freeing at exit could
+// race the CUDA context's teardown).
 double* sum_scratch() {
   static double* scratch = [] {
     double* p = nullptr;
-    LLM_CUDA_CHECK(cudaMalloc(&p, (kMaxSumBlocks + 1) * sizeof(double)));
+    LLM_CUDA_CHECK(cudaMalloc(&p, kMaxSumBlocks * sizeof(double)));
     return p;
   }();
   return scratch;
@@ -83,35 +89,30 @@ double* sum_scratch() {
 
 }  // namespace
 
-void adamw_update(float* params, const float* grads, float* m, float* v, size_t n, float lr,
-                  float beta1, float beta2, float eps, float weight_decay, float grad_scale,
-                  int t) {
+void adamw_update(float* params, Bf16* params_bf16, const float* grads, float* m, float* v,
+                  size_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
+                  float grad_scale, int t) {
   if (n == 0) return;
   const float bias_correction1 = (float)(1.0 - std::pow((double)beta1, t));
   const float bias_correction2 = (float)(1.0 - std::pow((double)beta2, t));
   const unsigned blocks = std::min(blocks_for(n, kAdamThreads), kMaxAdamBlocks);
-  adamw_kernel<<<blocks, kAdamThreads, 0, compute_stream()>>>(params, grads, m, v, n, lr, beta1,
-                                                              beta2, eps, weight_decay, grad_scale,
-                                                              bias_correction1, bias_correction2);
+  adamw_kernel<<<blocks, kAdamThreads, 0, compute_stream()>>>(
+      params, params_bf16, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, grad_scale,
+      bias_correction1, bias_correction2);
   LLM_CUDA_CHECK_LAUNCH();
 }
 
-double sum_squares(const float* x, size_t n) {
-  if (n == 0) return 0.0;
+void sum_squares(double* result, const float* x, size_t n) {
   // A function of n alone (not of the device), so the summation order is too.
   const unsigned blocks =
-      std::min(blocks_for(n, kSumThreads * kMinFloatsPerSumThread), kMaxSumBlocks);
+      n == 0 ? 0 : std::min(blocks_for(n, kSumThreads * kMinFloatsPerSumThread), kMaxSumBlocks);
   double* partials = sum_scratch();
-  double* total = partials + kMaxSumBlocks;
-  sum_squares_partials_kernel<<<blocks, kSumThreads, 0, compute_stream()>>>(partials, x, n);
+  if (blocks > 0) {
+    sum_squares_partials_kernel<<<blocks, kSumThreads, 0, compute_stream()>>>(partials, x, n);
+    LLM_CUDA_CHECK_LAUNCH();
+  }
+  sum_partials_kernel<<<1, kSumThreads, 0, compute_stream()>>>(result, partials, blocks);
   LLM_CUDA_CHECK_LAUNCH();
-  sum_partials_kernel<<<1, kSumThreads, 0, compute_stream()>>>(total, partials, blocks);
-  LLM_CUDA_CHECK_LAUNCH();
-  double result = 0.0;
-  LLM_CUDA_CHECK(
-      cudaMemcpyAsync(&result, total, sizeof result, cudaMemcpyDeviceToHost, compute_stream()));
-  LLM_CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
-  return result;
 }
 
 }  // namespace llm::cuda

@@ -5,12 +5,15 @@
 // bounded (about kChunkFloats floats per operand plus the widened weight)
 // however many rows there are: the LM head's logits are never held in fp32.
 // Scratch is grow-only and per thread: no allocation once warmed up.
-// Invariant: dweight accumulates (beta = 1), dinp is overwritten (beta = 0).
+// Invariant: dweight accumulates (beta = 1), dinp is overwritten (beta = 0);
+// the residual forward is the plain forward with beta = 1 onto a copy of the
+// residual (in bf16: onto its widened rows), so both round once.
 #include "model/kernels/matmul.h"
 
 #include <cblas.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cstddef>
 #include <type_traits>
 #include <vector>
@@ -46,24 +49,49 @@ float* widened(ScratchRole role, const Bf16* x, size_t n) {
   return wide;
 }
 
+// out (N, OC) = inp (N, C) @ weight (OC, C)^T + beta * out.
+void sgemm_forward(float* out, const float* inp, const float* weight, int N, int C, int OC,
+                   float beta) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, weight, C, beta,
+              out, OC);
+}
+
+// The bf16 forward, chunk by chunk of rows: widened operands, one fp32 sgemm
+// (onto the widened residual rows when there is a residual), rounded once.
+// Each chunk reads its residual rows before writing its output rows, so out
+// may be residual.
+void forward_bf16(Bf16* out, const Bf16* inp, const Bf16* weight, const Bf16* residual, int N,
+                  int C, int OC) {
+  const float* weight_f32 = widened(kWeight, weight, (size_t)OC * C);
+  const int rows = chunk_rows(N, C, OC);
+  for (int n0 = 0; n0 < N; n0 += rows) {
+    const int m = std::min(rows, N - n0);
+    const size_t out_count = (size_t)m * OC;
+    float* out_f32 = residual != nullptr
+                         ? widened(kOutputRows, residual + (size_t)n0 * OC, out_count)
+                         : scratch(kOutputRows, out_count);
+    const float* inp_f32 = widened(kInputRows, inp + (size_t)n0 * C, (size_t)m * C);
+    sgemm_forward(out_f32, inp_f32, weight_f32, m, C, OC, residual != nullptr ? 1.0f : 0.0f);
+    cast_f32_to_bf16(out + (size_t)n0 * OC, out_f32, out_count);
+  }
+}
+
 }  // namespace
 
 template <class T>
 void matmul_forward(T* out, const T* inp, const T* weight, int N, int C, int OC) {
+  if constexpr (std::is_same_v<T, float>) sgemm_forward(out, inp, weight, N, C, OC, 0.0f);
+  else forward_bf16(out, inp, weight, nullptr, N, C, OC);
+}
+
+template <class T>
+void matmul_forward_residual(T* out, const T* inp, const T* weight, const T* residual, int N,
+                             int C, int OC) {
   if constexpr (std::is_same_v<T, float>) {
-    // out (N, OC) = inp (N, C) @ weight (OC, C)^T
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, weight, C, 0.0f,
-                out, OC);
+    if (out != residual) std::memcpy(out, residual, (size_t)N * OC * sizeof(float));
+    sgemm_forward(out, inp, weight, N, C, OC, 1.0f);
   } else {
-    const float* weight_f32 = widened(kWeight, weight, (size_t)OC * C);
-    const int rows = chunk_rows(N, C, OC);
-    float* out_f32 = scratch(kOutputRows, (size_t)rows * OC);
-    for (int n0 = 0; n0 < N; n0 += rows) {
-      const int m = std::min(rows, N - n0);
-      const float* inp_f32 = widened(kInputRows, inp + (size_t)n0 * C, (size_t)m * C);
-      matmul_forward(out_f32, inp_f32, weight_f32, m, C, OC);
-      cast_f32_to_bf16(out + (size_t)n0 * OC, out_f32, (size_t)m * OC);
-    }
+    forward_bf16(out, inp, weight, residual, N, C, OC);
   }
 }
 
@@ -95,6 +123,7 @@ void matmul_backward(T* dinp, float* dweight, const T* dout, const T* inp, const
 }
 
 LLM_INSTANTIATE_FOR_STORAGE_TYPES(matmul_forward);
+LLM_INSTANTIATE_FOR_STORAGE_TYPES(matmul_forward_residual);
 LLM_INSTANTIATE_FOR_STORAGE_TYPES(matmul_backward);
 
 }  // namespace llm::cpu

@@ -5,16 +5,29 @@
 // transposes: a row-major X (r, c) is the column-major X^T (c, r) with the same
 // leading dimension c, so every GEMM below is written for the transposed result.
 // Invariants: dinp and out are overwritten (beta = 0), dweight accumulates
-// (beta = 1) and is fp32 in both precisions; one handle and one 32 MiB
+// (beta = 1) and is fp32 in both precisions; the residual forward reads the
+// residual as cuBLASLt's C (D = out, beta = 1; C may be D), so its sum is the
+// epilogue's fp32 one, rounded once; one handle and one 32 MiB
 // workspace for the process, made on first use; each distinct GEMM (shape,
-// types, transposes, beta, pointer alignments) queries the heuristic once and
-// reuses its plan, so a training step does no allocation and no heuristic
-// search. cuBLASLt with a fixed algorithm and one stream gives the same bits
-// run after run (its split-K reductions are sequential, not atomic).
+// types, transposes, beta, pointer alignments) is planned once, on its first
+// call, and cached, so later steps do no allocation and no heuristic search.
+// The plan runs the heuristic's first algorithm, or, with gemm_autotune()
+// (training.gemm_autotune), the fastest of its top kCandidateAlgorithms timed
+// on that call's operands (into a scratch output, so the real one is written
+// once). cuBLASLt with a fixed algorithm and one stream gives the same bits
+// run after run (its split-K reductions are sequential, not atomic): without
+// autotuning every process picks the same algorithms, so a config and seed
+// give the same bits across runs; with it, the bits repeat within a process,
+// and across processes only when the timing picks the same algorithms (a
+// candidate must beat the earlier ones by kSwitchMargin, so near-ties keep
+// the heuristic's order, but two whose speeds differ by about that margin
+// can be picked differently by two runs).
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <mutex>
 
@@ -35,26 +48,33 @@ namespace llm::cuda {
 namespace {
 
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+// Autotuning on a GEMM's first call: how many of the heuristic's algorithms
+// are timed, how many runs each (after one warm-up run), and how much faster
+// (time ratio) a later candidate must be to displace an earlier one.
+constexpr int kCandidateAlgorithms = 4;
+constexpr int kTimedRuns = 5;
+constexpr float kSwitchMargin = 0.95f;
 // cuBLASLt's default assumption for every pointer; an algorithm chosen for it
 // may fault on a less aligned one, so smaller alignments are part of the key.
 constexpr uint32_t kMaxAlignment = 256;
 
-// One GEMM in cuBLASLt's column-major terms: D (m, n) = op(A) @ op(B) + beta D,
-// where A is stored (m, k) or, transposed, (k, m); B (k, n) or (n, k).
+// One GEMM in cuBLASLt's column-major terms: D (m, n) = op(A) @ op(B) + beta C,
+// where A is stored (m, k) or, transposed, (k, m); B (k, n) or (n, k); C has
+// D's type and layout (and may be D).
 struct GemmKey {
   int trans_a, trans_b;  // cublasOperation_t
   int m, n, k;
   int lda, ldb, ldd;
   int ab_type, d_type;  // cudaDataType_t of A and B, of C = D
   int beta;             // 0 (overwrite) or 1 (accumulate)
-  uint32_t align_a = 0, align_b = 0, align_d = 0;
+  uint32_t align_a = 0, align_b = 0, align_c = 0, align_d = 0;
   auto operator<=>(const GemmKey&) const = default;
 };
 
 // What cublasLtMatmul needs for one key, built once.
 struct GemmPlan {
   cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t layout_a = nullptr, layout_b = nullptr, layout_d = nullptr;
+  cublasLtMatrixLayout_t layout_a = nullptr, layout_b = nullptr, layout_d = nullptr;  // C: layout_d
   cublasLtMatmulAlgo_t algo{};
 };
 
@@ -63,12 +83,16 @@ struct GemmPlan {
 struct LtState {
   cublasLtHandle_t handle = nullptr;
   void* workspace = nullptr;
+  GrowingScratch timing_output;  // D (and C) of the timing runs
+  cudaEvent_t timing_start = nullptr, timing_stop = nullptr;
   std::map<GemmKey, GemmPlan> plans;
   std::mutex mutex;  // guards plans (lookups are cheap next to a GEMM)
 
   LtState() {
     LLM_CUBLAS_CHECK(cublasLtCreate(&handle));
     LLM_CUDA_CHECK(cudaMalloc(&workspace, kWorkspaceBytes));
+    LLM_CUDA_CHECK(cudaEventCreate(&timing_start));
+    LLM_CUDA_CHECK(cudaEventCreate(&timing_stop));
   }
 };
 
@@ -95,7 +119,8 @@ cublasLtMatrixLayout_t make_layout(int type, int rows, int cols, int ld) {
   return layout;
 }
 
-GemmPlan make_plan(cublasLtHandle_t handle, const GemmKey& key) {
+// The descriptor and layouts of `key`, without an algorithm.
+GemmPlan describe_gemm(const GemmKey& key) {
   GemmPlan plan;
   LLM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const int32_t trans_a = key.trans_a, trans_b = key.trans_b;
@@ -110,14 +135,25 @@ GemmPlan make_plan(cublasLtHandle_t handle, const GemmKey& key) {
   plan.layout_b =
       make_layout(key.ab_type, b_plain ? key.k : key.n, b_plain ? key.n : key.k, key.ldb);
   plan.layout_d = make_layout(key.d_type, key.m, key.n, key.ldd);
+  return plan;
+}
 
+// The heuristic's best algorithms for a plan, best first.
+struct Candidates {
+  cublasLtMatmulHeuristicResult_t results[kCandidateAlgorithms] = {};
+  int count = 0;  // 1 to kCandidateAlgorithms
+};
+
+// The candidates for `plan`; throws when cuBLASLt has none.
+Candidates candidate_algorithms(cublasLtHandle_t handle, const GemmPlan& plan,
+                                const GemmKey& key) {
   cublasLtMatmulPreference_t preference = nullptr;
   LLM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
   const uint64_t workspace_bytes = kWorkspaceBytes;
   LLM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference,
                                                         CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                         &workspace_bytes, sizeof workspace_bytes));
-  const uint32_t alignments[4] = {key.align_a, key.align_b, key.align_d, key.align_d};  // C is D
+  const uint32_t alignments[4] = {key.align_a, key.align_b, key.align_c, key.align_d};
   const cublasLtMatmulPreferenceAttributes_t alignment_attributes[4] = {
       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
       CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
@@ -125,72 +161,128 @@ GemmPlan make_plan(cublasLtHandle_t handle, const GemmKey& key) {
     LLM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, alignment_attributes[i],
                                                           &alignments[i], sizeof alignments[i]));
 
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  const cublasStatus_t status =
-      cublasLtMatmulAlgoGetHeuristic(handle, plan.desc, plan.layout_a, plan.layout_b, plan.layout_d,
-                                     plan.layout_d, preference, 1, &result, &found);
+  Candidates candidates;
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+      handle, plan.desc, plan.layout_a, plan.layout_b, plan.layout_d, plan.layout_d, preference,
+      kCandidateAlgorithms, candidates.results, &candidates.count);
   cublasLtMatmulPreferenceDestroy(preference);
-  if (status != CUBLAS_STATUS_SUCCESS || found == 0) {
+  if (status != CUBLAS_STATUS_SUCCESS || candidates.count == 0) {
     char what[256];
     std::snprintf(what, sizeof what,
                   "cublasLtMatmulAlgoGetHeuristic(m=%d n=%d k=%d trans=%d%d A/B type %d D type %d "
-                  "beta %d align %u/%u/%u)",
+                  "beta %d align %u/%u/%u/%u)",
                   key.m, key.n, key.k, key.trans_a, key.trans_b, key.ab_type, key.d_type, key.beta,
-                  key.align_a, key.align_b, key.align_d);
+                  key.align_a, key.align_b, key.align_c, key.align_d);
     throw_cuda_error(what,
                      status != CUBLAS_STATUS_SUCCESS ? cublasLtGetStatusString(status)
                                                      : "no algorithm supports this GEMM",
                      __FILE__, __LINE__);
   }
-  plan.algo = result.algo;
+  return candidates;
+}
+
+// Milliseconds of kTimedRuns runs of `algo` (after a warm-up run) on the
+// operands a, b, writing a scratch output (which is also C when beta != 0);
+// infinity when cuBLASLt refuses the algorithm for these operands.
+float time_algorithm(LtState& lt, const GemmPlan& plan, const cublasLtMatmulAlgo_t& algo,
+                     const void* a, const void* b, void* scratch, float beta) {
+  const float alpha = 1.0f;
+  auto run = [&] {
+    return cublasLtMatmul(lt.handle, plan.desc, &alpha, a, plan.layout_a, b, plan.layout_b, &beta,
+                          scratch, plan.layout_d, scratch, plan.layout_d, &algo, lt.workspace,
+                          kWorkspaceBytes, compute_stream());
+  };
+  if (run() != CUBLAS_STATUS_SUCCESS) return std::numeric_limits<float>::infinity();
+  LLM_CUDA_CHECK(cudaEventRecord(lt.timing_start, compute_stream()));
+  for (int i = 0; i < kTimedRuns; i++) LLM_CUBLAS_CHECK(run());
+  LLM_CUDA_CHECK(cudaEventRecord(lt.timing_stop, compute_stream()));
+  LLM_CUDA_CHECK(cudaEventSynchronize(lt.timing_stop));
+  float milliseconds = 0.0f;
+  LLM_CUDA_CHECK(cudaEventElapsedTime(&milliseconds, lt.timing_start, lt.timing_stop));
+  return milliseconds;
+}
+
+// The plan of `key`, with the fastest of the heuristic's candidates on this
+// call's operands a and b (the heuristic's first when it offers only one).
+// Candidates are tried in the heuristic's order and one replaces the best so
+// far only when it takes under kSwitchMargin of its time.
+GemmPlan make_plan(LtState& lt, const GemmKey& key, const void* a, const void* b) {
+  GemmPlan plan = describe_gemm(key);
+  const Candidates candidates = candidate_algorithms(lt.handle, plan, key);
+  plan.algo = candidates.results[0].algo;
+  if (candidates.count == 1 || !gemm_autotune()) return plan;
+  const size_t output_bytes = (size_t)key.ldd * key.n * element_bytes(key.d_type);
+  void* scratch = lt.timing_output.reserve(output_bytes);
+  // The candidates assume C and D aligned as the key says; a less aligned
+  // scratch could fault, so then the heuristic's first stands untimed.
+  if (alignment_of(scratch) < std::max(key.align_c, key.align_d)) return plan;
+  LLM_CUDA_CHECK(cudaMemsetAsync(scratch, 0, output_bytes, compute_stream()));
+  const float beta = key.beta ? 1.0f : 0.0f;
+  float best = std::numeric_limits<float>::infinity();
+  for (int i = 0; i < candidates.count; i++) {
+    const cublasLtMatmulAlgo_t& algo = candidates.results[i].algo;
+    const float milliseconds = time_algorithm(lt, plan, algo, a, b, scratch, beta);
+    if (milliseconds < kSwitchMargin * best) {
+      best = milliseconds;
+      plan.algo = algo;
+    }
+  }
   return plan;
 }
 
-// D = op(A) @ op(B) + beta D on the compute stream (column-major terms, see GemmKey).
+// D = op(A) @ op(B) + beta C on the compute stream (column-major terms, see
+// GemmKey); C is read only when beta != 0.
 void gemm(cublasOperation_t trans_a, cublasOperation_t trans_b, int m, int n, int k,
           cudaDataType_t ab_type, const void* a, int lda, const void* b, int ldb,
-          cudaDataType_t d_type, void* d, int ldd, float beta) {
+          cudaDataType_t d_type, const void* c, void* d, int ldd, float beta) {
   if (m <= 0 || n <= 0) return;
-  if (k <= 0) {  // an empty sum: overwrite with zeros, accumulate nothing
+  if (k <= 0) {  // an empty sum: D = beta C
+    const size_t d_bytes = (size_t)ldd * n * element_bytes(d_type);
     if (beta == 0.0f)
-      LLM_CUDA_CHECK(
-          cudaMemsetAsync(d, 0, (size_t)ldd * n * element_bytes(d_type), compute_stream()));
+      LLM_CUDA_CHECK(cudaMemsetAsync(d, 0, d_bytes, compute_stream()));
+    else if (c != d)
+      LLM_CUDA_CHECK(cudaMemcpyAsync(d, c, d_bytes, cudaMemcpyDeviceToDevice, compute_stream()));
     return;
   }
   LtState& lt = lt_state();
   GemmKey key{trans_a, trans_b, m, n, k, lda, ldb, ldd, ab_type, d_type, beta == 0.0f ? 0 : 1};
   key.align_a = alignment_of(a);
   key.align_b = alignment_of(b);
+  key.align_c = alignment_of(c);
   key.align_d = alignment_of(d);
   const GemmPlan* plan = nullptr;
   {
     std::lock_guard<std::mutex> lock(lt.mutex);
     auto it = lt.plans.find(key);
-    if (it == lt.plans.end()) it = lt.plans.emplace(key, make_plan(lt.handle, key)).first;
+    if (it == lt.plans.end()) it = lt.plans.emplace(key, make_plan(lt, key, a, b)).first;
     plan = &it->second;  // std::map nodes never move
   }
   const float alpha = 1.0f;
   LLM_CUBLAS_CHECK(cublasLtMatmul(lt.handle, plan->desc, &alpha, a, plan->layout_a, b,
-                                  plan->layout_b, &beta, d, plan->layout_d, d, plan->layout_d,
+                                  plan->layout_b, &beta, c, plan->layout_d, d, plan->layout_d,
                                   &plan->algo, lt.workspace, kWorkspaceBytes, compute_stream()));
 }
 
-// out (N, OC) = inp @ weight^T; column-major: out^T (OC, N) = weight (OC, C) @ inp^T (C, N),
-// where weight is op_T of the stored weight^T (C, OC).
-void linear_forward(void* out, const void* inp, const void* weight, int N, int C, int OC,
-                    cudaDataType_t type) {
-  gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, type, weight, C, inp, C, type, out, OC, 0.0f);
+// out (N, OC) = inp @ weight^T (+ residual, when not null); column-major:
+// out^T (OC, N) = weight (OC, C) @ inp^T (C, N) (+ residual^T), where weight is
+// op_T of the stored weight^T (C, OC).
+void linear_forward(void* out, const void* inp, const void* weight, const void* residual, int N,
+                    int C, int OC, cudaDataType_t type) {
+  const bool add_residual = residual != nullptr;
+  gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, type, weight, C, inp, C, type,
+       add_residual ? residual : out, out, OC, add_residual ? 1.0f : 0.0f);
 }
 
 void linear_backward(void* dinp, float* dweight, const void* dout, const void* inp,
                      const void* weight, int N, int C, int OC, cudaDataType_t type) {
   // dinp (N, C) = dout @ weight; column-major: dinp^T (C, N) = weight^T (C, OC) @ dout^T (OC, N).
   if (dinp != nullptr)
-    gemm(CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, type, weight, C, dout, OC, type, dinp, C, 0.0f);
+    gemm(CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, type, weight, C, dout, OC, type, dinp, dinp, C,
+         0.0f);
   // dweight (OC, C) += dout^T @ inp; column-major: dweight^T (C, OC) += inp^T (C, N) @ dout (N,
   // OC), where dout (N, OC) is op_T of the stored dout^T (OC, N).
-  gemm(CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, type, inp, C, dout, OC, CUDA_R_32F, dweight, C, 1.0f);
+  gemm(CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, type, inp, C, dout, OC, CUDA_R_32F, dweight, dweight, C,
+       1.0f);
 }
 
 }  // namespace
@@ -201,7 +293,13 @@ constexpr cudaDataType_t kDataType = std::is_same_v<T, float> ? CUDA_R_32F : CUD
 
 template <class T>
 void matmul_forward(T* out, const T* inp, const T* weight, int N, int C, int OC) {
-  linear_forward(out, inp, weight, N, C, OC, kDataType<T>);
+  linear_forward(out, inp, weight, nullptr, N, C, OC, kDataType<T>);
+}
+
+template <class T>
+void matmul_forward_residual(T* out, const T* inp, const T* weight, const T* residual, int N,
+                             int C, int OC) {
+  linear_forward(out, inp, weight, residual, N, C, OC, kDataType<T>);
 }
 
 template <class T>
@@ -211,6 +309,7 @@ void matmul_backward(T* dinp, float* dweight, const T* dout, const T* inp, const
 }
 
 LLM_INSTANTIATE_FOR_STORAGE_TYPES(matmul_forward);
+LLM_INSTANTIATE_FOR_STORAGE_TYPES(matmul_forward_residual);
 LLM_INSTANTIATE_FOR_STORAGE_TYPES(matmul_backward);
 
 }  // namespace llm::cuda

@@ -1,5 +1,5 @@
-// Elementwise vector sum on the CPU (add_vectors: the residual connection and
-// the gradient-shard accumulator): out = a + b, one template over the storage
+// Elementwise vector sum on the CPU (add_vectors: the gradient-shard
+// accumulator): out = a + b, one template over the storage
 // type (float or Bf16); the sum is fp32, rounded once on store.
 // Invariant: each element is read before it is written, so out may alias a or b.
 #include "model/kernels/residual.h"

@@ -1,5 +1,5 @@
-// Elementwise vector sum on the GPU (add_vectors: the residual connection and
-// the gradient-shard accumulator): out = a + b, fp32 math rounded once on
+// Elementwise vector sum on the GPU (add_vectors: the gradient-shard
+// accumulator): out = a + b, fp32 math rounded once on
 // store, in a grid-stride loop that moves 16 bytes per access (4 fp32 or 8
 // bf16 elements) when all three buffers are 16-byte aligned.
 // Invariant: each thread reads its elements of a and b before it writes the

@@ -1,9 +1,10 @@
 // Elementwise vector sum out = a + b of n elements of storage type T (float or
 // Bf16; in bf16 the sum is taken in fp32 and rounded once). It is named for what
-// it does, not for one caller: the transformer's residual connection adds a
-// block's output to its input with it, and the sharding engine accumulates a
-// received gradient shard into its reduced gradients with it. The residual's
-// backward is the identity, so there is no backward kernel.
+// it does, not for one caller: the sharding engine accumulates a received
+// gradient shard into its reduced gradients with it. (The transformer's
+// residual connections are added in the GEMM epilogue instead, by
+// matmul_forward_residual; their backward is the identity, so there is no
+// backward kernel.)
 // Invariant: each element is read before it is written, so out may alias a or b.
 #pragma once
 
