@@ -1,9 +1,15 @@
-// Group over an NCCL communicator (device buffers), built over an MPI group
-// that carries the NCCL id exchange, the barrier and all_reduce_sum.
-// Invariants: every collective is queued on the comm stream after an event
-// that makes it wait for the compute stream, and its handle makes the compute
+// Group over two NCCL communicators of the same members (device buffers),
+// built over an MPI group that carries the NCCL id exchange, the barrier and
+// all_reduce_sum. Gathers and broadcasts go through one communicator on the
+// gather stream, reductions through the other on the reduce stream: NCCL
+// orders the collectives of one communicator one after another, so with a
+// single one a backward's parameter prefetch would wait for the gradient
+// reduction issued before it; with two they run side by side.
+// Invariants: every collective is queued on its stream after an event that
+// makes it wait for the compute stream, and its handle makes the compute
 // stream wait for an event recorded after it (the host never blocks, except in
-// barrier and all_reduce_sum); events come from a per-group pool that grows to
+// barrier and all_reduce_sum); each communicator sees its collectives in the
+// same order on every member (the group's call order); events come from a per-group pool that grows to
 // the number of handles pending at once and is then reused, so steady-state
 // collectives create no events; every collective adds the MPI group's
 // ring-algorithm traffic to stats_.
@@ -95,26 +101,32 @@ class NcclGroup : public Group {
     // The streams bind to the current device on first use: make that the
     // device NCCL is about to bind to as well.
     cuda::compute_stream();
-    ncclUniqueId id{};
-    if (rank_ == 0) LLM_NCCL_CHECK(ncclGetUniqueId(&id));
-    // The id is opaque bytes; it travels as f32 elements, which the MPI group
-    // copies bit for bit (a broadcast never does arithmetic).
-    static_assert(sizeof(ncclUniqueId) % sizeof(float) == 0, "NCCL id is not a whole number of f32");
-    host_->broadcast(&id, sizeof(ncclUniqueId) / sizeof(float), WireType::f32, /*root=*/0);
-    LLM_NCCL_CHECK(ncclCommInitRank(&comm_, size_, id, rank_));
+    ncclUniqueId ids[2]{};  // gather, reduce
+    if (rank_ == 0)
+      for (ncclUniqueId& id : ids) LLM_NCCL_CHECK(ncclGetUniqueId(&id));
+    // The ids are opaque bytes; they travel as f32 elements, which the MPI
+    // group copies bit for bit (a broadcast never does arithmetic).
+    static_assert(sizeof(ids) % sizeof(float) == 0, "NCCL ids are not a whole number of f32");
+    host_->broadcast(ids, sizeof(ids) / sizeof(float), WireType::f32, /*root=*/0);
+    LLM_NCCL_CHECK(ncclCommInitRank(&gather_comm_, size_, ids[0], rank_));
+    LLM_NCCL_CHECK(ncclCommInitRank(&reduce_comm_, size_, ids[1], rank_));
   }
 
   ~NcclGroup() override {
-    if (!comm_) return;
-    if (std::uncaught_exceptions() > 0) {
-      // Unwinding after a failure: the peers may never reach a clean
-      // shutdown, so free locally without waiting for them (main then takes
-      // the job down).
-      ncclCommAbort(comm_);
-      return;
+    const bool unwinding = std::uncaught_exceptions() > 0;
+    for (auto [comm, stream] : {std::pair{gather_comm_, cuda::gather_stream()},
+                                std::pair{reduce_comm_, cuda::reduce_stream()}}) {
+      if (!comm) continue;
+      if (unwinding) {
+        // Unwinding after a failure: the peers may never reach a clean
+        // shutdown, so free locally without waiting for them (main then
+        // takes the job down).
+        ncclCommAbort(comm);
+        continue;
+      }
+      cudaStreamSynchronize(stream);  // errors at exit have no one to report to
+      ncclCommDestroy(comm);
     }
-    cudaStreamSynchronize(cuda::comm_stream());  // errors at exit have no one to report to
-    ncclCommDestroy(comm_);
   }
   NcclGroup(const NcclGroup&) = delete;
   NcclGroup& operator=(const NcclGroup&) = delete;
@@ -125,8 +137,8 @@ class NcclGroup : public Group {
   CommHandle all_reduce_async(void* data, size_t count, WireType type) override {
     count_all_reduce(count, type);
     if (count == 0) return {};
-    return enqueue([&](cudaStream_t stream) {
-      LLM_NCCL_CHECK(ncclAllReduce(data, data, count, nccl_type(type), ncclSum, comm_, stream));
+    return enqueue(cuda::reduce_stream(), [&](cudaStream_t stream) {
+      LLM_NCCL_CHECK(ncclAllReduce(data, data, count, nccl_type(type), ncclSum, reduce_comm_, stream));
     });
   }
 
@@ -137,8 +149,9 @@ class NcclGroup : public Group {
       throw_argument_error("reduce_scatter", "send and recv buffers overlap", __FILE__, __LINE__);
     count_reduce_scatter(recv_count, type);
     if (recv_count == 0) return {};
-    return enqueue([&](cudaStream_t stream) {
-      LLM_NCCL_CHECK(ncclReduceScatter(send, recv, recv_count, nccl_type(type), ncclSum, comm_, stream));
+    return enqueue(cuda::reduce_stream(), [&](cudaStream_t stream) {
+      LLM_NCCL_CHECK(
+          ncclReduceScatter(send, recv, recv_count, nccl_type(type), ncclSum, reduce_comm_, stream));
     });
   }
 
@@ -154,8 +167,8 @@ class NcclGroup : public Group {
                            __FILE__, __LINE__);
     count_all_gather(send_count, type);
     if (send_count == 0) return {};
-    return enqueue([&](cudaStream_t stream) {
-      LLM_NCCL_CHECK(ncclAllGather(send, recv, send_count, nccl_type(type), comm_, stream));
+    return enqueue(cuda::gather_stream(), [&](cudaStream_t stream) {
+      LLM_NCCL_CHECK(ncclAllGather(send, recv, send_count, nccl_type(type), gather_comm_, stream));
     });
   }
 
@@ -164,14 +177,15 @@ class NcclGroup : public Group {
       throw_argument_error("broadcast", "root outside the group", __FILE__, __LINE__);
     count_broadcast(count, type);
     if (count == 0) return {};
-    return enqueue([&](cudaStream_t stream) {
-      LLM_NCCL_CHECK(ncclBroadcast(data, data, count, nccl_type(type), root, comm_, stream));
+    return enqueue(cuda::gather_stream(), [&](cudaStream_t stream) {
+      LLM_NCCL_CHECK(ncclBroadcast(data, data, count, nccl_type(type), root, gather_comm_, stream));
     });
   }
 
   // Everything this process queued is done, then every member has got here.
   void barrier() override {
-    LLM_CUDA_CHECK(cudaStreamSynchronize(cuda::comm_stream()));
+    LLM_CUDA_CHECK(cudaStreamSynchronize(cuda::gather_stream()));
+    LLM_CUDA_CHECK(cudaStreamSynchronize(cuda::reduce_stream()));
     LLM_CUDA_CHECK(cudaStreamSynchronize(cuda::compute_stream()));
     host_->barrier();
   }
@@ -189,11 +203,12 @@ class NcclGroup : public Group {
   double all_reduce_sum(double value) override { return host_->all_reduce_sum(value); }
 
  private:
-  // Queues `nccl_call` on the comm stream behind everything queued on the
-  // compute stream so far; the handle puts the compute stream behind it.
+  // Queues `nccl_call` on `comm` (the gather or reduce stream) behind
+  // everything queued on the compute stream so far; the handle puts the
+  // compute stream behind it.
   template <class NcclCall>
-  CommHandle enqueue(NcclCall&& nccl_call) {
-    cudaStream_t compute = cuda::compute_stream(), comm = cuda::comm_stream();
+  CommHandle enqueue(cudaStream_t comm, NcclCall&& nccl_call) {
+    cudaStream_t compute = cuda::compute_stream();
     cudaEvent_t inputs_ready = events_->acquire();
     cudaError_t status = cudaEventRecord(inputs_ready, compute);
     if (status == cudaSuccess) status = cudaStreamWaitEvent(comm, inputs_ready, 0);
@@ -220,7 +235,8 @@ class NcclGroup : public Group {
 
   std::unique_ptr<Group> host_;  // same members, host buffers (MPI)
   std::shared_ptr<EventPool> events_;
-  ncclComm_t comm_ = nullptr;
+  ncclComm_t gather_comm_ = nullptr;  // all-gather, broadcast; on the gather stream
+  ncclComm_t reduce_comm_ = nullptr;  // reduce-scatter, all-reduce; on the reduce stream
   int rank_ = 0, size_ = 1;
 };
 

@@ -5,8 +5,9 @@
 //
 // Stream semantics (the difference from the MPI group): buffers are device
 // pointers written by kernels on llm::cuda::compute_stream(). A collective
-// starts on llm::cuda::comm_stream() once the compute stream has reached the
-// call, and its CommHandle's wait() makes the compute stream wait for it; it
+// starts on llm::cuda::gather_stream() (all-gather, broadcast) or
+// reduce_stream() (reduce-scatter, all-reduce), each with its own NCCL
+// communicator, once the compute stream has reached the call, and its CommHandle's wait() makes the compute stream wait for it; it
 // does NOT block the host. So "may be used" in comm.h means: by work queued on
 // the compute stream after wait() (kernels, DeviceMemory copies, to_host).
 // Communication overlaps compute until the wait.

@@ -15,10 +15,12 @@ namespace {
 
 struct Streams {
   cudaStream_t compute = nullptr;
-  cudaStream_t comm = nullptr;
+  cudaStream_t gather = nullptr;
+  cudaStream_t reduce = nullptr;
   Streams() {
     LLM_CUDA_CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
-    LLM_CUDA_CHECK(cudaStreamCreateWithFlags(&comm, cudaStreamNonBlocking));
+    LLM_CUDA_CHECK(cudaStreamCreateWithFlags(&gather, cudaStreamNonBlocking));
+    LLM_CUDA_CHECK(cudaStreamCreateWithFlags(&reduce, cudaStreamNonBlocking));
   }
 };
 
@@ -100,7 +102,8 @@ void* GrowingScratch::reserve(size_t bytes) {
   capacity_ = bytes;
   return buffer_;
 }
-cudaStream_t comm_stream() { return streams().comm; }
+cudaStream_t gather_stream() { return streams().gather; }
+cudaStream_t reduce_stream() { return streams().reduce; }
 
 }  // namespace cuda
 

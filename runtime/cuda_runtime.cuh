@@ -1,4 +1,4 @@
-// The host side every CUDA source shares: the error check, the two streams
+// The host side every CUDA source shares: the error check, the streams
 // and grow-only scratch buffers (what kernels share in device code is in
 // runtime/cuda_kernel_helpers.cuh).
 // Invariants: every kernel of the CUDA backend is launched on compute_stream()
@@ -6,8 +6,11 @@
 // compute stream only where it needs a result or must free a host buffer:
 // allocate (start-up), to_device, to_host and synchronize of cuda_memory(),
 // rope_table (its host table is temporary) and, with gemm_autotune(), the
-// first use of each GEMM shape (matmul.cu times cuBLASLt's candidates for it). Collectives run on comm_stream(), ordered against
-// compute with events; a failed CUDA call throws llm::Error naming the call,
+// first use of each GEMM shape (matmul.cu times cuBLASLt's candidates for it).
+// Collectives run on gather_stream() (all-gather, broadcast) or
+// reduce_stream() (reduce-scatter, all-reduce), ordered against compute with
+// events, so a parameter prefetch never queues behind a gradient reduction;
+// a failed CUDA call throws llm::Error naming the call, a failed CUDA call throws llm::Error naming the call,
 // the CUDA error, file and line (main() adds the rank and takes the job down).
 #pragma once
 
@@ -20,9 +23,11 @@ namespace llm::cuda {
 [[noreturn]] void throw_cuda_error(const char* call, const char* error, const char* file, int line);
 
 // The stream every kernel and device copy of the backend is queued on, and the
-// one collectives use. Created on first use on the current device.
+// two collectives use: one for gathers and broadcasts (what compute waits for
+// next), one for reductions. Created on first use on the current device.
 cudaStream_t compute_stream();
-cudaStream_t comm_stream();
+cudaStream_t gather_stream();
+cudaStream_t reduce_stream();
 
 // Whether GEMM algorithms are timed per shape (cuda_set_gemm_autotune in
 // runtime/device.h; off by default).

@@ -2,7 +2,7 @@
 // where every collective is a copy or a no-op, so results must equal the
 // inputs bit for bit (no arithmetic happens, hence no tolerance), and the
 // traffic counted must match the MPI group's for a group of one (payload
-// counted, nothing sent). Also checks that handles order the comm stream
+// counted, nothing sent). Also checks that handles order the gather and reduce streams
 // against the compute stream, that many handles may be pending at once, and
 // that bad arguments are refused before anything is queued or counted.
 // Multi-rank NCCL behaviour needs several GPUs and mpirun; not covered here.
@@ -196,22 +196,29 @@ TEST_P(NcclGroupOfOne, EmptyCollectivesAreCountedAndLaunchNothing) {
 // for the compute stream, it would gather stale zeros; if the handle did not
 // hold the compute stream back, the last copy would read the collective's
 // output before it is written. Three rounds reuse the pooled events.
-TEST_P(NcclGroupOfOne, HandlesOrderTheCommStreamAgainstTheComputeStream) {
+TEST_P(NcclGroupOfOne, HandlesOrderTheGatherAndReduceStreamsAgainstTheComputeStream) {
   LLM_SKIP_WITHOUT_GPU();
   const size_t count = size_t{1} << 23;
   const size_t bytes = count * wire_bytes(type());
   DeviceBuffer<uint16_t> source(count * words_per_element(type()));
   DeviceBuffer<uint16_t> input(source.size()), gathered(source.size()), result(source.size());
+  DeviceBuffer<uint16_t> reduced(source.size()), reduced_result(source.size());
   for (uint32_t round = 0; round < 3; ++round) {
     std::vector<uint16_t> host = random_elements(type(), count, 10 + round);
     source.upload(host);
     cuda_memory().copy(input.get(), source.get(), bytes);  // queued on the compute stream
+    // A reduction (reduce stream) issued before a gather (gather stream),
+    // waited in the other order: each must still see the compute stream's copy.
+    CommHandle reduction = group().reduce_scatter_async(input.get(), reduced.get(), count, type());
     CommHandle handle = group().all_gather_async(input.get(), gathered.get(), count, type());
-    EXPECT_TRUE(handle.pending());
+    EXPECT_TRUE(handle.pending() && reduction.pending());
     handle.wait();
     handle.wait();  // harmless
     cuda_memory().copy(result.get(), gathered.get(), bytes);
-    EXPECT_EQ(mismatches(result.download(), host), 0u) << "round " << round;
+    reduction.wait();
+    cuda_memory().copy(reduced_result.get(), reduced.get(), bytes);
+    EXPECT_EQ(mismatches(result.download(), host), 0u) << "gather, round " << round;
+    EXPECT_EQ(mismatches(reduced_result.download(), host), 0u) << "reduction, round " << round;
   }
 }
 
