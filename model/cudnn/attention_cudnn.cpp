@@ -132,7 +132,9 @@ std::shared_ptr<fe::graph::Graph> build_graph(const Shape& s, std::string& why_n
 
 // The cached plan of a shape, built (or refused, with a warning) on first use.
 const Plan& plan_for(const Shape& s) {
-  static std::map<Shape, Plan> plans;
+  // Never destroyed: at exit, freeing cuDNN objects could race the teardown
+  // of the CUDA context and of cuDNN itself; process exit reclaims them.
+  static auto& plans = *new std::map<Shape, Plan>;
   auto found = plans.find(s);
   if (found != plans.end()) return found->second;
   Plan plan;
