@@ -199,8 +199,8 @@ void backward_on(const Backend& be, T* dqkv, const T* dout, const T* qkv, const 
 }
 
 std::vector<AttentionShape> attention_shapes(const OpRow& row, bool with_large) {
-  if (row.cuda()) return {std::begin(kCudaShapes), std::end(kCudaShapes)};
-  std::vector<AttentionShape> shapes(std::begin(kCpuShapes), std::end(kCpuShapes));
+  std::vector<AttentionShape> shapes = shapes_for(row, kCpuShapes, kCudaShapes);
+  if (row.cuda()) return shapes;
   if (with_large || row.dtype == Dtype::bf16)
     shapes.insert(shapes.end(), std::begin(kCpuLargeShapes), std::end(kCpuLargeShapes));
   return shapes;

@@ -31,8 +31,7 @@ constexpr EmbeddingShape kCudaEmbeddingShapes[] = {{1, 1, 1},     {7, 13, 5},   
                                                    {3000, 12, 5}, {300, 8, 1}};
 
 std::vector<EmbeddingShape> embedding_shapes(const OpRow& row) {
-  if (row.cuda()) return {std::begin(kCudaEmbeddingShapes), std::end(kCudaEmbeddingShapes)};
-  return {std::begin(kCpuEmbeddingShapes), std::end(kCpuEmbeddingShapes)};
+  return shapes_for(row, kCpuEmbeddingShapes, kCudaEmbeddingShapes);
 }
 
 // A lookup copies bits: no tolerance on any row.
@@ -153,8 +152,7 @@ Floats small_first_row(Floats inp, int C) {
 }
 
 std::vector<RowShape> rmsnorm_shapes(const OpRow& row) {
-  if (row.cuda()) return {std::begin(kCudaRmsnormShapes), std::end(kCudaRmsnormShapes)};
-  return {std::begin(kCpuRmsnormShapes), std::end(kCpuRmsnormShapes)};
+  return shapes_for(row, kCpuRmsnormShapes, kCudaRmsnormShapes);
 }
 
 // The row's sum of squares may be summed in another order by each

@@ -84,9 +84,8 @@ MatmulMagnitudes matmul_magnitudes(const Doubles& inp, const Doubles& weight, co
 }
 
 std::vector<MatmulShape> matmul_shapes(const OpRow& row) {
-  if (row.cuda()) return {std::begin(kCudaShapes), std::end(kCudaShapes)};
-  std::vector<MatmulShape> shapes(std::begin(kCpuShapes), std::end(kCpuShapes));
-  if (row.dtype == Dtype::bf16) shapes.push_back(kCpuBf16ChunkedShape);
+  std::vector<MatmulShape> shapes = shapes_for(row, kCpuShapes, kCudaShapes);
+  if (row.cpu() && row.dtype == Dtype::bf16) shapes.push_back(kCpuBf16ChunkedShape);
   return shapes;
 }
 

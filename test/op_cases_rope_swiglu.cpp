@@ -81,9 +81,7 @@ template <class T>
 void rope(const OpRow& row, bool forward) {
   constexpr bool bf16 = std::is_same_v<T, Bf16>;
   std::mt19937 rng(forward ? 7 : 8);
-  const auto& shapes = row.cuda() ? std::vector<RopeShape>(std::begin(kCudaRopeShapes), std::end(kCudaRopeShapes))
-                                  : std::vector<RopeShape>(std::begin(kCpuRopeShapes), std::end(kCpuRopeShapes));
-  for (const RopeShape& s : shapes) {
+  for (const RopeShape& s : shapes_for(row, kCpuRopeShapes, kCudaRopeShapes)) {
     for (size_t offset : offsets_for(row)) {
       SCOPED_TRACE(testing::Message() << "N=" << s.N << " T=" << s.T << " heads=" << s.n_heads
                                       << " D=" << s.D << " stride=" << s.row_stride
@@ -166,9 +164,7 @@ template <class T>
 void swiglu(const OpRow& row, bool forward) {
   constexpr bool bf16 = std::is_same_v<T, Bf16>;
   std::mt19937 rng(forward ? 12 : 13);
-  const auto& shapes = row.cuda() ? std::vector<RowShape>(std::begin(kCudaSwigluShapes), std::end(kCudaSwigluShapes))
-                                  : std::vector<RowShape>(std::begin(kCpuSwigluShapes), std::end(kCpuSwigluShapes));
-  for (auto [N, F] : shapes) {
+  for (auto [N, F] : shapes_for(row, kCpuSwigluShapes, kCudaSwigluShapes)) {
     for (size_t offset : offsets_for(row)) {
       SCOPED_TRACE(testing::Message() << "N=" << N << " F=" << F << " offset=" << offset);
       const size_t NF = (size_t)N * F;

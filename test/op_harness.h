@@ -245,6 +245,14 @@ inline std::vector<size_t> offsets_for(const OpRow& row) {
   return row.cuda() ? std::vector<size_t>{0, 1} : std::vector<size_t>{0};
 }
 
+// The shapes a row runs: a case's cuda table on cuda rows, its cpu table on
+// cpu rows (the CPU oracles are slower, so the cpu tables are smaller).
+template <class Shape, size_t kCpu, size_t kCuda>
+std::vector<Shape> shapes_for(const OpRow& row, const Shape (&cpu)[kCpu], const Shape (&cuda)[kCuda]) {
+  if (row.cuda()) return {std::begin(cuda), std::end(cuda)};
+  return {std::begin(cpu), std::end(cpu)};
+}
+
 // ---- comparisons ----------------------------------------------------------------
 
 // |actual[i] - expected[i]| <= bound[i] for every i (NaN fails); reports the

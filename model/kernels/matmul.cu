@@ -141,12 +141,13 @@ GemmPlan describe_gemm(const GemmKey& key) {
 // The heuristic's best algorithms for a plan, best first.
 struct Candidates {
   cublasLtMatmulHeuristicResult_t results[kCandidateAlgorithms] = {};
-  int count = 0;  // 1 to kCandidateAlgorithms
+  int count = 0;  // 1 to the number asked for
 };
 
-// The candidates for `plan`; throws when cuBLASLt has none.
-Candidates candidate_algorithms(cublasLtHandle_t handle, const GemmPlan& plan,
-                                const GemmKey& key) {
+// The heuristic's best `wanted` (<= kCandidateAlgorithms) candidates for
+// `plan`; throws when cuBLASLt has none.
+Candidates candidate_algorithms(cublasLtHandle_t handle, const GemmPlan& plan, const GemmKey& key,
+                                int wanted) {
   cublasLtMatmulPreference_t preference = nullptr;
   LLM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
   const uint64_t workspace_bytes = kWorkspaceBytes;
@@ -164,7 +165,7 @@ Candidates candidate_algorithms(cublasLtHandle_t handle, const GemmPlan& plan,
   Candidates candidates;
   const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
       handle, plan.desc, plan.layout_a, plan.layout_b, plan.layout_d, plan.layout_d, preference,
-      kCandidateAlgorithms, candidates.results, &candidates.count);
+      wanted, candidates.results, &candidates.count);
   cublasLtMatmulPreferenceDestroy(preference);
   if (status != CUBLAS_STATUS_SUCCESS || candidates.count == 0) {
     char what[256];
@@ -202,15 +203,16 @@ float time_algorithm(LtState& lt, const GemmPlan& plan, const cublasLtMatmulAlgo
   return milliseconds;
 }
 
-// The plan of `key`, with the fastest of the heuristic's candidates on this
-// call's operands a and b (the heuristic's first when it offers only one).
+// The plan of `key`: the heuristic's first algorithm, or with gemm_autotune()
+// the fastest of its candidates on this call's operands a and b.
 // Candidates are tried in the heuristic's order and one replaces the best so
 // far only when it takes under kSwitchMargin of its time.
 GemmPlan make_plan(LtState& lt, const GemmKey& key, const void* a, const void* b) {
   GemmPlan plan = describe_gemm(key);
-  const Candidates candidates = candidate_algorithms(lt.handle, plan, key);
+  const Candidates candidates =
+      candidate_algorithms(lt.handle, plan, key, gemm_autotune() ? kCandidateAlgorithms : 1);
   plan.algo = candidates.results[0].algo;
-  if (candidates.count == 1 || !gemm_autotune()) return plan;
+  if (candidates.count == 1) return plan;
   const size_t output_bytes = (size_t)key.ldd * key.n * element_bytes(key.d_type);
   void* scratch = lt.timing_output.reserve(output_bytes);
   // The candidates assume C and D aligned as the key says; a less aligned
