@@ -53,6 +53,14 @@ void read_node(const toml::node& node, std::string& out, const std::string& key)
   LLM_CHECK(value.has_value(), "{}: expected a string", key);
   out = *value;
 }
+void read_text(const std::string& text, AutoCount& out, const std::string& key);
+void read_node(const toml::node& node, AutoCount& out, const std::string& key) {
+  if (auto text = node.value_exact<std::string>()) return read_text(*text, out, key);
+  auto value = node.value_exact<int64_t>();
+  LLM_CHECK(value.has_value() && *value >= 1 && *value <= std::numeric_limits<int>::max(),
+            "{}: expected a positive integer or \"auto\"", key);
+  out.value = static_cast<int>(*value);
+}
 template <NamedEnum E> void read_node(const toml::node& node, E& out, const std::string& key) {
   auto value = node.value_exact<std::string>();
   LLM_CHECK(value.has_value(), "{}: expected a string: {}", key, enum_choices<E>());
@@ -86,6 +94,14 @@ void read_text(const std::string& text, bool& out, const std::string& key) {
   out = text == "true";
 }
 void read_text(const std::string& text, std::string& out, const std::string&) { out = text; }
+void read_text(const std::string& text, AutoCount& out, const std::string& key) {
+  if (text == "auto") {
+    out.value = 0;
+    return;
+  }
+  out.value = parse_number<int>(text, key, "a positive integer or auto");
+  LLM_CHECK(out.value >= 1, "{}: expected a positive integer or auto, got '{}'", key, text);
+}
 template <NamedEnum E> void read_text(const std::string& text, E& out, const std::string& key) {
   out = parse_enum<E>(text, key);
 }
@@ -157,6 +173,10 @@ void write_value(std::ostream& out, int value) { out << value; }
 void write_value(std::ostream& out, int64_t value) { out << value; }
 void write_value(std::ostream& out, bool value) { out << (value ? "true" : "false"); }
 void write_value(std::ostream& out, double value) { out << fmt::format("{:.17g}", value); }
+void write_value(std::ostream& out, AutoCount value) {
+  if (value.automatic()) out << "\"auto\"";
+  else out << value.value;
+}
 void write_value(std::ostream& out, const std::string& value) {
   out << toml::value<std::string>(value);
 }
@@ -328,6 +348,21 @@ void config_validate(const Config& c) {
 
   LLM_CHECK(c.parallel.shard_group_size >= 0, "{}: parallel.shard_group_size must be >= 0, got {}",
             at("parallel.shard_group_size"), c.parallel.shard_group_size);
+  const ZenFlowConfig& z = c.zenflow;
+  LLM_CHECK(z.topk_ratio > 0 && z.topk_ratio <= 1, "{}: zenflow.topk_ratio must be in (0, 1], got {}",
+            at("zenflow.topk_ratio"), z.topk_ratio);
+  LLM_CHECK(z.full_warm_up_rounds >= 0, "{}: zenflow.full_warm_up_rounds must be >= 0, got {}",
+            at("zenflow.full_warm_up_rounds"), z.full_warm_up_rounds);
+  LLM_CHECK(z.select_interval.automatic() || z.update_interval.automatic() ||
+                z.select_interval.value % z.update_interval.value == 0,
+            "{}: zenflow.select_interval ({}) must be a multiple of zenflow.update_interval ({}): "
+            "columns are chosen again only when the host holds no partial accumulation",
+            at({"zenflow.select_interval", "zenflow.update_interval"}), z.select_interval.value,
+            z.update_interval.value);
+  LLM_CHECK(!(z.enabled && c.offload.delayed_update),
+            "{}: offload.delayed_update is plain offload's overlap; with ZenFlow use "
+            "zenflow.overlap_step", at({"offload.delayed_update", "zenflow.enabled"}));
+
   const CheckpointConfig& k = c.checkpoint;
   LLM_CHECK(k.interval >= 0, "{}: checkpoint.interval must be >= 0, got {}", at("checkpoint.interval"),
             k.interval);

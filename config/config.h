@@ -72,6 +72,19 @@ inline constexpr EnumName<CommBackend> kCommBackendNames[] = {
     {"auto", CommBackend::automatic}, {"mpi", CommBackend::mpi}, {"nccl", CommBackend::nccl}};
 constexpr std::span<const EnumName<CommBackend>> enum_names(CommBackend) { return kCommBackendNames; }
 
+// offload.optimizer: where the fp32 masters and AdamW moments live and who
+// updates them (the device, or a host worker thread).
+enum class OffloadTarget { none, cpu };
+inline constexpr EnumName<OffloadTarget> kOffloadTargetNames[] = {{"none", OffloadTarget::none},
+                                                                  {"cpu", OffloadTarget::cpu}};
+constexpr std::span<const EnumName<OffloadTarget>> enum_names(OffloadTarget) { return kOffloadTargetNames; }
+
+// zenflow.select_strategy: when the important columns are chosen again.
+enum class SelectStrategy { automatic, step, epoch };
+inline constexpr EnumName<SelectStrategy> kSelectStrategyNames[] = {
+    {"auto", SelectStrategy::automatic}, {"step", SelectStrategy::step}, {"epoch", SelectStrategy::epoch}};
+constexpr std::span<const EnumName<SelectStrategy>> enum_names(SelectStrategy) { return kSelectStrategyNames; }
+
 template <class E>
 concept NamedEnum = std::is_enum_v<E> && requires(E e) { enum_names(e); };
 
@@ -127,6 +140,15 @@ template <NamedEnum E> E parse_enum(std::string_view text, const std::string& ke
   }
   LLM_FAIL("{}: expected {}, got '{}'", key, enum_choices<E>(), text);
 }
+
+// A count of steps that may also be "auto" (chosen, or adapted, by the
+// trainer): a positive integer, or 0 for auto; written "auto" in TOML and
+// on the command line.
+struct AutoCount {
+  int value = 0;
+  bool automatic() const { return value == 0; }
+  bool operator==(const AutoCount&) const = default;
+};
 
 struct ModelConfig {
   int dim = 256;
@@ -253,6 +275,50 @@ struct ParallelConfig {
   }
 };
 
+// ZeRO-Offload: the optimizer's state on the host (README "CPU offload and ZenFlow").
+struct OffloadConfig {
+  OffloadTarget optimizer = OffloadTarget::none;
+  bool delayed_update = false;
+
+  template <class V> void visit_fields(V&& v) {
+    v("optimizer", optimizer,
+      "none | cpu: fp32 master weights and AdamW moments of this rank's shard live in host memory "
+      "and a host worker thread updates them");
+    v("delayed_update", delayed_update,
+      "cpu offload: step N's host update runs during step N+1's forward and backward, which "
+      "therefore sees the parameters of step N-1 (one-step-stale, as DeepSpeed's)");
+  }
+};
+
+// ZenFlow: the important columns updated on the device every step, the rest
+// accumulated on the host and applied every update_interval steps.
+struct ZenFlowConfig {
+  bool enabled = false;
+  double topk_ratio = 0.05;
+  SelectStrategy select_strategy = SelectStrategy::automatic;
+  AutoCount select_interval{};
+  AutoCount update_interval{4};
+  int full_warm_up_rounds = 0;
+  bool overlap_step = true;
+
+  template <class V> void visit_fields(V&& v) {
+    v("enabled", enabled, "ZenFlow (implies offload.optimizer = cpu)");
+    v("topk_ratio", topk_ratio,
+      "fraction of each weight matrix's columns, by gradient norm, updated on the device every step");
+    v("select_strategy", select_strategy,
+      "auto (= step) | step (select every select_interval steps) | epoch (at each epoch's start)");
+    v("select_interval", select_interval,
+      "steps between selections, a multiple of update_interval, or auto (= update_interval)");
+    v("update_interval", update_interval,
+      "steps between host updates of the other columns, or auto (adapted so the host update "
+      "hides behind the device's steps)");
+    v("full_warm_up_rounds", full_warm_up_rounds, "first steps that update every element (plain offloaded AdamW)");
+    v("overlap_step", overlap_step,
+      "the host update runs during the next step's forward and backward (its result is seen one "
+      "step later)");
+  }
+};
+
 struct CheckpointConfig {
   std::string dir = "";
   int interval = 0;
@@ -291,6 +357,8 @@ struct Config {
   TrainingConfig training;
   DataConfig data;
   ParallelConfig parallel;
+  OffloadConfig offload;
+  ZenFlowConfig zenflow;
   CheckpointConfig checkpoint;
   LoggingConfig logging;
 
@@ -299,6 +367,8 @@ struct Config {
     v("training", training);
     v("data", data);
     v("parallel", parallel);
+    v("offload", offload);
+    v("zenflow", zenflow);
     v("checkpoint", checkpoint);
     v("logging", logging);
   }
@@ -309,6 +379,10 @@ struct Config {
   Device device() const { return training.device; }
   // parallel.comm with auto resolved: nccl on cuda, mpi on cpu.
   CommBackend comm() const;
+  // The optimizer's state on the host: offload.optimizer = cpu, or ZenFlow.
+  bool offloads_optimizer() const {
+    return offload.optimizer == OffloadTarget::cpu || zenflow.enabled;
+  }
 };
 
 // Finds the file (as given, else in configs/, adding .toml if missing), parses

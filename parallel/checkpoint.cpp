@@ -42,17 +42,16 @@ uint32_t checksum(const void* data, size_t bytes) {
 std::string step_name(int step) { return "step_" + std::to_string(step); }
 
 // A record holds params, m and v of elements [begin, begin + count) of one
-// unit, back to back (3 * count floats), copied from the device's memory.
-json write_shard(const std::string& path, const std::vector<OwnedSlice>& slices,
-                 const DeviceMemory& memory) {
+// unit, back to back (3 * count floats), copied from the memory they live in.
+json write_shard(const std::string& path, const std::vector<OwnedSlice>& slices) {
   std::string bytes;
   json records = json::array();
   for (const OwnedSlice& s : slices) {
     size_t offset = bytes.size(), n = s.count * sizeof(float);
     bytes.resize(offset + 3 * n);
-    memory.to_host(bytes.data() + offset, s.params, n);
-    memory.to_host(bytes.data() + offset + n, s.m, n);
-    memory.to_host(bytes.data() + offset + 2 * n, s.v, n);
+    s.memory->to_host(bytes.data() + offset, s.params, n);
+    s.memory->to_host(bytes.data() + offset + n, s.m, n);
+    s.memory->to_host(bytes.data() + offset + 2 * n, s.v, n);
     records.push_back({{"unit", s.unit}, {"begin", s.begin}, {"count", s.count}, {"offset", offset},
                        {"crc32", checksum(bytes.data() + offset, 3 * n)}});
   }
@@ -167,6 +166,7 @@ std::string checkpoint_save(const std::string& run_dir, int step, Config& config
                             ShardingEngine& engine, Topology& topology) {
   LLM_CHECK(step >= 0, "checkpoint_save: step {} is negative", step);
   Group& world = topology.world;
+  engine.settle();  // an offloaded optimizer's deferred work, applied on every rank
   const fs::path final_dir = fs::path(run_dir) / step_name(step);
   const fs::path tmp_dir = fs::path(run_dir) / fmt::format(".{}.tmp", step_name(step));
   try {
@@ -179,8 +179,7 @@ std::string checkpoint_save(const std::string& run_dir, int step, Config& config
     // One replica writes: its ranks together own every element exactly once.
     if (topology.replicate->rank() == 0) {
       std::string name = fmt::format("shard_{:05d}", topology.shard->rank());
-      json shard = write_shard((tmp_dir / (name + ".bin")).string(), engine.owned_slices(),
-                               *engine.backend().memory);
+      json shard = write_shard((tmp_dir / (name + ".bin")).string(), engine.owned_slices());
       write_file_synced((tmp_dir / (name + ".json")).string(), shard.dump());
     }
     world.barrier();

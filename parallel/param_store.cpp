@@ -10,83 +10,109 @@ namespace {
 
 constexpr int kGatherSlots = 3;  // the unit in use + a prefetch, or head + tied embedding + a prefetch
 
+WireType compute_type_of(Precision precision) {
+  return precision == Precision::bf16 ? WireType::bf16 : WireType::f32;
+}
+
+// Lists a unit's masters (on the device) and its compute copy (unless the
+// masters, fp32 on the device, are it), `count` elements each.
+template <class Unit>
+void list_unit(Unit& unit, float*& masters, size_t count, Precision precision, Masters where,
+               StatePlans& plans) {
+  if (where == Masters::on_device) plans.params.add(masters, count);
+  if (precision == Precision::bf16 || where == Masters::offloaded) {
+    plans.params.add_bytes(unit.compute, count * wire_bytes(compute_type_of(precision)));
+  }
+}
+
 }  // namespace
 
 std::unique_ptr<ParamStore> make_param_store(const StoreContext& context, const ShardingPlan& plan,
-                                             Precision precision, StatePlans& plans) {
-  if (plan.shard_params) return std::make_unique<ShardedParams>(context, precision, plans);
-  return std::make_unique<ReplicatedParams>(context, precision, plan.shard_optimizer, plans);
+                                             Precision precision, Masters masters, StatePlans& plans) {
+  if (plan.shard_params) return std::make_unique<ShardedParams>(context, precision, masters, plans);
+  return std::make_unique<ReplicatedParams>(context, precision, masters, plan.shard_optimizer, plans);
 }
 
 StateBytes param_store_bytes(const std::vector<UnitShard>& shards, const ShardingPlan& plan,
-                             Precision precision) {
+                             Precision precision, Masters masters) {
   StatePlans plans;
   if (plan.shard_params) {
     std::vector<ShardedParams::Unit> units;
     std::vector<ShardedParams::GatherSlot> slots;
-    ShardedParams::list_buffers(shards, precision, units, slots, plans);
+    ShardedParams::list_buffers(shards, precision, masters, units, slots, plans);
     return plans.bytes();
   }
   std::vector<ReplicatedParams::Unit> units;
-  ReplicatedParams::list_buffers(shards, precision, units, plans);
+  ReplicatedParams::list_buffers(shards, precision, masters, units, plans);
   return plans.bytes();
 }
 
 // --- replicated parameters -------------------------------------------------------
 
 void ReplicatedParams::list_buffers(const std::vector<UnitShard>& shards, Precision precision,
-                                    std::vector<Unit>& units, StatePlans& plans) {
+                                    Masters masters, std::vector<Unit>& units, StatePlans& plans) {
   units = std::vector<Unit>(shards.size());  // sized before slots are listed
   for (size_t u = 0; u < shards.size(); ++u) {
-    plans.params.add(units[u].full_params, shards[u].padded);
-    if (precision == Precision::bf16) plans.params.add(units[u].compute, shards[u].padded);
+    list_unit(units[u], units[u].full_params, shards[u].padded, precision, masters, plans);
   }
 }
 
 ReplicatedParams::ReplicatedParams(const StoreContext& context, Precision precision,
-                                   bool gather_after_update, StatePlans& plans)
+                                   Masters masters, bool gather_after_update, StatePlans& plans)
     : shards_(context.shards),
       be_(context.backend),
       topo_(context.topology),
-      gather_after_update_(gather_after_update) {
-  list_buffers(context.shards, precision, units_, plans);
+      gather_after_update_(gather_after_update),
+      compute_type_(compute_type_of(precision)) {
+  list_buffers(context.shards, precision, masters, units_, plans);
+}
+
+void* ReplicatedParams::compute(int unit) const {
+  const Unit& state = units_[unit];
+  return state.compute ? state.compute : state.full_params;
 }
 
 void ReplicatedParams::refresh_compute_copy(int unit) {
   Unit& state = units_[unit];
   if (!state.compute) return;
   const UnitShard& s = shards_[unit];
-  be_.cast_f32_to_bf16(state.compute, state.full_params, s.padded);
+  be_.cast_f32_to_bf16(static_cast<Bf16*>(state.compute), state.full_params, s.padded);
 }
 
-const void* ReplicatedParams::acquire(int unit, Pass) {
-  const Unit& state = units_[unit];
-  return state.compute ? static_cast<const void*>(state.compute) : state.full_params;
-}
+const void* ReplicatedParams::acquire(int unit, Pass) { return compute(unit); }
 
 HeldParams ReplicatedParams::held(int unit) const {
+  LLM_CHECK(units_[unit].full_params, "parameter store: the masters are offloaded");
   return {0, shards_[unit].numel, units_[unit].full_params};
 }
 
+void* ReplicatedParams::owned_compute(int unit) {
+  return static_cast<char*>(compute(unit)) + shards_[unit].begin * wire_bytes(compute_type_);
+}
+
 void ReplicatedParams::gather(int unit, float* out) {
-  be_.memory->to_host(out, units_[unit].full_params, shards_[unit].numel * sizeof(float));
+  be_.memory->to_host(out, held(unit).data, shards_[unit].numel * sizeof(float));
 }
 
 Bf16* ReplicatedParams::optimizer_compute_copy(int unit) {
   // ddp owns (and updates) the whole unit; zero1 and zero2 gather the masters first.
-  return gather_after_update_ ? nullptr : units_[unit].compute;
+  return gather_after_update_ ? nullptr : static_cast<Bf16*>(units_[unit].compute);
 }
 
 void ReplicatedParams::after_update() {
   if (!gather_after_update_) return;  // the optimizer wrote the compute copy
+  // The masters when this store holds them (then cast), else the compute copy.
+  const bool offloaded = !units_.empty() && !units_[0].full_params;
+  const WireType type = offloaded ? compute_type_ : WireType::f32;
   std::vector<CommHandle> gathers;
   for (size_t u = 0; u < units_.size(); ++u) {
     const UnitShard& s = shards_[u];
-    float* full = units_[u].full_params;
-    gathers.push_back(topo_.shard->all_gather_async(full + s.begin, full, s.shard, WireType::f32));
+    char* full = static_cast<char*>(offloaded ? compute(u) : units_[u].full_params);
+    gathers.push_back(
+        topo_.shard->all_gather_async(full + s.begin * wire_bytes(type), full, s.shard, type));
   }
   for (CommHandle& gather : gathers) gather.wait();
-  after_load();
+  if (!offloaded) after_load();
 }
 
 void ReplicatedParams::after_load() {
@@ -96,35 +122,43 @@ void ReplicatedParams::after_load() {
 // --- sharded parameters ----------------------------------------------------------
 
 void ShardedParams::list_buffers(const std::vector<UnitShard>& shards, Precision precision,
-                                 std::vector<Unit>& units, std::vector<GatherSlot>& slots,
-                                 StatePlans& plans) {
-  const bool bf16 = precision == Precision::bf16;
+                                 Masters masters, std::vector<Unit>& units,
+                                 std::vector<GatherSlot>& slots, StatePlans& plans) {
   units = std::vector<Unit>(shards.size());  // sized before slots are listed
   for (size_t u = 0; u < shards.size(); ++u) {
-    plans.params.add(units[u].owned_params, shards[u].shard);
-    if (bf16) plans.params.add(units[u].compute, shards[u].shard);
+    list_unit(units[u], units[u].owned_params, shards[u].shard, precision, masters, plans);
   }
-  const size_t compute_bytes = bf16 ? sizeof(Bf16) : sizeof(float);
+  const size_t compute_bytes = wire_bytes(compute_type_of(precision));
   slots = std::vector<GatherSlot>(kGatherSlots);
   for (GatherSlot& slot : slots) {
     plans.buffers.add_bytes(slot.full, max_padded(shards) * compute_bytes);
   }
 }
 
-ShardedParams::ShardedParams(const StoreContext& context, Precision precision, StatePlans& plans)
+ShardedParams::ShardedParams(const StoreContext& context, Precision precision, Masters masters,
+                             StatePlans& plans)
     : layout_(context.layout),
       shards_(context.shards),
       be_(context.backend),
       topo_(context.topology),
-      compute_type_(precision == Precision::bf16 ? WireType::bf16 : WireType::f32) {
-  list_buffers(context.shards, precision, units_, gather_slots_, plans);
+      compute_type_(compute_type_of(precision)) {
+  list_buffers(context.shards, precision, masters, units_, gather_slots_, plans);
+}
+
+void* ShardedParams::compute(int unit) const {
+  const Unit& state = units_[unit];
+  return state.compute ? state.compute : state.owned_params;
 }
 
 void ShardedParams::refresh_compute_copy(int unit) {
   Unit& state = units_[unit];
-  if (!state.compute) return;
+  if (!state.compute || !state.owned_params) return;
   const UnitShard& s = shards_[unit];
-  be_.cast_f32_to_bf16(state.compute, state.owned_params, s.shard);
+  be_.cast_f32_to_bf16(static_cast<Bf16*>(state.compute), state.owned_params, s.shard);
+}
+
+Bf16* ShardedParams::optimizer_compute_copy(int unit) {
+  return static_cast<Bf16*>(units_[unit].compute);
 }
 
 ShardedParams::GatherSlot* ShardedParams::find_gather_slot(int unit) {
@@ -145,9 +179,7 @@ ShardedParams::GatherSlot& ShardedParams::start_gather(int unit) {
             layout_.units[unit].name, gather_slots_.size());
   const UnitShard& s = shards_[unit];
   victim->unit = unit;
-  const Unit& state = units_[unit];
-  const void* owned = state.compute ? static_cast<const void*>(state.compute) : state.owned_params;
-  victim->pending = topo_.shard->all_gather_async(owned, victim->full, s.shard, compute_type_);
+  victim->pending = topo_.shard->all_gather_async(compute(unit), victim->full, s.shard, compute_type_);
   return *victim;
 }
 
@@ -187,13 +219,14 @@ void ShardedParams::release(int unit) {
 }
 
 HeldParams ShardedParams::held(int unit) const {
+  LLM_CHECK(units_[unit].owned_params, "parameter store: the masters are offloaded");
   const UnitShard& s = shards_[unit];
   return {s.begin, s.owned, units_[unit].owned_params};
 }
 
 void ShardedParams::gather(int unit, float* out) {
   // The fp32 masters, not the compute copy.
-  gather_unit_to_host(*topo_.shard, *be_.memory, shards_[unit], units_[unit].owned_params, out,
+  gather_unit_to_host(*topo_.shard, *be_.memory, shards_[unit], held(unit).data, out,
                       "gathered parameters");
 }
 

@@ -12,11 +12,11 @@ enum Category { kParams, kGrads, kOptimizer, kBuffers };
 
 }  // namespace
 
-void ShardingEngine::list_buffers(const std::vector<UnitShard>& shards,
+void ShardingEngine::list_buffers(const std::vector<UnitShard>& shards, bool offloaded,
                                   std::vector<Moments>& moments, double*& unit_square_sums,
                                   StatePlans& plans) {
   moments = std::vector<Moments>(shards.size());  // sized before slots are listed
-  for (size_t u = 0; u < shards.size(); ++u) {
+  for (size_t u = 0; u < shards.size() && !offloaded; ++u) {
     plans.optimizer.add(moments[u].m, shards[u].shard);
     plans.optimizer.add(moments[u].v, shards[u].shard);
   }
@@ -24,15 +24,28 @@ void ShardingEngine::list_buffers(const std::vector<UnitShard>& shards,
 }
 
 StateBytes ShardingEngine::planned_bytes(const ParameterLayout& layout, const ShardingPlan& plan,
-                                         Precision precision, WireType reduce_type) {
+                                         const Config& config) {
   const std::vector<UnitShard> shards = unit_shards(layout, plan.shard_group_size, 0);
+  const bool offloaded = config.offloads_optimizer();
   StatePlans plans;
   std::vector<Moments> moments;
   double* unit_square_sums = nullptr;
-  list_buffers(shards, moments, unit_square_sums, plans);
+  list_buffers(shards, offloaded, moments, unit_square_sums, plans);
+  std::vector<ZenFlow::Piece> pieces;
+  float* norms = nullptr;
+  if (config.zenflow.enabled) {
+    ZenFlow::list_buffers(layout, shards, config.zenflow.topk_ratio, pieces, norms, plans);
+  }
   StateBytes bytes = plans.bytes();
-  bytes += param_store_bytes(shards, plan, precision);
-  bytes += grad_store_bytes(shards, plan, reduce_type);
+  bytes += param_store_bytes(shards, plan, config.precision(),
+                             offloaded ? Masters::offloaded : Masters::on_device);
+  bytes += grad_store_bytes(shards, plan, reduce_wire_type(config.parallel));
+  if (offloaded) {
+    BufferPlan host;
+    std::vector<HostOptimizer::Unit> units;
+    HostOptimizer::list_buffers(shards, config.precision(), config.zenflow.enabled, units, host);
+    bytes.host = host.bytes();
+  }
   return bytes;
 }
 
@@ -43,13 +56,23 @@ ShardingEngine::ShardingEngine(const ParameterLayout& layout, const Config& conf
       be_(backend),
       topo_(topology),
       plan_(topology.plan),
-      shards_(unit_shards(layout, topology.shard->size(), topology.shard->rank())) {
+      shards_(unit_shards(layout, topology.shard->size(), topology.shard->rank())),
+      delayed_update_(config.offload.delayed_update) {
+  const bool offloaded = config.offloads_optimizer();
   const StoreContext context{layout_, shards_, be_, topo_};
   StatePlans plans;
-  list_buffers(shards_, moments_, unit_square_sums_, plans);
+  list_buffers(shards_, offloaded, moments_, unit_square_sums_, plans);
   host_unit_square_sums_.resize(shards_.size());
-  params_ = make_param_store(context, plan_, config.precision(), plans);
+  params_ = make_param_store(context, plan_, config.precision(),
+                             offloaded ? Masters::offloaded : Masters::on_device, plans);
   grads_ = make_grad_store(context, plan_, reduce_wire_type(config.parallel), plans);
+  if (offloaded) {
+    host_ = std::make_unique<HostOptimizer>(layout_, config, shards_, be_, *params_, *grads_);
+  }
+  if (config.zenflow.enabled) {
+    zenflow_ = std::make_unique<ZenFlow>(layout_, config, shards_, be_, topo_, *params_, *grads_,
+                                         *host_, plans);
+  }
   const BufferPlan* by_category[4] = {&plans.params, &plans.grads, &plans.optimizer,
                                       &plans.buffers};
   const char* names[4] = {"parameters", "gradients", "optimizer", "buffers"};
@@ -58,16 +81,54 @@ ShardingEngine::ShardingEngine(const ParameterLayout& layout, const Config& conf
     by_category[c]->bind(arenas_[c]);
   }
   bytes_ = {arenas_[kParams].capacity(), arenas_[kGrads].capacity(),
-            arenas_[kOptimizer].capacity(), arenas_[kBuffers].capacity()};
+            arenas_[kOptimizer].capacity(), arenas_[kBuffers].capacity(),
+            host_ ? host_->bytes() : 0};
   // Initial parameters are computed on the host, slice by slice, and copied in.
   const uint64_t seed = static_cast<uint64_t>(config.training.seed);
-  std::vector<float> host;
+  write_state(
+      [&](int unit, size_t begin, size_t count, float* params, float*, float*) {
+        layout_init_params(layout, config.model, seed, unit, begin, begin + count, params);
+      },
+      /*with_moments=*/false);
+}
+
+template <class Fill> void ShardingEngine::write_state(Fill&& fill, bool with_moments) {
+  if (host_) {
+    // The host optimizer's slices are written in place, then published.
+    if (zenflow_) zenflow_->reset();
+    host_->wait_for_worker();
+    for (size_t u = 0; u < shards_.size(); ++u) {
+      const UnitShard& s = shards_[u];
+      const HostOptimizer::Unit& h = host_->unit(static_cast<int>(u));
+      if (s.owned == 0) continue;
+      fill(static_cast<int>(u), s.begin, s.owned, h.masters, with_moments ? h.m : nullptr,
+           with_moments ? h.v : nullptr);
+      if (h.compute) backend_cpu().cast_f32_to_bf16(h.compute, h.masters, s.owned);
+    }
+    host_->publish_all();
+    return;
+  }
+  // Fills host buffers for a range, then copies each wanted part to the device.
+  std::vector<float> host[3];
+  auto write = [&](int unit, size_t begin, size_t count, float* params, float* m, float* v) {
+    if (count == 0) return;
+    float* device[3] = {params, m, v};
+    float* staged[3];
+    for (int i = 0; i < 3; ++i) {
+      if (device[i]) host[i].resize(count);
+      staged[i] = device[i] ? host[i].data() : nullptr;
+    }
+    fill(unit, begin, count, staged[0], staged[1], staged[2]);
+    for (int i = 0; i < 3; ++i) {
+      if (device[i]) be_.memory->to_device(device[i], staged[i], count * sizeof(float));
+    }
+  };
   for (size_t u = 0; u < shards_.size(); ++u) {
-    const HeldParams held = params_->held(static_cast<int>(u));
-    host.assign(held.count, 0.0f);
-    layout_init_params(layout, config.model, seed, static_cast<int>(u), held.begin,
-                       held.begin + held.count, host.data());
-    be_.memory->to_device(held.data, host.data(), host.size() * sizeof(float));
+    const UnitShard& s = shards_[u];
+    const int unit = static_cast<int>(u);
+    const HeldParams held = params_->held(unit);
+    write(unit, held.begin, held.count, held.data, nullptr, nullptr);
+    if (with_moments) write(unit, s.begin, s.owned, nullptr, moments_[u].m, moments_[u].v);
   }
   params_->after_load();
 }
@@ -91,7 +152,21 @@ void ShardingEngine::release_grads(int unit) { grads_->release(unit, last_micro_
 
 // --- state as a whole ----------------------------------------------------------
 
-void ShardingEngine::gather_params(int unit, float* out) { params_->gather(unit, out); }
+void ShardingEngine::gather_params(int unit, float* out) {
+  if (!host_) {
+    params_->gather(unit, out);
+    return;
+  }
+  host_->wait_for_worker();
+  const float* owned = host_->unit(unit).masters;
+  std::vector<float> current;
+  if (zenflow_) {
+    current.resize(shards_[unit].owned);
+    zenflow_->current_masters(unit, current.data());
+    owned = current.data();
+  }
+  host_->gather_masters(*topo_.shard, unit, owned, out);
+}
 
 std::vector<float> ShardingEngine::gather_all_params() {
   std::vector<float> all(layout_.total_numel);
@@ -104,41 +179,29 @@ std::vector<float> ShardingEngine::gather_all_params() {
 }
 
 std::vector<OwnedSlice> ShardingEngine::owned_slices() const {
+  LLM_CHECK(!host_ || (host_->settled() && (!zenflow_ || zenflow_->settled())),
+            "sharding engine: the offloaded optimizer has deferred work; settle() first");
   std::vector<OwnedSlice> slices;
   for (size_t u = 0; u < shards_.size(); ++u) {
     const UnitShard& s = shards_[u];
     if (s.owned == 0) continue;
     const int unit = static_cast<int>(u);
-    slices.push_back({unit, s.begin, s.owned, owned_params(unit), moments_[u].m, moments_[u].v});
+    if (host_) {
+      const HostOptimizer::Unit& h = host_->unit(unit);
+      slices.push_back({unit, s.begin, s.owned, h.masters, h.m, h.v, &host_memory()});
+    } else {
+      slices.push_back({unit, s.begin, s.owned, owned_params(unit), moments_[u].m, moments_[u].v,
+                        be_.memory});
+    }
   }
   return slices;
 }
 
 void ShardingEngine::load_state(StateSource& source, bool with_moments) {
   grads_->wait();
-  // Reads a range into host buffers, then copies each wanted part to the device.
-  std::vector<float> host[3];
-  auto read = [&](int unit, size_t begin, size_t count, float* params, float* m, float* v) {
-    if (count == 0) return;
-    float* device[3] = {params, m, v};
-    float* staged[3];
-    for (int i = 0; i < 3; ++i) {
-      if (device[i]) host[i].resize(count);
-      staged[i] = device[i] ? host[i].data() : nullptr;
-    }
-    source.read(unit, begin, count, staged[0], staged[1], staged[2]);
-    for (int i = 0; i < 3; ++i) {
-      if (device[i]) be_.memory->to_device(device[i], staged[i], count * sizeof(float));
-    }
-  };
-  for (size_t u = 0; u < shards_.size(); ++u) {
-    const UnitShard& s = shards_[u];
-    const int unit = static_cast<int>(u);
-    const HeldParams held = params_->held(unit);
-    read(unit, held.begin, held.count, held.data, nullptr, nullptr);
-    if (with_moments) read(unit, s.begin, s.owned, nullptr, moments_[u].m, moments_[u].v);
-  }
-  params_->after_load();
+  write_state([&](int unit, size_t begin, size_t count, float* params, float* m,
+                  float* v) { source.read(unit, begin, count, params, m, v); },
+              with_moments);
 }
 
 // --- the step ------------------------------------------------------------------
@@ -176,6 +239,8 @@ float ShardingEngine::grad_norm() {
 
 void ShardingEngine::optimizer_step(const AdamWStep& step) {
   grads_->wait();
+  if (zenflow_) return zenflow_->step(step);
+  if (host_) return host_->step(step, delayed_update_);
   for (size_t u = 0; u < shards_.size(); ++u) {
     const UnitShard& s = shards_[u];
     const int unit = static_cast<int>(u);
@@ -185,6 +250,15 @@ void ShardingEngine::optimizer_step(const AdamWStep& step) {
                            grads_->reduced(unit), moments_[u].m, moments_[u].v);
   }
   params_->after_update();
+}
+
+void ShardingEngine::settle() {
+  if (zenflow_) zenflow_->settle();
+  else if (host_) host_->publish_pending();
+}
+
+const OffloadStats* ShardingEngine::offload_stats() const {
+  return host_ ? &host_->stats() : nullptr;
 }
 
 }  // namespace llm

@@ -17,6 +17,13 @@
 //    hybrid all-gather in bf16, half the bytes), written by the optimizer as
 //    it updates the masters (cast after the gather in zero1 / zero2).
 //    Gradients accumulate in fp32 and are reduced in parallel.reduce_dtype.
+//  - Offload (offload.optimizer = cpu, ZenFlow) is one more property of the
+//    mode: the masters and moments of the owned elements live with a host
+//    optimizer (host_optimizer.h; ZenFlow: zenflow.h) instead of the device,
+//    the parameter store keeps only the compute copy, and the optimizer step
+//    hands each reduced gradient shard to the host and takes the compute
+//    copy back. Deferred host work (delayed_update, overlap_step) is applied
+//    by settle(), which a checkpoint save calls.
 // Invariant: every member of a group issues the same collectives in the same
 // order, because they all follow the model's deterministic unit order.
 #pragma once
@@ -32,21 +39,24 @@
 #include "model/optimizer.h"
 #include "model/unit_provider.h"
 #include "parallel/grad_store.h"
+#include "parallel/host_optimizer.h"
 #include "parallel/param_store.h"
 #include "parallel/topology.h"
 #include "parallel/unit_shards.h"
+#include "parallel/zenflow.h"
 
 namespace llm {
 
 // The slice of model state a rank is responsible for saving: elements
 // [begin, begin + count) of a unit's fp32 parameters and AdamW moments, in
-// the engine backend's device memory.
+// `memory` (the device's, or the host's when the optimizer is offloaded).
 struct OwnedSlice {
   int unit;
   size_t begin, count;
   const float* params;
   const float* m;
   const float* v;
+  const DeviceMemory* memory;
 };
 
 // Where loaded state comes from: fills any element range of a unit's
@@ -64,11 +74,11 @@ class ShardingEngine : public UnitProvider {
                  Topology& topology);
 
   // Bytes a member of a shard group of the plan's size holds, computed
-  // without allocating (the largest over shard ranks).
+  // without allocating (the largest over shard ranks), for config's
+  // precision, reduce_dtype and offload.
   static StateBytes planned_bytes(const ParameterLayout& layout, const ShardingPlan& plan,
-                                  Precision precision, WireType reduce_type);
+                                  const Config& config);
   StateBytes bytes() const { return bytes_; }
-  // The backend whose device holds the state (owned_slices point into its memory).
   const Backend& backend() const { return be_; }
   const ParameterLayout& layout() const { return layout_; }
 
@@ -84,6 +94,18 @@ class ShardingEngine : public UnitProvider {
   // Global L2 norm of the reduced gradient (waits for pending reductions).
   float grad_norm();
   void optimizer_step(const AdamWStep& step);
+  // Applies deferred optimizer work (a delayed offloaded update, ZenFlow's
+  // queued or partial host update) on every rank: a save point. A no-op
+  // without offload.
+  void settle();
+  // The host optimizer's traffic and time (null without offload), and
+  // ZenFlow's (null without it).
+  const OffloadStats* offload_stats() const;
+  const ZenFlowStats* zenflow_stats() const { return zenflow_ ? &zenflow_->stats() : nullptr; }
+  // Steps of one pass over the training data (ZenFlow's epoch selection).
+  void set_steps_per_epoch(int steps) {
+    if (zenflow_) zenflow_->set_steps_per_epoch(steps);
+  }
 
   // The full parameters of `unit` (numel elements) into out; a collective
   // over the shard group when parameters are sharded.
@@ -95,7 +117,8 @@ class ShardingEngine : public UnitProvider {
   std::vector<float> gather_all_params();
 
   // The state this rank owns, unit by unit (units it owns nothing of are
-  // left out). A checkpoint is the union of one replica's owned slices.
+  // left out), after settle(). A checkpoint is the union of one replica's
+  // owned slices.
   std::vector<OwnedSlice> owned_slices() const;
   // Replaces parameters (and moments, when `with_moments`) by what `source`
   // says, each rank reading just the ranges it holds.
@@ -108,10 +131,14 @@ class ShardingEngine : public UnitProvider {
   };
   // The engine's own state: the moments (optimizer), and per unit the squared
   // norm of its reduced gradient (grads; written on the device by grad_norm).
-  static void list_buffers(const std::vector<UnitShard>& shards, std::vector<Moments>& moments,
-                           double*& unit_square_sums, StatePlans& plans);
-  // The fp32 masters of the elements this rank owns of `unit`.
+  static void list_buffers(const std::vector<UnitShard>& shards, bool offloaded,
+                           std::vector<Moments>& moments, double*& unit_square_sums,
+                           StatePlans& plans);
+  // The fp32 masters of the elements this rank owns of `unit` (device memory).
   float* owned_params(int unit) const;
+  // Writes initial or loaded masters: `fill(unit, begin, count, params, m, v)`
+  // fills host buffers for each range this rank holds (m, v null: not wanted).
+  template <class Fill> void write_state(Fill&& fill, bool with_moments);
 
   const ParameterLayout& layout_;
   const TrainingConfig& training_;
@@ -125,6 +152,9 @@ class ShardingEngine : public UnitProvider {
   std::vector<double> host_unit_square_sums_;  // (units) read back by grad_norm
   std::unique_ptr<ParamStore> params_;
   std::unique_ptr<GradStore> grads_;
+  std::unique_ptr<HostOptimizer> host_;  // offloaded optimizer, else null
+  std::unique_ptr<ZenFlow> zenflow_;     // ZenFlow, else null
+  const bool delayed_update_;
   StateBytes bytes_;
   bool last_micro_batch_ = true;
 };

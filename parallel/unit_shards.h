@@ -32,8 +32,11 @@ size_t max_shard(const std::vector<UnitShard>& shards);
 
 // Bytes held by one rank. `buffers` are communication buffers: the pooled
 // gather / gradient buffers of the sharded modes, bf16 send / receive buffers.
+// The first four are device memory (total()); `host` is the offloaded
+// optimizer's host memory (masters, moments, gradient landing, upload copy).
 struct StateBytes {
   size_t params = 0, grads = 0, optimizer = 0, buffers = 0;
+  size_t host = 0;
   size_t state() const { return params + grads + optimizer; }
   size_t total() const { return state() + buffers; }
   StateBytes& operator+=(const StateBytes& other) {
@@ -41,6 +44,7 @@ struct StateBytes {
     grads += other.grads;
     optimizer += other.optimizer;
     buffers += other.buffers;
+    host += other.host;
     return *this;
   }
 };

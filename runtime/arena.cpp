@@ -72,6 +72,21 @@ Arena::Arena(std::string name, size_t capacity_bytes, const DeviceMemory& memory
   }
 }
 
+Arena Arena::staging(std::string name, size_t capacity_bytes, const DeviceMemory& memory) {
+  Arena arena;
+  arena.name_ = std::move(name);
+  arena.capacity_ = align_up(capacity_bytes);
+  arena.block_ = std::unique_ptr<void, Release>(nullptr, Release{memory.release_staging});
+  if (arena.capacity_ == 0) return arena;
+  try {
+    arena.block_.reset(memory.allocate_staging(arena.capacity_));
+  } catch (const Error& e) {
+    LLM_FAIL("arena '{}': {}", arena.name_, e.what());
+  }
+  std::memset(arena.block_.get(), 0, arena.capacity_);
+  return arena;
+}
+
 void* Arena::alloc_bytes(size_t bytes) {
   size_t size = align_up(bytes);
   LLM_CHECK(used_ + size <= capacity_, "arena '{}': {} more bytes requested, {} of {} used", name_,

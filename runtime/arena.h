@@ -26,6 +26,9 @@ class Arena {
  public:
   Arena() = default;
   Arena(std::string name, size_t capacity_bytes, const DeviceMemory& memory = host_memory());
+  // An arena in `memory`'s staging memory (host memory the device copies to
+  // and from asynchronously: page-locked on CUDA), zero-filled.
+  static Arena staging(std::string name, size_t capacity_bytes, const DeviceMemory& memory);
 
   void* alloc_bytes(size_t bytes);
   template <class T> T* alloc(size_t count) { return static_cast<T*>(alloc_bytes(count * sizeof(T))); }

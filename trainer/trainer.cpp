@@ -56,9 +56,7 @@ std::unique_ptr<Group> device_group(const Config& config, Group& world) {
 
 MemoryPlan memory_plan(const Config& config, const ShardingPlan& sharding) {
   MemoryPlan plan;
-  plan.state = ShardingEngine::planned_bytes(
-      layout_build(config.model), sharding, config.precision(),
-      reduce_wire_type(config.parallel));
+  plan.state = ShardingEngine::planned_bytes(layout_build(config.model), sharding, config);
   plan.activations = Transformer::activation_bytes(config.model, config.training.micro_batch_size,
                                                    config.training.seq_len,
                                                    checkpointing_plan(config.training),
@@ -120,6 +118,8 @@ Trainer::Trainer(Config config, Group& world)
   model_ = std::make_unique<Transformer>(config_.model, t.micro_batch_size, t.seq_len, backend,
                                          checkpointing_plan(t), config_.precision());
   engine_ = std::make_unique<ShardingEngine>(model_->layout(), config_, backend, topology_);
+  engine_->set_steps_per_epoch(
+      static_cast<int>(std::max<int64_t>(1, train_data_->num_samples() / t.batch_size)));
   inputs_.resize(static_cast<size_t>(t.micro_batch_size) * t.seq_len);
   targets_.resize(inputs_.size());
   restore_state();
@@ -279,10 +279,17 @@ void Trainer::run() {
                format_bytes(state.params), format_bytes(state.grads), format_bytes(state.optimizer),
                format_bytes(state.buffers), format_bytes(activations), t.precision,
                t.activation_checkpointing, format_bytes(peak_resident_bytes()));
+  if (config_.offloads_optimizer()) {
+    spdlog::info("optimizer offloaded to the host{}: {} of host memory per rank (masters, moments, "
+                 "gradient landing{})",
+                 config_.zenflow.enabled ? " with ZenFlow" : "", format_bytes(state.host),
+                 config_.zenflow.enabled ? ", accumulator" : "");
+  }
   if (metrics_.is_open()) {
     metrics_.write({{"event", "memory"}, {"step", start_step_}, {"params_bytes", state.params},
                     {"grads_bytes", state.grads}, {"optimizer_bytes", state.optimizer},
-                    {"buffers_bytes", state.buffers}, {"activations_bytes", activations},
+                    {"buffers_bytes", state.buffers}, {"host_bytes", state.host},
+                    {"activations_bytes", activations},
                     {"peak_rss_bytes", peak_resident_bytes()}});
   }
 

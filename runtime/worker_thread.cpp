@@ -1,0 +1,73 @@
+// The background job thread (see worker_thread.h).
+#include "runtime/worker_thread.h"
+
+#include <chrono>
+#include <utility>
+
+namespace llm {
+
+WorkerThread::WorkerThread() : thread_([this] { run(); }) {}
+
+WorkerThread::~WorkerThread() {
+  {
+    std::unique_lock lock(mutex_);
+    work_done_.wait(lock, [&] { return jobs_.empty() && !running_job_; });
+    stopping_ = true;
+  }
+  work_ready_.notify_all();
+  thread_.join();
+}
+
+void WorkerThread::submit(std::function<void()> job) {
+  {
+    std::lock_guard lock(mutex_);
+    jobs_.push_back(std::move(job));
+  }
+  work_ready_.notify_one();
+}
+
+void WorkerThread::wait() {
+  std::unique_lock lock(mutex_);
+  work_done_.wait(lock, [&] { return jobs_.empty() && !running_job_; });
+  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+}
+
+bool WorkerThread::idle() {
+  std::lock_guard lock(mutex_);
+  return jobs_.empty() && !running_job_;
+}
+
+double WorkerThread::busy_seconds() {
+  std::lock_guard lock(mutex_);
+  return busy_seconds_;
+}
+
+void WorkerThread::run() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    work_ready_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
+    if (jobs_.empty()) return;  // stopping
+    std::function<void()> job = std::move(jobs_.front());
+    jobs_.pop_front();
+    running_job_ = true;
+    const bool skip = static_cast<bool>(error_);
+    lock.unlock();
+    const auto start = std::chrono::steady_clock::now();
+    std::exception_ptr error;
+    if (!skip) {
+      try {
+        job();
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+    lock.lock();
+    busy_seconds_ += took.count();
+    if (error && !error_) error_ = error;
+    running_job_ = false;
+    if (jobs_.empty()) work_done_.notify_all();
+  }
+}
+
+}  // namespace llm

@@ -1,0 +1,44 @@
+// One background thread running jobs in submission order: the host side of an
+// offloaded optimizer, which works while the caller's thread drives the
+// device. wait() returns once every submitted job has finished, and rethrows
+// the first exception a job threw (later jobs of the batch are skipped).
+// Invariant: jobs never run concurrently with each other, and a job's writes
+// are visible to the caller after wait() returns (the mutex orders them).
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+namespace llm {
+
+class WorkerThread {
+ public:
+  WorkerThread();
+  ~WorkerThread();  // waits for the queued jobs, then joins (errors are dropped)
+  WorkerThread(const WorkerThread&) = delete;
+  WorkerThread& operator=(const WorkerThread&) = delete;
+
+  void submit(std::function<void()> job);
+  void wait();
+  bool idle();
+  // Seconds the thread has spent running jobs since construction.
+  double busy_seconds();
+
+ private:
+  void run();
+
+  std::mutex mutex_;
+  std::condition_variable work_ready_, work_done_;
+  std::deque<std::function<void()>> jobs_;
+  bool running_job_ = false;
+  bool stopping_ = false;
+  std::exception_ptr error_;
+  double busy_seconds_ = 0;
+  std::thread thread_;  // last: starts after the members it reads exist
+};
+
+}  // namespace llm
