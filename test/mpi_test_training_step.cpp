@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "test/reference_training.h"
+#include "test/reference_zenflow.h"
 
 namespace llm {
 namespace {
@@ -35,6 +36,22 @@ TEST(TrainingStepReference, ShardedModesFollowTheHandWrittenLoop) {
     std::vector<std::string> overrides = mode;
     overrides.push_back("training.micro_batch_size=1");
     reference_training::check_trainer_against_reference(world, shard, overrides);
+  }
+  // ZenFlow over sharded gradients: each rank holds pieces of the matrices,
+  // the column norms are all-reduced before the choice.
+  for (const auto& mode : modes) {
+    SCOPED_TRACE("zenflow " + mode.back());
+    reference_training::ZenFlowReference zenflow;
+    zenflow.overlap = true;
+    zenflow.shapes = reference_training::tensor_shapes(
+        config_parse(reference_training::kModelToml, "shapes", {"data.train=x"}).model);
+    std::vector<std::string> overrides = mode;
+    for (const char* o : {"training.micro_batch_size=1", "zenflow.enabled=true",
+                          "zenflow.topk_ratio=0.25", "zenflow.update_interval=2",
+                          "zenflow.select_interval=2", "zenflow.overlap_step=true"}) {
+      overrides.push_back(o);
+    }
+    reference_training::check_trainer_against_reference(world, shard, overrides, zenflow);
   }
   world.barrier();
   if (world.rank() == 0) fs::remove_all(dir);

@@ -112,14 +112,28 @@ inline bool decays(const std::string& name) {
   return name.size() < gain.size() || name.compare(name.size() - gain.size(), gain.size(), gain) != 0;
 }
 
-// AdamW state of the hand-written loop.
-struct AdamW {
-  NamedParams m, v;
+// One AdamW update of one element at 1-based step t: decoupled weight decay
+// p *= 1 - lr * wd, then the bias-corrected step with gradient g.
+inline void adamw_element(const TrainingConfig& c, double& p, double& m, double& v, double g,
+                          double lr, double wd, int t) {
+  m = c.beta1 * m + (1 - c.beta1) * g;
+  v = c.beta2 * v + (1 - c.beta2) * g * g;
+  const double m_hat = m / (1 - std::pow(c.beta1, t));
+  const double v_hat = v / (1 - std::pow(c.beta2, t));
+  p *= 1 - lr * wd;
+  p -= lr * m_hat / (std::sqrt(v_hat) + c.adam_eps);
+}
 
-  // One update at 1-based step t: the gradients scaled by `clip` first, then
-  // decoupled weight decay p *= 1 - lr * wd, then the bias-corrected step.
-  void step(const TrainingConfig& c, NamedParams& params, const NamedParams& grads, double lr,
-            double clip, int t) {
+// AdamW of the hand-written loop: the gradients scaled by `clip` first.
+// `visible()` is what the next forward computes with, `masters()` what the
+// engine holds; plain AdamW updates both at once.
+struct AdamW {
+  NamedParams params, m, v;
+
+  void start(const NamedParams& initial) { params = initial; }
+  const NamedParams& visible() const { return params; }
+  const NamedParams& masters() const { return params; }
+  void step(const TrainingConfig& c, const NamedParams& grads, double lr, double clip, int t) {
     for (auto& [name, p] : params) {
       Vec& m_ = m[name];
       Vec& v_ = v[name];
@@ -127,15 +141,7 @@ struct AdamW {
       v_.resize(p.size(), 0.0);
       const Vec& g = grads.at(name);
       const double wd = decays(name) ? c.weight_decay : 0.0;
-      for (size_t i = 0; i < p.size(); ++i) {
-        const double gi = g[i] * clip;
-        m_[i] = c.beta1 * m_[i] + (1 - c.beta1) * gi;
-        v_[i] = c.beta2 * v_[i] + (1 - c.beta2) * gi * gi;
-        const double m_hat = m_[i] / (1 - std::pow(c.beta1, t));
-        const double v_hat = v_[i] / (1 - std::pow(c.beta2, t));
-        p[i] *= 1 - lr * wd;
-        p[i] -= lr * m_hat / (std::sqrt(v_hat) + c.adam_eps);
-      }
+      for (size_t i = 0; i < p.size(); ++i) adamw_element(c, p[i], m_[i], v_[i], g[i] * clip, lr, wd, t);
     }
   }
 };
@@ -159,21 +165,24 @@ inline double global_norm(const NamedParams& grads) {
 constexpr double kLossRel = 1e-6, kNormRel = 2e-6, kLrRel = 1e-6, kParamAbs = 1e-5;
 
 // Trains config (kModelToml plus `overrides`) with the real Trainer over
-// `world`, and the hand-written loop beside it; compares the loss, gradient
+// `world`, and the hand-written loop beside it with `optimizer` (AdamW, or
+// another reference with the same interface); compares the loss, gradient
 // norm and learning rate of every step and every parameter after it.
+template <class Optimizer>
 inline void check_trainer_against_reference(Group& world, const std::string& shard,
-                                            const std::vector<std::string>& overrides) {
+                                            const std::vector<std::string>& overrides,
+                                            Optimizer& optimizer) {
   std::vector<std::string> all = {"data.train=" + shard};
   all.insert(all.end(), overrides.begin(), overrides.end());
   Config config = config_parse(kModelToml, "reference_training", all);
   const TrainingConfig& t = config.training;
   const int B = t.batch_size, T = t.seq_len;
   Trainer trainer(config, world);
-  NamedParams params = naive::named_params(trainer.model().layout(), trainer.engine());
-  ASSERT_EQ(params.size(), trainer.model().layout().tensors.size());
+  NamedParams initial = naive::named_params(trainer.model().layout(), trainer.engine());
+  ASSERT_EQ(initial.size(), trainer.model().layout().tensors.size());
+  optimizer.start(initial);
   DataLoader loader(shard, T, config.model.vocab_size, static_cast<uint64_t>(t.seed),
                     /*shuffle=*/true);
-  AdamW adamw;
   int clipped = 0;
   for (int s = 0; s < t.steps; ++s) {
     SCOPED_TRACE("step " + std::to_string(s));
@@ -183,6 +192,7 @@ inline void check_trainer_against_reference(Group& world, const std::string& sha
     // world size and micro-batch size.
     std::vector<int32_t> inputs(B * T), targets(B * T);
     loader.read(static_cast<int64_t>(s) * B, B, inputs.data(), targets.data());
+    const NamedParams& params = optimizer.visible();
     const double loss = naive::loss(config.model, params, inputs, targets, B, T);
     const NamedParams grads = naive::gradient(config.model, params, inputs, targets, B, T);
     const double norm = global_norm(grads);
@@ -194,12 +204,12 @@ inline void check_trainer_against_reference(Group& world, const std::string& sha
 
     const double clip = norm > t.grad_clip ? t.grad_clip / norm : 1.0;
     clipped += clip < 1.0;
-    adamw.step(t, params, grads, lr, clip, s + 1);
+    optimizer.step(t, grads, lr, clip, s + 1);
 
     const NamedParams trained = naive::named_params(trainer.model().layout(), trainer.engine());
     double worst = 0;
     std::string worst_at;
-    for (const auto& [name, expected] : params) {
+    for (const auto& [name, expected] : optimizer.masters()) {
       const Vec& actual = trained.at(name);
       for (size_t i = 0; i < expected.size(); ++i) {
         const double d = std::abs(actual[i] - expected[i]);
@@ -209,6 +219,12 @@ inline void check_trainer_against_reference(Group& world, const std::string& sha
     EXPECT_LE(worst, kParamAbs) << "largest parameter difference at " << worst_at;
   }
   EXPECT_EQ(clipped, t.steps) << "grad_clip must bind at every step for the clip to be tested";
+}
+
+inline void check_trainer_against_reference(Group& world, const std::string& shard,
+                                            const std::vector<std::string>& overrides) {
+  AdamW adamw;
+  check_trainer_against_reference(world, shard, overrides, adamw);
 }
 
 }  // namespace llm::reference_training
