@@ -5,6 +5,7 @@
 //   ./train export --checkpoint DIR --out DIR   checkpoint -> Hugging Face Llama
 //   ./train plan --config FILE --world N [--gpu-memory 80GiB]   memory planner
 //   ./train scale [--validate | --calibrate] ...   throughput model, scaling curves
+//   ./train scale --offload --config FILE [--hardware FILE] [--world N]   offload step time
 // Only main decides to exit: every failure below it is an llm::Error, printed
 // as one line on stderr (naming the rank) with a non-zero exit status; under
 // mpirun a failing rank aborts the whole job. Errors of the command line and
@@ -20,6 +21,8 @@
 #include "config/config.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
+#include "planning/hardware_profile.h"
+#include "planning/offload_report.h"
 #include "planning/planner.h"
 #include "planning/scaling.h"
 #include "runtime/system.h"
@@ -58,12 +61,17 @@ constexpr const char* kUsage = R"(usage:
       Every mode at each rank count on this machine: predicted (planning/hardware/
       cpu_dev_vm.toml) against measured step time, with the error.
   ./train scale --calibrate [--out planning/hardware/cpu_dev_vm.toml] [--config FILE]
-      Measure this machine (sgemm, memory, MPI) into a hardware profile.
+      Measure this machine (sgemm, memory, MPI, host AdamW, copies) into a hardware profile.
+  ./train scale --offload --config FILE [--hardware FILE] [--world N] [--section.key=value ...]
+      Predicted step time of FILE without offload, with ZeRO-Offload (with and
+      without offload.delayed_update) and with ZenFlow (its [zenflow] settings),
+      and the parts: host AdamW, PCIe each way, exposed host time, GPU idle.
+      Defaults: planning/hardware/a100_80gb_pcie4x4.toml, one node of it.
   ./train export --checkpoint DIR --out DIR [--dtype float32|bfloat16]
       Write a checkpoint as Hugging Face Llama weights (model.safetensors and
       config.json). The reverse: [model] init_from = "DIR" starts training
       from such weights.
-  ./train bench --config FILE [--bench-steps N] [--modes | --memory] [--peak-tflops P]
+  ./train bench --config FILE [--bench-steps N] [--modes | --memory | --offload] [--peak-tflops P]
                 [--section.key=value ...]
       Time training steps on synthetic tokens; report tokens/s and GFLOP/s
       against this machine's sgemm rate, or on a GPU (training.device = cuda)
@@ -71,13 +79,17 @@ constexpr const char* kUsage = R"(usage:
       config in every parallel mode and print a table of step time, memory
       per rank and bytes communicated per step. With --memory, a table of
       precision x activation checkpointing: tokens/s and activation bytes.
+      With --offload, the optimizer on the device, offloaded (with and
+      without delayed_update) and ZenFlow: step time, device and host bytes,
+      bytes moved host <-> device and host time per step.
 )";
 
 using Args = llm::CommandLine;
 
 // Options that take no value.
 constexpr std::string_view kFlags[] = {
-    "quiet", "help", "modes", "memory", "measure", "validate", "calibrate", "comm-bench", "no-plot"};
+    "quiet", "help", "modes", "memory", "offload", "measure", "validate", "calibrate", "comm-bench",
+    "no-plot"};
 
 const std::string* find_option(const Args& args, const std::string& name) {
   const std::string* found = nullptr;
@@ -193,6 +205,20 @@ int run_plan(const Args& args) {
   return 0;
 }
 
+// `./train scale --offload`: the offload model's table (planning/offload_model.h).
+int run_scale_offload(const Args& args) {
+  check_options(args, {"offload", "config", "hardware", "world"});
+  const std::string* hardware_path = find_option(args, "hardware");
+  const llm::HardwareProfile hardware =
+      llm::hardware_load(hardware_path ? *hardware_path : "planning/hardware/a100_80gb_pcie4x4.toml");
+  const std::string* world = find_option(args, "world");
+  const int ranks = world ? static_cast<int>(llm::parse_integer(*world, "world"))
+                          : hardware.node.devices_per_node;
+  LLM_CHECK(ranks >= 1, "--world: expected at least 1 rank, got {}", ranks);
+  llm::offload_print_table(load_config(args), ranks, hardware);
+  return 0;
+}
+
 int run_train(const Args& args) {
   check_options(args, {"config"});
   llm::Group& world = join_world();
@@ -202,7 +228,7 @@ int run_train(const Args& args) {
 }
 
 int run_bench(const Args& args) {
-  check_options(args, {"config", "bench-steps", "modes", "memory", "peak-tflops"});
+  check_options(args, {"config", "bench-steps", "modes", "memory", "offload", "peak-tflops"});
   const std::string* steps_option = find_option(args, "bench-steps");
   int steps = steps_option ? static_cast<int>(llm::parse_integer(*steps_option, "bench-steps")) : 5;
   llm::Group& world = join_world();
@@ -210,6 +236,8 @@ int run_bench(const Args& args) {
     llm::benchmark_modes(load_config(args), world, steps);
   } else if (find_option(args, "memory")) {
     llm::benchmark_memory(load_config(args), world, steps);
+  } else if (find_option(args, "offload")) {
+    llm::benchmark_offload(load_config(args), world, steps);
   } else {
     const std::string* peak = find_option(args, "peak-tflops");
     // H100 SXM dense bf16, the MFU reference of `./train bench`.
@@ -240,6 +268,7 @@ int main(int argc, char** argv) {
     if (args.command == "bench") return run_bench(args);
     if (args.command == "export") return run_export(args);
     if (args.command == "plan") return run_plan(args);
+    if (find_option(args, "offload")) return run_scale_offload(args);
     return llm::scale_command(args.options, args.overrides);
   } catch (const llm::CollectiveError& e) {
     llm::comm_abort_collective(llm::error_report(e));

@@ -19,6 +19,7 @@
 #include "model/kernels/adamw.h"
 #include "model/kernels/attention.h"
 #include "model/kernels/cast.h"
+#include "model/kernels/columns.h"
 #include "model/kernels/cross_entropy.h"
 #include "model/kernels/embedding.h"
 #include "model/kernels/fill.h"
@@ -50,7 +51,8 @@ namespace llm {
   X(add_vectors)                    \
   X(cross_entropy_forward)          \
   X(cross_entropy_forward_backward) \
-  X(fill_zero)
+  X(fill_zero)                      \
+  X(scatter_columns)
 
 // The typed ops of one storage type T (float or Bf16).
 template <class T>
@@ -70,6 +72,8 @@ struct Backend {
   decltype(&cpu::cast_bf16_to_f32) cast_bf16_to_f32;
   decltype(&cpu::adamw_update) adamw_update;
   decltype(&cpu::sum_squares) sum_squares;
+  decltype(&cpu::column_sum_squares) column_sum_squares;
+  decltype(&cpu::gather_columns) gather_columns;
 
   // The table of storage type T: f32 or bf16.
   template <class T>

@@ -29,6 +29,8 @@ const Backend& backend_cpu() {
       .cast_bf16_to_f32 = cpu::cast_bf16_to_f32,
       .adamw_update = cpu::adamw_update,
       .sum_squares = cpu::sum_squares,
+      .column_sum_squares = cpu::column_sum_squares,
+      .gather_columns = cpu::gather_columns,
   };
   return backend;
 }

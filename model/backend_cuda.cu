@@ -48,6 +48,8 @@ Backend cuda_backend(bool with_cudnn) {
       .cast_bf16_to_f32 = cuda::cast_bf16_to_f32,
       .adamw_update = cuda::adamw_update,
       .sum_squares = cuda::sum_squares,
+      .column_sum_squares = cuda::column_sum_squares,
+      .gather_columns = cuda::gather_columns,
   };
 }
 

@@ -30,7 +30,8 @@ HostOptimizer::HostOptimizer(const ParameterLayout& layout, const Config& config
       device_(device),
       params_(params),
       grads_(grads),
-      precision_(config.precision()) {
+      precision_(config.precision()),
+      worker_(device.device == Device::cpu ? 1 : 0, /*yielding=*/device.device == Device::cpu) {
   BufferPlan plan;
   list_buffers(shards, precision_, config.zenflow.enabled, units_, plan);
   arena_ = Arena::staging("offloaded optimizer", plan.bytes(), *device.memory);

@@ -93,6 +93,9 @@ class HostOptimizer {
   std::vector<Unit> units_;
   bool pending_ = false;  // a delayed step's updates are queued, not yet uploaded
   OffloadStats stats_;
+  // On a GPU the host's cores are the worker's; on the CPU backend they also
+  // run the "device" work, so the worker takes one thread at the lowest
+  // priority and leaves the cores to the forward and backward it overlaps.
   WorkerThread worker_;  // last: joins before the buffers go
 };
 

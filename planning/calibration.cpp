@@ -14,6 +14,8 @@
 
 #include "trainer/benchmark.h"
 #include "config/config.h"
+#include "model/kernels/adamw.h"
+#include "runtime/device_memory.h"
 #include "runtime/error.h"
 #include "planning/hardware_profile.h"
 #include "runtime/system.h"
@@ -40,6 +42,17 @@ double measure_copy_bandwidth() {
     best = std::min(best, seconds_between(start, Clock::now()));
   }
   return 2.0 * n * sizeof(float) / best;
+}
+
+// Seconds of the fastest of `reps` runs of `f`.
+template <class F> double best_seconds(int reps, F&& f) {
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    auto start = Clock::now();
+    f(r);
+    best = std::min(best, seconds_between(start, Clock::now()));
+  }
+  return best;
 }
 
 struct CommCalibration {
@@ -74,6 +87,26 @@ std::string today() {
 }
 
 }  // namespace
+
+HostRates calibrate_host_rates() {
+  const size_t n = 64u << 20;  // elements: 256 MiB per fp32 array
+  std::vector<float> params(n, 1.0f), grads(n, 1e-3f), m(n, 0.0f), v(n, 0.0f), sum(n, 0.0f);
+  std::vector<Bf16> copy(n);
+  HostRates rates;
+  rates.adamw_params_per_s = n / best_seconds(5, [&](int r) {
+    cpu::adamw_update(params.data(), copy.data(), grads.data(), m.data(), v.data(), n, 1e-4f, 0.9f,
+                      0.95f, 1e-8f, 0.1f, 1.0f, r + 1);
+  });
+  rates.accumulate_params_per_s = n / best_seconds(5, [&](int) {
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; ++i) sum[i] += grads[i];
+  });
+  const DeviceMemory& memory = host_memory();
+  rates.copy_bytes_per_s = n * sizeof(float) / best_seconds(5, [&](int) {
+    memory.to_device(sum.data(), params.data(), n * sizeof(float));
+  });
+  return rates;
+}
 
 void comm_bench(Group& world) {
   const int n = world.size();
@@ -119,6 +152,9 @@ void calibrate_machine(const CalibrationOptions& options) {
   const CommCalibration comm = run_comm_bench(options);
   fmt::print("  MPI all-reduce, {} ranks        {:8.1f} us (8 B), {:.2f} GB/s bus bandwidth\n",
              comm.ranks, comm.latency_us, comm.bandwidth_gbs);
+  const HostRates host = calibrate_host_rates();
+  fmt::print("  host AdamW / accumulate        {:8.3g} / {:.3g} elements/s, copy {:.1f} GB/s\n",
+             host.adamw_params_per_s, host.accumulate_params_per_s, host.copy_bytes_per_s / 1e9);
 
   HardwareProfile hw;
   hw.path = options.out;
@@ -131,6 +167,8 @@ void calibrate_machine(const CalibrationOptions& options) {
   hw.node.devices_per_node = 64;
   hw.intra_node = hw.inter_node = {comm.bandwidth_gbs, comm.alpha_us};
   hw.collective = {0.0, false};
+  hw.host = {host.adamw_params_per_s, host.accumulate_params_per_s};
+  hw.pcie = {host.copy_bytes_per_s / 1e9, 0.0};
 
   // The sustained fraction: a real 1-rank run against the model at the peak.
   Config config = config_load(options.config, {});
@@ -175,6 +213,14 @@ latency_us = {alpha:.3f}
 [collective]
 base_latency_us = 0.0  # folded into the per-step latency above
 async_progress = false  # Open MPI's nonblocking collectives progress only inside MPI calls, i.e. when waited on
+
+[host]  # the offloaded optimizer's host side: here the same cores and memory as the "device"
+adamw_params_per_s = {adamw:.4g}  # our adamw_update (with the bf16 copy) over 64 Mi elements on all cores
+accumulate_params_per_s = {accumulate:.4g}  # sum += gradient over 64 Mi elements on all cores
+
+[pcie]  # the CPU backend's host <-> device copy is a memcpy
+bandwidth_gbs = {copy_gbs:.3f}  # host_memory().to_device of 256 MiB (one thread), bytes per second
+latency_us = 0.0  # a memcpy has no launch cost worth modelling
 )toml",
       fmt::arg("date", today()), fmt::arg("cores", omp_get_num_procs()),
       fmt::arg("memory", memory_available_bytes()), fmt::arg("peak", gemm / 1e12),
@@ -182,7 +228,8 @@ async_progress = false  # Open MPI's nonblocking collectives progress only insid
       fmt::arg("measured", measured * 1e3), fmt::arg("compute", at_peak.compute_seconds * 1e3),
       fmt::arg("optimizer", at_peak.optimizer_seconds * 1e3), fmt::arg("copy", copy / 1e9),
       fmt::arg("bw", comm.bandwidth_gbs), fmt::arg("ranks", comm.ranks), fmt::arg("alpha", comm.alpha_us),
-      fmt::arg("latency", comm.latency_us));
+      fmt::arg("latency", comm.latency_us), fmt::arg("adamw", host.adamw_params_per_s),
+      fmt::arg("accumulate", host.accumulate_params_per_s), fmt::arg("copy_gbs", host.copy_bytes_per_s / 1e9));
   fmt::print("wrote {}\n", options.out);
 }
 

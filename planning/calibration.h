@@ -8,7 +8,10 @@
 //    time less the modeled optimizer time;
 //  - memory bandwidth: a parallel copy of 256 MiB;
 //  - MPI ring latency and bandwidth: `mpirun -np 2 ./train scale
-//    --comm-bench`, all-reduces from 8 B to 64 MiB between local ranks.
+//    --comm-bench`, all-reduces from 8 B to 64 MiB between local ranks;
+//  - the host side of offload: our adamw_update (with the bf16 copy) and a
+//    gradient accumulation over 64 Mi elements on all cores, and the CPU
+//    backend's host -> device copy (a memcpy) of 256 MiB.
 // Invariant: the profile is written only after every measurement succeeded.
 #pragma once
 
@@ -26,6 +29,14 @@ struct CalibrationOptions {
 };
 
 void calibrate_machine(const CalibrationOptions& options);
+
+// The host side of a profile, measured on all cores (best of 5 each).
+struct HostRates {
+  double adamw_params_per_s = 0;       // cpu::adamw_update with the bf16 copy
+  double accumulate_params_per_s = 0;  // sum[i] += gradient[i]
+  double copy_bytes_per_s = 0;         // host_memory().to_device
+};
+HostRates calibrate_host_rates();
 
 // Times all-reduces of 8 B to 64 MiB on `world`; rank 0 prints one JSON line
 // {"comm_bench": {"ranks", "latency_us", "alpha_us", "bandwidth_gbs"}}:

@@ -48,6 +48,10 @@ void validate(const HardwareProfile& p) {
   LLM_CHECK(p.intra_node.latency_us >= 0 && p.inter_node.latency_us >= 0 &&
                 p.collective.base_latency_us >= 0,
             "{}: latencies must not be negative", f);
+  LLM_CHECK(p.host.adamw_params_per_s > 0 && p.host.accumulate_params_per_s > 0,
+            "{}: host.adamw_params_per_s and host.accumulate_params_per_s must be positive", f);
+  LLM_CHECK(p.pcie.bandwidth_gbs > 0, "{}: pcie.bandwidth_gbs must be positive", f);
+  LLM_CHECK(p.pcie.latency_us >= 0, "{}: pcie.latency_us must not be negative", f);
   parse_bytes(p.device.memory, f + ": device.memory");
   if (p.device.reserved_memory != "0") parse_bytes(p.device.reserved_memory, f + ": device.reserved_memory");
 }
@@ -116,6 +120,19 @@ size_t HardwareProfile::rank_memory_bytes(int ranks_per_node) const {
 
 double HardwareProfile::rank_memory_bandwidth(int ranks_per_node) const {
   double bandwidth = device.memory_bandwidth_gbs * 1e9;
+  return device.shared_by_node ? bandwidth / std::max(ranks_per_node, 1) : bandwidth;
+}
+
+double HardwareProfile::rank_host_adamw_rate(int ranks_per_node) const {
+  return host.adamw_params_per_s / std::max(ranks_per_node, 1);
+}
+
+double HardwareProfile::rank_host_accumulate_rate(int ranks_per_node) const {
+  return host.accumulate_params_per_s / std::max(ranks_per_node, 1);
+}
+
+double HardwareProfile::rank_pcie_bandwidth(int ranks_per_node) const {
+  double bandwidth = pcie.bandwidth_gbs * 1e9;
   return device.shared_by_node ? bandwidth / std::max(ranks_per_node, 1) : bandwidth;
 }
 

@@ -1,6 +1,8 @@
 // A hardware profile: the few numbers the throughput model needs about a
 // cluster (device compute and memory, devices per node, intra- and
-// inter-node links), read from a TOML file in planning/hardware/. Every key is listed
+// inter-node links, and for offloaded optimizers the host's AdamW and
+// accumulation rates and the host <-> device link), read from a TOML file in
+// planning/hardware/. Every key is listed
 // once in its table's visit_fields(); unknown keys and missing files are
 // errors naming the file and key, so a profile cannot silently fall back to
 // defaults it did not mean.
@@ -65,6 +67,35 @@ struct CollectiveProfile {
   }
 };
 
+// The host side of an offloaded optimizer (offload_model.h): rates of the
+// node's CPUs and memory, shared by the node's ranks.
+struct HostProfile {
+  double adamw_params_per_s = 0;
+  double accumulate_params_per_s = 0;
+
+  template <class V> void visit_fields(V&& v) {
+    v("adamw_params_per_s", adamw_params_per_s,
+      "host AdamW elements per second of the whole node (all its cores; fp32 master, moments and "
+      "gradient, plus the compute copy), shared by the node's ranks");
+    v("accumulate_params_per_s", accumulate_params_per_s,
+      "host gradient accumulation (one fp32 add per element) per second of the whole node, shared "
+      "by the node's ranks");
+  }
+};
+
+// The host <-> device link (PCIe, or a memcpy where the device is the host).
+struct PcieProfile {
+  double bandwidth_gbs = 0;
+  double latency_us = 0;
+
+  template <class V> void visit_fields(V&& v) {
+    v("bandwidth_gbs", bandwidth_gbs,
+      "GB/s per device per direction while every device of the node copies (shared_by_node: the "
+      "node's, divided among its ranks)");
+    v("latency_us", latency_us, "fixed cost of one copy, microseconds");
+  }
+};
+
 struct HardwareProfile {
   std::string path;
   std::string name;
@@ -73,6 +104,8 @@ struct HardwareProfile {
   LinkProfile intra_node;
   LinkProfile inter_node;
   CollectiveProfile collective;
+  HostProfile host;
+  PcieProfile pcie;
 
   template <class V> void visit_tables(V&& v) {
     v("device", device);
@@ -80,6 +113,8 @@ struct HardwareProfile {
     v("intra_node", intra_node);
     v("inter_node", inter_node);
     v("collective", collective);
+    v("host", host);
+    v("pcie", pcie);
   }
 
   // Sustained matmul rate of one rank, FLOP/s, for a config's precision and
@@ -88,6 +123,11 @@ struct HardwareProfile {
   // Memory one rank may use (device memory less reserved, or the node's share).
   size_t rank_memory_bytes(int ranks_per_node) const;
   double rank_memory_bandwidth(int ranks_per_node) const;  // bytes/s
+  // One rank's share of the host: AdamW and accumulated elements per second.
+  double rank_host_adamw_rate(int ranks_per_node) const;
+  double rank_host_accumulate_rate(int ranks_per_node) const;
+  // One rank's host <-> device bandwidth per direction, bytes/s.
+  double rank_pcie_bandwidth(int ranks_per_node) const;
 };
 
 // Reads and validates a profile; errors name the file and the key.

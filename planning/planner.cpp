@@ -23,22 +23,28 @@ std::vector<PlanRow> plan_memory(const Config& config, int world, int hybrid_gro
   }
   modes.push_back({ParallelMode::zero3, 0});
   std::vector<PlanRow> rows;
-  for (const auto& [mode, shard_group_size] : modes) {
-    for (Recompute checkpointing : {Recompute::none, Recompute::selective, Recompute::full}) {
-      for (Precision precision : {Precision::bf16, Precision::fp32}) {
-        Config c = config;
-        c.parallel.mode = mode;
-        c.parallel.shard_group_size = shard_group_size;
-        c.parallel.reduce_dtype = precision;
-        c.training.activation_checkpointing = checkpointing;
-        c.training.precision = precision;
-        PlanRow row;
-        row.mode = mode == ParallelMode::hybrid ? fmt::format("hybrid/{}", hybrid_group) : to_string(mode);
-        row.checkpointing = checkpointing;
-        row.precision = precision;
-        row.memory = memory_plan(c, sharding_plan(c.parallel, world));
-        row.fits = row.memory.total() <= device_bytes;
-        rows.push_back(row);
+  for (OffloadTarget offload : {OffloadTarget::none, OffloadTarget::cpu}) {
+    for (const auto& [mode, shard_group_size] : modes) {
+      for (Recompute checkpointing : {Recompute::none, Recompute::selective, Recompute::full}) {
+        for (Precision precision : {Precision::bf16, Precision::fp32}) {
+          if (offload == OffloadTarget::cpu && precision == Precision::fp32) continue;
+          Config c = config;
+          c.parallel.mode = mode;
+          c.parallel.shard_group_size = shard_group_size;
+          c.parallel.reduce_dtype = precision;
+          c.training.activation_checkpointing = checkpointing;
+          c.training.precision = precision;
+          c.offload.optimizer = offload;
+          c.zenflow.enabled = false;
+          PlanRow row;
+          row.mode = mode == ParallelMode::hybrid ? fmt::format("hybrid/{}", hybrid_group) : to_string(mode);
+          row.checkpointing = checkpointing;
+          row.precision = precision;
+          row.offload = offload;
+          row.memory = memory_plan(c, sharding_plan(c.parallel, world));
+          row.fits = row.memory.total() <= device_bytes;
+          rows.push_back(row);
+        }
       }
     }
   }
@@ -89,16 +95,19 @@ void plan_print(const Config& config, int world, int hybrid_group, const MemoryB
              format_bytes(static_cast<double>(usable)));
   fmt::print("per rank; bf16 rows keep fp32 master weights and moments (sharded with the optimizer "
              "state) plus a bf16 compute copy, and reduce gradients in bf16\n");
-  fmt::print("{:<10} {:<10} {:<5} {:>11} {:>11} {:>11} {:>11} {:>12} {:>11}  {}\n", "mode",
-             "recompute", "dtype", "params", "grads", "optimizer", "buffers", "activations",
-             "total", "fits");
+  fmt::print("offload rows: fp32 masters and AdamW moments in host memory (the host column, per "
+             "rank), the device keeping the bf16 compute copy\n");
+  fmt::print("{:<10} {:<10} {:<5} {:<7} {:>11} {:>11} {:>11} {:>11} {:>12} {:>11} {:>11}  {}\n",
+             "mode", "recompute", "dtype", "offload", "params", "grads", "optimizer", "buffers",
+             "activations", "device", "host", "fits");
   std::vector<PlanRow> rows = plan_memory(config, world, hybrid_group, usable);
   for (const PlanRow& r : rows) {
     const MemoryPlan& m = r.memory;
-    fmt::print("{:<10} {:<10} {:<5} {:>11} {:>11} {:>11} {:>11} {:>12} {:>11}  {}\n", r.mode,
-               r.checkpointing, r.precision, format_bytes(m.state.params),
+    fmt::print("{:<10} {:<10} {:<5} {:<7} {:>11} {:>11} {:>11} {:>11} {:>12} {:>11} {:>11}  {}\n",
+               r.mode, r.checkpointing, r.precision, r.offload, format_bytes(m.state.params),
                format_bytes(m.state.grads), format_bytes(m.state.optimizer),
                format_bytes(m.state.buffers), format_bytes(m.activations), format_bytes(m.total()),
+               r.offload == OffloadTarget::none ? "-" : format_bytes(m.state.host),
                r.fits ? "yes" : "no");
   }
   const PlanRow* best = plan_recommend(rows, usable);
@@ -108,6 +117,7 @@ void plan_print(const Config& config, int world, int hybrid_group, const MemoryB
     flags += fmt::format(" --training.activation_checkpointing={} --training.precision={}",
                          best->checkpointing, best->precision);
     if (best->precision == Precision::bf16) flags += " --parallel.reduce_dtype=bf16";
+    if (best->offload == OffloadTarget::cpu) flags += " --offload.optimizer=cpu";
     fmt::print("recommended (least communication, then least recomputation, that fits with {:.0f}% "
                "of the usable memory to spare): {} ({} of {} per rank)\n",
                kRecommendedHeadroom * 100, flags, format_bytes(static_cast<double>(best->memory.total())),

@@ -18,12 +18,15 @@ struct PlanRow {
   std::string mode;  // "hybrid/8" carries its shard group size
   Recompute checkpointing;
   Precision precision;
-  MemoryPlan memory;
-  bool fits;
+  OffloadTarget offload = OffloadTarget::none;
+  MemoryPlan memory;  // memory.state.host: the offloaded optimizer's host bytes
+  bool fits;          // on the device (host memory is not checked)
 };
 
 // Every combination, in order of increasing communication, then compute
-// (recomputation), preferring bf16 within each.
+// (recomputation), preferring bf16 within each; then the bf16 rows again
+// with the optimizer offloaded to the host (which costs host<->device
+// traffic and host time on every step, so it comes last).
 std::vector<PlanRow> plan_memory(const Config& config, int world, int hybrid_group,
                                  size_t device_bytes);
 

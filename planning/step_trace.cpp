@@ -97,6 +97,9 @@ class Recorder {
   void wait(int id) { push({StepEvent::Type::wait, -1, Pass::forward, id}); }
   void compute(int unit, Pass pass) { push({StepEvent::Type::compute, unit, pass, -1}); }
   void optimizer() { push({StepEvent::Type::optimizer, -1, Pass::forward, -1}); }
+  // Events count from start() (not the engine's construction: with the
+  // optimizer offloaded it gathers the initial compute copy) to stop().
+  void start() { recording_ = true; }
   void stop() { recording_ = false; }
 
  private:
@@ -105,7 +108,7 @@ class Recorder {
   }
   StepTrace& trace_;
   std::map<size_t, UnitKind> kind_by_shard_;
-  bool recording_ = true;
+  bool recording_ = false;
 };
 
 // A group of `size` ranks seen from rank 0 that records every collective and
@@ -228,6 +231,7 @@ StepTrace step_trace_record(const Config& config, int world) {
 
   // The order of Trainer::train_step.
   const int32_t input = 0, target = 1;
+  recorder.start();
   engine.zero_grads();
   for (int micro = 0; micro < trace.micro_batches; ++micro) {
     provider.begin_micro_batch();

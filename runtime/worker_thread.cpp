@@ -1,12 +1,18 @@
 // The background job thread (see worker_thread.h).
 #include "runtime/worker_thread.h"
 
+#include <omp.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <utility>
 
 namespace llm {
 
-WorkerThread::WorkerThread() : thread_([this] { run(); }) {}
+WorkerThread::WorkerThread(int threads, bool yielding)
+    : thread_([this, threads, yielding] { run(threads, yielding); }) {}
 
 WorkerThread::~WorkerThread() {
   {
@@ -42,7 +48,10 @@ double WorkerThread::busy_seconds() {
   return busy_seconds_;
 }
 
-void WorkerThread::run() {
+void WorkerThread::run(int threads, bool yielding) {
+  if (threads > 0) omp_set_num_threads(threads);
+  // Linux: a thread's nice value is its own (best effort: failure is harmless).
+  if (yielding) setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19);
   std::unique_lock lock(mutex_);
   for (;;) {
     work_ready_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });

@@ -17,7 +17,12 @@ namespace llm {
 
 class WorkerThread {
  public:
-  WorkerThread();
+  // `threads`: the OpenMP threads a job's parallel loops use (0: the
+  // default). `yielding`: the thread runs at the lowest scheduling priority,
+  // taking cores only when the caller's threads leave them idle (where both
+  // share the cores: a preempted member of an OpenMP team stalls the whole
+  // team at its next barrier).
+  explicit WorkerThread(int threads = 0, bool yielding = false);
   ~WorkerThread();  // waits for the queued jobs, then joins (errors are dropped)
   WorkerThread(const WorkerThread&) = delete;
   WorkerThread& operator=(const WorkerThread&) = delete;
@@ -29,7 +34,7 @@ class WorkerThread {
   double busy_seconds();
 
  private:
-  void run();
+  void run(int threads, bool yielding);
 
   std::mutex mutex_;
   std::condition_variable work_ready_, work_done_;

@@ -58,8 +58,8 @@ struct OpRow {
 };
 
 // Which rows a case has (bits of a mask). Ops with no storage-type variant
-// (casts, rope_table, adamw, sum_squares) use the f32 rows, or the bf16 rows
-// for the casts.
+// (casts, rope_table, adamw, sum_squares, column_sum_squares, gather_columns)
+// use the f32 rows, or the bf16 rows for the casts.
 enum RowMask : unsigned {
   kCpuF32 = 1,
   kCpuBf16 = 2,
@@ -103,6 +103,7 @@ std::vector<OpCase> rope_swiglu_cases();           // op_cases_rope_swiglu.cpp
 std::vector<OpCase> attention_cases();             // op_cases_attention.cpp
 std::vector<OpCase> matmul_cases();                // op_cases_matmul.cpp
 std::vector<OpCase> cross_entropy_adamw_cases();   // op_cases_loss_adamw.cpp
+std::vector<OpCase> columns_cases();               // op_cases_columns.cpp
 const std::vector<OpCase>& op_cases();
 
 // ---- tolerances -----------------------------------------------------------------

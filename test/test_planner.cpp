@@ -63,5 +63,33 @@ TEST(Planner, RecommendedBf16FlagsIncludeTheBf16Reduction) {
   EXPECT_NE(out.find("80.00 GiB less 3.00 GiB reserved = 77.00 GiB usable"), std::string::npos) << out;
 }
 
+// Llama 3 8B on one 80 GB GPU: nothing fits with the optimizer on the
+// device (its fp32 masters and moments alone are 90 GiB); with it offloaded
+// the device keeps the bf16 copy, the gradients and the activations, and the
+// host holds 18 bytes per parameter (fp32 masters, m, v, gradient landing,
+// bf16 upload copy). The recommendation says so.
+TEST(Planner, Llama8bOnOneGpuNeedsTheOptimizerOffloaded) {
+  const Config config = llama8b();
+  const MemoryBudget gpu{80 * kGiB, kDeviceReserve};
+  const std::vector<PlanRow> rows = plan_memory(config, 1, 0, gpu.usable());
+  const double params = static_cast<double>(layout_build(config.model).total_numel);
+  bool any_offload = false;
+  for (const PlanRow& row : rows) {
+    if (row.offload == OffloadTarget::none) {
+      EXPECT_FALSE(row.fits) << row.mode << " " << to_string(row.checkpointing);
+      EXPECT_EQ(row.memory.state.host, 0u);
+      continue;
+    }
+    any_offload = true;
+    EXPECT_EQ(row.precision, Precision::bf16);
+    EXPECT_EQ(row.memory.state.optimizer, 0u);
+    EXPECT_NEAR(static_cast<double>(row.memory.state.host) / params, 18.0, 0.01);
+  }
+  ASSERT_TRUE(any_offload);
+  const PlanRow* best = plan_recommend(rows, gpu.usable());
+  ASSERT_NE(best, nullptr);
+  EXPECT_EQ(best->offload, OffloadTarget::cpu);
+}
+
 }  // namespace
 }  // namespace llm

@@ -1,9 +1,11 @@
 // The throughput model in one process: hardware profiles parse (and reject
 // what they should), per-unit FLOPs add up to the benchmark's step FLOPs, the
 // alpha-beta ring cost follows its formula and the group layout, the replay
-// overlaps what it may and nothing more, and the T5 configs reproduce the
-// paper's memory findings through the planner's accounting. (Traffic equal
-// to the engine's CommStats is tested under mpirun.)
+// overlaps what it may and nothing more, the T5 configs reproduce the
+// paper's memory findings through the planner's accounting, and the offload
+// model's step times equal its formulas (offload_model.h) computed by hand
+// on the tiny config and a made-up profile. (Traffic equal to the engine's
+// CommStats is tested under mpirun.)
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,8 +14,13 @@
 
 #include "trainer/benchmark.h"
 #include "runtime/error.h"
+#include <fmt/format.h>
+
+#include "model/layout.h"
 #include "planning/hardware_profile.h"
+#include "planning/offload_model.h"
 #include "planning/scaling.h"
+#include "planning/step_trace.h"
 #include "planning/throughput_model.h"
 #include "trainer/trainer.h"
 #include "parallel/topology.h"
@@ -32,15 +39,21 @@ Config with(const std::string& path, std::vector<std::string> overrides) {
 
 TEST(HardwareProfile, EveryShippedProfileLoads) {
   for (const char* path : {"planning/hardware/a100_80gb_roce.toml", "planning/hardware/h100_sxm.toml",
-                           "planning/hardware/cpu_dev_vm.toml"}) {
+                           "planning/hardware/cpu_dev_vm.toml", "planning/hardware/a100_80gb_pcie4x4.toml"}) {
     SCOPED_TRACE(path);
     HardwareProfile hw = hardware_load(path);
     EXPECT_GT(hw.rank_flops(Precision::bf16, 1), 0);
     EXPECT_GT(hw.rank_memory_bytes(1), 0u);
+    EXPECT_GT(hw.rank_host_adamw_rate(1), 0);
+    EXPECT_GT(hw.rank_pcie_bandwidth(1), 0);
   }
   HardwareProfile hw = a100();
   EXPECT_EQ(hw.node.devices_per_node, 8);
   EXPECT_DOUBLE_EQ(hw.rank_flops(Precision::bf16, 8), 312e12 * 0.6);
+  // The host is the node's, shared by its ranks; a GPU's PCIe link is its own.
+  EXPECT_DOUBLE_EQ(hw.rank_host_adamw_rate(4), hw.host.adamw_params_per_s / 4);
+  EXPECT_DOUBLE_EQ(hw.rank_host_accumulate_rate(8), hw.host.accumulate_params_per_s / 8);
+  EXPECT_DOUBLE_EQ(hw.rank_pcie_bandwidth(8), hw.pcie.bandwidth_gbs * 1e9);
 }
 
 TEST(HardwareProfile, RejectsUnknownAndMissingKeys) {
@@ -64,10 +77,28 @@ latency_us = 1.0
 [collective]
 base_latency_us = 0.0
 async_progress = false
+[host]
+adamw_params_per_s = 2e9
+accumulate_params_per_s = 8e9
+[pcie]
+bandwidth_gbs = 16.0
+latency_us = 0.0
 )";
   HardwareProfile hw = hardware_parse(text, "x.toml");
   EXPECT_EQ(hw.rank_memory_bytes(4), (80ull << 30) / 4);  // shared by the node's ranks
   EXPECT_DOUBLE_EQ(hw.rank_flops(Precision::fp32, 4), 1e12 * 0.5 / 4);
+  EXPECT_DOUBLE_EQ(hw.rank_pcie_bandwidth(4), 16e9 / 4);  // a shared node's copies share it too
+  std::string no_pcie = text.substr(0, text.find("[pcie]"));
+  EXPECT_NE(error_of([&] { hardware_parse(no_pcie, "x.toml"); }).find("missing table [pcie]"),
+            std::string::npos);
+  std::string host_typo = text;
+  host_typo.insert(host_typo.find("[pcie]"), "adam_params_per_s = 1.0\n");
+  EXPECT_NE(error_of([&] { hardware_parse(host_typo, "x.toml"); }).find("unknown key host.adam_params_per_s"),
+            std::string::npos);
+  std::string zero_rate = text;
+  zero_rate.replace(zero_rate.find("2e9"), 3, "0.0");
+  EXPECT_NE(error_of([&] { hardware_parse(zero_rate, "x.toml"); }).find("host.adamw_params_per_s"),
+            std::string::npos);
   std::string typo = text;
   typo.insert(typo.find("[inter_node]"), "latency_ms = 1.0\n");
   EXPECT_NE(error_of([&] { hardware_parse(typo, "x.toml"); }).find("unknown key intra_node.latency_ms"),
@@ -217,6 +248,215 @@ TEST(Scaling, T5ConfigsReproduceThePapersOutOfMemoryPoints) {
   EXPECT_LE(bytes("configs/t5_2.28b.toml", "ddp"), limit);
   EXPECT_GT(bytes("configs/t5_11.3b.toml", "ddp"), limit);
   EXPECT_LE(bytes("configs/t5_11.3b.toml", "zero3"), limit);
+}
+
+
+// --- the offload model (offload_model.h) -------------------------------------
+
+// A made-up GPU node: round numbers; the host and PCIe rates are the test's.
+HardwareProfile offload_profile(double adamw_per_s, double accumulate_per_s, double pcie_gbs,
+                                double pcie_latency_us = 0) {
+  return hardware_parse(fmt::format(R"(
+[device]
+memory = "80GiB"
+reserved_memory = "0"
+peak_tflops_bf16 = 100.0
+peak_tflops_fp32 = 50.0
+sustained_fraction = 1.0
+memory_bandwidth_gbs = 1000.0
+shared_by_node = false
+[node]
+devices_per_node = 8
+[intra_node]
+bandwidth_gbs = 100.0
+latency_us = 1.0
+[inter_node]
+bandwidth_gbs = 100.0
+latency_us = 1.0
+[collective]
+base_latency_us = 1.0
+async_progress = true
+[host]
+adamw_params_per_s = {:e}
+accumulate_params_per_s = {:e}
+[pcie]
+bandwidth_gbs = {:e}
+latency_us = {:e}
+)",
+                                    adamw_per_s, accumulate_per_s, pcie_gbs, pcie_latency_us),
+                        "made_up.toml");
+}
+
+// Elements of each unit a rank owns (the engine's ceil(n / S)).
+std::vector<double> owned_elements(const Config& c, int world) {
+  const ShardingPlan plan = sharding_plan(c.parallel, world);
+  std::vector<double> s;
+  for (const UnitSpec& unit : layout_build(c.model).units) {
+    s.push_back(static_cast<double>(unit_shard_elements(unit.numel, plan.shard_group_size)));
+  }
+  return s;
+}
+
+double total(const std::vector<double>& x) {
+  double sum = 0;
+  for (double v : x) sum += v;
+  return sum;
+}
+
+TEST(OffloadModel, PipelineFollowsItsRecurrence) {
+  EXPECT_DOUBLE_EQ(offload_pipeline_seconds({1, 1, 1}, {2, 2, 2}), 1 + 2 + 2 + 2);  // host-bound
+  EXPECT_DOUBLE_EQ(offload_pipeline_seconds({3, 3}, {1, 1}), 3 + 3 + 1);           // copy-bound
+  EXPECT_DOUBLE_EQ(offload_pipeline_seconds({1, 5}, {4, 1}), 7);  // unit 1 lands at 6, after unit 0's work (5)
+  EXPECT_DOUBLE_EQ(offload_pipeline_seconds({}, {}), 0);
+  EXPECT_NE(error_of([] { offload_pipeline_seconds({1}, {1, 2}); }).find("2 units"), std::string::npos);
+}
+
+TEST(OffloadModel, ModeOfAConfig) {
+  EXPECT_EQ(offload_mode_of(with("configs/tiny.toml", {})), OffloadMode::none);
+  EXPECT_EQ(offload_mode_of(with("configs/tiny.toml", {"offload.optimizer=cpu"})), OffloadMode::offload);
+  EXPECT_EQ(offload_mode_of(with("configs/tiny.toml", {"offload.optimizer=cpu", "offload.delayed_update=true"})),
+            OffloadMode::offload_delayed);
+  EXPECT_EQ(offload_mode_of(with("configs/tiny.toml", {"zenflow.enabled=true"})), OffloadMode::zenflow);
+}
+
+// ddp on one rank gathers nothing after the update, so F = none - O and the
+// offloaded step is the device-only step without its optimizer plus the host
+// path: with a slow host, the first unit's copy, then every update back to
+// back, then the uploads; with a fast one, every copy, then the last update.
+TEST(OffloadModel, OffloadIsTheStepLessTheDeviceOptimizerPlusTheHostPath) {
+  const Config c = with("configs/tiny.toml", {"training.precision=bf16"});
+  const std::vector<double> s = owned_elements(c, 1);
+  const double n = total(s), P = 10e9;
+  const double down = 4 * n / P, up = 2 * n / P;
+
+  const OffloadPrediction slow = offload_predict(c, 1, offload_profile(1e6, 1e9, 10.0));
+  const OffloadModePrediction& none = slow[OffloadMode::none];
+  const OffloadModePrediction& off = slow[OffloadMode::offload];
+  const double host = n / 1e6;
+  ASSERT_GT(none.device_optimizer_seconds, 0);
+  EXPECT_NEAR(slow.forward_backward_seconds, none.step_seconds - none.device_optimizer_seconds, 1e-12);
+  EXPECT_NEAR(off.host_adamw_seconds, host, 1e-12);
+  EXPECT_NEAR(off.to_host_seconds, down, 1e-15);
+  EXPECT_NEAR(off.to_device_seconds, up, 1e-15);
+  EXPECT_DOUBLE_EQ(off.device_optimizer_seconds, 0);
+  EXPECT_DOUBLE_EQ(off.pcie_bytes, 6 * n);  // fp32 gradient down, bf16 copy up
+  const double F = none.step_seconds - none.device_optimizer_seconds;
+  EXPECT_NEAR(off.step_seconds, F + 4 * s[0] / P + host + up, 1e-9 * off.step_seconds);
+  EXPECT_NEAR(off.exposed_host_seconds, 4 * s[0] / P + host - down, 1e-12);
+  EXPECT_NEAR(off.host_stall_seconds, off.step_seconds - F, 1e-12);
+  EXPECT_NEAR(off.gpu_idle_seconds, off.step_seconds - slow.device.compute_seconds, 1e-12);
+  // Serial copies and updates bound the pipeline from above, the slower of the two from below.
+  EXPECT_LE(off.step_seconds, F + down + host + up + 1e-12);
+  EXPECT_GE(off.step_seconds, F + std::max(down, host) + up - 1e-12);
+
+  const OffloadPrediction fast = offload_predict(c, 1, offload_profile(1e15, 1e15, 10.0));
+  EXPECT_NEAR(fast[OffloadMode::offload].step_seconds, F + down + s.back() / 1e15 + up, 1e-9 * F);
+}
+
+// Delayed: step N's updates run during step N + 1's forward and backward, so
+// exactly F of host work disappears from a host-bound step, and a host that
+// finishes within F costs only the copies.
+TEST(OffloadModel, DelayedUpdateHidesHostWorkUpToTheForwardBackward) {
+  const Config c = with("configs/tiny.toml", {"training.precision=bf16"});
+  const double n = total(owned_elements(c, 1)), P = 10e9;
+  const OffloadPrediction slow = offload_predict(c, 1, offload_profile(1e6, 1e9, 10.0));
+  const double F = slow.forward_backward_seconds;
+  const OffloadModePrediction& off = slow[OffloadMode::offload];
+  const OffloadModePrediction& delayed = slow[OffloadMode::offload_delayed];
+  ASSERT_GT(off.exposed_host_seconds, 2 * F);  // host-bound
+  EXPECT_NEAR(delayed.step_seconds, off.step_seconds - F, 1e-9 * off.step_seconds);
+  EXPECT_NEAR(delayed.exposed_host_seconds, off.exposed_host_seconds - F, 1e-12);
+  EXPECT_DOUBLE_EQ(delayed.host_adamw_seconds, off.host_adamw_seconds);
+
+  // A host whose whole update takes F / 2 hides behind the next step.
+  const double rate = n / (0.5 * F);
+  const OffloadPrediction quick = offload_predict(c, 1, offload_profile(rate, 1e15, 10.0));
+  const OffloadModePrediction& hidden = quick[OffloadMode::offload_delayed];
+  EXPECT_DOUBLE_EQ(hidden.exposed_host_seconds, 0);
+  EXPECT_NEAR(hidden.step_seconds, F + 4 * n / P + 2 * n / P, 1e-9 * F);
+  EXPECT_GT(quick[OffloadMode::offload].step_seconds, hidden.step_seconds);
+}
+
+TEST(OffloadModel, ZenFlowWithEveryColumnOnTheDeviceRunsNoHostAdamW) {
+  const Config c = with("configs/tiny.toml", {"training.precision=bf16", "zenflow.topk_ratio=1.0"});
+  const double n = total(owned_elements(c, 1)), P = 10e9;
+  const OffloadPrediction p = offload_predict(c, 1, offload_profile(1e6, 1e15, 10.0));
+  const OffloadModePrediction& z = p[OffloadMode::zenflow];
+  EXPECT_DOUBLE_EQ(z.host_adamw_seconds, 0);
+  EXPECT_DOUBLE_EQ(z.to_device_seconds, 0);
+  EXPECT_DOUBLE_EQ(z.pcie_bytes, 4 * n);  // the gradient still comes down every step
+  // Every element's AdamW on the device, plus 4 + 14 bytes of column work per
+  // element at 1000 GB/s; one rank: no norm all-reduce.
+  const double O = p[OffloadMode::none].device_optimizer_seconds;
+  EXPECT_NEAR(z.device_optimizer_seconds, O + 18 * n / 1e12, 1e-15);
+  // The accumulation hides behind the next step: the step is F + D + the copy down.
+  EXPECT_NEAR(z.step_seconds, p.forward_backward_seconds + z.device_optimizer_seconds + 4 * n / P,
+              1e-9 * z.step_seconds);
+  EXPECT_LT(z.step_seconds, p[OffloadMode::offload].step_seconds);
+}
+
+// Every update_interval-th step the host updates the other 1 - k elements and
+// sends their compute copy up; the per-step parts are that over U.
+TEST(OffloadModel, ZenFlowAveragesItsHostUpdateOverTheInterval) {
+  const std::vector<std::string> base = {"training.precision=bf16", "zenflow.topk_ratio=0.25",
+                                         "zenflow.overlap_step=false"};
+  const Config c4 = with("configs/tiny.toml", base);
+  std::vector<std::string> eight = base, automatic = base;
+  eight.push_back("zenflow.update_interval=8");
+  automatic.push_back("zenflow.update_interval=auto");
+  const std::vector<double> s = owned_elements(c4, 1);
+  const double n = total(s), P = 10e9, R = 1e6, A = 1e8, k = 0.25;
+  const HardwareProfile hw = offload_profile(R, A, 10.0);
+  const OffloadPrediction p4 = offload_predict(c4, 1, hw);
+  const OffloadPrediction p8 = offload_predict(with("configs/tiny.toml", eight), 1, hw);
+  const OffloadPrediction pa = offload_predict(with("configs/tiny.toml", automatic), 1, hw);
+  const OffloadModePrediction& z4 = p4[OffloadMode::zenflow];
+  EXPECT_EQ(p4.update_interval, 4);
+  EXPECT_EQ(pa.update_interval, 4);  // auto is modeled as DeepSpeed's default
+  EXPECT_DOUBLE_EQ(pa[OffloadMode::zenflow].step_seconds, z4.step_seconds);
+  EXPECT_NEAR(z4.host_adamw_seconds, (1 - k) * n / R / 4, 1e-12);
+  EXPECT_NEAR(p8[OffloadMode::zenflow].host_adamw_seconds, z4.host_adamw_seconds / 2, 1e-12);
+  EXPECT_NEAR(z4.host_accumulate_seconds, n / A, 1e-12);
+  EXPECT_NEAR(z4.to_device_seconds, 2 * (1 - k) * n / P / 4, 1e-15);
+  EXPECT_DOUBLE_EQ(z4.pcie_bytes, 4 * n + 2 * (1 - k) * n / 4);
+  // No overlap, host-bound: every step waits for the first copy and all the
+  // host work; the update step adds AdamW and the uploads.
+  const double F = p4.forward_backward_seconds, D = z4.device_optimizer_seconds;
+  const double ordinary = 4 * s[0] / P + n / A;
+  const double update = 4 * s[0] / P + n / A + (1 - k) * n / R + 2 * (1 - k) * n / P;
+  EXPECT_NEAR(z4.step_seconds, F + D + (3 * ordinary + update) / 4, 1e-9 * z4.step_seconds);
+}
+
+TEST(OffloadModel, DoublingPcieBandwidthHalvesPcieSeconds) {
+  const Config c = with("configs/tiny.toml", {"training.precision=bf16"});
+  const OffloadPrediction a = offload_predict(c, 1, offload_profile(1e9, 1e9, 10.0));
+  const OffloadPrediction b = offload_predict(c, 1, offload_profile(1e9, 1e9, 20.0));
+  for (OffloadMode mode : {OffloadMode::offload, OffloadMode::offload_delayed, OffloadMode::zenflow}) {
+    SCOPED_TRACE(offload_mode_name(mode));
+    EXPECT_GT(a[mode].to_host_seconds, 0);
+    EXPECT_NEAR(b[mode].to_host_seconds, a[mode].to_host_seconds / 2, 1e-15);
+    EXPECT_NEAR(b[mode].to_device_seconds, a[mode].to_device_seconds / 2, 1e-15);
+    EXPECT_DOUBLE_EQ(b[mode].pcie_bytes, a[mode].pcie_bytes);
+    EXPECT_LE(b[mode].step_seconds, a[mode].step_seconds);
+  }
+  // A latency is paid once per unit and direction.
+  const double units = static_cast<double>(layout_build(c.model).units.size());
+  const OffloadPrediction late = offload_predict(c, 1, offload_profile(1e9, 1e9, 10.0, 5.0));
+  EXPECT_NEAR(late[OffloadMode::offload].to_host_seconds - a[OffloadMode::offload].to_host_seconds,
+              units * 5e-6, 1e-12);
+}
+
+// zero2 with the masters on the host all-gathers the bf16 compute copy after
+// the update instead of the fp32 masters (param_store.h), which the trace of
+// the offloaded engine shows and F counts.
+TEST(OffloadModel, OffloadedZero2GathersTheComputeCopy) {
+  const Config c = with("configs/tiny.toml", {"training.precision=bf16", "parallel.mode=zero2"});
+  const OffloadPrediction p = offload_predict(c, 4, offload_profile(1e9, 1e9, 10.0));
+  const int gather = static_cast<int>(CollectiveOp::all_gather);
+  ASSERT_GT(p.device.traffic[gather].payload_bytes, 0u);
+  EXPECT_EQ(p.offloaded.traffic[gather].calls, p.device.traffic[gather].calls);
+  EXPECT_EQ(2 * p.offloaded.traffic[gather].payload_bytes, p.device.traffic[gather].payload_bytes);
+  EXPECT_LT(p.forward_backward_seconds, p.device.step_seconds - p.device.optimizer_seconds);
 }
 
 }  // namespace

@@ -174,6 +174,61 @@ void benchmark_modes(Config config, Group& world, int steps) {
   }
 }
 
+void benchmark_offload(Config config, Group& world, int steps) {
+  const TrainingConfig& t = config.training;
+  const bool leader = world.rank() == 0;
+  if (leader) {
+    fmt::print("offload benchmark {}: {} parameters, {} rank(s), mode {}, {}, batch {} x {}; "
+               "zenflow topk_ratio {}, update_interval {}, overlap_step {}\n",
+               config.path, layout_build(config.model).total_numel, world.size(),
+               config.parallel.mode, t.precision, t.batch_size, t.seq_len,
+               config.zenflow.topk_ratio,
+               config.zenflow.update_interval.automatic() ? std::string("auto")
+                                                          : std::to_string(config.zenflow.update_interval.value),
+               config.zenflow.overlap_step);
+    fmt::print("{:<16} {:>9} {:>9} {:>11} {:>11} {:>12} {:>12} {:>11} {:>11}\n", "optimizer",
+               "ms/step", "tokens/s", "device", "host", "to host/st", "to dev/st", "host ms/st",
+               "waited ms/st");
+  }
+  struct Variant {
+    const char* name;
+    OffloadTarget offload;
+    bool delayed, zenflow;
+  };
+  for (const Variant& v : {Variant{"device", OffloadTarget::none, false, false},
+                           Variant{"offload", OffloadTarget::cpu, false, false},
+                           Variant{"offload+delayed", OffloadTarget::cpu, true, false},
+                           Variant{"zenflow", OffloadTarget::none, false, true}}) {
+    config.offload.optimizer = v.offload;
+    config.offload.delayed_update = v.delayed;
+    config.zenflow.enabled = v.zenflow;
+    std::unique_ptr<Trainer> trainer = synthetic_trainer(config, world);
+    const OffloadStats* stats = trainer->engine().offload_stats();
+    trainer->train_step(0);
+    const OffloadStats before = stats ? *stats : OffloadStats{};
+    trainer->topology().world.barrier();
+    auto start = Clock::now();
+    for (int s = 1; s <= steps; ++s) trainer->train_step(s);
+    trainer->topology().world.barrier();
+    const double seconds = seconds_since(start) / steps;
+    const OffloadStats after = stats ? trainer->engine().offload_stats()[0] : OffloadStats{};
+    const StateBytes b = trainer->engine().bytes();
+    if (!leader) continue;
+    fmt::print("{:<16} {:>9.1f} {:>9.0f} {:>11} {:>11} {:>12} {:>12} {:>11.2f} {:>11.2f}\n", v.name,
+               seconds * 1e3, t.batch_size * t.seq_len / seconds, format_bytes(b.total()),
+               format_bytes(b.host),
+               format_bytes(static_cast<double>(after.to_host_bytes - before.to_host_bytes) / steps),
+               format_bytes(static_cast<double>(after.to_device_bytes - before.to_device_bytes) / steps),
+               (after.host_seconds - before.host_seconds) * 1e3 / steps,
+               (after.wait_seconds - before.wait_seconds) * 1e3 / steps);
+  }
+  if (leader) {
+    fmt::print("device = the device's state + buffers per rank; host = the offloaded optimizer's "
+               "host memory; host ms = the worker's busy time, waited ms = the time the step "
+               "blocked on it (on a GPU: device idle)\n");
+  }
+}
+
 void benchmark_memory(Config config, Group& world, int steps) {
   const ModelConfig& m = config.model;
   const TrainingConfig& t = config.training;

@@ -33,6 +33,13 @@ void benchmark_run(Config config, Group& world, int steps, double peak_tflops);
 // buffers, and bytes sent per step (counted by the comm layer) against ddp.
 void benchmark_modes(Config config, Group& world, int steps);
 
+// Runs the config with the optimizer on the device, offloaded (ZeRO-Offload,
+// without and with delayed_update) and with ZenFlow (the config's [zenflow]
+// knobs), and prints step time, device and host bytes per rank, bytes moved
+// host <-> device per step, and the host's busy and exposed (waited-for)
+// time per step.
+void benchmark_offload(Config config, Group& world, int steps);
+
 // Runs the config in fp32 and bf16, each without, with selective and with full
 // activation checkpointing, and prints tokens/s and activation bytes, then
 // the per-block activation bytes: measured, our exact formula, and the

@@ -76,13 +76,15 @@ RankMemory rank_memory_available(const Config& config, int ranks_per_node) {
 void check_memory_fits(const Config& config, const ShardingPlan& sharding,
                        const RankMemory& available) {
   MemoryPlan plan = memory_plan(config, sharding);
-  LLM_CHECK(available.bytes == 0 || plan.total() <= available.bytes,
+  // On the CPU the offloaded optimizer's host memory is the same memory.
+  const size_t needed = plan.total() + (config.device() == Device::cpu ? plan.state.host : 0);
+  LLM_CHECK(available.bytes == 0 || needed <= available.bytes,
             "{}: needs {} per rank in mode {} (parameters {}, gradients {}, optimizer {}, buffers "
-            "{}, activations {}) but {} {} available per rank",
-            config.path, format_bytes(plan.total()), sharding.mode, format_bytes(plan.state.params),
+            "{}, activations {}, offloaded optimizer {}) but {} {} available per rank",
+            config.path, format_bytes(needed), sharding.mode, format_bytes(plan.state.params),
             format_bytes(plan.state.grads), format_bytes(plan.state.optimizer),
-            format_bytes(plan.state.buffers), format_bytes(plan.activations), available.where,
-            format_bytes(available.bytes));
+            format_bytes(plan.state.buffers), format_bytes(plan.activations),
+            format_bytes(plan.state.host), available.where, format_bytes(available.bytes));
 }
 
 int micro_batches_per_step(const TrainingConfig& t, int dp_size) {

@@ -1,0 +1,175 @@
+// The offload model (see offload_model.h): the device-only prediction, then
+// the host path of each offload mode over the rank's units.
+#include "planning/offload_model.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "model/layout.h"
+#include "parallel/topology.h"
+#include "planning/step_trace.h"
+#include "runtime/error.h"
+
+namespace llm {
+namespace {
+
+constexpr int kAutoUpdateInterval = 4;  // DeepSpeed's default zenflow update_interval
+// Device bytes per owned element of ZenFlow's column work: the column norms
+// read the gradient (4); per selected element, the gradient gathered (read 4,
+// write 4) and the compute copy scattered (read 4, write 2).
+constexpr double kColumnNormBytes = 4, kSelectedColumnBytes = 14;
+
+double sum(const std::vector<double>& x) { return std::accumulate(x.begin(), x.end(), 0.0); }
+
+// One copy of `bytes`; none when there is nothing to copy.
+double copy_seconds(double bytes, double bandwidth, double latency) {
+  return bytes > 0 ? latency + bytes / bandwidth : 0.0;
+}
+
+// The host's part of a step: gradients down (a), host work (b), uploads (up).
+struct HostPath {
+  double seconds = 0;  // added to F + device work
+  double exposed = 0;  // host work the step waits for
+};
+
+HostPath host_path(const std::vector<double>& down, const std::vector<double>& work,
+                   const std::vector<double>& up, bool overlapped, double window) {
+  const double pipe = offload_pipeline_seconds(down, work);
+  const double copies = sum(down) + sum(up);
+  HostPath path;
+  path.exposed = overlapped ? std::max(0.0, pipe - sum(down) - window) : pipe - sum(down);
+  path.seconds = copies + path.exposed;
+  return path;
+}
+
+// Columns of the matrices in `unit` (one norm each).
+double unit_columns(const ParameterLayout& layout, int unit) {
+  double columns = 0;
+  for (int t : layout.units[unit].tensors) {
+    const TensorSpec& tensor = layout.tensors[t];
+    if (tensor.shape.size() == 2) columns += static_cast<double>(tensor.shape[1]);
+  }
+  return columns;
+}
+
+}  // namespace
+
+const char* offload_mode_name(OffloadMode mode) {
+  switch (mode) {
+    case OffloadMode::none: return "none";
+    case OffloadMode::offload: return "offload";
+    case OffloadMode::offload_delayed: return "offload+delayed";
+    case OffloadMode::zenflow: return "zenflow";
+  }
+  return "?";
+}
+
+OffloadMode offload_mode_of(const Config& config) {
+  if (config.zenflow.enabled) return OffloadMode::zenflow;
+  if (config.offload.optimizer == OffloadTarget::none) return OffloadMode::none;
+  return config.offload.delayed_update ? OffloadMode::offload_delayed : OffloadMode::offload;
+}
+
+double offload_pipeline_seconds(const std::vector<double>& copy, const std::vector<double>& work) {
+  LLM_CHECK(copy.size() == work.size(), "offload pipeline: {} copies for {} units of work",
+            copy.size(), work.size());
+  double landed = 0, done = 0;
+  for (size_t u = 0; u < copy.size(); ++u) {
+    landed += copy[u];
+    done = std::max(landed, done) + work[u];
+  }
+  return done;
+}
+
+OffloadPrediction offload_predict(const Config& config, int world, const HardwareProfile& hw) {
+  Config device_only = config;
+  device_only.offload = OffloadConfig{};
+  device_only.zenflow.enabled = false;
+  Config host_masters = device_only;
+  host_masters.offload.optimizer = OffloadTarget::cpu;
+  OffloadPrediction p;
+  p.device = throughput_predict(device_only, world, hw);
+  p.offloaded = throughput_predict(host_masters, world, hw);
+  const double O = p.device.optimizer_seconds;
+  const double F = p.offloaded.step_seconds - p.offloaded.optimizer_seconds;
+  p.forward_backward_seconds = F;
+
+  const ShardingPlan plan = sharding_plan(config.parallel, world);
+  const ParameterLayout layout = layout_build(config.model);
+  const int ranks_per_node = std::min(world, hw.node.devices_per_node);
+  const double pcie = hw.rank_pcie_bandwidth(ranks_per_node), latency = 1e-6 * hw.pcie.latency_us;
+  const double adamw_rate = hw.rank_host_adamw_rate(ranks_per_node);
+  const double accumulate_rate = hw.rank_host_accumulate_rate(ranks_per_node);
+  const double copy_bytes = config.precision() == Precision::bf16 ? 2.0 : 4.0;
+  const double k = config.zenflow.topk_ratio;
+  const int U = config.zenflow.update_interval.automatic() ? kAutoUpdateInterval
+                                                           : config.zenflow.update_interval.value;
+  p.update_interval = U;
+
+  // Per unit: gradient down, copies up (all, or ZenFlow's 1 - k), host work.
+  const size_t units = layout.units.size();
+  std::vector<double> down(units), up_all(units), up_rest(units), adamw(units), accumulate(units),
+      zen_update(units);
+  double owned = 0, norm_all_reduce = 0;
+  const GroupSpan shard_span =
+      group_span(GroupRole::shard, world, plan.shard_group_size, hw.node.devices_per_node);
+  for (size_t u = 0; u < units; ++u) {
+    const double s = static_cast<double>(unit_shard_elements(layout.units[u].numel, plan.shard_group_size));
+    owned += s;
+    down[u] = copy_seconds(4 * s, pcie, latency);
+    up_all[u] = copy_seconds(copy_bytes * s, pcie, latency);
+    up_rest[u] = copy_seconds(copy_bytes * (1 - k) * s, pcie, latency);
+    adamw[u] = s / adamw_rate;
+    accumulate[u] = s / accumulate_rate;
+    zen_update[u] = accumulate[u] + (1 - k) * s / adamw_rate;
+    const double columns = unit_columns(layout, static_cast<int>(u));
+    if (columns > 0) {
+      norm_all_reduce += collective_seconds(CollectiveOp::all_reduce, shard_span, 4 * columns, hw);
+    }
+  }
+  const double compute = p.device.compute_seconds;
+  const std::vector<double> no_upload(units, 0.0);
+
+  OffloadModePrediction& none = p.modes[static_cast<int>(OffloadMode::none)];
+  none.step_seconds = p.device.step_seconds;
+  none.device_optimizer_seconds = O;
+  none.gpu_idle_seconds = none.step_seconds - compute - O;
+
+  for (OffloadMode mode : {OffloadMode::offload, OffloadMode::offload_delayed}) {
+    const bool delayed = mode == OffloadMode::offload_delayed;
+    const HostPath path = host_path(down, adamw, up_all, delayed, F);
+    OffloadModePrediction& m = p.modes[static_cast<int>(mode)];
+    m.step_seconds = F + path.seconds;
+    m.host_adamw_seconds = sum(adamw);
+    m.to_host_seconds = sum(down);
+    m.to_device_seconds = sum(up_all);
+    m.exposed_host_seconds = path.exposed;
+    m.host_stall_seconds = path.seconds;
+    m.gpu_idle_seconds = m.step_seconds - compute;
+    m.pcie_bytes = (4 + copy_bytes) * owned;
+  }
+
+  const double D = k * O + (kColumnNormBytes + kSelectedColumnBytes * k) * owned /
+                               hw.rank_memory_bandwidth(ranks_per_node) +
+                   norm_all_reduce;
+  const bool overlap = config.zenflow.overlap_step;
+  const HostPath ordinary = host_path(down, accumulate, no_upload, overlap, F);
+  const HostPath update = host_path(down, zen_update, up_rest, overlap, F);
+  auto average = [&](double ordinary_value, double update_value) {
+    return ((U - 1) * ordinary_value + update_value) / U;
+  };
+  OffloadModePrediction& z = p.modes[static_cast<int>(OffloadMode::zenflow)];
+  z.step_seconds = F + D + average(ordinary.seconds, update.seconds);
+  z.device_optimizer_seconds = D;
+  z.host_adamw_seconds = (1 - k) * owned / adamw_rate / U;
+  z.host_accumulate_seconds = sum(accumulate);
+  z.to_host_seconds = sum(down);
+  z.to_device_seconds = sum(up_rest) / U;
+  z.exposed_host_seconds = average(ordinary.exposed, update.exposed);
+  z.host_stall_seconds = average(ordinary.seconds, update.seconds);
+  z.gpu_idle_seconds = z.step_seconds - compute - D;
+  z.pcie_bytes = 4 * owned + copy_bytes * (1 - k) * owned / U;
+  return p;
+}
+
+}  // namespace llm
