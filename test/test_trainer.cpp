@@ -156,6 +156,26 @@ TEST(Trainer, Bf16FollowsTheFp32LossCurve) {
             0.55 * fp32_run.model().activation_bytes().total);
 }
 
+// ZenFlow with DeepSpeed's defaults (5% of each matrix's columns on the
+// device every step, the rest every 4 steps, overlapped) trains the tiny
+// model from scratch to within 3% of AdamW's validation loss in 100 steps
+// (measured: 4.94 against 5.03, 1.8%; the demo model's curves are in the
+// README). A ZenFlow that dropped the host's columns would stay near the
+// initial loss of ln(512) = 6.24.
+TEST(Trainer, ZenFlowTrainsCloseToAdamW) {
+  const std::vector<std::string> shape = {"training.steps=100", "training.eval_interval=0"};
+  std::vector<std::string> zenflow = shape;
+  zenflow.push_back("zenflow.enabled=true");
+  Trainer adamw(tiny(shape), comm_world()), zen(tiny(zenflow), comm_world());
+  losses_of(adamw, 100);
+  losses_of(zen, 100);
+  zen.engine().settle();  // the last host update, as a save would apply it
+  const float adamw_val = adamw.evaluate(), zen_val = zen.evaluate();
+  EXPECT_LT(zen_val, 1.03f * adamw_val);
+  EXPECT_LT(adamw_val, std::log(512.0f) - 1.0f);
+  EXPECT_GT(zen.engine().zenflow_stats()->host_updates, 20u);
+}
+
 TEST(Schedule, WarmupThenCosineToTheFloor) {
   TrainingConfig t;
   t.steps = 110;

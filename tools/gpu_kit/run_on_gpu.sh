@@ -16,6 +16,8 @@
 #   gpu_modes   mpirun -np 2 llm_mpi_tests --gtest_filter=GpuModes*
 #   bench_124m  ./train bench --config configs/gpu_124m.toml
 #   bench_1b    ./train bench --config configs/gpu_1b.toml
+#   bench_offload ./train bench --offload on gpu_1b: device / ZeRO-Offload /
+#               delayed / ZenFlow step times, PCIe bytes and GPU idle (issue 15)
 # and, for a rehearsal without a GPU (tools/gpu_kit/rehearse.sh):
 #   cpu_tests   ctest -L cpu -R 'Config|DataPrepare|Bf16|Matmul' (toml++, SentencePiece,
 #               spdlog, OpenBLAS)
@@ -43,7 +45,7 @@ set -uo pipefail
 START=$(date +%s)
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$REPO"
-GPU_STEPS="env,nvidia_smi,mpi_smoke,configure,build,linkage,ctest_gpu,gpu_modes,bench_124m,bench_1b"
+GPU_STEPS="env,nvidia_smi,mpi_smoke,configure,build,linkage,ctest_gpu,gpu_modes,bench_124m,bench_1b,bench_offload"
 KIT=gpu_kit/kit.tar.xz
 DEST=/tmp/gpu_kit
 BUILD=build-gpu
@@ -207,6 +209,7 @@ run_step ctest_gpu 360 "$(q "$CTEST") --test-dir $(q "$BUILD") -L gpu --output-o
 run_step gpu_modes 300 "$MPI_ENV mpirun -np 2 $(q "$BUILD")/test/llm_mpi_tests --gtest_filter='GpuModes*'"
 run_step bench_124m 240 "./train bench --config configs/gpu_124m.toml"
 run_step bench_1b 300 "./train bench --config configs/gpu_1b.toml"
+run_step bench_offload 300 "./train bench --config configs/gpu_1b.toml --offload --bench-steps 8"
 run_step cpu_tests 900 "$(q "$CTEST") --test-dir $(q "$BUILD") -L cpu -R 'Config\\.|DataPrepare\\.|Bf16\\.|[Mm]atmul' \
   --no-tests=error --output-on-failure -j $JOBS --timeout 600"
 run_step mpi_cpu 600 "$MPI_ENV mpirun -np 2 $(q "$BUILD")/test/llm_mpi_tests --gtest_filter='*CommWorld*:*CommCollective*:StagedComm*'"
