@@ -91,28 +91,39 @@ void* ReplicatedParams::owned_compute(int unit) {
 }
 
 void ReplicatedParams::gather(int unit, float* out) {
-  be_.memory->to_host(out, held(unit).data, shards_[unit].numel * sizeof(float));
+  const UnitShard& s = shards_[unit];
+  if (gather_after_update_ && units_[unit].compute) {
+    // zero1 / zero2 with a separate compute copy gather that copy after an
+    // update: only the owned masters are current.
+    gather_unit_to_host(*topo_.shard, *be_.memory, s, held(unit).data + s.begin, out,
+                        "gathered parameters");
+    return;
+  }
+  be_.memory->to_host(out, held(unit).data, s.numel * sizeof(float));
 }
 
 Bf16* ReplicatedParams::optimizer_compute_copy(int unit) {
-  // ddp owns (and updates) the whole unit; zero1 and zero2 gather the masters first.
-  return gather_after_update_ ? nullptr : static_cast<Bf16*>(units_[unit].compute);
+  // The bf16 copy of the owned slice (ddp owns the whole unit); zero1 and
+  // zero2 then gather it.
+  Unit& state = units_[unit];
+  if (!state.compute || !state.full_params) return nullptr;
+  return static_cast<Bf16*>(state.compute) + shards_[unit].begin;
 }
 
 void ReplicatedParams::after_update() {
   if (!gather_after_update_) return;  // the optimizer wrote the compute copy
-  // The masters when this store holds them (then cast), else the compute copy.
-  const bool offloaded = !units_.empty() && !units_[0].full_params;
-  const WireType type = offloaded ? compute_type_ : WireType::f32;
+  // The owned slices of the compute copy (bf16, or fp32 with the masters
+  // offloaded: the optimizer wrote them), else of the fp32 masters, which
+  // are the compute copy.
   std::vector<CommHandle> gathers;
   for (size_t u = 0; u < units_.size(); ++u) {
     const UnitShard& s = shards_[u];
-    char* full = static_cast<char*>(offloaded ? compute(u) : units_[u].full_params);
+    const WireType type = units_[u].compute ? compute_type_ : WireType::f32;
+    char* full = static_cast<char*>(compute(static_cast<int>(u)));
     gathers.push_back(
         topo_.shard->all_gather_async(full + s.begin * wire_bytes(type), full, s.shard, type));
   }
   for (CommHandle& gather : gathers) gather.wait();
-  if (!offloaded) after_load();
 }
 
 void ReplicatedParams::after_load() {

@@ -1,11 +1,13 @@
 // How a rank holds the fp32 master parameters of every unit and serves the
 // model their compute copy (the masters themselves in fp32 precision, a bf16
-// copy kept in step with them in bf16 precision: the optimizer writes it in
-// the pass that updates the masters, where the rank holds the copy of exactly
-// what it updates; otherwise it is cast after the change). Two stores:
+// copy kept in step with them in bf16 precision: the optimizer writes the
+// copy of the elements it updates in the same pass, and it is cast afresh
+// after a load). Two stores:
 //  - ReplicatedParams (ddp, zero1, zero2): every rank holds the whole unit;
 //    after an optimizer step that updated only the owned slices (zero1,
-//    zero2) the shard group all-gathers them.
+//    zero2) the shard group all-gathers the compute copy (bf16: half the
+//    bytes of the masters), so only the owned masters stay current and
+//    gather() collects them from the group.
 //  - ShardedParams (zero3, hybrid): a rank holds its shard; acquiring a unit
 //    all-gathers its compute copy into one of a few pooled buffers, the next
 //    unit in pass order is prefetched (at most two gathers beyond the unit in
@@ -50,12 +52,12 @@ class ParamStore {
   // owned slice, compute precision, device memory).
   virtual void* owned_compute(int unit) = 0;
   // The full fp32 masters of `unit` (numel elements) into host `out`; a
-  // collective over the shard group when parameters are sharded.
+  // collective over the shard group when parameters are sharded, and in
+  // zero1 / zero2 with a bf16 compute copy.
   virtual void gather(int unit, float* out) = 0;
   // Where the optimizer writes the bf16 compute copy of the owned masters of
-  // `unit` as it updates them (element `begin` of the owned slice), or null:
-  // fp32 precision, or a store that casts the copy itself after gathering the
-  // updated masters (zero1, zero2).
+  // `unit` as it updates them (element `begin` of the owned slice), or null
+  // (fp32 precision, or masters offloaded).
   virtual Bf16* optimizer_compute_copy(int unit) = 0;
   // The optimizer has updated the owned slice of every unit's masters (and
   // written optimizer_compute_copy where it is not null), or with the masters

@@ -15,7 +15,7 @@
 //  - bf16 precision: the fp32 parameters above are the master weights; the
 //    model computes with a bf16 copy (full, or the owned shard that zero3 /
 //    hybrid all-gather in bf16, half the bytes), written by the optimizer as
-//    it updates the masters (cast after the gather in zero1 / zero2).
+//    it updates the masters (zero1 / zero2 then all-gather that copy).
 //    Gradients accumulate in fp32 and are reduced in parallel.reduce_dtype.
 //  - Offload (offload.optimizer = cpu, ZenFlow) is one more property of the
 //    mode: the masters and moments of the owned elements live with a host
@@ -108,7 +108,7 @@ class ShardingEngine : public UnitProvider {
   }
 
   // The full parameters of `unit` (numel elements) into out; a collective
-  // over the shard group when parameters are sharded.
+  // over the shard group (call it on every member).
   void gather_params(int unit, float* out);
   // The reduced gradient of `unit` (numel elements) into out; a collective
   // over the shard group when gradients are sharded.

@@ -16,10 +16,9 @@
 //  - F: throughput_predict of the config with offload.optimizer = cpu (not
 //    delayed, no ZenFlow) less its optimizer part: forward, backward and
 //    exposed communication as the engine runs them with the masters on the
-//    host, where zero1 / zero2 all-gather the compute copy after the update
-//    instead of the fp32 masters (half the bytes in bf16); without that
-//    gather (ddp, zero3) F = T0 - O. F is also the window the host's work
-//    can hide behind.
+//    host (zero1 / zero2 all-gather the compute copy after the update either
+//    way, so F = T0 - O as long as the traces agree). F is also the window
+//    the host's work can hide behind.
 //  - copies: down_u = L + 4 s_u / P (the reduced fp32 gradient to the host),
 //    up_u(x) = L + c x s_u / P (a fraction x of the compute copy back; 0 when
 //    x = 0).
