@@ -93,6 +93,14 @@ ZenFlow::ZenFlow(const ParameterLayout& layout, const Config& config,
   stats_.update_interval = update_interval_;
 }
 
+ZenFlow::~ZenFlow() {
+  try {
+    host_.wait_for_worker();
+  } catch (...) {
+    // A job's error was reported, or is moot now that the run is over.
+  }
+}
+
 int ZenFlow::select_interval() const {
   if (zenflow_.select_strategy == SelectStrategy::epoch && steps_per_epoch_ > 0) return steps_per_epoch_;
   return zenflow_.select_interval.automatic() ? update_interval_ : zenflow_.select_interval.value;

@@ -70,6 +70,10 @@ class ZenFlow {
   ZenFlow(const ParameterLayout& layout, const Config& config,
           const std::vector<UnitShard>& shards, const Backend& device, Topology& topology,
           ParamStore& params, GradStore& grads, HostOptimizer& host, StatePlans& plans);
+  // Waits for the jobs it queued on the host's worker (they use its members).
+  ~ZenFlow();
+  ZenFlow(const ZenFlow&) = delete;
+  ZenFlow& operator=(const ZenFlow&) = delete;
 
   void step(const AdamWStep& step);
   // A save point: see the header comment. Afterwards the host holds every
