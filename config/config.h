@@ -292,12 +292,14 @@ struct OffloadConfig {
 
 // ZenFlow: the important columns updated on the device every step, the rest
 // accumulated on the host and applied every update_interval steps.
+// update_interval = "auto" starts here (DeepSpeed's default) and adapts.
+inline constexpr int kZenFlowAutoUpdateIntervalStart = 4;
 struct ZenFlowConfig {
   bool enabled = false;
   double topk_ratio = 0.05;
   SelectStrategy select_strategy = SelectStrategy::automatic;
   AutoCount select_interval{};
-  AutoCount update_interval{4};
+  AutoCount update_interval{kZenFlowAutoUpdateIntervalStart};
   int full_warm_up_rounds = 0;
   bool overlap_step = true;
 

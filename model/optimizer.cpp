@@ -6,6 +6,16 @@
 
 namespace llm {
 
+void optimizer_update_elements(const Backend& backend, const TrainingConfig& c,
+                               const AdamWStep& step, const TensorSpec& tensor, size_t n,
+                               float* params, Bf16* params_bf16, const float* grads, float* m,
+                               float* v) {
+  const float decay = tensor.weight_decay ? static_cast<float>(c.weight_decay) : 0.0f;
+  backend.adamw_update(params, params_bf16, grads, m, v, n, step.lr, static_cast<float>(c.beta1),
+                       static_cast<float>(c.beta2), static_cast<float>(c.adam_eps), decay,
+                       step.grad_scale, step.t);
+}
+
 void optimizer_update_slice(const Backend& backend, const ParameterLayout& layout,
                             const TrainingConfig& c, const AdamWStep& step, int unit, size_t begin,
                             size_t end, float* params, Bf16* params_bf16, const float* grads,
@@ -15,11 +25,8 @@ void optimizer_update_slice(const Backend& backend, const ParameterLayout& layou
     size_t lo = std::max(begin, t.offset), hi = std::min(end, t.offset + t.numel);
     if (lo >= hi) continue;
     size_t at = lo - begin;
-    float decay = t.weight_decay ? static_cast<float>(c.weight_decay) : 0.0f;
-    backend.adamw_update(params + at, params_bf16 ? params_bf16 + at : nullptr, grads + at,
-                         m + at, v + at, hi - lo, step.lr,
-                         static_cast<float>(c.beta1), static_cast<float>(c.beta2),
-                         static_cast<float>(c.adam_eps), decay, step.grad_scale, step.t);
+    optimizer_update_elements(backend, c, step, t, hi - lo, params + at,
+                              params_bf16 ? params_bf16 + at : nullptr, grads + at, m + at, v + at);
   }
 }
 

@@ -19,6 +19,14 @@ struct AdamWStep {
   int t;             // 1-based step number for bias correction
 };
 
+// Updates n elements of `tensor` (any n of them, e.g. chosen columns packed
+// together): its weight decay, config's betas and epsilon, step's lr, scale
+// and t. params_bf16, unless null, receives the updated params in bf16.
+void optimizer_update_elements(const Backend& backend, const TrainingConfig& config,
+                               const AdamWStep& step, const TensorSpec& tensor, size_t n,
+                               float* params, Bf16* params_bf16, const float* grads, float* m,
+                               float* v);
+
 // Updates elements [begin, end) of `unit`; params, grads, m and v point at
 // element `begin` of that unit's slice, and so does params_bf16, which (unless
 // null) receives the updated params rounded to bf16 in the same pass.

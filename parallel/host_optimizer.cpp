@@ -31,6 +31,7 @@ HostOptimizer::HostOptimizer(const ParameterLayout& layout, const Config& config
       params_(params),
       grads_(grads),
       precision_(config.precision()),
+      delayed_(config.offload.delayed_update),
       worker_(device.device == Device::cpu ? 1 : 0, /*yielding=*/device.device == Device::cpu) {
   BufferPlan plan;
   list_buffers(shards, precision_, config.zenflow.enabled, units_, plan);
@@ -38,9 +39,10 @@ HostOptimizer::HostOptimizer(const ParameterLayout& layout, const Config& config
   plan.bind(arena_);
 }
 
-const OffloadStats& HostOptimizer::stats() {
-  stats_.host_seconds = worker_.busy_seconds();
-  return stats_;
+OffloadStats HostOptimizer::stats() {
+  OffloadStats now = stats_;
+  now.host_seconds = worker_.busy_seconds();
+  return now;
 }
 
 void HostOptimizer::wait_for_worker() {
@@ -80,7 +82,7 @@ void HostOptimizer::publish_all() {
   params_.after_update();
 }
 
-void HostOptimizer::step(const AdamWStep& step, bool delayed) {
+void HostOptimizer::step(const AdamWStep& step) {
   publish_pending();
   // The worker updates unit u while this thread copies unit u + 1's gradient.
   for (size_t u = 0; u < units_.size(); ++u) {
@@ -88,7 +90,7 @@ void HostOptimizer::step(const AdamWStep& step, bool delayed) {
     fetch_grads(unit);
     queue_update(unit, step, units_[u].grads);
   }
-  if (delayed) {
+  if (delayed_) {
     pending_ = true;
     return;
   }

@@ -55,10 +55,12 @@ class HostOptimizer {
 
   size_t bytes() const { return arena_.capacity(); }
   const Unit& unit(int u) const { return units_[u]; }
-  const OffloadStats& stats();
+  // A snapshot of the counters (the worker's busy time read now).
+  OffloadStats stats();
 
-  // Plain ZeRO-Offload step (every owned element, AdamW on the host).
-  void step(const AdamWStep& step, bool delayed);
+  // Plain ZeRO-Offload step (every owned element, AdamW on the host), left
+  // pending with offload.delayed_update.
+  void step(const AdamWStep& step);
   // Uploads what a delayed step left queued (nothing when none is).
   void publish_pending();
   bool settled() const { return !pending_; }
@@ -89,6 +91,7 @@ class HostOptimizer {
   ParamStore& params_;
   GradStore& grads_;
   const Precision precision_;
+  const bool delayed_;  // offload.delayed_update
   Arena arena_;
   std::vector<Unit> units_;
   bool pending_ = false;  // a delayed step's updates are queued, not yet uploaded

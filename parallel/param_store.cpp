@@ -169,7 +169,8 @@ void ShardedParams::refresh_compute_copy(int unit) {
 }
 
 Bf16* ShardedParams::optimizer_compute_copy(int unit) {
-  return static_cast<Bf16*>(units_[unit].compute);
+  const Unit& state = units_[unit];
+  return state.compute && state.owned_params ? static_cast<Bf16*>(state.compute) : nullptr;
 }
 
 ShardedParams::GatherSlot* ShardedParams::find_gather_slot(int unit) {

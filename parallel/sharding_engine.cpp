@@ -56,8 +56,7 @@ ShardingEngine::ShardingEngine(const ParameterLayout& layout, const Config& conf
       be_(backend),
       topo_(topology),
       plan_(topology.plan),
-      shards_(unit_shards(layout, topology.shard->size(), topology.shard->rank())),
-      delayed_update_(config.offload.delayed_update) {
+      shards_(unit_shards(layout, topology.shard->size(), topology.shard->rank())) {
   const bool offloaded = config.offloads_optimizer();
   const StoreContext context{layout_, shards_, be_, topo_};
   StatePlans plans;
@@ -240,7 +239,7 @@ float ShardingEngine::grad_norm() {
 void ShardingEngine::optimizer_step(const AdamWStep& step) {
   grads_->wait();
   if (zenflow_) return zenflow_->step(step);
-  if (host_) return host_->step(step, delayed_update_);
+  if (host_) return host_->step(step);
   for (size_t u = 0; u < shards_.size(); ++u) {
     const UnitShard& s = shards_[u];
     const int unit = static_cast<int>(u);
@@ -257,8 +256,6 @@ void ShardingEngine::settle() {
   else if (host_) host_->publish_pending();
 }
 
-const OffloadStats* ShardingEngine::offload_stats() const {
-  return host_ ? &host_->stats() : nullptr;
-}
+OffloadStats ShardingEngine::offload_stats() const { return host_ ? host_->stats() : OffloadStats{}; }
 
 }  // namespace llm

@@ -98,9 +98,9 @@ class ShardingEngine : public UnitProvider {
   // queued or partial host update) on every rank: a save point. A no-op
   // without offload.
   void settle();
-  // The host optimizer's traffic and time (null without offload), and
-  // ZenFlow's (null without it).
-  const OffloadStats* offload_stats() const;
+  // The host optimizer's traffic and time so far (zeros without offload),
+  // and ZenFlow's counters (null without it).
+  OffloadStats offload_stats() const;
   const ZenFlowStats* zenflow_stats() const { return zenflow_ ? &zenflow_->stats() : nullptr; }
   // Steps of one pass over the training data (ZenFlow's epoch selection).
   void set_steps_per_epoch(int steps) {
@@ -154,7 +154,6 @@ class ShardingEngine : public UnitProvider {
   std::unique_ptr<GradStore> grads_;
   std::unique_ptr<HostOptimizer> host_;  // offloaded optimizer, else null
   std::unique_ptr<ZenFlow> zenflow_;     // ZenFlow, else null
-  const bool delayed_update_;
   StateBytes bytes_;
   bool last_micro_batch_ = true;
 };

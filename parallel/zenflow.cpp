@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstring>
+#include <memory>
 #include <numeric>
 
 #include "model/kernels/columns.h"
@@ -24,6 +24,12 @@ size_t chosen_count(const TensorSpec& t, double topk_ratio) {
   const size_t cols = static_cast<size_t>(t.shape.back());
   const auto k = static_cast<size_t>(std::ceil(topk_ratio * static_cast<double>(cols)));
   return std::clamp<size_t>(k, 1, cols);
+}
+
+// sum += scale * g over n elements (the worker's OpenMP threads).
+void accumulate_scaled(float* sum, const float* g, float scale, size_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (size_t i = 0; i < n; ++i) sum[i] += scale * g[i];
 }
 
 // The k columns of largest norm (ties: the lower column first).
@@ -66,7 +72,7 @@ void ZenFlow::list_buffers(const ParameterLayout& layout, const std::vector<Unit
     for (float** state : {&p.masters, &p.m, &p.v, &p.grads}) plans.optimizer.add(*state, p.compact);
   }
   size_t norm_count = 0;
-  for (const TensorSpec& t : layout.tensors) norm_count += is_matrix(t) ? t.shape.back() : 0;
+  column_norm_offsets(layout, norm_count);
   plans.buffers.add(norms, norm_count);
 }
 
@@ -82,14 +88,10 @@ ZenFlow::ZenFlow(const ParameterLayout& layout, const Config& config,
       params_(params),
       grads_(grads),
       host_(host),
-      update_interval_(config.zenflow.update_interval.automatic() ? 4 : config.zenflow.update_interval.value) {
+      update_interval_(config.zenflow.update_interval.automatic() ? kZenFlowAutoUpdateIntervalStart
+                                                                  : config.zenflow.update_interval.value) {
   list_buffers(layout, shards, zenflow_.topk_ratio, pieces_, norms_, plans);
-  norm_offset_.assign(layout.tensors.size(), 0);
-  for (size_t t = 0; t < layout.tensors.size(); ++t) {
-    if (!is_matrix(layout.tensors[t])) continue;
-    norm_offset_[t] = norm_count_;
-    norm_count_ += layout.tensors[t].shape.back();
-  }
+  norm_offset_ = column_norm_offsets(layout, norm_count_);
   stats_.update_interval = update_interval_;
 }
 
@@ -99,6 +101,17 @@ ZenFlow::~ZenFlow() {
   } catch (...) {
     // A job's error was reported, or is moot now that the run is over.
   }
+}
+
+std::vector<size_t> ZenFlow::column_norm_offsets(const ParameterLayout& layout, size_t& count) {
+  std::vector<size_t> offsets(layout.tensors.size(), 0);
+  count = 0;
+  for (size_t t = 0; t < layout.tensors.size(); ++t) {
+    if (!is_matrix(layout.tensors[t])) continue;
+    offsets[t] = count;
+    count += static_cast<size_t>(layout.tensors[t].shape.back());
+  }
+  return offsets;
 }
 
 int ZenFlow::select_interval() const {
@@ -122,19 +135,15 @@ void ZenFlow::choose_columns() {
   }
   std::vector<float> norms(norm_count_);
   be_.memory->to_host(norms.data(), norms_, norm_count_ * sizeof(float));
-  std::vector<float> staged;
   for (Piece& p : pieces_) {
-    std::vector<int32_t> chosen(p.k);
-    if (p.always_chosen) std::iota(chosen.begin(), chosen.end(), 0);
-    else chosen = top_columns(norms.data() + norm_offset_[p.tensor], p.cols, p.k);
-    be_.memory->to_device(p.chosen, chosen.data(), p.k * sizeof(int32_t));
+    p.chosen_host.resize(p.k);
+    if (p.always_chosen) std::iota(p.chosen_host.begin(), p.chosen_host.end(), 0);
+    else p.chosen_host = top_columns(norms.data() + norm_offset_[p.tensor], p.cols, p.k);
+    be_.memory->to_device(p.chosen, p.chosen_host.data(), p.k * sizeof(int32_t));
     // The chosen columns' state moves from the host's slices to the device.
     const HostOptimizer::Unit& h = host_.unit(p.unit);
-    staged.resize(p.compact);
-    for (auto [from, to] : {std::pair{h.masters, p.masters}, std::pair{h.m, p.m}, std::pair{h.v, p.v}}) {
-      backend_cpu().gather_columns(staged.data(), from + p.slice_offset, p.lo, p.hi, p.cols,
-                                   chosen.data(), p.k);
-      be_.memory->to_device(to, staged.data(), p.compact * sizeof(float));
+    for (auto [host, device] : {std::pair{h.masters, p.masters}, std::pair{h.m, p.m}, std::pair{h.v, p.v}}) {
+      chosen_to_device(p, host, device);
     }
   }
   chosen_ = true;
@@ -142,18 +151,25 @@ void ZenFlow::choose_columns() {
   stats_.selections++;
 }
 
+void ZenFlow::chosen_to_device(const Piece& p, const float* host_slice, float* compact) {
+  std::vector<float> staged(p.compact);
+  backend_cpu().gather_columns(staged.data(), host_slice + p.slice_offset, p.lo, p.hi, p.cols,
+                               p.chosen_host.data(), p.k);
+  be_.memory->to_device(compact, staged.data(), p.compact * sizeof(float));
+}
+
+void ZenFlow::chosen_to_host(const Piece& p, const float* compact, float* host_slice) {
+  std::vector<float> staged(p.compact);
+  be_.memory->to_host(staged.data(), compact, p.compact * sizeof(float));
+  backend_cpu().f32.scatter_columns(host_slice + p.slice_offset, staged.data(), p.lo, p.hi, p.cols,
+                                    p.chosen_host.data(), p.k);
+}
+
 void ZenFlow::hand_back_columns() {
-  std::vector<float> staged;
-  std::vector<int32_t> chosen;
   for (const Piece& p : pieces_) {
     const HostOptimizer::Unit& h = host_.unit(p.unit);
-    chosen.resize(p.k);
-    be_.memory->to_host(chosen.data(), p.chosen, p.k * sizeof(int32_t));
-    staged.resize(p.compact);
-    for (auto [from, to] : {std::pair{p.masters, h.masters}, std::pair{p.m, h.m}, std::pair{p.v, h.v}}) {
-      be_.memory->to_host(staged.data(), from, p.compact * sizeof(float));
-      backend_cpu().f32.scatter_columns(to + p.slice_offset, staged.data(), p.lo, p.hi, p.cols,
-                                        chosen.data(), p.k);
+    for (auto [device, host] : {std::pair{p.masters, h.masters}, std::pair{p.m, h.m}, std::pair{p.v, h.v}}) {
+      chosen_to_host(p, device, host);
     }
   }
   // The host's compute copy of the returned columns was overwritten by
@@ -170,16 +186,8 @@ void ZenFlow::current_masters(int unit, float* out) {
   const HostOptimizer::Unit& h = host_.unit(unit);
   std::copy(h.masters, h.masters + shards_[unit].owned, out);
   if (!chosen_) return;
-  std::vector<float> staged;
-  std::vector<int32_t> chosen;
   for (const Piece& p : pieces_) {
-    if (p.unit != unit) continue;
-    chosen.resize(p.k);
-    staged.resize(p.compact);
-    be_.memory->to_host(chosen.data(), p.chosen, p.k * sizeof(int32_t));
-    be_.memory->to_host(staged.data(), p.masters, p.compact * sizeof(float));
-    backend_cpu().f32.scatter_columns(out + p.slice_offset, staged.data(), p.lo, p.hi, p.cols,
-                                      chosen.data(), p.k);
+    if (p.unit == unit) chosen_to_host(p, p.masters, out);
   }
 }
 
@@ -187,13 +195,10 @@ void ZenFlow::current_masters(int unit, float* out) {
 
 void ZenFlow::update_chosen_on_device(const AdamWStep& step) {
   for (const Piece& p : pieces_) {
-    const TensorSpec& t = layout_.tensors[p.tensor];
     be_.gather_columns(p.grads, grads_.reduced(p.unit) + p.slice_offset, p.lo, p.hi, p.cols,
                        p.chosen, p.k);
-    const float decay = t.weight_decay ? static_cast<float>(training_.weight_decay) : 0.0f;
-    be_.adamw_update(p.masters, nullptr, p.grads, p.m, p.v, p.compact, step.lr,
-                     static_cast<float>(training_.beta1), static_cast<float>(training_.beta2),
-                     static_cast<float>(training_.adam_eps), decay, step.grad_scale, step.t);
+    optimizer_update_elements(be_, training_, step, layout_.tensors[p.tensor], p.compact,
+                              p.masters, nullptr, p.grads, p.m, p.v);
   }
   scatter_chosen();
 }
@@ -219,9 +224,7 @@ void ZenFlow::accumulate_on_host(const AdamWStep& step) {
     const size_t owned = shards_[u].owned;
     const HostOptimizer::Unit& h = host_.unit(unit);
     const float scale = step.grad_scale;
-    host_.queue([&h, owned, scale] {
-      for (size_t i = 0; i < owned; ++i) h.accumulated[i] += scale * h.grads[i];
-    });
+    host_.queue([&h, owned, scale] { accumulate_scaled(h.accumulated, h.grads, scale, owned); });
   }
 }
 
@@ -270,7 +273,7 @@ void ZenFlow::step(const AdamWStep& step) {
   pending_ = false;
   last_step_ = step;
   if (step.t <= zenflow_.full_warm_up_rounds) {
-    host_.step(step, /*delayed=*/false);
+    host_.step(step);  // never delayed: config validation refuses delayed_update with ZenFlow
     return;
   }
   if (in_interval_ == 0 && (!chosen_ || since_selection_ >= select_interval())) choose_columns();

@@ -56,7 +56,8 @@ class ZenFlow {
     size_t cols = 0, k = 0;      // columns, chosen columns
     size_t compact = 0;          // rows * k
     bool always_chosen = false;  // 1-D tensors
-    int32_t* chosen = nullptr;   // (k) device
+    std::vector<int32_t> chosen_host;  // (k) the chosen columns, as made
+    int32_t* chosen = nullptr;   // (k) device: the same
     float* masters = nullptr;    // (compact) device, and below
     float* m = nullptr;
     float* v = nullptr;
@@ -66,6 +67,11 @@ class ZenFlow {
   static void list_buffers(const ParameterLayout& layout, const std::vector<UnitShard>& shards,
                            double topk_ratio, std::vector<Piece>& pieces, float*& norms,
                            StatePlans& plans);
+
+  // Where each matrix's column norms sit in the one buffer all-reduced for a
+  // choice (0 for 1-D tensors, which have none); `count` gets its length,
+  // the floats one choice moves across ranks.
+  static std::vector<size_t> column_norm_offsets(const ParameterLayout& layout, size_t& count);
 
   ZenFlow(const ParameterLayout& layout, const Config& config,
           const std::vector<UnitShard>& shards, const Backend& device, Topology& topology,
@@ -92,6 +98,10 @@ class ZenFlow {
  private:
   void choose_columns();
   void hand_back_columns();
+  // One array of chosen-column state (masters, m or v) between the host's
+  // owned slice of the piece's unit and the device's compact buffer.
+  void chosen_to_device(const Piece& p, const float* host_slice, float* compact);
+  void chosen_to_host(const Piece& p, const float* compact, float* host_slice);
   void update_chosen_on_device(const AdamWStep& step);
   // The chosen columns' masters into the parameter store's compute copy.
   void scatter_chosen();

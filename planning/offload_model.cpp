@@ -7,13 +7,13 @@
 
 #include "model/layout.h"
 #include "parallel/topology.h"
+#include "parallel/zenflow.h"
 #include "planning/step_trace.h"
 #include "runtime/error.h"
 
 namespace llm {
 namespace {
 
-constexpr int kAutoUpdateInterval = 4;  // DeepSpeed's default zenflow update_interval
 // Device bytes per owned element of ZenFlow's column work: the column norms
 // read the gradient (4); per selected element, the gradient gathered (read 4,
 // write 4) and the compute copy scattered (read 4, write 2).
@@ -40,16 +40,6 @@ HostPath host_path(const std::vector<double>& down, const std::vector<double>& w
   path.exposed = overlapped ? std::max(0.0, pipe - sum(down) - window) : pipe - sum(down);
   path.seconds = copies + path.exposed;
   return path;
-}
-
-// Columns of the matrices in `unit` (one norm each).
-double unit_columns(const ParameterLayout& layout, int unit) {
-  double columns = 0;
-  for (int t : layout.units[unit].tensors) {
-    const TensorSpec& tensor = layout.tensors[t];
-    if (tensor.shape.size() == 2) columns += static_cast<double>(tensor.shape[1]);
-  }
-  return columns;
 }
 
 }  // namespace
@@ -102,31 +92,34 @@ OffloadPrediction offload_predict(const Config& config, int world, const Hardwar
   const double accumulate_rate = hw.rank_host_accumulate_rate(ranks_per_node);
   const double copy_bytes = config.precision() == Precision::bf16 ? 2.0 : 4.0;
   const double k = config.zenflow.topk_ratio;
-  const int U = config.zenflow.update_interval.automatic() ? kAutoUpdateInterval
-                                                           : config.zenflow.update_interval.value;
+  const ZenFlowConfig& zen = config.zenflow;
+  const int U = zen.update_interval.automatic() ? kZenFlowAutoUpdateIntervalStart
+                                                : zen.update_interval.value;
+  const int select_every = zen.select_interval.automatic() ? U : zen.select_interval.value;
   p.update_interval = U;
 
-  // Per unit: gradient down, copies up (all, or ZenFlow's 1 - k), host work.
+  // Per unit: gradient down, compute copy up, host work.
   const size_t units = layout.units.size();
-  std::vector<double> down(units), up_all(units), up_rest(units), adamw(units), accumulate(units),
-      zen_update(units);
-  double owned = 0, norm_all_reduce = 0;
-  const GroupSpan shard_span =
-      group_span(GroupRole::shard, world, plan.shard_group_size, hw.node.devices_per_node);
+  std::vector<double> down(units), up(units), adamw(units), accumulate(units), zen_update(units);
+  double owned = 0;
   for (size_t u = 0; u < units; ++u) {
     const double s = static_cast<double>(unit_shard_elements(layout.units[u].numel, plan.shard_group_size));
     owned += s;
     down[u] = copy_seconds(4 * s, pcie, latency);
-    up_all[u] = copy_seconds(copy_bytes * s, pcie, latency);
-    up_rest[u] = copy_seconds(copy_bytes * (1 - k) * s, pcie, latency);
+    up[u] = copy_seconds(copy_bytes * s, pcie, latency);
     adamw[u] = s / adamw_rate;
     accumulate[u] = s / accumulate_rate;
-    zen_update[u] = accumulate[u] + (1 - k) * s / adamw_rate;
-    const double columns = unit_columns(layout, static_cast<int>(u));
-    if (columns > 0) {
-      norm_all_reduce += collective_seconds(CollectiveOp::all_reduce, shard_span, 4 * columns, hw);
-    }
+    zen_update[u] = accumulate[u] + adamw[u];
   }
+  // One all-reduce of every matrix column's norm per choice (none alone).
+  size_t columns = 0;
+  ZenFlow::column_norm_offsets(layout, columns);
+  const GroupSpan shard_span =
+      group_span(GroupRole::shard, world, plan.shard_group_size, hw.node.devices_per_node);
+  const double norm_all_reduce =
+      plan.shard_group_size > 1
+          ? collective_seconds(CollectiveOp::all_reduce, shard_span, 4.0 * columns, hw) / select_every
+          : 0.0;
   const double compute = p.device.compute_seconds;
   const std::vector<double> no_upload(units, 0.0);
 
@@ -137,12 +130,12 @@ OffloadPrediction offload_predict(const Config& config, int world, const Hardwar
 
   for (OffloadMode mode : {OffloadMode::offload, OffloadMode::offload_delayed}) {
     const bool delayed = mode == OffloadMode::offload_delayed;
-    const HostPath path = host_path(down, adamw, up_all, delayed, F);
+    const HostPath path = host_path(down, adamw, up, delayed, F);
     OffloadModePrediction& m = p.modes[static_cast<int>(mode)];
     m.step_seconds = F + path.seconds;
     m.host_adamw_seconds = sum(adamw);
     m.to_host_seconds = sum(down);
-    m.to_device_seconds = sum(up_all);
+    m.to_device_seconds = sum(up);
     m.exposed_host_seconds = path.exposed;
     m.host_stall_seconds = path.seconds;
     m.gpu_idle_seconds = m.step_seconds - compute;
@@ -154,21 +147,21 @@ OffloadPrediction offload_predict(const Config& config, int world, const Hardwar
                    norm_all_reduce;
   const bool overlap = config.zenflow.overlap_step;
   const HostPath ordinary = host_path(down, accumulate, no_upload, overlap, F);
-  const HostPath update = host_path(down, zen_update, up_rest, overlap, F);
+  const HostPath update = host_path(down, zen_update, up, overlap, F);
   auto average = [&](double ordinary_value, double update_value) {
     return ((U - 1) * ordinary_value + update_value) / U;
   };
   OffloadModePrediction& z = p.modes[static_cast<int>(OffloadMode::zenflow)];
   z.step_seconds = F + D + average(ordinary.seconds, update.seconds);
   z.device_optimizer_seconds = D;
-  z.host_adamw_seconds = (1 - k) * owned / adamw_rate / U;
+  z.host_adamw_seconds = sum(adamw) / U;
   z.host_accumulate_seconds = sum(accumulate);
   z.to_host_seconds = sum(down);
-  z.to_device_seconds = sum(up_rest) / U;
+  z.to_device_seconds = sum(up) / U;
   z.exposed_host_seconds = average(ordinary.exposed, update.exposed);
   z.host_stall_seconds = average(ordinary.seconds, update.seconds);
   z.gpu_idle_seconds = z.step_seconds - compute - D;
-  z.pcie_bytes = 4 * owned + copy_bytes * (1 - k) * owned / U;
+  z.pcie_bytes = 4 * owned + copy_bytes * owned / U;
   return p;
 }
 

@@ -10,7 +10,8 @@
 // profile's [pcie]); R_a, R_c the host's AdamW and accumulate rates ([host],
 // the node's divided among its ranks); c the compute copy's bytes per element
 // (2 in bf16, 4 in fp32); k = zenflow.topk_ratio; U = zenflow.update_interval
-// ("auto" is modeled as DeepSpeed's default, 4).
+// ("auto" is modeled as its starting value, DeepSpeed's default 4); R the
+// steps between choices (select_interval; auto = U).
 //  - none: throughput_predict of the config without offload: step T0 and its
 //    optimizer part O (device AdamW, gradient norm, compute-copy refresh).
 //  - F: throughput_predict of the config with offload.optimizer = cpu (not
@@ -33,16 +34,19 @@
 //    s_u / R_a) - sum down - F): step N's updates run while step N + 1
 //    computes; step N + 1's optimizer phase waits for what is left, uploads
 //    step N's compute copy and sends its own gradient.
-//  - zenflow: device work D = k O + (4 + 14 k) s / B_mem + sum_u
-//    allreduce(4 bytes x columns of unit u's matrices, shard group): AdamW on
-//    the top-k elements, the column norms read the gradient (4 B), the chosen
-//    columns' gradient gathered (read 4, write 4) and their compute copy
-//    scattered (read 4, write 2), one float per column all-reduced.
+//  - zenflow: device work D = k O + (4 + 14 k) s / B_mem + allreduce(4
+//    bytes x every matrix column, shard group) / R: AdamW on the top-k
+//    elements, the column norms read the gradient (4 B), the chosen columns'
+//    gradient gathered (read 4, write 4) and their compute copy scattered
+//    (read 4, write 2), and every R steps one buffer of column norms
+//    all-reduced (ZenFlow::column_norm_offsets).
 //    Every step the whole gradient comes down and is added to the host's
-//    accumulator; every U-th step the host also runs AdamW on the other
-//    (1 - k) elements and sends their compute copy up:
+//    accumulator; every U-th step the host runs AdamW over its whole owned
+//    slice (the chosen columns' results are discarded: the device's state
+//    replaces them) and sends the whole compute copy up (ZenFlow: the chosen
+//    columns are scattered over it again on the device):
 //      ordinary step  T_o = F + D + path(down, s_u / R_c, 0)
-//      update step    T_u = F + D + path(down, s_u / R_c + (1 - k) s_u / R_a, up(1 - k))
+//      update step    T_u = F + D + path(down, s_u / R_c + s_u / R_a, up(1))
 //    with path(a, b, up) = pipe(a, b) + sum up without overlap_step, and
 //    sum a + sum up + max(0, pipe(a, b) - sum a - F) with it (the host work
 //    of step N hides behind step N + 1's forward and backward; the upload
@@ -53,9 +57,9 @@
 //    path's time on the critical path; 0 without offload); GPU idle = T -
 //    compute - device optimizer work (O, 0, 0, D): the time the device waits
 //    for the network, PCIe or host.
-//  - PCIe bytes per step: offload (4 + c) s; zenflow 4 s + c (1 - k) s / U.
-// Not modeled: ZenFlow's warm-up rounds and the cost of choosing new columns
-// (every select_interval steps), contention between the ranks' copies and
+//  - PCIe bytes per step: offload (4 + c) s; zenflow 4 s + c s / U.
+// Not modeled: ZenFlow's warm-up rounds and the copies of the chosen columns'
+// state at a new choice (beyond the norm all-reduce), contention between the ranks' copies and
 // the host AdamW for host memory, the device's gradient norm under offload.
 // Invariant: every part is a sum over the rank's units of the quantities
 // above, so each can be checked by hand (test_throughput_model.cpp does).

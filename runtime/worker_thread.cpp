@@ -38,11 +38,6 @@ void WorkerThread::wait() {
   if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
 }
 
-bool WorkerThread::idle() {
-  std::lock_guard lock(mutex_);
-  return jobs_.empty() && !running_job_;
-}
-
 double WorkerThread::busy_seconds() {
   std::lock_guard lock(mutex_);
   return busy_seconds_;

@@ -29,7 +29,6 @@ class WorkerThread {
 
   void submit(std::function<void()> job);
   void wait();
-  bool idle();
   // Seconds the thread has spent running jobs since construction.
   double busy_seconds();
 

@@ -78,6 +78,34 @@ TEST(Config, ImpossibleValuesAreErrorsNamingTheKey) {
   EXPECT_NE(error_of([] { config_parse("", "a.toml", {}); }).find("data.train"), std::string::npos);
 }
 
+// zenflow.select_interval / update_interval: a positive count or "auto",
+// from the file or the command line; the dump writes them back as read;
+// anything else, or intervals that do not nest, names the key.
+TEST(Config, AutoCountsReadAutoOrAPositiveNumber) {
+  Config c = config_parse(std::string(kMinimal) + "[zenflow]\nupdate_interval = 2\nselect_interval = \"auto\"\n",
+                          "a.toml", {});
+  EXPECT_EQ(c.zenflow.update_interval.value, 2);
+  EXPECT_TRUE(c.zenflow.select_interval.automatic());
+  c = config_parse(kMinimal, "a.toml", {"zenflow.update_interval=auto", "zenflow.select_interval=6"});
+  EXPECT_TRUE(c.zenflow.update_interval.automatic());
+  EXPECT_EQ(c.zenflow.select_interval.value, 6);
+  EXPECT_EQ(config_parse(kMinimal, "a.toml", {}).zenflow.update_interval.value, 4);  // DeepSpeed's default
+  const std::string dumped = config_to_toml(c);
+  EXPECT_NE(dumped.find("update_interval = \"auto\""), std::string::npos) << dumped;
+  EXPECT_NE(dumped.find("select_interval = 6"), std::string::npos) << dumped;
+  EXPECT_EQ(config_parse(dumped, "dumped.toml", {}).zenflow.select_interval.value, 6);
+  for (const char* bad : {"zenflow.update_interval=0", "zenflow.update_interval=-2",
+                          "zenflow.update_interval=often"}) {
+    EXPECT_NE(error_of([&] { config_parse(kMinimal, "a.toml", {bad}); }).find("zenflow.update_interval"),
+              std::string::npos)
+        << bad;
+  }
+  EXPECT_NE(error_of([&] {
+              config_parse(kMinimal, "a.toml", {"zenflow.update_interval=4", "zenflow.select_interval=6"});
+            }).find("must be a multiple"),
+            std::string::npos);
+}
+
 TEST(Config, DeviceAndCommAreValidatedTogether) {
   auto message_for = [](std::vector<std::string> overrides) {
     return error_of([&] { config_parse(kMinimal, "a.toml", overrides); });

@@ -18,6 +18,7 @@
 
 #include "model/layout.h"
 #include "planning/hardware_profile.h"
+#include "parallel/zenflow.h"
 #include "planning/offload_model.h"
 #include "planning/scaling.h"
 #include "planning/step_trace.h"
@@ -377,26 +378,25 @@ TEST(OffloadModel, DelayedUpdateHidesHostWorkUpToTheForwardBackward) {
   EXPECT_GT(quick[OffloadMode::offload].step_seconds, hidden.step_seconds);
 }
 
-TEST(OffloadModel, ZenFlowWithEveryColumnOnTheDeviceRunsNoHostAdamW) {
+// Every column chosen: every element's AdamW runs on the device, yet the
+// host's interval pass still covers the whole owned slice and the whole
+// compute copy still goes up (as HostOptimizer does it), once per interval.
+TEST(OffloadModel, ZenFlowWithEveryColumnOnTheDeviceStillPassesTheHostEveryInterval) {
   const Config c = with("configs/tiny.toml", {"training.precision=bf16", "zenflow.topk_ratio=1.0"});
-  const double n = total(owned_elements(c, 1)), P = 10e9;
-  const OffloadPrediction p = offload_predict(c, 1, offload_profile(1e6, 1e15, 10.0));
+  const double n = total(owned_elements(c, 1)), P = 10e9, R = 1e6;
+  const OffloadPrediction p = offload_predict(c, 1, offload_profile(R, 1e15, 10.0));
   const OffloadModePrediction& z = p[OffloadMode::zenflow];
-  EXPECT_DOUBLE_EQ(z.host_adamw_seconds, 0);
-  EXPECT_DOUBLE_EQ(z.to_device_seconds, 0);
-  EXPECT_DOUBLE_EQ(z.pcie_bytes, 4 * n);  // the gradient still comes down every step
+  EXPECT_NEAR(z.host_adamw_seconds, n / R / 4, 1e-12);
+  EXPECT_NEAR(z.to_device_seconds, 2 * n / P / 4, 1e-15);
+  EXPECT_DOUBLE_EQ(z.pcie_bytes, 4 * n + 2 * n / 4);  // the gradient down every step
   // Every element's AdamW on the device, plus 4 + 14 bytes of column work per
   // element at 1000 GB/s; one rank: no norm all-reduce.
   const double O = p[OffloadMode::none].device_optimizer_seconds;
   EXPECT_NEAR(z.device_optimizer_seconds, O + 18 * n / 1e12, 1e-15);
-  // The accumulation hides behind the next step: the step is F + D + the copy down.
-  EXPECT_NEAR(z.step_seconds, p.forward_backward_seconds + z.device_optimizer_seconds + 4 * n / P,
-              1e-9 * z.step_seconds);
-  EXPECT_LT(z.step_seconds, p[OffloadMode::offload].step_seconds);
 }
 
-// Every update_interval-th step the host updates the other 1 - k elements and
-// sends their compute copy up; the per-step parts are that over U.
+// Every update_interval-th step the host runs AdamW over its owned slice and
+// sends the compute copy up; the per-step parts are that over U.
 TEST(OffloadModel, ZenFlowAveragesItsHostUpdateOverTheInterval) {
   const std::vector<std::string> base = {"training.precision=bf16", "zenflow.topk_ratio=0.25",
                                          "zenflow.overlap_step=false"};
@@ -405,7 +405,7 @@ TEST(OffloadModel, ZenFlowAveragesItsHostUpdateOverTheInterval) {
   eight.push_back("zenflow.update_interval=8");
   automatic.push_back("zenflow.update_interval=auto");
   const std::vector<double> s = owned_elements(c4, 1);
-  const double n = total(s), P = 10e9, R = 1e6, A = 1e8, k = 0.25;
+  const double n = total(s), P = 10e9, R = 1e6, A = 1e8;
   const HardwareProfile hw = offload_profile(R, A, 10.0);
   const OffloadPrediction p4 = offload_predict(c4, 1, hw);
   const OffloadPrediction p8 = offload_predict(with("configs/tiny.toml", eight), 1, hw);
@@ -414,17 +414,38 @@ TEST(OffloadModel, ZenFlowAveragesItsHostUpdateOverTheInterval) {
   EXPECT_EQ(p4.update_interval, 4);
   EXPECT_EQ(pa.update_interval, 4);  // auto is modeled as DeepSpeed's default
   EXPECT_DOUBLE_EQ(pa[OffloadMode::zenflow].step_seconds, z4.step_seconds);
-  EXPECT_NEAR(z4.host_adamw_seconds, (1 - k) * n / R / 4, 1e-12);
+  EXPECT_NEAR(z4.host_adamw_seconds, n / R / 4, 1e-12);
   EXPECT_NEAR(p8[OffloadMode::zenflow].host_adamw_seconds, z4.host_adamw_seconds / 2, 1e-12);
   EXPECT_NEAR(z4.host_accumulate_seconds, n / A, 1e-12);
-  EXPECT_NEAR(z4.to_device_seconds, 2 * (1 - k) * n / P / 4, 1e-15);
-  EXPECT_DOUBLE_EQ(z4.pcie_bytes, 4 * n + 2 * (1 - k) * n / 4);
+  EXPECT_NEAR(z4.to_device_seconds, 2 * n / P / 4, 1e-15);
+  EXPECT_DOUBLE_EQ(z4.pcie_bytes, 4 * n + 2 * n / 4);
   // No overlap, host-bound: every step waits for the first copy and all the
   // host work; the update step adds AdamW and the uploads.
   const double F = p4.forward_backward_seconds, D = z4.device_optimizer_seconds;
   const double ordinary = 4 * s[0] / P + n / A;
-  const double update = 4 * s[0] / P + n / A + (1 - k) * n / R + 2 * (1 - k) * n / P;
+  const double update = 4 * s[0] / P + n / A + n / R + 2 * n / P;
   EXPECT_NEAR(z4.step_seconds, F + D + (3 * ordinary + update) / 4, 1e-9 * z4.step_seconds);
+}
+
+// The choice all-reduces one float per matrix column over the shard group,
+// once every select_interval steps: its per-step cost halves when the
+// interval doubles, and one rank has none.
+TEST(OffloadModel, ZenFlowPaysOneNormAllReducePerChoice) {
+  auto device_work = [](int world, const char* select) {
+    const Config c = with("configs/tiny.toml", {"parallel.mode=zero2", "zenflow.update_interval=2",
+                                                std::string("zenflow.select_interval=") + select});
+    return offload_predict(c, world, offload_profile(1e9, 1e9, 10.0))[OffloadMode::zenflow]
+        .device_optimizer_seconds;
+  };
+  const Config c = with("configs/tiny.toml", {"parallel.mode=zero2"});
+  size_t columns = 0;
+  ZenFlow::column_norm_offsets(layout_build(c.model), columns);
+  const HardwareProfile hw = offload_profile(1e9, 1e9, 10.0);
+  const double all_reduce = collective_seconds(CollectiveOp::all_reduce,
+                                               group_span(GroupRole::shard, 4, 4, 8), 4.0 * columns, hw);
+  ASSERT_GT(all_reduce, 0);
+  EXPECT_NEAR(device_work(4, "2") - device_work(4, "4"), all_reduce / 2 - all_reduce / 4, 1e-12);
+  EXPECT_NEAR(device_work(1, "2"), device_work(1, "4"), 1e-15);
 }
 
 TEST(OffloadModel, DoublingPcieBandwidthHalvesPcieSeconds) {

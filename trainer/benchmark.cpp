@@ -203,24 +203,20 @@ void benchmark_offload(Config config, Group& world, int steps) {
     config.offload.delayed_update = v.delayed;
     config.zenflow.enabled = v.zenflow;
     std::unique_ptr<Trainer> trainer = synthetic_trainer(config, world);
-    const OffloadStats* stats = trainer->engine().offload_stats();
-    trainer->train_step(0);
-    const OffloadStats before = stats ? *stats : OffloadStats{};
-    trainer->topology().world.barrier();
-    auto start = Clock::now();
-    for (int s = 1; s <= steps; ++s) trainer->train_step(s);
-    trainer->topology().world.barrier();
-    const double seconds = seconds_since(start) / steps;
-    const OffloadStats after = stats ? trainer->engine().offload_stats()[0] : OffloadStats{};
+    time_steps(*trainer, 1);  // warm-up before the counted steps
+    const OffloadStats before = trainer->engine().offload_stats();
+    const double seconds = time_steps(*trainer, steps);
+    const OffloadStats after = trainer->engine().offload_stats();
+    const int counted = steps + 1;  // time_steps' own warm-up step, then `steps`
     const StateBytes b = trainer->engine().bytes();
     if (!leader) continue;
     fmt::print("{:<16} {:>9.1f} {:>9.0f} {:>11} {:>11} {:>12} {:>12} {:>11.2f} {:>11.2f}\n", v.name,
                seconds * 1e3, t.batch_size * t.seq_len / seconds, format_bytes(b.total()),
                format_bytes(b.host),
-               format_bytes(static_cast<double>(after.to_host_bytes - before.to_host_bytes) / steps),
-               format_bytes(static_cast<double>(after.to_device_bytes - before.to_device_bytes) / steps),
-               (after.host_seconds - before.host_seconds) * 1e3 / steps,
-               (after.wait_seconds - before.wait_seconds) * 1e3 / steps);
+               format_bytes(static_cast<double>(after.to_host_bytes - before.to_host_bytes) / counted),
+               format_bytes(static_cast<double>(after.to_device_bytes - before.to_device_bytes) / counted),
+               (after.host_seconds - before.host_seconds) * 1e3 / counted,
+               (after.wait_seconds - before.wait_seconds) * 1e3 / counted);
   }
   if (leader) {
     fmt::print("device = the device's state + buffers per rank; host = the offloaded optimizer's "

@@ -37,13 +37,19 @@ __global__ void column_sum_squares_kernel(float* out, const float* slice, size_t
   out[c] = (float)(out[c] + sum);
 }
 
-// compact[i] = element (first_row + i / k) * cols + selected[i % k], 0 when not held.
+// The flat element compact entry i stands for (possibly outside [lo, hi)).
+__device__ size_t compact_element(size_t i, size_t cols, const int32_t* selected, size_t k,
+                                  size_t first_row) {
+  return (first_row + i / k) * cols + (size_t)selected[i % k];
+}
+
+// compact[i] = element compact_element(i), 0 when not held.
 __global__ void gather_columns_kernel(float* compact, const float* slice, size_t lo, size_t hi,
                                       size_t cols, const int32_t* selected, size_t k,
                                       size_t first_row, size_t n) {
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += (size_t)gridDim.x * blockDim.x) {
-    const size_t e = (first_row + i / k) * cols + (size_t)selected[i % k];
+    const size_t e = compact_element(i, cols, selected, k, first_row);
     compact[i] = e >= lo && e < hi ? slice[e - lo] : 0.0f;
   }
 }
@@ -55,7 +61,7 @@ __global__ void scatter_columns_kernel(T* slice, const float* compact, size_t lo
                                        size_t first_row, size_t n) {
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += (size_t)gridDim.x * blockDim.x) {
-    const size_t e = (first_row + i / k) * cols + (size_t)selected[i % k];
+    const size_t e = compact_element(i, cols, selected, k, first_row);
     if (e >= lo && e < hi) store_f32(slice + (e - lo), compact[i]);
   }
 }
