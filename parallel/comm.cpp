@@ -1,7 +1,9 @@
-// The backend-independent parts of comm.h: element sizes, traffic accounting
-// and the run-once semantics of CommHandle.
+// The backend-independent parts of comm.h: element sizes, traffic accounting,
+// the point-to-point peer check and the run-once semantics of CommHandle.
 // Invariant: a CommHandle's wait function runs at most once.
 #include "parallel/comm.h"
+
+#include "runtime/error.h"
 
 namespace llm {
 
@@ -21,6 +23,7 @@ void CommStats::add(const CommStats& other) {
   reduce_scatter_sent += other.reduce_scatter_sent;
   all_gather_sent += other.all_gather_sent;
   broadcast_sent += other.broadcast_sent;
+  p2p_sent += other.p2p_sent;
 }
 
 Traffic all_reduce_traffic(uint64_t bytes, int n) {
@@ -35,6 +38,8 @@ Traffic chunked_traffic(uint64_t chunk_bytes, int n) {
 
 // Every member counts the root's send (the payload), so stats agree across members.
 Traffic broadcast_traffic(uint64_t bytes, int n) { return {bytes, n > 1 ? bytes : 0}; }
+
+Traffic p2p_traffic(uint64_t bytes) { return {bytes, bytes}; }
 
 void Group::count(Traffic traffic, uint64_t& collective_sent) {
   stats_.calls += 1;
@@ -57,6 +62,16 @@ void Group::count_all_gather(size_t send_count, WireType type) {
 
 void Group::count_broadcast(size_t count, WireType type) {
   this->count(broadcast_traffic(count * wire_bytes(type), size()), stats_.broadcast_sent);
+}
+
+void Group::count_send(size_t count, WireType type) {
+  this->count(p2p_traffic(count * wire_bytes(type)), stats_.p2p_sent);
+}
+
+void Group::check_peer(const char* op, int peer) const {
+  LLM_CHECK(peer >= 0 && peer < size(), "{}: peer {} is outside the group of {}", op, peer, size());
+  LLM_CHECK(peer != rank(), "{}: peer {} is this member; point-to-point needs another member of the group",
+            op, peer);
 }
 
 CommHandle& CommHandle::operator=(CommHandle&& other) noexcept {

@@ -1,10 +1,13 @@
 // Group over an MPI communicator (host buffers), plus the MPI world: init at
 // first use, finalize at exit, node-local ranks, abort.
 // Invariants: each collective is one nonblocking MPI call whose handle waits
-// on its request; bf16 sums are done in fp32 and rounded to nearest even after
-// every partial sum; every collective adds its ring-algorithm traffic to stats_.
+// on its request, each point-to-point call one or two (MPI_Isend / MPI_Irecv,
+// all with one tag, so MPI's per-pair ordering is comm.h's); bf16 sums are
+// done in fp32 and rounded to nearest even after every partial sum; every
+// collective adds its ring-algorithm traffic to stats_, every send its bytes.
 #include <mpi.h>
 
+#include <array>
 #include <chrono>
 #include <climits>
 #include <cstdio>
@@ -69,8 +72,12 @@ bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
   return a_bytes > 0 && b_bytes > 0 && a0 < b0 + b_bytes && b0 < a0 + a_bytes;
 }
 
-CommHandle wait_on(MPI_Request request) {
-  return CommHandle([request]() mutable { MPI_Wait(&request, MPI_STATUS_IGNORE); });
+// Waits on `request` and `second` (send_recv's other half; MPI_REQUEST_NULL,
+// which completes at once, when there is none).
+CommHandle wait_on(MPI_Request request, MPI_Request second = MPI_REQUEST_NULL) {
+  return CommHandle([requests = std::array{request, second}]() mutable {
+    MPI_Waitall(2, requests.data(), MPI_STATUSES_IGNORE);
+  });
 }
 
 class MpiGroup : public Group {
@@ -135,6 +142,30 @@ class MpiGroup : public Group {
     return wait_on(request);
   }
 
+  CommHandle send_async(const void* data, size_t count, WireType type, int peer) override {
+    check_peer("send", peer);
+    int n = mpi_count(count, "send");
+    count_send(count, type);
+    return wait_on(post_send(data, n, type, peer));
+  }
+
+  CommHandle recv_async(void* data, size_t count, WireType type, int peer) override {
+    check_peer("recv", peer);
+    return wait_on(post_recv(data, mpi_count(count, "recv"), type, peer));
+  }
+
+  CommHandle send_recv_async(const void* send, size_t send_count, int send_peer, void* recv,
+                             size_t recv_count, int recv_peer, WireType type) override {
+    if (send_count > 0) check_peer("send_recv (send)", send_peer);
+    if (recv_count > 0) check_peer("send_recv (recv)", recv_peer);
+    int send_n = mpi_count(send_count, "send_recv"), recv_n = mpi_count(recv_count, "send_recv");
+    LLM_CHECK(!overlaps(send, send_count * wire_bytes(type), recv, recv_count * wire_bytes(type)),
+              "send_recv: send and recv buffers overlap");
+    count_send(send_count, type);
+    MPI_Request received = post_recv(recv, recv_n, type, recv_peer);
+    return wait_on(post_send(send, send_n, type, send_peer), received);
+  }
+
   void barrier() override { MPI_Barrier(comm_); }
 
   std::unique_ptr<Group> split(int color, int key) override {
@@ -151,6 +182,24 @@ class MpiGroup : public Group {
   }
 
  private:
+  // Every message carries this tag: MPI then matches the messages of one
+  // (sender, receiver) pair in the order they were sent. The collectives on
+  // comm_ never see them (MPI keeps collective and point-to-point traffic apart).
+  static constexpr int kTag = 0;
+
+  // A nonblocking send / receive of n elements; no message (MPI_REQUEST_NULL)
+  // when n is 0, as on NCCL.
+  MPI_Request post_send(const void* data, int n, WireType type, int peer) {
+    MPI_Request request = MPI_REQUEST_NULL;
+    if (n > 0) MPI_Isend(data, n, mpi_type(type), peer, kTag, comm_, &request);
+    return request;
+  }
+  MPI_Request post_recv(void* data, int n, WireType type, int peer) {
+    MPI_Request request = MPI_REQUEST_NULL;
+    if (n > 0) MPI_Irecv(data, n, mpi_type(type), peer, kTag, comm_, &request);
+    return request;
+  }
+
   MPI_Comm comm_;
   bool owned_;
   int rank_ = 0, size_ = 1;

@@ -1,18 +1,22 @@
-// Group over two NCCL communicators of the same members (device buffers),
+// Group over three NCCL communicators of the same members (device buffers),
 // built over an MPI group that carries the NCCL id exchange, the barrier and
 // all_reduce_sum. Gathers and broadcasts go through one communicator on the
-// gather stream, reductions through the other on the reduce stream: NCCL
-// orders the collectives of one communicator one after another, so with a
-// single one a backward's parameter prefetch would wait for the gradient
-// reduction issued before it; with two they run side by side.
-// Invariants: every collective is queued on its stream after an event that
-// makes it wait for the compute stream, and its handle makes the compute
-// stream wait for an event recorded after it (the host never blocks, except in
-// barrier and all_reduce_sum); each communicator sees its collectives in the
-// same order on every member (the group's call order); events come from a per-group pool that grows to
-// the number of handles pending at once and is then reused, so steady-state
-// collectives create no events; every collective adds the MPI group's
-// ring-algorithm traffic to stats_.
+// gather stream, reductions through another on the reduce stream, and
+// point-to-point messages through the third on the p2p stream: NCCL orders
+// the operations of one communicator one after another, so with a single one
+// a backward's parameter prefetch would wait for the gradient reduction issued
+// before it, and a pipeline stage's activations for an all-gather unrelated to
+// them; with one communicator each they run side by side.
+// Invariants: every collective and message is queued on its stream after an
+// event that makes it wait for the compute stream, and its handle makes the
+// compute stream wait for an event recorded after it (the host never blocks,
+// except in barrier and all_reduce_sum); each collective communicator sees its
+// collectives in the same order on every member (the group's call order), the
+// p2p communicator the messages of each pair in the same order on both sides;
+// events come from a per-group pool that grows to the number of handles
+// pending at once and is then reused, so steady-state calls create no events;
+// every collective adds the MPI group's ring-algorithm traffic to stats_,
+// every send its bytes.
 #include <nccl.h>
 
 #include <cstdint>
@@ -101,7 +105,7 @@ class NcclGroup : public Group {
     // The streams bind to the current device on first use: make that the
     // device NCCL is about to bind to as well.
     cuda::compute_stream();
-    ncclUniqueId ids[2]{};  // gather, reduce
+    ncclUniqueId ids[3]{};  // gather, reduce, p2p
     if (rank_ == 0)
       for (ncclUniqueId& id : ids) LLM_NCCL_CHECK(ncclGetUniqueId(&id));
     // The ids are opaque bytes; they travel as f32 elements, which the MPI
@@ -110,12 +114,14 @@ class NcclGroup : public Group {
     host_->broadcast(ids, sizeof(ids) / sizeof(float), WireType::f32, /*root=*/0);
     LLM_NCCL_CHECK(ncclCommInitRank(&gather_comm_, size_, ids[0], rank_));
     LLM_NCCL_CHECK(ncclCommInitRank(&reduce_comm_, size_, ids[1], rank_));
+    LLM_NCCL_CHECK(ncclCommInitRank(&p2p_comm_, size_, ids[2], rank_));
   }
 
   ~NcclGroup() override {
     const bool unwinding = std::uncaught_exceptions() > 0;
     for (auto [comm, stream] : {std::pair{gather_comm_, cuda::gather_stream()},
-                                std::pair{reduce_comm_, cuda::reduce_stream()}}) {
+                                std::pair{reduce_comm_, cuda::reduce_stream()},
+                                std::pair{p2p_comm_, cuda::p2p_stream()}}) {
       if (!comm) continue;
       if (unwinding) {
         // Unwinding after a failure: the peers may never reach a clean
@@ -182,10 +188,59 @@ class NcclGroup : public Group {
     });
   }
 
+  // Point-to-point messages run on their own communicator and stream, not on
+  // the gather or reduce ones: a pipeline stage's send is on the critical path
+  // of the next stage, and NCCL would run it only after every all-gather (or
+  // reduction) queued on the same communicator before it, such as a
+  // parameter prefetch for a later unit. The price is one more communicator
+  // per group, made at construction because making one is collective over
+  // every member while a message involves two.
+  CommHandle send_async(const void* data, size_t count, WireType type, int peer) override {
+    check_peer("send", peer);
+    count_send(count, type);
+    if (count == 0) return {};
+    return enqueue(cuda::p2p_stream(), [&](cudaStream_t stream) {
+      LLM_NCCL_CHECK(ncclSend(data, count, nccl_type(type), peer, p2p_comm_, stream));
+    });
+  }
+
+  CommHandle recv_async(void* data, size_t count, WireType type, int peer) override {
+    check_peer("recv", peer);
+    if (count == 0) return {};
+    return enqueue(cuda::p2p_stream(), [&](cudaStream_t stream) {
+      LLM_NCCL_CHECK(ncclRecv(data, count, nccl_type(type), peer, p2p_comm_, stream));
+    });
+  }
+
+  // One NCCL group, so the send and the receive progress together: issued
+  // apart, each member's send could wait for a receive queued behind the
+  // other member's send.
+  CommHandle send_recv_async(const void* send, size_t send_count, int send_peer, void* recv,
+                             size_t recv_count, int recv_peer, WireType type) override {
+    if (send_count > 0) check_peer("send_recv (send)", send_peer);
+    if (recv_count > 0) check_peer("send_recv (recv)", recv_peer);
+    if (overlaps(send, send_count * wire_bytes(type), recv, recv_count * wire_bytes(type)))
+      throw_argument_error("send_recv", "send and recv buffers overlap", __FILE__, __LINE__);
+    count_send(send_count, type);
+    if (send_count == 0 && recv_count == 0) return {};
+    return enqueue(cuda::p2p_stream(), [&](cudaStream_t stream) {
+      LLM_NCCL_CHECK(ncclGroupStart());
+      ncclResult_t queued = ncclSuccess;
+      if (send_count > 0) queued = ncclSend(send, send_count, nccl_type(type), send_peer, p2p_comm_, stream);
+      if (queued == ncclSuccess && recv_count > 0)
+        queued = ncclRecv(recv, recv_count, nccl_type(type), recv_peer, p2p_comm_, stream);
+      // Ended even after a failure, so that NCCL is not left inside the group.
+      ncclResult_t ended = ncclGroupEnd();
+      if (queued != ncclSuccess) throw_nccl_error("ncclSend / ncclRecv", queued, __FILE__, __LINE__);
+      LLM_NCCL_CHECK(ended);
+    });
+  }
+
   // Everything this process queued is done, then every member has got here.
   void barrier() override {
     LLM_CUDA_CHECK(cudaStreamSynchronize(cuda::gather_stream()));
     LLM_CUDA_CHECK(cudaStreamSynchronize(cuda::reduce_stream()));
+    LLM_CUDA_CHECK(cudaStreamSynchronize(cuda::p2p_stream()));
     LLM_CUDA_CHECK(cudaStreamSynchronize(cuda::compute_stream()));
     host_->barrier();
   }
@@ -203,7 +258,7 @@ class NcclGroup : public Group {
   double all_reduce_sum(double value) override { return host_->all_reduce_sum(value); }
 
  private:
-  // Queues `nccl_call` on `comm` (the gather or reduce stream) behind
+  // Queues `nccl_call` on `comm` (the gather, reduce or p2p stream) behind
   // everything queued on the compute stream so far; the handle puts the
   // compute stream behind it.
   template <class NcclCall>
@@ -237,6 +292,7 @@ class NcclGroup : public Group {
   std::shared_ptr<EventPool> events_;
   ncclComm_t gather_comm_ = nullptr;  // all-gather, broadcast; on the gather stream
   ncclComm_t reduce_comm_ = nullptr;  // reduce-scatter, all-reduce; on the reduce stream
+  ncclComm_t p2p_comm_ = nullptr;     // send, recv; on the p2p stream
   int rank_ = 0, size_ = 1;
 };
 

@@ -69,6 +69,38 @@ class StagedGroup : public Group {
     return finish(std::move(inner), std::move(staged), data, bytes);
   }
 
+  // A send stages its input and needs nothing back; a receive stages nothing
+  // and copies its result to the device when waited on.
+  CommHandle send_async(const void* data, size_t count, WireType type, int peer) override {
+    check_peer("send", peer);
+    count_send(count, type);
+    const size_t bytes = count * wire_bytes(type);
+    auto staged = stage(data, bytes, bytes);
+    CommHandle inner = host_.send_async(staged->data(), count, type, peer);
+    return finish(std::move(inner), std::move(staged), nullptr, 0);
+  }
+
+  CommHandle recv_async(void* data, size_t count, WireType type, int peer) override {
+    check_peer("recv", peer);
+    const size_t bytes = count * wire_bytes(type);
+    auto staged = stage(nullptr, 0, bytes);
+    CommHandle inner = host_.recv_async(staged->data(), count, type, peer);
+    return finish(std::move(inner), std::move(staged), data, bytes);
+  }
+
+  CommHandle send_recv_async(const void* send, size_t send_count, int send_peer, void* recv,
+                             size_t recv_count, int recv_peer, WireType type) override {
+    if (send_count > 0) check_peer("send_recv (send)", send_peer);
+    if (recv_count > 0) check_peer("send_recv (recv)", recv_peer);
+    count_send(send_count, type);
+    const size_t send_bytes = send_count * wire_bytes(type), recv_bytes = recv_count * wire_bytes(type);
+    // One buffer: [send | recv].
+    auto staged = stage(send, send_bytes, send_bytes + recv_bytes);
+    CommHandle inner = host_.send_recv_async(staged->data(), send_count, send_peer,
+                                             staged->data() + send_bytes, recv_count, recv_peer, type);
+    return finish(std::move(inner), std::move(staged), recv, recv_bytes, send_bytes);
+  }
+
   void barrier() override {
     memory_.synchronize();
     host_.barrier();

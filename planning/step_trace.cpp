@@ -142,6 +142,11 @@ class RecordingGroup : public Group {
   CommHandle broadcast_async(void*, size_t, WireType, int) override {
     LLM_FAIL("step trace: the training step issued a broadcast, which the model does not know");
   }
+  CommHandle send_async(const void*, size_t, WireType, int) override { point_to_point(); }
+  CommHandle recv_async(void*, size_t, WireType, int) override { point_to_point(); }
+  CommHandle send_recv_async(const void*, size_t, int, void*, size_t, int, WireType) override {
+    point_to_point();
+  }
   void barrier() override {}
   std::unique_ptr<Group> split(int, int) override {
     return std::make_unique<RecordingGroup>(1, role_, recorder_);  // replaced by the caller
@@ -153,6 +158,9 @@ class RecordingGroup : public Group {
   }
 
  private:
+  [[noreturn]] static void point_to_point() {
+    LLM_FAIL("step trace: the training step issued a point-to-point message, which the model does not know");
+  }
   CommHandle record(CollectiveOp op, size_t count, WireType type) {
     int id = recorder_.issue(op, role_, count, type, /*scalar=*/false);
     Recorder* recorder = &recorder_;

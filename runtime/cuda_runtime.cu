@@ -17,10 +17,12 @@ struct Streams {
   cudaStream_t compute = nullptr;
   cudaStream_t gather = nullptr;
   cudaStream_t reduce = nullptr;
+  cudaStream_t p2p = nullptr;
   Streams() {
     LLM_CUDA_CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
     LLM_CUDA_CHECK(cudaStreamCreateWithFlags(&gather, cudaStreamNonBlocking));
     LLM_CUDA_CHECK(cudaStreamCreateWithFlags(&reduce, cudaStreamNonBlocking));
+    LLM_CUDA_CHECK(cudaStreamCreateWithFlags(&p2p, cudaStreamNonBlocking));
   }
 };
 
@@ -104,6 +106,7 @@ void* GrowingScratch::reserve(size_t bytes) {
 }
 cudaStream_t gather_stream() { return streams().gather; }
 cudaStream_t reduce_stream() { return streams().reduce; }
+cudaStream_t p2p_stream() { return streams().p2p; }
 
 }  // namespace cuda
 

@@ -8,10 +8,11 @@
 // rope_table (its host table is temporary) and, with gemm_autotune(), the
 // first use of each GEMM shape (matmul.cu times cuBLASLt's candidates for it).
 // Collectives run on gather_stream() (all-gather, broadcast) or
-// reduce_stream() (reduce-scatter, all-reduce), ordered against compute with
-// events, so a parameter prefetch never queues behind a gradient reduction;
-// a failed CUDA call throws llm::Error naming the call, a failed CUDA call throws llm::Error naming the call,
-// the CUDA error, file and line (main() adds the rank and takes the job down).
+// reduce_stream() (reduce-scatter, all-reduce), point-to-point messages on
+// p2p_stream(), ordered against compute with events, so a parameter prefetch
+// never queues behind a gradient reduction, nor a pipeline message behind
+// either; a failed CUDA call throws llm::Error naming the call, the CUDA
+// error, file and line (main() adds the rank and takes the job down).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -23,11 +24,13 @@ namespace llm::cuda {
 [[noreturn]] void throw_cuda_error(const char* call, const char* error, const char* file, int line);
 
 // The stream every kernel and device copy of the backend is queued on, and the
-// two collectives use: one for gathers and broadcasts (what compute waits for
-// next), one for reductions. Created on first use on the current device.
+// three communication uses: one for gathers and broadcasts (what compute waits
+// for next), one for reductions, one for point-to-point messages (pipeline
+// stages). Created on first use on the current device.
 cudaStream_t compute_stream();
 cudaStream_t gather_stream();
 cudaStream_t reduce_stream();
+cudaStream_t p2p_stream();
 
 // Whether GEMM algorithms are timed per shape (cuda_set_gemm_autotune in
 // runtime/device.h; off by default).

@@ -4,7 +4,8 @@
 // traffic counted must match the MPI group's for a group of one (payload
 // counted, nothing sent). Also checks that handles order the gather and reduce streams
 // against the compute stream, that many handles may be pending at once, and
-// that bad arguments are refused before anything is queued or counted.
+// that bad arguments are refused before anything is queued or counted
+// (point-to-point always is: a group of one has no peer).
 // Multi-rank NCCL behaviour needs several GPUs and mpirun; not covered here.
 #include <gtest/gtest.h>
 
@@ -178,6 +179,23 @@ TEST_P(NcclGroupOfOne, RefusesBadArgumentsWithoutCountingThem) {
   EXPECT_THROW(group().all_gather(element(data, 1), data.get(), count, type()), Error);
   EXPECT_EQ(group().stats().calls, 0u);
   EXPECT_EQ(mismatches(data.download(), host), 0u);
+}
+
+TEST_P(NcclGroupOfOne, RefusesPointToPointWithoutCountingIt) {
+  LLM_SKIP_WITHOUT_GPU();
+  const size_t count = 64;
+  std::vector<uint16_t> host = random_elements(type(), count, 9);
+  DeviceBuffer<uint16_t> data(host), other(sentinel_elements(type(), count));
+  EXPECT_THROW(group().send(data.get(), count, type(), /*peer=*/0), Error);
+  EXPECT_THROW(group().recv(data.get(), count, type(), /*peer=*/1), Error);
+  EXPECT_THROW(group().send_recv_async(data.get(), count, 0, other.get(), count, 0, type()), Error);
+  EXPECT_EQ(group().stats().calls, 0u);
+  EXPECT_EQ(mismatches(data.download(), host), 0u);
+  // With both counts 0 there is no message, so the peers are not used.
+  CommHandle none = group().send_recv_async(nullptr, 0, -1, nullptr, 0, -1, type());
+  EXPECT_FALSE(none.pending());
+  EXPECT_EQ(group().stats().calls, 1u);
+  EXPECT_EQ(group().stats().p2p_sent, 0u);
 }
 
 TEST_P(NcclGroupOfOne, EmptyCollectivesAreCountedAndLaunchNothing) {

@@ -1,7 +1,9 @@
-// Collectives of the MPI Group on any world size (run under mpirun -np 1..6).
-// Inputs are small integers, so every sum is exact in f32 and bf16 whatever
-// order MPI reduces in; the one inexact bf16 case puts all the rounding in a
-// single addition, so its result is still order independent.
+// Collectives and point-to-point messages of the MPI Group on any world size
+// (run under mpirun -np 1..6), messages also through the staged group over
+// host memory. Inputs are small integers, so every sum is exact in f32 and
+// bf16 whatever order MPI reduces in; the one inexact bf16 case puts all the
+// rounding in a single addition, so its result is still order independent.
+// Messages are compared bit for bit (no arithmetic happens on them).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,14 +12,20 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "runtime/bf16.h"
+#include "runtime/device_memory.h"
 #include "runtime/error.h"
 #include "parallel/comm.h"
+#include "parallel/comm_staged.h"
+#include "test/error_of.h"
 
 namespace llm {
 namespace {
+
+using test_support::error_of;
 
 std::vector<uint16_t> to_bf16(const std::vector<float>& values) {
   std::vector<uint16_t> out;
@@ -267,6 +275,174 @@ TEST(CommStats, CountsFollowTheRingFormulas) {
   group->reset_stats();
   EXPECT_EQ(group->stats().calls, 0u);
   EXPECT_EQ(group->stats().sent_bytes, 0u);
+}
+
+// --- point-to-point -----------------------------------------------------------
+
+// Message `index` from member `sender`, as 16-bit words (an element is
+// wire_bytes(type) / 2 of them): bits hashed from (sender, index, position),
+// with bit 14 of every word clear so that no element is an inf or a NaN. A
+// message from the wrong sender, matched out of order or shifted compares unequal.
+std::vector<uint16_t> message(WireType type, int sender, int index, size_t count) {
+  std::vector<uint16_t> words(count * wire_bytes(type) / sizeof(uint16_t));
+  for (size_t i = 0; i < words.size(); ++i) {
+    uint64_t h = (static_cast<uint64_t>(sender) << 48) ^ (static_cast<uint64_t>(index) << 32) ^ i;
+    h *= 0x9E3779B97F4A7C15ull;
+    words[i] = static_cast<uint16_t>(h >> 48) & 0xBFFF;
+  }
+  return words;
+}
+
+// A receive buffer for `count` elements, filled with a word no message has
+// (bit 14 set), so that an unwritten element shows.
+std::vector<uint16_t> unwritten(WireType type, size_t count) {
+  return std::vector<uint16_t>(count * wire_bytes(type) / sizeof(uint16_t), 0x7FC1);
+}
+
+enum class GroupKind { mpi, staged };
+
+// A group of this test's own over the world (so its stats hold this test's
+// calls only): the MPI group, or the staged group over host memory wrapping it.
+class PointToPoint : public testing::TestWithParam<std::tuple<GroupKind, WireType>> {
+ protected:
+  std::unique_ptr<Group> host = comm_world().split(0, comm_world().rank());
+  std::unique_ptr<Group> staged =
+      std::get<0>(GetParam()) == GroupKind::staged ? make_staged_group(*host, host_memory()) : nullptr;
+  Group& group = staged ? *staged : *host;
+  WireType type = std::get<1>(GetParam());
+  int n = group.size(), rank = group.rank();
+  int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+};
+
+std::string point_to_point_name(const testing::TestParamInfo<std::tuple<GroupKind, WireType>>& info) {
+  return std::string(std::get<0>(info.param) == GroupKind::mpi ? "mpi" : "staged") + "_" +
+         (std::get<1>(info.param) == WireType::f32 ? "f32" : "bf16");
+}
+
+const auto kPointToPointParams = testing::Combine(testing::Values(GroupKind::mpi, GroupKind::staged),
+                                                  testing::Values(WireType::f32, WireType::bf16));
+
+// Messages need a peer: these tests skip in a world of one.
+class CommPointToPoint : public PointToPoint {
+ protected:
+  void SetUp() override {
+    if (n < 2) GTEST_SKIP() << "needs two ranks";
+  }
+};
+INSTANTIATE_TEST_SUITE_P(Groups, CommPointToPoint, kPointToPointParams, point_to_point_name);
+
+// Refusals, on any world size (a world of one has no valid peer at all).
+class CommPointToPointPeers : public PointToPoint {};
+INSTANTIATE_TEST_SUITE_P(Groups, CommPointToPointPeers, kPointToPointParams, point_to_point_name);
+
+// Sizes from one element to past MPI's eager limit (a rendezvous transfer).
+TEST_P(CommPointToPoint, RingPassesEachBufferToTheNextMember) {
+  for (size_t count : {size_t{1}, size_t{1001}, size_t{1} << 17}) {
+    std::vector<uint16_t> send = message(type, rank, 0, count), recv = unwritten(type, count);
+    group.send_recv_async(send.data(), count, next, recv.data(), count, prev, type).wait();
+    EXPECT_TRUE(recv == message(type, prev, 0, count)) << "count " << count;
+  }
+}
+
+// Member 0 has every message to member 1 in flight at once; member 1 has every
+// receive posted at once and waits for them last to first.
+TEST_P(CommPointToPoint, MessagesBetweenOnePairArriveInIssueOrder) {
+  constexpr int kMessages = 6;
+  const size_t count = 20000;
+  std::vector<std::vector<uint16_t>> buffers;
+  std::vector<CommHandle> handles;
+  for (int i = 0; i < kMessages && rank < 2; ++i) {
+    buffers.push_back(rank == 0 ? message(type, 0, i, count) : unwritten(type, count));
+    handles.push_back(rank == 0 ? group.send_async(buffers[i].data(), count, type, 1)
+                                : group.recv_async(buffers[i].data(), count, type, 0));
+  }
+  for (auto handle = handles.rbegin(); handle != handles.rend(); ++handle) handle->wait();
+  for (int i = 0; i < kMessages && rank == 1; ++i)
+    EXPECT_TRUE(buffers[i] == message(type, 0, i, count)) << "message " << i;
+}
+
+// Separate sends to both neighbours and receives from both, all in flight,
+// waited receives first and last to first. With two members both neighbours
+// are the same member, so its two messages must match in issue order.
+TEST_P(CommPointToPoint, HandlesWaitedOutOfIssueOrder) {
+  const size_t count = size_t{1} << 16;
+  std::vector<uint16_t> to_next = message(type, rank, 0, count), to_prev = message(type, rank, 1, count);
+  std::vector<uint16_t> from_prev = unwritten(type, count), from_next = unwritten(type, count);
+  CommHandle sent_next = group.send_async(to_next.data(), count, type, next);
+  CommHandle sent_prev = group.send_async(to_prev.data(), count, type, prev);
+  CommHandle got_prev = group.recv_async(from_prev.data(), count, type, prev);
+  CommHandle got_next = group.recv_async(from_next.data(), count, type, next);
+  EXPECT_TRUE(got_prev.pending());
+  got_next.wait();
+  got_prev.wait();
+  sent_prev.wait();
+  sent_next.wait();
+  EXPECT_TRUE(from_prev == message(type, prev, 0, count));
+  EXPECT_TRUE(from_next == message(type, next, 1, count));
+}
+
+// Only the sender counts: a send_recv counts its send, a lone receive nothing.
+TEST_P(CommPointToPoint, StatsCountTheBytesEachMemberSends) {
+  const uint64_t ring_count = 7, extra_count = 5, element = wire_bytes(type);
+  std::vector<uint16_t> send = message(type, rank, 0, ring_count), recv = unwritten(type, ring_count);
+  group.send_recv_async(send.data(), ring_count, next, recv.data(), ring_count, prev, type).wait();
+  std::vector<uint16_t> extra = message(type, 0, 1, extra_count);
+  if (rank == 0) group.send(extra.data(), extra_count, type, 1);
+  if (rank == 1) group.recv(extra.data(), extra_count, type, 0);
+
+  const uint64_t sent = ring_count * element + (rank == 0 ? extra_count * element : 0);
+  const CommStats& s = group.stats();
+  EXPECT_EQ(s.calls, rank == 0 ? 2u : 1u);
+  EXPECT_EQ(s.p2p_sent, sent);
+  EXPECT_EQ(s.payload_bytes, sent);
+  EXPECT_EQ(s.sent_bytes, sent);
+  EXPECT_EQ(s.all_reduce_sent + s.reduce_scatter_sent + s.all_gather_sent + s.broadcast_sent, 0u);
+  // Summed over the members, every message is counted once.
+  EXPECT_EQ(comm_world().all_reduce_sum(static_cast<double>(s.p2p_sent)),
+            static_cast<double>((n * ring_count + extra_count) * element));
+  CommStats total;
+  total.add(s);
+  total.add(s);
+  EXPECT_EQ(total.p2p_sent, 2 * sent);
+}
+
+TEST_P(CommPointToPointPeers, RefusesPeersOutsideTheGroupAndItselfWithoutCountingThem) {
+  std::vector<uint16_t> buffer = unwritten(type, 4), other = unwritten(type, 4);
+  EXPECT_EQ(error_of([&] { group.send(buffer.data(), 4, type, n); }),
+            "send: peer " + std::to_string(n) + " is outside the group of " + std::to_string(n));
+  EXPECT_NE(error_of([&] { group.recv(buffer.data(), 4, type, -1); }).find("recv: peer -1 is outside"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { group.send(buffer.data(), 4, type, rank); }).find("is this member"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { group.recv(buffer.data(), 4, type, rank); }).find("is this member"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { group.send_recv_async(buffer.data(), 4, rank, other.data(), 4, prev, type); })
+                .find("send_recv (send): peer"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { group.send_recv_async(nullptr, 0, -1, other.data(), 4, n, type); })
+                .find("send_recv (recv): peer"),
+            std::string::npos);
+  EXPECT_EQ(group.stats().calls, 0u);
+  EXPECT_TRUE(buffer == unwritten(type, 4));
+  // An empty side has no message, so its peer is not used.
+  group.send_recv_async(nullptr, 0, -1, nullptr, 0, n, type).wait();
+  EXPECT_EQ(group.stats().calls, 1u);
+  EXPECT_EQ(group.stats().p2p_sent, 0u);
+}
+
+TEST(CommWorld, PointToPointRejectsCountsBeyondIntMaxAndOverlappingBuffers) {
+  Group& world = comm_world();
+  if (world.size() < 2) GTEST_SKIP() << "needs two ranks";
+  const int peer = (world.rank() + 1) % world.size();
+  float dummy[2] = {};
+  const size_t too_many = static_cast<size_t>(INT_MAX) + 1;
+  const std::string named = std::to_string(too_many);
+  EXPECT_NE(error_of([&] { world.send_async(dummy, too_many, WireType::f32, peer); }).find(named),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { world.recv_async(dummy, too_many, WireType::f32, peer); }).find(named),
+            std::string::npos);
+  EXPECT_EQ(error_of([&] { world.send_recv_async(dummy, 2, peer, dummy + 1, 1, peer, WireType::f32); }),
+            "send_recv: send and recv buffers overlap");
 }
 
 TEST(CommHandle, WaitRunsOnceAndClearsPending) {
