@@ -348,6 +348,17 @@ void config_validate(const Config& c) {
 
   LLM_CHECK(c.parallel.shard_group_size >= 0, "{}: parallel.shard_group_size must be >= 0, got {}",
             at("parallel.shard_group_size"), c.parallel.shard_group_size);
+  // Tensor parallelism splits heads (whole, kv heads included), ffn columns
+  // and the vocabulary; sequence parallelism splits each micro-batch's rows.
+  const int tp = c.parallel.tensor_parallel;
+  LLM_CHECK(tp >= 1, "{}: parallel.tensor_parallel must be >= 1, got {}",
+            at("parallel.tensor_parallel"), tp);
+  for (auto [key, value] : {std::pair{"model.n_heads", m.n_heads}, {"model.n_kv_heads", m.n_kv_heads},
+                            {"model.ffn_dim", m.ffn_dim}, {"model.vocab_size", m.vocab_size},
+                            {"training.seq_len", t.seq_len}}) {
+    LLM_CHECK(value % tp == 0, "{}: parallel.tensor_parallel ({}) must divide {} ({})",
+              at({"parallel.tensor_parallel", key}), tp, key, value);
+  }
   const ZenFlowConfig& z = c.zenflow;
   LLM_CHECK(z.topk_ratio > 0 && z.topk_ratio <= 1, "{}: zenflow.topk_ratio must be in (0, 1], got {}",
             at("zenflow.topk_ratio"), z.topk_ratio);

@@ -261,6 +261,7 @@ struct DataConfig {
 struct ParallelConfig {
   ParallelMode mode = ParallelMode::ddp;
   int shard_group_size = 0;
+  int tensor_parallel = 1;
 
   Precision reduce_dtype = Precision::fp32;
   CommBackend comm = CommBackend::automatic;
@@ -272,6 +273,9 @@ struct ParallelConfig {
       "host memory (several ranks may then share one GPU); auto = nccl on cuda, mpi on cpu");
     v("reduce_dtype", reduce_dtype, "fp32 | bf16: the type gradients are reduced in");
     v("shard_group_size", shard_group_size, "ranks per shard group for hybrid (0 = mode default)");
+    v("tensor_parallel", tensor_parallel,
+      "T: ranks each layer is split across (Megatron-style, with sequence parallelism); "
+      "consecutive ranks; the data-parallel mode applies over world / T");
   }
 };
 

@@ -49,8 +49,8 @@ namespace llm {
   X(matmul_forward_residual)        \
   X(matmul_backward)                \
   X(add_vectors)                    \
-  X(cross_entropy_forward)          \
-  X(cross_entropy_forward_backward) \
+  X(cross_entropy_partials)         \
+  X(cross_entropy_combine)          \
   X(fill_zero)                      \
   X(scatter_columns)
 

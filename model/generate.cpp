@@ -18,9 +18,18 @@ std::vector<int32_t> generate(Transformer& model, UnitProvider& units, std::vect
   std::vector<int> order(V);
   std::vector<double> probs(V);
   std::vector<float> logits(V);
+  // The forward runs on a whole multiple of the model's sequence multiple
+  // (tensor parallelism splits rows): padding after the context leaves its
+  // causal logits unchanged.
+  const int multiple = model.sequence_multiple();
+  LLM_CHECK(max_context % multiple == 0, "generation: context {} is not a multiple of {}",
+            max_context, multiple);
+  std::vector<int32_t> context;
   for (int i = 0; i < options.max_new_tokens; ++i) {
-    int T = std::min<int>(static_cast<int>(tokens.size()), max_context);
-    model.forward(units, tokens.data() + tokens.size() - T, nullptr, 1, T);
+    const int T = std::min<int>(static_cast<int>(tokens.size()), max_context);
+    context.assign(tokens.end() - T, tokens.end());
+    context.resize((T + multiple - 1) / multiple * multiple, 0);
+    model.forward(units, context.data(), nullptr, 1, static_cast<int>(context.size()));
     model.logits_row(T - 1, logits.data());
 
     int k = options.top_k > 0 ? std::min(options.top_k, V) : V;

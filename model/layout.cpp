@@ -17,16 +17,49 @@ class LayoutBuilder {
 
   void begin_unit(const std::string& name) { layout_.units.push_back({name, 0, {}}); }
 
-  void add(const std::string& name, std::vector<int64_t> shape) {
+  // A tensor of `shape` whose elements map onto the whole model's tensor by
+  // `runs` (empty: it is the whole tensor, global_shape == shape).
+  void add(const std::string& name, std::vector<int64_t> shape, std::vector<int64_t> global_shape,
+           std::vector<SliceRun> runs) {
     UnitSpec& unit = layout_.units.back();
     size_t numel = 1;
     for (int64_t d : shape) numel *= static_cast<size_t>(d);
-    bool is_matrix = shape.size() == 2;
-    layout_.tensors.push_back({name, static_cast<int>(layout_.units.size()) - 1, unit.numel,
-                               std::move(shape), numel, is_matrix});
+    const bool whole = runs.empty();
+    if (whole) runs = {{0, 0, numel, 1, numel}};
+    TensorSpec t{name, static_cast<int>(layout_.units.size()) - 1, unit.numel, std::move(shape),
+                 numel, /*weight_decay=*/global_shape.size() == 2};
+    t.global_index = static_cast<int>(layout_.tensors.size());
+    t.global_shape = std::move(global_shape);
+    t.runs = std::move(runs);
+    t.replicated = whole && layout_.slice.tp_size > 1;
+    layout_.tensors.push_back(std::move(t));
     unit.tensors.push_back(static_cast<int>(layout_.tensors.size()) - 1);
     unit.numel += numel;
     layout_.total_numel += numel;
+  }
+  void add_whole(const std::string& name, std::vector<int64_t> shape) {
+    add(name, shape, shape, {});
+  }
+  // Rows [begin, begin + count) of each (begin, count) of a (rows, cols)
+  // matrix, stacked in that order.
+  void add_rows(const std::string& name, int64_t rows, int64_t cols,
+                std::vector<std::pair<int64_t, int64_t>> ranges) {
+    std::vector<SliceRun> runs;
+    int64_t local_rows = 0;
+    for (auto [begin, count] : ranges) {
+      const size_t length = static_cast<size_t>(count * cols);
+      runs.push_back({static_cast<size_t>(local_rows * cols), static_cast<size_t>(begin * cols),
+                      length, 1, length});
+      local_rows += count;
+    }
+    add(name, {local_rows, cols}, {rows, cols}, std::move(runs));
+  }
+  // Columns [begin, begin + count) of a (rows, cols) matrix.
+  void add_columns(const std::string& name, int64_t rows, int64_t cols, int64_t begin,
+                   int64_t count) {
+    add(name, {rows, count}, {rows, cols},
+        {{0, static_cast<size_t>(begin), static_cast<size_t>(count), static_cast<size_t>(rows),
+          static_cast<size_t>(cols)}});
   }
 
  private:
@@ -56,28 +89,80 @@ size_t ParameterLayout::max_unit_numel() const {
   return m;
 }
 
-ParameterLayout layout_build(const ModelConfig& c) {
+ParameterLayout layout_build(const ModelConfig& c, ModelSlice slice) {
+  LLM_CHECK(slice.tp_size >= 1 && slice.tp_rank >= 0 && slice.tp_rank < slice.tp_size &&
+                c.n_heads % slice.tp_size == 0 && c.n_kv_heads % slice.tp_size == 0 &&
+                c.ffn_dim % slice.tp_size == 0 && c.vocab_size % slice.tp_size == 0,
+            "layout: tensor-parallel rank {} of {} does not split the model's heads ({}, {} kv), "
+            "ffn_dim ({}) and vocabulary ({}) evenly",
+            slice.tp_rank, slice.tp_size, c.n_heads, c.n_kv_heads, c.ffn_dim, c.vocab_size);
   ParameterLayout layout;
+  layout.slice = slice;
   LayoutBuilder b(layout);
-  const int64_t head_dim = c.dim / c.n_heads;
-  const int64_t qkv_rows = (c.n_heads + 2 * c.n_kv_heads) * head_dim;
+  const int64_t T = slice.tp_size, t = slice.tp_rank;
+  const int64_t C = c.dim, D = c.dim / c.n_heads, H = c.n_heads, KV = c.n_kv_heads;
+  const int64_t F = c.ffn_dim, V = c.vocab_size;
+  const int64_t h = H / T, kv = KV / T, f = F / T, v = V / T;  // this rank's share
 
   b.begin_unit("embed");
-  b.add("embed.weight", {c.vocab_size, c.dim});
+  b.add_rows("embed.weight", V, C, {{t * v, v}});
   for (int l = 0; l < c.n_layers; ++l) {
     std::string p = "layers." + std::to_string(l);
     b.begin_unit(p);
-    b.add(p + ".attn_norm.weight", {c.dim});
-    b.add(p + ".attn.wqkv", {qkv_rows, c.dim});
-    b.add(p + ".attn.wo", {c.dim, c.n_heads * head_dim});
-    b.add(p + ".mlp_norm.weight", {c.dim});
-    b.add(p + ".mlp.w13", {2 * static_cast<int64_t>(c.ffn_dim), c.dim});
-    b.add(p + ".mlp.w2", {c.dim, c.ffn_dim});
+    b.add_whole(p + ".attn_norm.weight", {C});
+    b.add_rows(p + ".attn.wqkv", (H + 2 * KV) * D, C,
+               {{t * h * D, h * D}, {(H + t * kv) * D, kv * D}, {(H + KV + t * kv) * D, kv * D}});
+    b.add_columns(p + ".attn.wo", C, H * D, t * h * D, h * D);
+    b.add_whole(p + ".mlp_norm.weight", {C});
+    b.add_rows(p + ".mlp.w13", 2 * F, C, {{t * f, f}, {F + t * f, f}});
+    b.add_columns(p + ".mlp.w2", C, F, t * f, f);
   }
   b.begin_unit("head");
-  b.add("norm.weight", {c.dim});
-  if (!c.tie_embeddings) b.add("lm_head.weight", {c.vocab_size, c.dim});
+  b.add_whole("norm.weight", {C});
+  if (!c.tie_embeddings) b.add_rows("lm_head.weight", V, C, {{t * v, v}});
+  // Every rank holds every tensor (its slice), so units and indices are the
+  // whole model's; offsets within a unit are the whole model's when T = 1.
+  const ParameterLayout whole = T == 1 ? ParameterLayout{} : layout_build(c);
+  for (TensorSpec& spec : layout.tensors) {
+    spec.global_unit = spec.unit;
+    spec.global_offset = T == 1 ? spec.offset : whole.tensors[spec.global_index].offset;
+  }
   return layout;
+}
+
+std::vector<GlobalRun> layout_global_runs(const ParameterLayout& layout, int unit, size_t begin,
+                                          size_t count) {
+  const UnitSpec& u = layout.units.at(unit);
+  LLM_CHECK(begin + count <= u.numel, "layout: range [{}, {}) outside unit {} of {} elements", begin,
+            begin + count, u.name, u.numel);
+  std::vector<GlobalRun> out;
+  for (int ti : u.tensors) {
+    const TensorSpec& t = layout.tensors[ti];
+    if (begin + count <= t.offset || begin >= t.offset + t.numel) continue;
+    // The range, relative to the tensor.
+    const size_t lo = std::max(begin, t.offset) - t.offset;
+    const size_t end = std::min(begin + count, t.offset + t.numel) - t.offset;
+    for (const SliceRun& r : t.runs) {
+      const size_t a = std::max(lo, r.local), b = std::min(end, r.local + r.repeats * r.length);
+      if (a >= b) continue;
+      // Blocks [i0, i1) of the run, entered at offset0 and left at offset1.
+      size_t i0 = (a - r.local) / r.length, offset0 = (a - r.local) % r.length;
+      const size_t i1 = (b - r.local) / r.length, offset1 = (b - r.local) % r.length;
+      auto emit = [&](size_t block, size_t from, size_t length, size_t repeats) {
+        out.push_back({ti, t.global_unit, t.global_offset + r.global + block * r.global_stride + from,
+                       length, repeats, r.global_stride,
+                       t.offset + r.local + block * r.length + from - begin, t.replicated});
+      };
+      if (i0 == i1) {  // inside one block
+        emit(i0, offset0, offset1 - offset0, 1);
+        continue;
+      }
+      if (offset0 > 0) emit(i0++, offset0, r.length - offset0, 1);
+      if (i1 > i0) emit(i0, 0, r.length, i1 - i0);
+      if (offset1 > 0) emit(i1, 0, offset1, 1);
+    }
+  }
+  return out;
 }
 
 void layout_init_params(const ParameterLayout& layout, const ModelConfig& config, uint64_t seed,
@@ -85,20 +170,22 @@ void layout_init_params(const ParameterLayout& layout, const ModelConfig& config
   const UnitSpec& u = layout.units.at(unit);
   LLM_CHECK(begin <= end && end <= u.numel, "init range [{}, {}) outside unit {} of {} elements",
             begin, end, u.name, u.numel);
-  for (int ti : u.tensors) {
-    const TensorSpec& t = layout.tensors[ti];
-    size_t lo = std::max(begin, t.offset), hi = std::min(end, t.offset + t.numel);
-    if (lo >= hi) continue;
-    float* dst = out + (lo - begin);
+  for (const GlobalRun& run : layout_global_runs(layout, unit, begin, end - begin)) {
+    const TensorSpec& t = layout.tensors[run.tensor];
+    float* dst = out + run.local;
+    const size_t n = run.length * run.repeats;
     if (t.shape.size() == 1) {
-      std::fill(dst, dst + (hi - lo), 1.0f);
+      std::fill(dst, dst + n, 1.0f);
       continue;
     }
     double std = config.init_std;
     if (is_output_projection(t.name)) std /= std::sqrt(2.0 * config.n_layers);
-    uint64_t key = hash_mix(seed, static_cast<uint64_t>(ti));
-    for (size_t i = lo; i < hi; ++i) {
-      dst[i - lo] = static_cast<float>(std * normal_at(key, i - t.offset));
+    const uint64_t key = hash_mix(seed, static_cast<uint64_t>(t.global_index));
+    for (size_t i = 0; i < run.repeats; ++i) {
+      const size_t global = run.begin - t.global_offset + i * run.stride;
+      for (size_t k = 0; k < run.length; ++k) {
+        dst[i * run.length + k] = static_cast<float>(std * normal_at(key, global + k));
+      }
     }
   }
 }

@@ -2,9 +2,17 @@
 // contiguous flat fp32 buffer: unit 0 is the token embedding, units 1..L the
 // transformer blocks, unit L+1 the final norm (and LM head unless tied).
 // Gradients and optimizer moments mirror this layout exactly.
+// A layout describes the whole model, or one tensor-parallel rank's slice of
+// it (ModelSlice): heads (kv heads included) and ffn columns split whole
+// across ranks, column-parallel wqkv / w13 and row-parallel wo / w2, the
+// vocabulary split for the embedding and the LM head, norm gains replicated.
+// Every local tensor knows where its elements sit in the whole model's
+// tensor of the same name (SliceRun), which is how initialization,
+// checkpoints and Hugging Face weights stay global.
 // Invariant: a tensor never spans two units; offsets are in elements from the
 // start of their unit; within a block, wq|wk|wv are one fused (H+2KV)*D x C
-// matrix and gate|up one fused 2F x C matrix.
+// matrix and gate|up one fused 2F x C matrix (a slice keeps the order: its q
+// heads, its kv heads' k, their v; its gate columns, their up).
 #pragma once
 
 #include <cstddef>
@@ -16,13 +24,37 @@
 
 namespace llm {
 
+// Which part of the model a layout holds: tensor-parallel rank tp_rank of
+// tp_size (1 = the whole model).
+struct ModelSlice {
+  int tp_rank = 0;
+  int tp_size = 1;
+};
+
+// A stretch of a local tensor: `repeats` blocks of `length` elements, back to
+// back locally from element `local`; block i is elements [global + i *
+// global_stride, + length) of the whole model's tensor.
+struct SliceRun {
+  size_t local = 0, global = 0, length = 0, repeats = 1, global_stride = 0;
+};
+
 struct TensorSpec {
   std::string name;            // e.g. "layers.3.attn.wqkv"
   int unit;                    // index into ParameterLayout::units
   size_t offset;               // first element within the unit
-  std::vector<int64_t> shape;  // row-major
+  std::vector<int64_t> shape;  // row-major (this slice's)
   size_t numel;
   bool weight_decay;           // matrices decay, norm gains do not
+  // The whole model's tensor of the same name: its index, unit, offset in its
+  // unit and shape in layout_build(config), and how this slice maps onto it.
+  int global_index = 0;
+  int global_unit = 0;
+  size_t global_offset = 0;
+  std::vector<int64_t> global_shape;
+  std::vector<SliceRun> runs;  // cover [0, numel) in order
+  // Held whole and alike by every tensor-parallel rank (norm gains when
+  // tp_size > 1): counted once in norms, saved once.
+  bool replicated = false;
 };
 
 struct UnitSpec {
@@ -35,6 +67,7 @@ struct ParameterLayout {
   std::vector<UnitSpec> units;
   std::vector<TensorSpec> tensors;
   size_t total_numel = 0;
+  ModelSlice slice;
 
   int embed_unit() const { return 0; }
   int block_unit(int layer) const { return 1 + layer; }
@@ -44,12 +77,28 @@ struct ParameterLayout {
   size_t max_unit_numel() const;
 };
 
-ParameterLayout layout_build(const ModelConfig& config);
+ParameterLayout layout_build(const ModelConfig& config, ModelSlice slice = {});
+
+// A contiguous piece of the whole model: elements [begin, begin + length) of
+// global unit `unit`, `repeats` times at `stride` apart, whose data sits back
+// to back at `local` elements from the start of the local range it came from.
+struct GlobalRun {
+  int tensor;  // the local tensor it belongs to
+  int unit;
+  size_t begin, length, repeats, stride;
+  size_t local;
+  bool replicated;  // of a replicated tensor
+};
+// The global runs of elements [begin, begin + count) of local `unit`, in
+// local order; they cover the range exactly.
+std::vector<GlobalRun> layout_global_runs(const ParameterLayout& layout, int unit, size_t begin,
+                                          size_t count);
 
 // Fills elements [begin, end) of `unit` with their initial values: normal(0,
 // init_std) for matrices (output projections scaled by 1/sqrt(2 L)), ones for
-// norm gains. The value of an element depends only on (seed, tensor, index),
-// so a rank can initialize just its slice.
+// norm gains. The value of an element depends only on (seed, global tensor,
+// global element index), so a rank can initialize just its slice and every
+// tensor-parallel slicing initializes the same model.
 void layout_init_params(const ParameterLayout& layout, const ModelConfig& config, uint64_t seed,
                         int unit, size_t begin, size_t end, float* out);
 

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <type_traits>
 
 #include "runtime/error.h"
 #include "model/backend.h"
@@ -24,38 +25,67 @@ CheckpointingPlan checkpointing_plan(const TrainingConfig& t) {
 
 namespace {
 
+// The sizes one rank works with: N tokens of a micro-batch, n = N / tp of
+// them in its residual rows; its share of heads, ffn columns and vocabulary.
+struct Shape {
+  size_t N, n, C, H, KV, D, F, V, QKV, HD, L;
+  int tp;
+  Shape(const ModelConfig& c, int B, int T, int tp_size)
+      : N(static_cast<size_t>(B) * T),
+        n(N / tp_size),
+        C(c.dim),
+        H(c.n_heads / tp_size),
+        KV(c.n_kv_heads / tp_size),
+        D(c.dim / c.n_heads),
+        F(c.ffn_dim / tp_size),
+        V(c.vocab_size / tp_size),
+        QKV((H + 2 * KV) * D),
+        HD(H * D),
+        L(c.n_layers),
+        tp(tp_size) {}
+};
+
 // One block's activations; for checkpointed blocks some point into the shared
-// recompute scratch. T is the activation storage type; statistics are fp32.
+// recompute scratch. A is the activation storage type; statistics are fp32.
+// Norm outputs hold all N rows (this rank's rows normalized here, the rest
+// all-gathered); the residual stream and the norm statistics this rank's n.
 template <class A> struct BlockBuffers {
   A* xn1;        // (N, C) attention-norm output
-  float* rstd1;  // (N)
+  float* rstd1;  // (n)
   A* qkv;        // (N, QKV) with RoPE applied to q and k
   A* att;        // (N, H * D) attention output before the projection
   float* lse;    // (B, H, T) softmax log-sum-exp per query
-  A* x_mid;      // (N, C) residual stream after attention
+  A* x_mid;      // (n, C) residual stream after attention
   A* xn2;        // (N, C) MLP-norm output
-  float* rstd2;  // (N)
+  float* rstd2;  // (n)
   A* h13;        // (N, 2F) [gate | up]
   A* g;          // (N, F) silu(gate) * up
 };
 template <class A> struct HeadBuffers {
-  A* residual;      // (L + 1, N, C): [l] is the input of block l, [L] the last output
-  A* xf;            // (N, C) final-norm output
-  float* rstd_f;    // (N)
-  A* logits;        // (N, V); becomes dlogits in forward_backward
-  float* losses;    // (N)
-  int32_t* inputs;  // (N) the micro-batch's tokens, copied to the device
-  int32_t* targets; // (N)
-  float* rope_cos;  // (T, D / 2)
-  float* rope_sin;  // (T, D / 2)
+  A* residual;       // (L + 1, n, C): [l] is the input of block l, [L] the last output
+  A* xf;             // (N, C) final-norm output
+  float* rstd_f;     // (n)
+  A* logits;         // (N, V); becomes dlogits in forward_backward
+  float* ce_parts;   // (tp, N, 2) every rank's (log-sum-exp, target logit) per row
+  float* losses;     // (N)
+  int32_t* inputs;   // (N) the micro-batch's tokens, copied to the device
+  int32_t* targets;  // (N)
+  float* rope_cos;   // (T, D / 2)
+  float* rope_sin;   // (T, D / 2)
+  // Tensor parallelism only (else null):
+  A* partial;        // (N, C) a row-parallel matmul's partial sums
+  A* logits_row;     // (tp * V) one row of logits gathered over the group
 };
 template <class A> struct GradBuffers {  // backward scratch, reused by every block
-  A* dres;  // (N, C) gradient of the residual stream
-  A* dxn;   // (N, C) gradient of a norm output
-  A* dqkv;  // (N, QKV)
-  A* datt;  // (N, H * D)
-  A* dh13;  // (N, 2F)
-  A* dg;    // (N, F)
+  A* dres_full;  // (N, C); this rank's rows are dres, the others all-gathered
+  A* dres;       // (n, C) gradient of the residual stream (a view into dres_full)
+  A* dxn;        // (N, C) gradient of a norm output (partial sums under tp > 1)
+  A* dxn_rows;   // (n, C) its reduced rows (tp > 1; else dxn itself)
+  A* dqkv;       // (N, QKV)
+  A* datt;       // (N, H * D)
+  A* dh13;       // (N, 2F)
+  A* dg;         // (N, F)
+  float* dnorm;  // (2, C) a micro-batch's norm-gain gradients, summed over the group (tp > 1)
 };
 template <class A> struct Buffers {
   std::vector<BlockBuffers<A>> blocks;
@@ -66,10 +96,11 @@ template <class A> struct Buffers {
 
 // Lists every buffer (binding `out`'s slots) and sums the bytes by role.
 template <class A>
-BufferPlan plan_activations(const ModelConfig& c, int B, int T, CheckpointingPlan checkpointing,
-                            Buffers<A>& out, ActivationBytes& bytes) {
-  const size_t N = static_cast<size_t>(B) * T, L = c.n_layers, C = c.dim, F = c.ffn_dim;
-  const size_t D = c.dim / c.n_heads, HD = c.n_heads * D, QKV = (c.n_heads + 2 * c.n_kv_heads) * D;
+BufferPlan plan_activations(const ModelConfig& c, int B, int T, int tp,
+                            CheckpointingPlan checkpointing, Buffers<A>& out,
+                            ActivationBytes& bytes) {
+  const Shape s(c, B, T, tp);
+  const size_t N = s.N, n = s.n, C = s.C, F = s.F;
   BufferPlan plan;
   size_t before = 0;
   auto role_bytes = [&]() {
@@ -82,17 +113,17 @@ BufferPlan plan_activations(const ModelConfig& c, int B, int T, CheckpointingPla
   // ("cheap", kept only by blocks that are not checkpointed).
   auto plan_block = [&](BufferPlan& p, BlockBuffers<A>& b, bool expensive, bool cheap) {
     if (expensive) {
-      p.add(b.qkv, N * QKV);
-      p.add(b.att, N * HD);
-      p.add(b.lse, N * c.n_heads);
-      p.add(b.x_mid, N * C);
+      p.add(b.qkv, N * s.QKV);
+      p.add(b.att, N * s.HD);
+      p.add(b.lse, N * s.H);
+      p.add(b.x_mid, n * C);
       p.add(b.h13, N * 2 * F);
     }
     if (cheap) {
       p.add(b.xn1, N * C);
-      p.add(b.rstd1, N);
+      p.add(b.rstd1, n);
       p.add(b.xn2, N * C);
-      p.add(b.rstd2, N);
+      p.add(b.rstd2, n);
       p.add(b.g, N * F);
     }
   };
@@ -105,9 +136,9 @@ BufferPlan plan_activations(const ModelConfig& c, int B, int T, CheckpointingPla
     bytes.per_block_kept = kept.bytes();
     bytes.per_block_checkpointed = checkpointed.bytes();
   }
-  out.blocks.assign(L, BlockBuffers<A>{});
+  out.blocks.assign(s.L, BlockBuffers<A>{});
   bool any_checkpointed = false;
-  for (size_t l = 0; l < L; ++l) {
+  for (size_t l = 0; l < s.L; ++l) {
     bool checkpointed = checkpointing.checkpointed(static_cast<int>(l));
     any_checkpointed = any_checkpointed || checkpointed;
     plan_block(plan, out.blocks[l], !checkpointed || selective, !checkpointed);
@@ -119,22 +150,31 @@ BufferPlan plan_activations(const ModelConfig& c, int B, int T, CheckpointingPla
   }
 
   HeadBuffers<A>& h = out.head;
-  plan.add(h.residual, (L + 1) * N * C);
+  plan.add(h.residual, (s.L + 1) * n * C);
   bytes.residual_stream = role_bytes();
   plan.add(h.xf, N * C);
-  plan.add(h.rstd_f, N);
-  plan.add(h.logits, N * c.vocab_size);
+  plan.add(h.rstd_f, n);
+  plan.add(h.logits, N * s.V);
+  plan.add(h.ce_parts, tp * N * 2);
   plan.add(h.losses, N);
   plan.add(h.inputs, N);
   plan.add(h.targets, N);
-  plan.add(h.rope_cos, T * D / 2);
-  plan.add(h.rope_sin, T * D / 2);
+  plan.add(h.rope_cos, T * s.D / 2);
+  plan.add(h.rope_sin, T * s.D / 2);
+  if (tp > 1) {
+    plan.add(h.partial, N * C);
+    plan.add(h.logits_row, tp * s.V);
+  }
   bytes.head_and_loss = role_bytes();
   GradBuffers<A>& g = out.grads;
-  plan.add(g.dres, N * C);
+  plan.add(g.dres_full, N * C);
   plan.add(g.dxn, N * C);
-  plan.add(g.dqkv, N * QKV);
-  plan.add(g.datt, N * HD);
+  if (tp > 1) {
+    plan.add(g.dxn_rows, n * C);
+    plan.add(g.dnorm, 2 * C);
+  }
+  plan.add(g.dqkv, N * s.QKV);
+  plan.add(g.datt, N * s.HD);
   plan.add(g.dh13, N * 2 * F);
   plan.add(g.dg, N * F);
   bytes.backward_scratch = role_bytes();
@@ -163,45 +203,53 @@ namespace {
 template <class A> class TransformerImpl : public Transformer::Impl {
  public:
   TransformerImpl(const ModelConfig& config, const ParameterLayout& layout, int max_batch,
-                  int max_seq, const Backend& backend, CheckpointingPlan checkpointing)
+                  int max_seq, const Backend& backend, CheckpointingPlan checkpointing,
+                  Group* tensor_group)
       : config_(config),
         layout_(layout),
         ops_(backend.ops<A>()),
+        f32_(backend.f32),
         memory_(*backend.memory),
+        tensor_(tensor_group),
         max_batch_(max_batch),
         max_seq_(max_seq),
-        C_(config.dim),
-        H_(config.n_heads),
-        KV_(config.n_kv_heads),
-        D_(config.dim / config.n_heads),
-        F_(config.ffn_dim),
-        V_(config.vocab_size),
-        L_(config.n_layers),
-        QKV_((config.n_heads + 2 * config.n_kv_heads) * (config.dim / config.n_heads)),
+        tp_(layout.slice.tp_size),
+        tp_rank_(layout.slice.tp_rank),
+        s_(config, 1, 1, tp_),
+        vocab_begin_(static_cast<int>(tp_rank_ * s_.V)),
         checkpointing_(checkpointing) {
+    LLM_CHECK(tp_ == 1 || (tensor_ && tensor_->size() == tp_ && tensor_->rank() == tp_rank_),
+              "transformer: the layout's tensor slice {} of {} is not the tensor group's rank",
+              tp_rank_, tp_);
+    LLM_CHECK(max_seq % tp_ == 0, "transformer: max_seq {} is not a multiple of the tensor-parallel size {}",
+              max_seq, tp_);
     const UnitSpec& block = layout_.units[layout_.block_unit(0)];
     auto offset = [&](int i) { return layout_.tensors[block.tensors[i]].offset; };
     block_ = {offset(0), offset(1), offset(2), offset(3), offset(4), offset(5)};
 
-    BufferPlan plan = plan_activations(config, max_batch, max_seq, checkpointing, buf_, bytes_);
+    BufferPlan plan =
+        plan_activations(config, max_batch, max_seq, tp_, checkpointing, buf_, bytes_);
     arena_ = Arena("activations", plan.bytes(), memory_);
     host_losses_.resize(static_cast<size_t>(max_batch) * max_seq);
-    host_row_.resize(V_);
+    host_row_.resize(tp_ * s_.V);
     staging_ = {static_cast<int32_t*>(memory_.allocate_staging(
                     2 * static_cast<size_t>(max_batch) * max_seq * sizeof(int32_t))),
                 memory_.release_staging};
     plan.bind(arena_);
     // Checkpointed blocks work in the shared scratch for what they do not keep.
-    for (int l = 0; l < L_; ++l) {
+    for (int l = 0; l < config.n_layers; ++l) {
       if (!checkpointing.checkpointed(l)) continue;
       BlockBuffers<A>& b = buf_.blocks[l];
-      const BlockBuffers<A>& s = buf_.scratch;
-      b.xn1 = s.xn1, b.rstd1 = s.rstd1, b.xn2 = s.xn2, b.rstd2 = s.rstd2, b.g = s.g;
+      const BlockBuffers<A>& sc = buf_.scratch;
+      b.xn1 = sc.xn1, b.rstd1 = sc.rstd1, b.xn2 = sc.xn2, b.rstd2 = sc.rstd2, b.g = sc.g;
       if (checkpointing.mode == Recompute::full) {
-        b.qkv = s.qkv, b.att = s.att, b.lse = s.lse, b.x_mid = s.x_mid, b.h13 = s.h13;
+        b.qkv = sc.qkv, b.att = sc.att, b.lse = sc.lse, b.x_mid = sc.x_mid, b.h13 = sc.h13;
       }
     }
-    backend.rope_table(buf_.head.rope_cos, buf_.head.rope_sin, max_seq, D_,
+    GradBuffers<A>& d = buf_.grads;
+    if (tp_ == 1) d.dxn_rows = d.dxn;
+    else f32_.fill_zero(d.dnorm, 2 * s_.C);  // zero between uses
+    backend.rope_table(buf_.head.rope_cos, buf_.head.rope_sin, max_seq, static_cast<int>(s_.D),
                        static_cast<float>(config.rope_theta));
   }
 
@@ -210,10 +258,14 @@ template <class A> class TransformerImpl : public Transformer::Impl {
   float forward_backward(UnitProvider& units, const int32_t* inputs, const int32_t* targets, int B,
                          int T, float dloss) override;
   void logits_row(int row, float* out) const override {
-    memory_.to_host(host_row_.data(), buf_.head.logits + static_cast<size_t>(row) * V_,
-                    V_ * sizeof(A));
+    const A* logits = buf_.head.logits + static_cast<size_t>(row) * s_.V;
+    if (tp_ > 1) {  // every rank's vocabulary slice, in rank (= vocabulary) order
+      tensor_->all_gather(logits, buf_.head.logits_row, s_.V, wire_type());
+      logits = buf_.head.logits_row;
+    }
+    memory_.to_host(host_row_.data(), logits, host_row_.size() * sizeof(A));
     staging_in_flight_ = false;  // to_host waited for the device
-    for (int v = 0; v < V_; ++v) out[v] = to_float(host_row_[v]);
+    for (size_t v = 0; v < host_row_.size(); ++v) out[v] = to_float(host_row_[v]);
   }
 
  private:
@@ -222,6 +274,9 @@ template <class A> class TransformerImpl : public Transformer::Impl {
     size_t attn_norm, wqkv, wo, mlp_norm, w13, w2;
   };
 
+  static WireType wire_type() {
+    return std::is_same_v<A, Bf16> ? WireType::bf16 : WireType::f32;
+  }
   const A* params(UnitProvider& units, int unit, Pass pass) {
     return static_cast<const A*>(units.acquire_params(unit, pass));
   }
@@ -230,14 +285,39 @@ template <class A> class TransformerImpl : public Transformer::Impl {
   void upload_micro_batch(const int32_t* inputs, const int32_t* targets, int B, int T);
   // The forward pass over the uploaded tokens, to the logits.
   void forward_blocks(UnitProvider& units, int B, int T);
+  // The per-row (log-sum-exp, target logit) of every rank, then the losses;
+  // with dloss != 0 the logits become their gradient.
+  void cross_entropy(int N, float dloss, bool backward);
   // Block l's forward into its buffers; with write_output false it stops
   // after SwiGLU (what backward recomputation needs).
   void block_forward(int l, const A* p, int B, int T, bool write_output);
   void recompute_block(int l, const A* p, int B, int T);
   void block_backward(int l, const A* p, float* grads, int B, int T);
-  A* residual(int l) const {
-    return buf_.head.residual + static_cast<size_t>(l) * max_batch_ * max_seq_ * C_;
+
+  // --- sequence / tensor parallelism; each is a plain op when tp = 1 -------
+  // xn (N, C) = rmsnorm of this rank's rows x (n, C), all rows all-gathered.
+  void norm_gathered(A* xn, float* rstd, const A* x, const A* weight, int N);
+  // out (n, C) = residual + this rank's rows of inp (N, K) @ W^T summed over
+  // the group (a row-parallel matmul, reduce-scattered).
+  void row_parallel_forward(A* out, const A* inp, const A* weight, const A* residual, int N, int K);
+  // dxn_rows (n, C) = this rank's rows of dout (N, out) @ W summed over the
+  // group, and dweight += dout^T inp (a column-parallel matmul's backward).
+  void column_parallel_backward(float* dweight, const A* dout, const A* inp, const A* weight, int N,
+                                int out);
+  // Every rank's dres rows into grads.dres_full.
+  void gather_dres(int N);
+  // The gradient of a norm gain (C): directly into grads, or (tp > 1) into
+  // slot `slot` of grads.dnorm, summed over the group by add_norm_grads.
+  float* norm_grad(float* grads, int slot) const {
+    return tp_ == 1 ? grads : buf_.grads.dnorm + slot * s_.C;
   }
+  void add_norm_grads(float* first, float* second);
+
+  A* residual(int l) const {
+    return buf_.head.residual + static_cast<size_t>(l) * max_batch_ * (max_seq_ / tp_) * s_.C;
+  }
+  // This rank's rows of an (N, C) buffer.
+  A* own_rows(A* full, int N) const { return full + static_cast<size_t>(tp_rank_) * (N / tp_) * s_.C; }
   const A* head_weight(UnitProvider& units, const A* head_params, Pass pass) {
     if (config_.tie_embeddings) return params(units, layout_.embed_unit(), pass);
     return head_params + config_.dim;
@@ -257,9 +337,13 @@ template <class A> class TransformerImpl : public Transformer::Impl {
   const ModelConfig& config_;
   const ParameterLayout& layout_;
   const TypedOps<A>& ops_;  // the backend's table for storage type A
+  const TypedOps<float>& f32_;  // its fp32 table (gradients)
   const DeviceMemory& memory_;
+  Group* tensor_;  // the tensor-parallel group (null when tp_ = 1)
   int max_batch_, max_seq_;
-  int C_, H_, KV_, D_, F_, V_, L_, QKV_;
+  int tp_, tp_rank_;
+  Shape s_;  // per-token sizes (N, n unused)
+  int vocab_begin_;  // first vocabulary row of this rank's slice
   CheckpointingPlan checkpointing_;
   BlockOffsets block_;
   Buffers<A> buf_;
@@ -276,22 +360,71 @@ template <class A> class TransformerImpl : public Transformer::Impl {
 };
 
 template <class A>
+void TransformerImpl<A>::norm_gathered(A* xn, float* rstd, const A* x, const A* weight, int N) {
+  const int n = N / tp_, C = static_cast<int>(s_.C);
+  ops_.rmsnorm_forward(own_rows(xn, N), rstd, x, weight, n, C, static_cast<float>(config_.norm_eps));
+  if (tp_ > 1) tensor_->all_gather(own_rows(xn, N), xn, static_cast<size_t>(n) * C, wire_type());
+}
+
+template <class A>
+void TransformerImpl<A>::row_parallel_forward(A* out, const A* inp, const A* weight,
+                                              const A* residual, int N, int K) {
+  const int C = static_cast<int>(s_.C);
+  if (tp_ == 1) {
+    ops_.matmul_forward_residual(out, inp, weight, residual, N, K, C);
+    return;
+  }
+  const size_t rows = static_cast<size_t>(N / tp_) * C;
+  ops_.matmul_forward(buf_.head.partial, inp, weight, N, K, C);
+  tensor_->reduce_scatter(buf_.head.partial, out, rows, wire_type());
+  ops_.add_vectors(out, out, residual, rows);
+}
+
+template <class A>
+void TransformerImpl<A>::column_parallel_backward(float* dweight, const A* dout, const A* inp,
+                                                  const A* weight, int N, int out) {
+  const GradBuffers<A>& d = buf_.grads;
+  const int C = static_cast<int>(s_.C);
+  ops_.matmul_backward(d.dxn, dweight, dout, inp, weight, N, C, out);
+  if (tp_ > 1) tensor_->reduce_scatter(d.dxn, d.dxn_rows, static_cast<size_t>(N / tp_) * C, wire_type());
+}
+
+template <class A>
+void TransformerImpl<A>::gather_dres(int N) {
+  if (tp_ == 1) return;
+  const size_t rows = static_cast<size_t>(N / tp_) * s_.C;
+  tensor_->all_gather(buf_.grads.dres, buf_.grads.dres_full, rows, wire_type());
+}
+
+template <class A>
+void TransformerImpl<A>::add_norm_grads(float* first, float* second) {
+  if (tp_ == 1) return;
+  const GradBuffers<A>& d = buf_.grads;
+  const size_t C = s_.C;
+  tensor_->all_reduce(d.dnorm, (second ? 2 : 1) * C, WireType::f32);
+  f32_.add_vectors(first, first, d.dnorm, C);
+  if (second) f32_.add_vectors(second, second, d.dnorm + C, C);
+  f32_.fill_zero(d.dnorm, 2 * C);  // zero between uses
+}
+
+template <class A>
 void TransformerImpl<A>::block_forward(int l, const A* p, int B, int T, bool write_output) {
-  const int N = B * T;
-  const float eps = static_cast<float>(config_.norm_eps);
+  const int N = B * T, C = static_cast<int>(s_.C), H = static_cast<int>(s_.H);
+  const int KV = static_cast<int>(s_.KV), D = static_cast<int>(s_.D);
+  const int QKV = static_cast<int>(s_.QKV), F = static_cast<int>(s_.F);
   const BlockBuffers<A>& b = buf_.blocks[l];
   const A* x = residual(l);
-  ops_.rmsnorm_forward(b.xn1, b.rstd1, x, p + block_.attn_norm, N, C_, eps);
-  ops_.matmul_forward(b.qkv, b.xn1, p + block_.wqkv, N, C_, QKV_);
-  ops_.rope_forward(b.qkv, buf_.head.rope_cos, buf_.head.rope_sin, N, T, H_ + KV_, D_, QKV_);
-  ops_.attention_forward(b.att, b.lse, b.qkv, B, T, H_, KV_, D_);
-  ops_.matmul_forward_residual(b.x_mid, b.att, p + block_.wo, x, N, H_ * D_, C_);
+  norm_gathered(b.xn1, b.rstd1, x, p + block_.attn_norm, N);
+  ops_.matmul_forward(b.qkv, b.xn1, p + block_.wqkv, N, C, QKV);
+  ops_.rope_forward(b.qkv, buf_.head.rope_cos, buf_.head.rope_sin, N, T, H + KV, D, QKV);
+  ops_.attention_forward(b.att, b.lse, b.qkv, B, T, H, KV, D);
+  row_parallel_forward(b.x_mid, b.att, p + block_.wo, x, N, H * D);
 
-  ops_.rmsnorm_forward(b.xn2, b.rstd2, b.x_mid, p + block_.mlp_norm, N, C_, eps);
-  ops_.matmul_forward(b.h13, b.xn2, p + block_.w13, N, C_, 2 * F_);
-  ops_.swiglu_forward(b.g, b.h13, N, F_);
+  norm_gathered(b.xn2, b.rstd2, b.x_mid, p + block_.mlp_norm, N);
+  ops_.matmul_forward(b.h13, b.xn2, p + block_.w13, N, C, 2 * F);
+  ops_.swiglu_forward(b.g, b.h13, N, F);
   if (!write_output) return;
-  ops_.matmul_forward_residual(residual(l + 1), b.g, p + block_.w2, b.x_mid, N, F_, C_);
+  row_parallel_forward(residual(l + 1), b.g, p + block_.w2, b.x_mid, N, F);
 }
 
 template <class A>
@@ -303,31 +436,35 @@ void TransformerImpl<A>::recompute_block(int l, const A* p, int B, int T) {
   }
   // Selective: the norms and SwiGLU, from the kept x_mid and h13.
   const int N = B * T;
-  const float eps = static_cast<float>(config_.norm_eps);
   const BlockBuffers<A>& b = buf_.blocks[l];
-  ops_.rmsnorm_forward(b.xn1, b.rstd1, residual(l), p + block_.attn_norm, N, C_, eps);
-  ops_.rmsnorm_forward(b.xn2, b.rstd2, b.x_mid, p + block_.mlp_norm, N, C_, eps);
-  ops_.swiglu_forward(b.g, b.h13, N, F_);
+  norm_gathered(b.xn1, b.rstd1, residual(l), p + block_.attn_norm, N);
+  norm_gathered(b.xn2, b.rstd2, b.x_mid, p + block_.mlp_norm, N);
+  ops_.swiglu_forward(b.g, b.h13, N, static_cast<int>(s_.F));
 }
 
 template <class A>
 void TransformerImpl<A>::block_backward(int l, const A* p, float* gr, int B, int T) {
-  const int N = B * T;
+  const int N = B * T, n = N / tp_, C = static_cast<int>(s_.C), H = static_cast<int>(s_.H);
+  const int KV = static_cast<int>(s_.KV), D = static_cast<int>(s_.D);
+  const int QKV = static_cast<int>(s_.QKV), F = static_cast<int>(s_.F);
   const BlockBuffers<A>& b = buf_.blocks[l];
   const GradBuffers<A>& d = buf_.grads;
   // MLP branch; dres holds d(loss)/d(block output) and becomes d/d(x_mid).
-  ops_.matmul_backward(d.dg, gr + block_.w2, d.dres, b.g, p + block_.w2, N, F_, C_);
-  ops_.swiglu_backward(d.dh13, d.dg, b.h13, N, F_);
-  ops_.matmul_backward(d.dxn, gr + block_.w13, d.dh13, b.xn2, p + block_.w13, N, C_, 2 * F_);
-  ops_.rmsnorm_backward(d.dres, gr + block_.mlp_norm, d.dxn, b.x_mid, p + block_.mlp_norm, b.rstd2,
-                       N, C_);
+  gather_dres(N);
+  ops_.matmul_backward(d.dg, gr + block_.w2, d.dres_full, b.g, p + block_.w2, N, F, C);
+  ops_.swiglu_backward(d.dh13, d.dg, b.h13, N, F);
+  column_parallel_backward(gr + block_.w13, d.dh13, b.xn2, p + block_.w13, N, 2 * F);
+  ops_.rmsnorm_backward(d.dres, norm_grad(gr + block_.mlp_norm, 1), d.dxn_rows, b.x_mid,
+                        p + block_.mlp_norm, b.rstd2, n, C);
   // Attention branch; dres becomes d(loss)/d(block input).
-  ops_.matmul_backward(d.datt, gr + block_.wo, d.dres, b.att, p + block_.wo, N, H_ * D_, C_);
-  ops_.attention_backward(d.dqkv, d.datt, b.qkv, b.att, b.lse, B, T, H_, KV_, D_);
-  ops_.rope_backward(d.dqkv, buf_.head.rope_cos, buf_.head.rope_sin, N, T, H_ + KV_, D_, QKV_);
-  ops_.matmul_backward(d.dxn, gr + block_.wqkv, d.dqkv, b.xn1, p + block_.wqkv, N, C_, QKV_);
-  ops_.rmsnorm_backward(d.dres, gr + block_.attn_norm, d.dxn, residual(l), p + block_.attn_norm,
-                       b.rstd1, N, C_);
+  gather_dres(N);
+  ops_.matmul_backward(d.datt, gr + block_.wo, d.dres_full, b.att, p + block_.wo, N, H * D, C);
+  ops_.attention_backward(d.dqkv, d.datt, b.qkv, b.att, b.lse, B, T, H, KV, D);
+  ops_.rope_backward(d.dqkv, buf_.head.rope_cos, buf_.head.rope_sin, N, T, H + KV, D, QKV);
+  column_parallel_backward(gr + block_.wqkv, d.dqkv, b.xn1, p + block_.wqkv, N, QKV);
+  ops_.rmsnorm_backward(d.dres, norm_grad(gr + block_.attn_norm, 0), d.dxn_rows, residual(l),
+                        p + block_.attn_norm, b.rstd1, n, C);
+  add_norm_grads(gr + block_.attn_norm, gr + block_.mlp_norm);
 }
 
 template <class A>
@@ -336,6 +473,9 @@ void TransformerImpl<A>::upload_micro_batch(const int32_t* inputs, const int32_t
   LLM_CHECK(B >= 1 && B <= max_batch_ && T >= 1 && T <= max_seq_,
             "micro-batch ({}, {}) exceeds the activation buffers ({}, {})", B, T, max_batch_,
             max_seq_);
+  LLM_CHECK(T % tp_ == 0,
+            "micro-batch sequence length {} is not a multiple of the tensor-parallel size {}", T,
+            tp_);
   if (staging_in_flight_) memory_.synchronize();
   const size_t N = static_cast<size_t>(B) * T, max_tokens = static_cast<size_t>(max_batch_) * max_seq_;
   int32_t* staged_inputs = staging_.get();
@@ -347,17 +487,24 @@ void TransformerImpl<A>::upload_micro_batch(const int32_t* inputs, const int32_t
     memory_.to_device_async(buf_.head.targets, staged_targets, N * sizeof(int32_t));
   }
   staging_in_flight_ = true;
+  buf_.grads.dres = own_rows(buf_.grads.dres_full, static_cast<int>(N));
 }
 
 template <class A>
 void TransformerImpl<A>::forward_blocks(UnitProvider& units, int B, int T) {
-  const int N = B * T;
+  const int N = B * T, C = static_cast<int>(s_.C), V = static_cast<int>(s_.V);
   const HeadBuffers<A>& h = buf_.head;
+  // Vocabulary-parallel embedding: each rank embeds the tokens of its
+  // vocabulary rows (zeros elsewhere), reduce-scattered to token rows.
   const A* embed = params(units, layout_.embed_unit(), Pass::forward);
-  ops_.embedding_forward(residual(0), h.inputs, embed, N, C_);
+  A* embedded = tp_ == 1 ? residual(0) : h.partial;
+  ops_.embedding_forward(embedded, h.inputs, embed, N, C, vocab_begin_, V);
+  if (tp_ > 1) {
+    tensor_->reduce_scatter(h.partial, residual(0), static_cast<size_t>(N / tp_) * C, wire_type());
+  }
   units.release_params(layout_.embed_unit(), Pass::forward);
 
-  for (int l = 0; l < L_; ++l) {
+  for (int l = 0; l < config_.n_layers; ++l) {
     const A* p = params(units, layout_.block_unit(l), Pass::forward);
     block_forward(l, p, B, T, /*write_output=*/true);
     units.release_params(layout_.block_unit(l), Pass::forward);
@@ -365,12 +512,22 @@ void TransformerImpl<A>::forward_blocks(UnitProvider& units, int B, int T) {
 
   const int head = layout_.head_unit();
   const A* hp = params(units, head, Pass::forward);
-  ops_.rmsnorm_forward(h.xf, h.rstd_f, residual(L_), hp, N, C_, static_cast<float>(config_.norm_eps));
-  ops_.matmul_forward(h.logits, h.xf, head_weight(units, hp, Pass::forward), N, C_, V_);
+  norm_gathered(h.xf, h.rstd_f, residual(config_.n_layers), hp, N);
+  ops_.matmul_forward(h.logits, h.xf, head_weight(units, hp, Pass::forward), N, C, V);
   release_head_weight(units, Pass::forward);
   units.release_params(head, Pass::forward);
 }
 
+template <class A>
+void TransformerImpl<A>::cross_entropy(int N, float dloss, bool backward) {
+  const HeadBuffers<A>& h = buf_.head;
+  const int V = static_cast<int>(s_.V);
+  float* own = h.ce_parts + static_cast<size_t>(tp_rank_) * N * 2;
+  ops_.cross_entropy_partials(own, h.logits, h.targets, N, V, vocab_begin_);
+  if (tp_ > 1) tensor_->all_gather(own, h.ce_parts, static_cast<size_t>(N) * 2, WireType::f32);
+  ops_.cross_entropy_combine(h.losses, backward ? h.logits : nullptr, h.ce_parts, h.targets, N, V,
+                             vocab_begin_, tp_, dloss);
+}
 
 template <class A>
 float TransformerImpl<A>::forward(UnitProvider& units, const int32_t* inputs, const int32_t* targets,
@@ -379,7 +536,7 @@ float TransformerImpl<A>::forward(UnitProvider& units, const int32_t* inputs, co
   forward_blocks(units, B, T);
   if (!targets) return 0.0f;
   const int N = B * T;
-  ops_.cross_entropy_forward(buf_.head.losses, buf_.head.logits, buf_.head.targets, N, V_);
+  cross_entropy(N, 0.0f, /*backward=*/false);
   return mean_loss(N);
 }
 
@@ -388,26 +545,28 @@ float TransformerImpl<A>::forward_backward(UnitProvider& units, const int32_t* i
                                           const int32_t* targets, int B, int T, float dloss) {
   upload_micro_batch(inputs, targets, B, T);
   forward_blocks(units, B, T);
-  const int N = B * T;
+  const int N = B * T, n = N / tp_, C = static_cast<int>(s_.C), V = static_cast<int>(s_.V);
   const HeadBuffers<A>& h = buf_.head;
   const GradBuffers<A>& d = buf_.grads;
-  ops_.cross_entropy_forward_backward(h.losses, h.logits, h.targets, N, V_, dloss);
+  cross_entropy(N, dloss, /*backward=*/true);
 
   // Head: final norm and LM head (its weight may be the tied embedding).
   const int head = layout_.head_unit();
   const A* hp = params(units, head, Pass::backward);
   float* hg = units.acquire_grads(head);
   float* head_weight_grad =
-      config_.tie_embeddings ? units.acquire_grads(layout_.embed_unit()) : hg + C_;
-  ops_.matmul_backward(d.dxn, head_weight_grad, h.logits, h.xf,
-                      head_weight(units, hp, Pass::backward), N, C_, V_);
-  ops_.fill_zero(d.dres, static_cast<size_t>(N) * C_);
-  ops_.rmsnorm_backward(d.dres, hg, d.dxn, residual(L_), hp, h.rstd_f, N, C_);
+      config_.tie_embeddings ? units.acquire_grads(layout_.embed_unit()) : hg + C;
+  column_parallel_backward(head_weight_grad, h.logits, h.xf, head_weight(units, hp, Pass::backward),
+                           N, V);
+  ops_.fill_zero(d.dres, static_cast<size_t>(n) * C);
+  ops_.rmsnorm_backward(d.dres, norm_grad(hg, 0), d.dxn_rows, residual(config_.n_layers), hp,
+                        h.rstd_f, n, C);
+  add_norm_grads(hg, nullptr);
   release_head_weight(units, Pass::backward);
   units.release_params(head, Pass::backward);
   units.release_grads(head);
 
-  for (int l = L_ - 1; l >= 0; --l) {
+  for (int l = config_.n_layers - 1; l >= 0; --l) {
     const int unit = layout_.block_unit(l);
     const A* p = params(units, unit, Pass::backward);
     float* gr = units.acquire_grads(unit);
@@ -417,39 +576,44 @@ float TransformerImpl<A>::forward_backward(UnitProvider& units, const int32_t* i
     units.release_grads(unit);
   }
 
+  // Each rank's vocabulary rows take the gradient of every token row.
+  gather_dres(N);
   float* eg = units.acquire_grads(layout_.embed_unit());
-  ops_.embedding_backward(eg, d.dres, h.inputs, N, C_);  // uploaded by upload_micro_batch
+  ops_.embedding_backward(eg, d.dres_full, h.inputs, N, C, vocab_begin_, V);
   units.release_grads(layout_.embed_unit());
   return mean_loss(N);
 }
-
 
 }  // namespace
 
 Transformer::Transformer(const ModelConfig& config, int max_batch, int max_seq,
                          const Backend& backend, CheckpointingPlan checkpointing,
-                         Precision precision)
-    : config_(config), layout_(layout_build(config)), precision_(precision) {
+                         Precision precision, Group* tensor_group)
+    : config_(config),
+      layout_(layout_build(config, tensor_group ? ModelSlice{tensor_group->rank(), tensor_group->size()}
+                                                : ModelSlice{})),
+      precision_(precision) {
   if (precision == Precision::bf16) {
     impl_ = std::make_unique<TransformerImpl<Bf16>>(config_, layout_, max_batch, max_seq, backend,
-                                                    checkpointing);
+                                                    checkpointing, tensor_group);
   } else {
     impl_ = std::make_unique<TransformerImpl<float>>(config_, layout_, max_batch, max_seq, backend,
-                                                     checkpointing);
+                                                     checkpointing, tensor_group);
   }
 }
 
 Transformer::~Transformer() = default;
 
 ActivationBytes Transformer::activation_bytes(const ModelConfig& config, int B, int T,
-                                              CheckpointingPlan checkpointing, Precision precision) {
+                                              CheckpointingPlan checkpointing, Precision precision,
+                                              int tp_size) {
   ActivationBytes bytes;
   if (precision == Precision::bf16) {
     Buffers<Bf16> unbound;
-    plan_activations(config, B, T, checkpointing, unbound, bytes);
+    plan_activations(config, B, T, tp_size, checkpointing, unbound, bytes);
   } else {
     Buffers<float> unbound;
-    plan_activations(config, B, T, checkpointing, unbound, bytes);
+    plan_activations(config, B, T, tp_size, checkpointing, unbound, bytes);
   }
   return bytes;
 }

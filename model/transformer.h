@@ -9,6 +9,16 @@
 // and attention outputs) and recomputes the rest in backward from the unit
 // acquired for backward, with the same kernels in the same order, so
 // gradients are bit-identical to a run without checkpointing.
+// Tensor parallelism (a tensor group of T > 1 ranks; layout.h's slices):
+// each rank computes its heads, ffn columns and vocabulary rows for all N
+// tokens of a micro-batch, while the residual stream, the norms and their
+// inputs hold only this rank's N / T rows (sequence parallelism, as in
+// Megatron-LM): a norm's output is all-gathered before a column-parallel
+// matmul, a row-parallel matmul's partial sums are reduce-scattered back to
+// rows; the embedding is vocabulary-parallel (reduce-scattered), and the
+// cross-entropy combines per-rank (log-sum-exp, target logit) pairs, so no
+// rank holds full logits. Norm-gain gradients are summed over the group per
+// micro-batch. Every rank of a group runs the same micro-batch.
 // Invariant: every activation buffer is allocated once, at construction, for
 // micro-batches up to (max_batch, max_seq); no allocation happens per step.
 #pragma once
@@ -24,6 +34,7 @@
 #include "model/backend.h"
 #include "model/layout.h"
 #include "model/unit_provider.h"
+#include "runtime/group.h"
 
 namespace llm {
 
@@ -48,13 +59,19 @@ struct ActivationBytes {
 
 class Transformer {
  public:
+  // `tensor_group` (null: none) is the tensor-parallel group; its members
+  // split every layer, and max_seq must be a multiple of its size.
   Transformer(const ModelConfig& config, int max_batch, int max_seq, const Backend& backend,
-              CheckpointingPlan checkpointing = {}, Precision precision = Precision::fp32);
+              CheckpointingPlan checkpointing = {}, Precision precision = Precision::fp32,
+              Group* tensor_group = nullptr);
   ~Transformer();
 
+  // Per rank, for a tensor-parallel size of tp_size.
   static ActivationBytes activation_bytes(const ModelConfig& config, int B, int T,
                                           CheckpointingPlan checkpointing = {},
-                                          Precision precision = Precision::fp32);
+                                          Precision precision = Precision::fp32, int tp_size = 1);
+  // Sequence lengths must be multiples of this (the tensor-parallel size).
+  int sequence_multiple() const { return layout_.slice.tp_size; }
 
   const ModelConfig& config() const { return config_; }
   const ParameterLayout& layout() const { return layout_; }
@@ -67,7 +84,8 @@ class Transformer {
   // cross-entropy against targets (B, T); with targets == nullptr returns 0
   // and leaves the logits (B, T, V) readable through logits_row().
   float forward(UnitProvider& units, const int32_t* inputs, const int32_t* targets, int B, int T);
-  // The V logits of row `row` (= b * T + t) of the last forward, as fp32.
+  // The V logits of row `row` (= b * T + t) of the last forward, as fp32 (a
+  // collective over the tensor group).
   void logits_row(int row, float* out) const;
 
   // Forward and backward of one micro-batch. Each unit's gradient receives

@@ -41,30 +41,50 @@ uint32_t checksum(const void* data, size_t bytes) {
 
 std::string step_name(int step) { return "step_" + std::to_string(step); }
 
-// A record holds params, m and v of elements [begin, begin + count) of one
-// unit, back to back (3 * count floats), copied from the memory they live in.
-json write_shard(const std::string& path, const std::vector<OwnedSlice>& slices) {
+// A record holds params, m and v of `repeats` blocks of `count` elements of
+// one unit of the whole model, block i starting at begin + i * stride, back
+// to back (3 * repeats * count floats). Each owned slice is written as the
+// whole model's runs it covers (one per tensor piece, a strided one for a
+// row-parallel matrix's columns); replicated tensors only by the first
+// tensor-parallel rank.
+json write_shard(const std::string& path, const std::vector<OwnedSlice>& slices,
+                 const ParameterLayout& layout) {
   std::string bytes;
   json records = json::array();
+  std::vector<float> state[3];
   for (const OwnedSlice& s : slices) {
-    size_t offset = bytes.size(), n = s.count * sizeof(float);
-    bytes.resize(offset + 3 * n);
-    s.memory->to_host(bytes.data() + offset, s.params, n);
-    s.memory->to_host(bytes.data() + offset + n, s.m, n);
-    s.memory->to_host(bytes.data() + offset + 2 * n, s.v, n);
-    records.push_back({{"unit", s.unit}, {"begin", s.begin}, {"count", s.count}, {"offset", offset},
-                       {"crc32", checksum(bytes.data() + offset, 3 * n)}});
+    const float* sources[3] = {s.params, s.m, s.v};
+    for (int part = 0; part < 3; ++part) {
+      state[part].resize(s.count);
+      s.memory->to_host(state[part].data(), sources[part], s.count * sizeof(float));
+    }
+    for (const GlobalRun& run : layout_global_runs(layout, s.unit, s.begin, s.count)) {
+      if (run.replicated && layout.slice.tp_rank > 0) continue;
+      const size_t offset = bytes.size(), n = run.repeats * run.length * sizeof(float);
+      bytes.resize(offset + 3 * n);
+      for (int part = 0; part < 3; ++part) {
+        std::memcpy(bytes.data() + offset + part * n, state[part].data() + run.local, n);
+      }
+      json record = {{"unit", run.unit}, {"begin", run.begin}, {"count", run.length},
+                     {"offset", offset}, {"crc32", checksum(bytes.data() + offset, 3 * n)}};
+      if (run.repeats > 1) {
+        record["repeats"] = run.repeats;
+        record["stride"] = run.stride;
+      }
+      records.push_back(std::move(record));
+    }
   }
   write_file_synced(path, bytes);
   return {{"file", fs::path(path).filename().string()}, {"bytes", bytes.size()},
           {"crc32", checksum(bytes.data(), bytes.size())}, {"records", records}};
 }
 
+// The whole model's tensors, as a layout (whole or a slice) knows them.
 json tensor_index(const ParameterLayout& layout) {
   json tensors = json::array();
   for (const TensorSpec& t : layout.tensors) {
-    tensors.push_back({{"name", t.name}, {"unit", t.unit}, {"offset", t.offset},
-                       {"shape", t.shape}, {"dtype", "f32"}});
+    tensors.push_back({{"name", t.name}, {"unit", t.global_unit}, {"offset", t.global_offset},
+                       {"shape", t.global_shape}, {"dtype", "f32"}});
   }
   return tensors;
 }
@@ -113,25 +133,36 @@ class CheckpointReader : public StateSource {
       LLM_CHECK(actual == expected, "checkpoint {}: shard {} has {} bytes, meta.json says {}", dir_,
                 file, actual, expected);
       for (const json& r : shard.at("records")) {
+        const size_t count = r.at("count").get<size_t>();
         records_[r.at("unit").get<int>()].push_back(
-            {file, r.at("begin").get<size_t>(), r.at("count").get<size_t>(),
-             r.at("offset").get<size_t>(), r.at("crc32").get<uint32_t>(), {}});
+            {file, r.at("begin").get<size_t>(), count, r.value("repeats", size_t{1}),
+             r.value("stride", count), r.at("offset").get<size_t>(), r.at("crc32").get<uint32_t>(),
+             {}});
       }
     }
   }
 
   void read(int unit, size_t begin, size_t count, float* params, float* m, float* v) override {
     size_t covered = 0;
+    const size_t end = begin + count;
     for (Record& r : records_[unit]) {
-      size_t lo = std::max(begin, r.begin), hi = std::min(begin + count, r.begin + r.count);
-      if (lo >= hi) continue;
-      const std::vector<float>& data = load(r);
-      for (auto [out, part] : {std::pair{params, 0}, std::pair{m, 1}, std::pair{v, 2}}) {
-        if (!out) continue;
-        std::memcpy(out + (lo - begin), data.data() + part * r.count + (lo - r.begin),
-                    (hi - lo) * sizeof(float));
+      // Blocks [first, last) of the record may overlap the range.
+      if (r.count == 0 || end <= r.begin) continue;
+      const size_t first = begin < r.begin + r.count ? 0 : (begin - r.begin - r.count) / r.stride + 1;
+      const size_t last = std::min(r.repeats, (end - r.begin - 1) / r.stride + 1);
+      for (size_t i = first; i < last; ++i) {
+        const size_t block = r.begin + i * r.stride;
+        const size_t lo = std::max(begin, block), hi = std::min(end, block + r.count);
+        if (lo >= hi) continue;
+        const std::vector<float>& data = load(r);
+        const size_t n = r.repeats * r.count;
+        for (auto [out, part] : {std::pair{params, 0}, std::pair{m, 1}, std::pair{v, 2}}) {
+          if (!out) continue;
+          std::memcpy(out + (lo - begin), data.data() + part * n + i * r.count + (lo - block),
+                      (hi - lo) * sizeof(float));
+        }
+        covered += hi - lo;
       }
-      covered += hi - lo;
     }
     LLM_CHECK(covered == count,
               "checkpoint {}: unit {} elements [{}, {}) are not all saved (found {} of {})", dir_,
@@ -141,14 +172,14 @@ class CheckpointReader : public StateSource {
  private:
   struct Record {
     std::string file;
-    size_t begin, count, offset;
+    size_t begin, count, repeats, stride, offset;
     uint32_t crc;
     std::vector<float> data;  // params | m | v once read
   };
 
   const std::vector<float>& load(Record& r) {
     if (!r.data.empty() || r.count == 0) return r.data;
-    r.data.resize(3 * r.count);
+    r.data.resize(3 * r.repeats * r.count);
     read_file_range(r.file, r.offset, r.data.size() * sizeof(float), r.data.data());
     LLM_CHECK(checksum(r.data.data(), r.data.size() * sizeof(float)) == r.crc,
               "checkpoint {}: checksum mismatch in {} (unit record at byte {})", dir_, r.file,
@@ -177,16 +208,20 @@ std::string checkpoint_save(const std::string& run_dir, int step, Config& config
     world.barrier();
 
     // One replica writes: its ranks together own every element exactly once.
+    // They are the first tensor_parallel x shard_group_size world ranks
+    // (topology.h's placement), each naming its file by its world rank.
+    const int writers = topology.tensor->size() * topology.shard->size();
     if (topology.replicate->rank() == 0) {
-      std::string name = fmt::format("shard_{:05d}", topology.shard->rank());
-      json shard = write_shard((tmp_dir / (name + ".bin")).string(), engine.owned_slices());
+      std::string name = fmt::format("shard_{:05d}", world.rank());
+      json shard = write_shard((tmp_dir / (name + ".bin")).string(), engine.owned_slices(),
+                               engine.layout());
       write_file_synced((tmp_dir / (name + ".json")).string(), shard.dump());
     }
     world.barrier();
 
     if (world.rank() == 0) {
       json shards = json::array();
-      for (int r = 0; r < topology.shard->size(); ++r) {
+      for (int r = 0; r < writers; ++r) {
         fs::path index = tmp_dir / fmt::format("shard_{:05d}.json", r);
         shards.push_back(json::parse(read_file(index.string())));
         fs::remove(index);
@@ -198,6 +233,7 @@ std::string checkpoint_save(const std::string& run_dir, int step, Config& config
           {"world_size", world.size()},
           {"mode", to_string(topology.plan.mode)},
           {"shard_group_size", topology.plan.shard_group_size},
+          {"tensor_parallel", topology.tensor->size()},
           {"loader", {{"samples_consumed", static_cast<int64_t>(step) * t.batch_size}}},
           {"rng", {{"seed", t.seed},
                    {"note", "data order and initialization are pure functions of (seed, step)"}}},
@@ -334,8 +370,18 @@ void validate_meta(const json& meta, const MetaSchema& schema) {
       schema.count(records[r], record, "begin");
       schema.count(records[r], record, "crc32", UINT32_MAX);
       const uint64_t offset = schema.count(records[r], record, "offset", bytes);
-      // params, m and v: 12 bytes per element, inside the shard's `bytes`.
-      schema.count(records[r], record, "count", (bytes - offset) / (3 * sizeof(float)));
+      // params, m and v: 12 bytes per element, inside the shard's `bytes`;
+      // `repeats` blocks (1 when absent) `stride` apart (at least `count`).
+      const uint64_t repeats = records[r].contains("repeats")
+                                   ? schema.count(records[r], record, "repeats", INT_MAX) : 1;
+      LLM_CHECK(repeats >= 1, "{}: field '{}.repeats' must be at least 1", schema.path(), record);
+      const uint64_t count =
+          schema.count(records[r], record, "count", (bytes - offset) / (3 * sizeof(float) * repeats));
+      if (records[r].contains("stride")) {
+        const uint64_t stride = schema.count(records[r], record, "stride");
+        LLM_CHECK(stride >= count && stride > 0, "{}: field '{}.stride' ({}) must be at least count ({})",
+                  schema.path(), record, stride, count);
+      }
     }
   }
 }

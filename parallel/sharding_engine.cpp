@@ -1,6 +1,7 @@
 // The sharding engine (see sharding_engine.h for the contract).
 #include "parallel/sharding_engine.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "runtime/error.h"
@@ -12,15 +13,38 @@ enum Category { kParams, kGrads, kOptimizer, kBuffers };
 
 }  // namespace
 
-void ShardingEngine::list_buffers(const std::vector<UnitShard>& shards, bool offloaded,
-                                  std::vector<Moments>& moments, double*& unit_square_sums,
-                                  StatePlans& plans) {
+std::vector<ShardingEngine::NormRange> ShardingEngine::norm_ranges(
+    const ParameterLayout& layout, const std::vector<UnitShard>& shards) {
+  std::vector<NormRange> ranges;
+  const bool skip_replicated = layout.slice.tp_rank > 0;
+  for (size_t u = 0; u < shards.size(); ++u) {
+    const UnitShard& s = shards[u];
+    const int unit = static_cast<int>(u);
+    size_t at = s.begin;  // the owned elements not yet listed start here
+    auto add_until = [&](size_t end) {
+      if (end > at) ranges.push_back({unit, at, end - at});
+      at = std::max(at, end);
+    };
+    for (int ti : layout.units[u].tensors) {
+      const TensorSpec& t = layout.tensors[ti];
+      if (!skip_replicated || !t.replicated) continue;
+      add_until(std::min(t.offset, s.begin + s.owned));
+      at = std::max(at, std::min(t.offset + t.numel, s.begin + s.owned));
+    }
+    add_until(s.begin + s.owned);
+  }
+  return ranges;
+}
+
+void ShardingEngine::list_buffers(const std::vector<UnitShard>& shards, size_t norm_range_count,
+                                  bool offloaded, std::vector<Moments>& moments,
+                                  double*& square_sums, StatePlans& plans) {
   moments = std::vector<Moments>(shards.size());  // sized before slots are listed
   for (size_t u = 0; u < shards.size() && !offloaded; ++u) {
     plans.optimizer.add(moments[u].m, shards[u].shard);
     plans.optimizer.add(moments[u].v, shards[u].shard);
   }
-  plans.grads.add(unit_square_sums, shards.size());
+  plans.grads.add(square_sums, norm_range_count);
 }
 
 StateBytes ShardingEngine::planned_bytes(const ParameterLayout& layout, const ShardingPlan& plan,
@@ -29,8 +53,8 @@ StateBytes ShardingEngine::planned_bytes(const ParameterLayout& layout, const Sh
   const bool offloaded = config.offloads_optimizer();
   StatePlans plans;
   std::vector<Moments> moments;
-  double* unit_square_sums = nullptr;
-  list_buffers(shards, offloaded, moments, unit_square_sums, plans);
+  double* square_sums = nullptr;
+  list_buffers(shards, norm_ranges(layout, shards).size(), offloaded, moments, square_sums, plans);
   std::vector<ZenFlow::Piece> pieces;
   float* norms = nullptr;
   if (config.zenflow.enabled) {
@@ -56,12 +80,13 @@ ShardingEngine::ShardingEngine(const ParameterLayout& layout, const Config& conf
       be_(backend),
       topo_(topology),
       plan_(topology.plan),
-      shards_(unit_shards(layout, topology.shard->size(), topology.shard->rank())) {
+      shards_(unit_shards(layout, topology.shard->size(), topology.shard->rank())),
+      norm_ranges_(norm_ranges(layout, shards_)) {
   const bool offloaded = config.offloads_optimizer();
   const StoreContext context{layout_, shards_, be_, topo_};
   StatePlans plans;
-  list_buffers(shards_, offloaded, moments_, unit_square_sums_, plans);
-  host_unit_square_sums_.resize(shards_.size());
+  list_buffers(shards_, norm_ranges_.size(), offloaded, moments_, square_sums_, plans);
+  host_square_sums_.resize(norm_ranges_.size());
   params_ = make_param_store(context, plan_, config.precision(),
                              offloaded ? Masters::offloaded : Masters::on_device, plans);
   grads_ = make_grad_store(context, plan_, reduce_wire_type(config.parallel), plans);
@@ -168,12 +193,31 @@ void ShardingEngine::gather_params(int unit, float* out) {
 }
 
 std::vector<float> ShardingEngine::gather_all_params() {
-  std::vector<float> all(layout_.total_numel);
-  size_t offset = 0;
-  for (size_t u = 0; u < shards_.size(); ++u) {
-    gather_params(static_cast<int>(u), all.data() + offset);
-    offset += shards_[u].numel;
+  // Unit offsets of the whole model, whose units are this layout's units.
+  std::vector<size_t> global_unit_offset(layout_.units.size() + 1, 0);
+  for (const TensorSpec& t : layout_.tensors) {
+    size_t global_numel = 1;
+    for (int64_t d : t.global_shape) global_numel *= static_cast<size_t>(d);
+    const size_t end = t.global_offset + global_numel;
+    global_unit_offset[t.global_unit + 1] = std::max(global_unit_offset[t.global_unit + 1], end);
   }
+  for (size_t u = 1; u < global_unit_offset.size(); ++u) global_unit_offset[u] += global_unit_offset[u - 1];
+  // Each tensor-parallel rank places its slice (replicated tensors: the first
+  // rank alone) into zeros; a sum over the tensor group assembles the model.
+  std::vector<float> all(global_unit_offset.back(), 0.0f), unit;
+  const bool first = layout_.slice.tp_rank == 0;
+  for (size_t u = 0; u < shards_.size(); ++u) {
+    unit.resize(shards_[u].numel);
+    gather_params(static_cast<int>(u), unit.data());
+    for (const GlobalRun& run : layout_global_runs(layout_, static_cast<int>(u), 0, unit.size())) {
+      if (run.replicated && !first) continue;
+      for (size_t i = 0; i < run.repeats; ++i) {
+        std::copy_n(unit.data() + run.local + i * run.length, run.length,
+                    all.data() + global_unit_offset[run.unit] + run.begin + i * run.stride);
+      }
+    }
+  }
+  if (topo_.tensor->size() > 1) topo_.tensor->all_reduce(all.data(), all.size(), WireType::f32);
   return all;
 }
 
@@ -198,9 +242,19 @@ std::vector<OwnedSlice> ShardingEngine::owned_slices() const {
 
 void ShardingEngine::load_state(StateSource& source, bool with_moments) {
   grads_->wait();
-  write_state([&](int unit, size_t begin, size_t count, float* params, float* m,
-                  float* v) { source.read(unit, begin, count, params, m, v); },
-              with_moments);
+  // Local ranges are read as the whole model's runs.
+  auto at = [](float* p, size_t offset) { return p ? p + offset : nullptr; };
+  write_state(
+      [&](int unit, size_t begin, size_t count, float* params, float* m, float* v) {
+        for (const GlobalRun& run : layout_global_runs(layout_, unit, begin, count)) {
+          for (size_t i = 0; i < run.repeats; ++i) {
+            const size_t local = run.local + i * run.length;
+            source.read(run.unit, run.begin + i * run.stride, run.length, at(params, local),
+                        at(m, local), at(v, local));
+          }
+        }
+      },
+      with_moments);
 }
 
 // --- the step ------------------------------------------------------------------
@@ -223,16 +277,18 @@ void ShardingEngine::gather_grads(int unit, float* out) {
 
 float ShardingEngine::grad_norm() {
   grads_->wait();
-  for (size_t u = 0; u < shards_.size(); ++u) {
-    // ddp: the full gradient, identical on every rank (it owns all of it);
-    // otherwise the owned slice.
-    be_.sum_squares(unit_square_sums_ + u, grads_->reduced(static_cast<int>(u)), shards_[u].owned);
+  for (size_t i = 0; i < norm_ranges_.size(); ++i) {
+    // ddp: the full gradient, identical on every data-parallel rank (it owns
+    // all of it); otherwise the owned slice, which reduced() starts at.
+    const NormRange& r = norm_ranges_[i];
+    be_.sum_squares(square_sums_ + i, grads_->reduced(r.unit) + (r.begin - shards_[r.unit].begin),
+                    r.count);
   }
-  be_.memory->to_host(host_unit_square_sums_.data(), unit_square_sums_,
-                      shards_.size() * sizeof(double));
+  be_.memory->to_host(host_square_sums_.data(), square_sums_,
+                      norm_ranges_.size() * sizeof(double));
   double sum = 0;
-  for (double unit_sum : host_unit_square_sums_) sum += unit_sum;  // in unit order
-  if (plan_.shard_optimizer) sum = topo_.shard->all_reduce_sum(sum);
+  for (double range_sum : host_square_sums_) sum += range_sum;  // in unit order
+  if (topo_.model_copy->size() > 1) sum = topo_.model_copy->all_reduce_sum(sum);
   return static_cast<float>(std::sqrt(sum));
 }
 

@@ -113,7 +113,9 @@ class ShardingEngine : public UnitProvider {
   // The reduced gradient of `unit` (numel elements) into out; a collective
   // over the shard group when gradients are sharded.
   void gather_grads(int unit, float* out);
-  // Every unit's parameters, concatenated in unit order (total_numel).
+  // The whole model's parameters (every tensor-parallel slice put in place),
+  // concatenated in unit order (layout_build(config).total_numel); a
+  // collective over the world.
   std::vector<float> gather_all_params();
 
   // The state this rank owns, unit by unit (units it owns nothing of are
@@ -121,7 +123,8 @@ class ShardingEngine : public UnitProvider {
   // owned slices.
   std::vector<OwnedSlice> owned_slices() const;
   // Replaces parameters (and moments, when `with_moments`) by what `source`
-  // says, each rank reading just the ranges it holds.
+  // says (in the whole model's units and offsets), each rank reading just the
+  // ranges it holds.
   void load_state(StateSource& source, bool with_moments);
 
  private:
@@ -129,10 +132,20 @@ class ShardingEngine : public UnitProvider {
     float* m = nullptr;  // (s)
     float* v = nullptr;  // (s)
   };
-  // The engine's own state: the moments (optimizer), and per unit the squared
-  // norm of its reduced gradient (grads; written on the device by grad_norm).
-  static void list_buffers(const std::vector<UnitShard>& shards, bool offloaded,
-                           std::vector<Moments>& moments, double*& unit_square_sums,
+  // A range of a unit's owned elements that counts toward the gradient norm
+  // on this rank: the owned slice, less the replicated tensors on every
+  // tensor-parallel rank but the first (they count once).
+  struct NormRange {
+    int unit;
+    size_t begin, count;
+  };
+  static std::vector<NormRange> norm_ranges(const ParameterLayout& layout,
+                                            const std::vector<UnitShard>& shards);
+  // The engine's own state: the moments (optimizer), and per norm range the
+  // squared norm of its reduced gradient (grads; written on the device by
+  // grad_norm).
+  static void list_buffers(const std::vector<UnitShard>& shards, size_t norm_range_count,
+                           bool offloaded, std::vector<Moments>& moments, double*& square_sums,
                            StatePlans& plans);
   // The fp32 masters of the elements this rank owns of `unit` (device memory).
   float* owned_params(int unit) const;
@@ -148,8 +161,9 @@ class ShardingEngine : public UnitProvider {
   const std::vector<UnitShard> shards_;
   Arena arenas_[4];  // parameters, gradients, optimizer, buffers (outlive the stores)
   std::vector<Moments> moments_;
-  double* unit_square_sums_ = nullptr;          // (units) in the backend's memory
-  std::vector<double> host_unit_square_sums_;  // (units) read back by grad_norm
+  const std::vector<NormRange> norm_ranges_;
+  double* square_sums_ = nullptr;          // (norm ranges) in the backend's memory
+  std::vector<double> host_square_sums_;  // (norm ranges) read back by grad_norm
   std::unique_ptr<ParamStore> params_;
   std::unique_ptr<GradStore> grads_;
   std::unique_ptr<HostOptimizer> host_;  // offloaded optimizer, else null

@@ -1,11 +1,11 @@
-// Mode presets and group construction.
+// Mode presets and mesh group construction.
 #include "parallel/topology.h"
 
 #include "runtime/error.h"
 
 namespace llm {
 
-ShardingPlan sharding_plan(const ParallelConfig& config, int world_size) {
+ShardingPlan sharding_plan(const ParallelConfig& config, int dp_size) {
   ShardingPlan plan;
   plan.mode = config.mode;
   LLM_CHECK(plan.mode == ParallelMode::hybrid || config.shard_group_size == 0,
@@ -14,23 +14,35 @@ ShardingPlan sharding_plan(const ParallelConfig& config, int world_size) {
   plan.shard_optimizer = true;
   plan.shard_grads = plan.mode != ParallelMode::zero1;
   plan.shard_params = plan.mode == ParallelMode::zero3 || plan.mode == ParallelMode::hybrid;
-  plan.shard_group_size = world_size;
+  plan.shard_group_size = dp_size;
   if (plan.mode == ParallelMode::hybrid) {
     int s = config.shard_group_size;
-    LLM_CHECK(s > 0 && world_size % s == 0,
-              "parallel.shard_group_size ({}) must be set and divide the world size ({}) for "
-              "mode hybrid",
-              s, world_size);
+    LLM_CHECK(s > 0 && dp_size % s == 0,
+              "parallel.shard_group_size ({}) must be set and divide the data-parallel size ({}) "
+              "for mode hybrid",
+              s, dp_size);
     plan.shard_group_size = s;
   }
   return plan;
 }
 
+int data_parallel_size(const ParallelConfig& config, int world_size) {
+  const int t = config.tensor_parallel;
+  LLM_CHECK(t >= 1 && world_size % t == 0,
+            "parallel.tensor_parallel ({}) must divide the world size ({})", t, world_size);
+  return world_size / t;
+}
+
 Topology::Topology(Group& world_group, const ParallelConfig& config)
-    : world(world_group), plan(sharding_plan(config, world_group.size())) {
-  const int s = plan.shard_group_size, r = world.rank();
-  shard = world.split(/*color=*/r / s, /*key=*/r);
-  replicate = world.split(/*color=*/r % s, /*key=*/r);
+    : world(world_group),
+      plan(sharding_plan(config, data_parallel_size(config, world_group.size()))) {
+  const int T = config.tensor_parallel, r = world.rank();
+  const int t = r % T, d = r / T, s = plan.shard_group_size;
+  tensor = world.split(/*color=*/d, /*key=*/t);
+  data = world.split(/*color=*/t, /*key=*/d);
+  shard = data->split(/*color=*/d / s, /*key=*/d);
+  replicate = data->split(/*color=*/d % s, /*key=*/d);
+  model_copy = world.split(/*color=*/d / s, /*key=*/r);
 }
 
 }  // namespace llm

@@ -1,8 +1,12 @@
-// Process groups and the sharding preset of a parallel mode, built once from
-// the world and the config, and passed explicitly (nothing reads global rank
-// state). Shard groups are blocks of consecutive ranks (so a group can sit
-// inside a node); the replicate group links the ranks holding the same shard
-// index in every shard group.
+// The mesh of ranks and the sharding preset of a parallel mode, built once
+// from the world and the config, and passed explicitly (nothing reads global
+// rank state).
+// Placement: world = T x D (T = parallel.tensor_parallel); world rank
+// r = t + T * d, so a tensor-parallel group is T consecutive ranks (the
+// fastest links, inside a node). The data-parallel group links the ranks with
+// the same t; the parallel mode (ddp ... hybrid) applies inside it unchanged:
+// shard groups are blocks of consecutive data-parallel ranks, the replicate
+// group links the ranks holding the same shard index in every shard group.
 #pragma once
 
 #include <memory>
@@ -14,8 +18,8 @@
 namespace llm {
 
 // A parallel mode is a tuple; the named modes are presets:
-//   ddp    (no sharding, group 1)        zero1 (optimizer, group = world)
-//   zero2  (optimizer + gradients)       zero3/fsdp (+ parameters, group = world)
+//   ddp    (no sharding, group 1)        zero1 (optimizer, group = D)
+//   zero2  (optimizer + gradients)       zero3/fsdp (+ parameters, group = D)
 //   hybrid (all three inside groups of parallel.shard_group_size)
 struct ShardingPlan {
   ParallelMode mode = ParallelMode::ddp;  // "fsdp" parses as zero3
@@ -25,8 +29,12 @@ struct ShardingPlan {
   int shard_group_size = 1;
 };
 
-// Validates the mode against the world size; errors name the key.
-ShardingPlan sharding_plan(const ParallelConfig& config, int world_size);
+// Validates the mode against the data-parallel size; errors name the key.
+ShardingPlan sharding_plan(const ParallelConfig& config, int data_parallel_size);
+
+// The data-parallel size of a world: world / parallel.tensor_parallel
+// (refused, naming the key, when that does not divide).
+int data_parallel_size(const ParallelConfig& config, int world_size);
 
 // The wire type gradients are reduced in (parallel.reduce_dtype).
 inline WireType reduce_wire_type(const ParallelConfig& config) {
@@ -35,14 +43,20 @@ inline WireType reduce_wire_type(const ParallelConfig& config) {
 
 struct Topology {
   Group& world;
-  std::unique_ptr<Group> shard;      // size plan.shard_group_size
-  std::unique_ptr<Group> replicate;  // size world / shard_group_size
+  std::unique_ptr<Group> tensor;     // the T ranks splitting each layer
+  std::unique_ptr<Group> data;       // the D ranks with this rank's tensor slice
+  std::unique_ptr<Group> shard;      // inside data: size plan.shard_group_size
+  std::unique_ptr<Group> replicate;  // inside data: size D / shard_group_size
+  // The ranks that together hold one copy of the model state: a shard group
+  // at every tensor-parallel position (the gradient norm sums over it).
+  std::unique_ptr<Group> model_copy;
   ShardingPlan plan;
 
   Topology(Group& world, const ParallelConfig& config);
-  // Data-parallel rank and size: every rank reads distinct micro-batches.
-  int dp_rank() const { return world.rank(); }
-  int dp_size() const { return world.size(); }
+  // Data-parallel rank and size: each data-parallel rank reads distinct
+  // micro-batches; the ranks of one tensor group read the same.
+  int dp_rank() const { return data->rank(); }
+  int dp_size() const { return data->size(); }
 };
 
 }  // namespace llm

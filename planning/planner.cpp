@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 
 #include "runtime/error.h"
@@ -14,36 +15,61 @@
 
 namespace llm {
 
-std::vector<PlanRow> plan_memory(const Config& config, int world, int hybrid_group,
-                                 size_t device_bytes) {
-  std::vector<std::pair<ParallelMode, int>> modes = {
-      {ParallelMode::ddp, 0}, {ParallelMode::zero1, 0}, {ParallelMode::zero2, 0}};
-  if (hybrid_group > 1 && hybrid_group < world && world % hybrid_group == 0) {
-    modes.push_back({ParallelMode::hybrid, hybrid_group});
+namespace {
+
+// The tensor-parallel degrees worth listing: 1, then powers of two up to a
+// node that divide the world and split the model evenly.
+std::vector<int> tensor_parallel_degrees(const Config& config, int world, int devices_per_node) {
+  std::vector<int> degrees = {1};
+  const ModelConfig& m = config.model;
+  for (int t = 2; t <= std::min(world, devices_per_node); t *= 2) {
+    if (world % t == 0 && m.n_heads % t == 0 && m.n_kv_heads % t == 0 && m.ffn_dim % t == 0 &&
+        m.vocab_size % t == 0 && config.training.seq_len % t == 0) {
+      degrees.push_back(t);
+    }
   }
-  modes.push_back({ParallelMode::zero3, 0});
+  return degrees;
+}
+
+}  // namespace
+
+std::vector<PlanRow> plan_memory(const Config& config, int world, int hybrid_group,
+                                 size_t device_bytes, int devices_per_node) {
   std::vector<PlanRow> rows;
-  for (OffloadTarget offload : {OffloadTarget::none, OffloadTarget::cpu}) {
-    for (const auto& [mode, shard_group_size] : modes) {
-      for (Recompute checkpointing : {Recompute::none, Recompute::selective, Recompute::full}) {
-        for (Precision precision : {Precision::bf16, Precision::fp32}) {
-          if (offload == OffloadTarget::cpu && precision == Precision::fp32) continue;
-          Config c = config;
-          c.parallel.mode = mode;
-          c.parallel.shard_group_size = shard_group_size;
-          c.parallel.reduce_dtype = precision;
-          c.training.activation_checkpointing = checkpointing;
-          c.training.precision = precision;
-          c.offload.optimizer = offload;
-          c.zenflow.enabled = false;
-          PlanRow row;
-          row.mode = mode == ParallelMode::hybrid ? fmt::format("hybrid/{}", hybrid_group) : to_string(mode);
-          row.checkpointing = checkpointing;
-          row.precision = precision;
-          row.offload = offload;
-          row.memory = memory_plan(c, sharding_plan(c.parallel, world));
-          row.fits = row.memory.total() <= device_bytes;
-          rows.push_back(row);
+  for (int tp : tensor_parallel_degrees(config, world, devices_per_node)) {
+    const int dp = world / tp;
+    std::vector<std::pair<ParallelMode, int>> modes = {
+        {ParallelMode::ddp, 0}, {ParallelMode::zero1, 0}, {ParallelMode::zero2, 0}};
+    if (hybrid_group > 1 && hybrid_group < dp && dp % hybrid_group == 0) {
+      modes.push_back({ParallelMode::hybrid, hybrid_group});
+    }
+    modes.push_back({ParallelMode::zero3, 0});
+    for (OffloadTarget offload : {OffloadTarget::none, OffloadTarget::cpu}) {
+      if (tp > 1 && offload == OffloadTarget::cpu) continue;
+      for (const auto& [mode, shard_group_size] : modes) {
+        for (Recompute checkpointing : {Recompute::none, Recompute::selective, Recompute::full}) {
+          for (Precision precision : {Precision::bf16, Precision::fp32}) {
+            if ((offload == OffloadTarget::cpu || tp > 1) && precision == Precision::fp32) continue;
+            Config c = config;
+            c.parallel.tensor_parallel = tp;
+            c.parallel.mode = mode;
+            c.parallel.shard_group_size = shard_group_size;
+            c.parallel.reduce_dtype = precision;
+            c.training.activation_checkpointing = checkpointing;
+            c.training.precision = precision;
+            c.offload.optimizer = offload;
+            c.zenflow.enabled = false;
+            PlanRow row;
+            row.tensor_parallel = tp;
+            row.mode = mode == ParallelMode::hybrid ? fmt::format("hybrid/{}", hybrid_group)
+                                                    : to_string(mode);
+            row.checkpointing = checkpointing;
+            row.precision = precision;
+            row.offload = offload;
+            row.memory = memory_plan(c, sharding_plan(c.parallel, dp));
+            row.fits = row.memory.total() <= device_bytes;
+            rows.push_back(row);
+          }
         }
       }
     }
@@ -97,14 +123,16 @@ void plan_print(const Config& config, int world, int hybrid_group, const MemoryB
              "state) plus a bf16 compute copy, and reduce gradients in bf16\n");
   fmt::print("offload rows: fp32 masters and AdamW moments in host memory (the host column, per "
              "rank), the device keeping the bf16 compute copy\n");
-  fmt::print("{:<10} {:<10} {:<5} {:<7} {:>11} {:>11} {:>11} {:>11} {:>12} {:>11} {:>11}  {}\n",
-             "mode", "recompute", "dtype", "offload", "params", "grads", "optimizer", "buffers",
+  fmt::print("tensor-parallel rows (T > 1): each rank holds 1/T of every layer and of the "
+             "vocabulary, and 1/T of the residual stream's rows (sequence parallelism)\n");
+  fmt::print("{:<3} {:<10} {:<10} {:<5} {:<7} {:>11} {:>11} {:>11} {:>11} {:>12} {:>11} {:>11}  {}\n",
+             "T", "mode", "recompute", "dtype", "offload", "params", "grads", "optimizer", "buffers",
              "activations", "device", "host", "fits");
   std::vector<PlanRow> rows = plan_memory(config, world, hybrid_group, usable);
   for (const PlanRow& r : rows) {
     const MemoryPlan& m = r.memory;
-    fmt::print("{:<10} {:<10} {:<5} {:<7} {:>11} {:>11} {:>11} {:>11} {:>12} {:>11} {:>11}  {}\n",
-               r.mode, r.checkpointing, r.precision, r.offload, format_bytes(m.state.params),
+    fmt::print("{:<3} {:<10} {:<10} {:<5} {:<7} {:>11} {:>11} {:>11} {:>11} {:>12} {:>11} {:>11}  {}\n",
+               r.tensor_parallel, r.mode, r.checkpointing, r.precision, r.offload, format_bytes(m.state.params),
                format_bytes(m.state.grads), format_bytes(m.state.optimizer),
                format_bytes(m.state.buffers), format_bytes(m.activations), format_bytes(m.total()),
                r.offload == OffloadTarget::none ? "-" : format_bytes(m.state.host),
@@ -113,6 +141,7 @@ void plan_print(const Config& config, int world, int hybrid_group, const MemoryB
   const PlanRow* best = plan_recommend(rows, usable);
   if (best) {
     std::string flags = fmt::format("--parallel.mode={}", best->mode.substr(0, best->mode.find('/')));
+    if (best->tensor_parallel > 1) flags += fmt::format(" --parallel.tensor_parallel={}", best->tensor_parallel);
     if (best->mode.starts_with("hybrid")) flags += fmt::format(" --parallel.shard_group_size={}", hybrid_group);
     flags += fmt::format(" --training.activation_checkpointing={} --training.precision={}",
                          best->checkpointing, best->precision);

@@ -15,6 +15,7 @@
 namespace llm {
 
 struct PlanRow {
+  int tensor_parallel = 1;  // T; the mode applies over world / T
   std::string mode;  // "hybrid/8" carries its shard group size
   Recompute checkpointing;
   Precision precision;
@@ -26,9 +27,13 @@ struct PlanRow {
 // Every combination, in order of increasing communication, then compute
 // (recomputation), preferring bf16 within each; then the bf16 rows again
 // with the optimizer offloaded to the host (which costs host<->device
-// traffic and host time on every step, so it comes last).
+// traffic and host time on every step, so it comes last); then, for each
+// tensor-parallel degree T = 2, 4, ... that divides the world and the model
+// (up to a node's devices_per_node ranks, as TP wants the fastest links),
+// the bf16 rows of every mode over world / T (TP's per-layer collectives
+// cost more than any data-parallel mode's, so they come after).
 std::vector<PlanRow> plan_memory(const Config& config, int world, int hybrid_group,
-                                 size_t device_bytes);
+                                 size_t device_bytes, int devices_per_node = 8);
 
 // What a rank may use: the device's memory less what the runtime keeps.
 // kDeviceReserve is the same estimate as the hardware profiles'

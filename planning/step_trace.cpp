@@ -215,6 +215,10 @@ class RecordingProvider : public UnitProvider {
 }  // namespace
 
 StepTrace step_trace_record(const Config& config, int world) {
+  LLM_CHECK(config.parallel.tensor_parallel == 1,
+            "step trace: records data parallelism only (throughput_predict passes the data "
+            "dimension), got parallel.tensor_parallel = {}",
+            config.parallel.tensor_parallel);
   const ShardingPlan plan = sharding_plan(config.parallel, world);
   StepTrace trace;
   trace.micro_batches = micro_batches_per_step(config.training, world);
@@ -232,6 +236,9 @@ StepTrace step_trace_record(const Config& config, int world) {
   topology.shard = std::make_unique<RecordingGroup>(plan.shard_group_size, GroupRole::shard, recorder);
   topology.replicate = std::make_unique<RecordingGroup>(world / plan.shard_group_size,
                                                         GroupRole::replicate, recorder);
+  // Data parallelism alone: one copy of the model state is one shard group.
+  topology.model_copy =
+      std::make_unique<RecordingGroup>(plan.shard_group_size, GroupRole::shard, recorder);
   Transformer model(stand_in.model, 1, 1, backend_cpu(), checkpointing_plan(stand_in.training),
                     stand_in.precision());
   ShardingEngine engine(model.layout(), stand_in, backend_cpu(), topology);

@@ -11,6 +11,7 @@
 #include "model/layout.h"
 #include "model/transformer.h"
 #include "parallel/topology.h"
+#include "planning/tensor_parallel_model.h"
 
 namespace llm {
 namespace {
@@ -166,12 +167,22 @@ double unit_pass_flops(const Config& config, int unit, Pass pass) {
 
 StepPrediction throughput_predict(const Config& config, int world, const HardwareProfile& hw,
                                   const ThroughputOptions& options) {
-  const ShardingPlan plan = sharding_plan(config.parallel, world);
+  // Tensor parallelism: the data-parallel engine's trace over D = world / T
+  // ranks moves this rank's slice of every unit; a node holds
+  // devices_per_node / T positions of the data dimension.
+  const int T = config.parallel.tensor_parallel;
+  const int D = data_parallel_size(config.parallel, world);
+  Config data_parallel = config;
+  data_parallel.parallel.tensor_parallel = 1;
+  const ShardingPlan plan = sharding_plan(config.parallel, D);
   const int S = plan.shard_group_size;
-  const ParameterLayout layout = layout_build(config.model);
+  const ParameterLayout layout = layout_build(config.model, {0, T});
   const int num_units = static_cast<int>(layout.units.size());
-  const StepTrace trace = step_trace_record(config, world);
+  const StepTrace trace = step_trace_record(data_parallel, D);
   const int ranks_per_node = std::min(world, hw.node.devices_per_node);
+  const int data_positions_per_node = std::max(1, hw.node.devices_per_node / T);
+  const GroupSpan tensor_span{T, (T + hw.node.devices_per_node - 1) / hw.node.devices_per_node,
+                              std::min(T, hw.node.devices_per_node)};
 
   // Re-size every recorded collective for the real config.
   auto numel_of = [&](UnitKind kind) {
@@ -199,7 +210,7 @@ StepPrediction throughput_predict(const Config& config, int world, const Hardwar
   p.micro_batches = trace.micro_batches;
   GroupSpan spans[3];
   for (GroupRole role : {GroupRole::world, GroupRole::shard, GroupRole::replicate}) {
-    spans[static_cast<int>(role)] = group_span(role, world, S, hw.node.devices_per_node);
+    spans[static_cast<int>(role)] = group_span(role, D, S, data_positions_per_node);
   }
   for (SizedCollective& c : collectives) {
     const GroupSpan& span = spans[static_cast<int>(c.group)];
@@ -209,10 +220,18 @@ StepPrediction throughput_predict(const Config& config, int world, const Hardwar
 
   // Replay: one compute timeline, one channel per group.
   const double flops_rate = hw.rank_flops(config.precision(), ranks_per_node);
-  std::vector<double> flops_by_unit_pass(2 * num_units);
+  // Per unit pass: this rank's 1/T of the FLOPs, and the tensor group's
+  // collectives, which the model waits for in line (exposed).
+  std::vector<double> flops_by_unit_pass(2 * num_units), tensor_seconds(2 * num_units, 0.0);
   for (int u = 0; u < num_units; ++u) {
-    flops_by_unit_pass[2 * u] = unit_pass_flops(config, u, Pass::forward);
-    flops_by_unit_pass[2 * u + 1] = unit_pass_flops(config, u, Pass::backward);
+    for (Pass pass : {Pass::forward, Pass::backward}) {
+      const int i = 2 * u + (pass == Pass::backward);
+      flops_by_unit_pass[i] = unit_pass_flops(config, u, pass) / T;
+      for (const TensorCollective& c : tensor_parallel_collectives(config, u, pass)) {
+        const double payload = static_cast<double>(traffic_of(c.op, c.count, c.element_bytes, T).payload);
+        tensor_seconds[i] += collective_seconds(c.op, tensor_span, payload, hw);
+      }
+    }
   }
   std::vector<double> ends(collectives.size(), -1.0);
   std::vector<bool> issued(collectives.size(), false);
@@ -228,9 +247,12 @@ StepPrediction throughput_predict(const Config& config, int world, const Hardwar
   for (const StepEvent& e : events) {
     switch (e.type) {
       case StepEvent::Type::compute: {
-        double seconds = flops_by_unit_pass[2 * e.unit + (e.pass == Pass::backward)] / flops_rate;
-        t += seconds;
+        const int i = 2 * e.unit + (e.pass == Pass::backward);
+        const double seconds = flops_by_unit_pass[i] / flops_rate;
+        t += seconds + tensor_seconds[i];
         p.compute_seconds += seconds;
+        p.tensor_comm_seconds += tensor_seconds[i];
+        p.comm_seconds += tensor_seconds[i];
         break;
       }
       case StepEvent::Type::optimizer: {

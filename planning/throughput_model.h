@@ -11,6 +11,10 @@
 //    for all-reduce and n-1 for reduce-scatter / all-gather, inter_steps the
 //    same over the nodes the group spans, and a group that spans nodes gets
 //    its ranks' share of the node's NICs.
+//  - Tensor parallelism (T > 1): each rank computes 1/T of every unit's
+//    FLOPs, the data-parallel trace is that of D = world / T ranks moving
+//    their slice, and the tensor group's collectives (tensor_parallel_model.h)
+//    are waited for in line with the compute that issues them.
 //  - Overlap: the trace is replayed on one compute timeline and one comm
 //    channel per group: a collective starts when issued (or, without
 //    asynchronous progress, when waited on) and its channel is free; compute
@@ -43,6 +47,7 @@ struct StepPrediction {
   double optimizer_seconds = 0;
   double comm_seconds = 0;       // sum of collective durations (overlapped or not)
   double exposed_comm_seconds = 0;  // step - compute - optimizer
+  double tensor_comm_seconds = 0;   // the tensor group's collectives (all exposed)
   double model_flops = 0;        // step_flops of the global batch (no recomputation)
   double tflops_per_rank = 0;    // model_flops / world / step_seconds / 1e12
   int micro_batches = 0;

@@ -1,13 +1,17 @@
-// Op cases of embedding (lookup and its scatter-add backward) and RMSNorm
-// (forward with rstd, backward), on every row (see op_harness.h), plus their
-// determinism: bits independent of the CPU thread count, and on CUDA the same
-// bits on a repeat and (rmsnorm bf16) at any alignment.
-// Invariant: the embedding is exact everywhere (a lookup copies bits; its
-// backward adds the same fp32 terms in token order on every backend); RMSNorm
+// Op cases of embedding (lookup and its scatter-add backward, over the whole
+// vocabulary and over a strict slice of it as one rank of a vocabulary split
+// holds) and RMSNorm (forward with rstd, backward), on every row (see
+// op_harness.h), plus their determinism: bits independent of the CPU thread
+// count, and on CUDA the same bits on a repeat and (rmsnorm bf16) at any
+// alignment.
+// Invariant: the embedding is exact everywhere (a lookup copies bits or
+// writes zeros; its backward adds the same fp32 terms in token order on every
+// backend, so the slices of a split give the whole's bits); RMSNorm
 // reductions differ only in summation order, within kReassociation. Outputs
 // that accumulate (dwte, dinp, dweight) are pre-filled with nonzero values.
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "test/op_harness.h"
@@ -48,16 +52,17 @@ void embedding_forward(const OpRow& row) {
       Buffer<int32_t> d_tokens(row.backend(), tokens);
       Buffer<T> d_wte(row.backend(), wte_t, offset);
       Buffer<T> d_out(row.backend(), nan_filled<T>((size_t)N * C), offset);
-      row.backend().ops<T>().embedding_forward(d_out.get(), d_tokens.get(), d_wte.get(), N, C);
+      row.backend().ops<T>().embedding_forward(d_out.get(), d_tokens.get(), d_wte.get(), N, C, 0, V);
       const std::vector<T> out = d_out.download();
       EXPECT_TRUE(d_out.guards_intact());
       if (row.cuda()) {
         std::vector<T> expected(out.size());
-        backend_cpu().ops<T>().embedding_forward(expected.data(), tokens.data(), wte_t.data(), N, C);
+        backend_cpu().ops<T>().embedding_forward(expected.data(), tokens.data(), wte_t.data(), N, C,
+                                                 0, V);
         expect_identical(out, expected, "out vs cpu twin");
       } else if constexpr (std::is_same_v<T, Bf16>) {
         Floats fp32(out.size());
-        backend_cpu().f32.embedding_forward(fp32.data(), tokens.data(), wte.data(), N, C);
+        backend_cpu().f32.embedding_forward(fp32.data(), tokens.data(), wte.data(), N, C, 0, V);
         expect_rounded_once(out, fp32, "out");
       } else {
         expect_close(out, reference::embedding_forward(tokens, to_doubles(wte), N, C), {0, 0}, "out");
@@ -84,9 +89,10 @@ void embedding_backward(const OpRow& row) {
       Floats expected = prefill;
       Vec fd_expected;  // cpu f32: prefill + finite-difference gradient
       if (row.cuda()) {
-        backend_cpu().ops<T>().embedding_backward(expected.data(), dout_t.data(), tokens.data(), N, C);
+        backend_cpu().ops<T>().embedding_backward(expected.data(), dout_t.data(), tokens.data(), N, C,
+                                                  0, V);
       } else if (bf16) {
-        backend_cpu().f32.embedding_backward(expected.data(), dout.data(), tokens.data(), N, C);
+        backend_cpu().f32.embedding_backward(expected.data(), dout.data(), tokens.data(), N, C, 0, V);
       }
       if (row.cpu() && !bf16) {
         // The gradient of a lookup does not depend on wte; any point will do.
@@ -101,7 +107,8 @@ void embedding_backward(const OpRow& row) {
       for (int run = 0; run < 2; run++) {
         SCOPED_TRACE(testing::Message() << "run " << run);
         Buffer<float> d_dwte(row.backend(), prefill, offset);
-        row.backend().ops<T>().embedding_backward(d_dwte.get(), d_dout.get(), d_tokens.get(), N, C);
+        row.backend().ops<T>().embedding_backward(d_dwte.get(), d_dout.get(), d_tokens.get(), N, C,
+                                                  0, V);
         const Floats dwte = d_dwte.download();
         EXPECT_TRUE(d_dwte.guards_intact());
         if (row.cuda() || bf16) {
@@ -114,7 +121,8 @@ void embedding_backward(const OpRow& row) {
   }
 }
 
-// Many repeats of each token, several column blocks.
+// Many repeats of each token, several column blocks; the whole vocabulary and
+// a slice of it.
 template <class T>
 void embedding_backward_deterministic(const OpRow& row) {
   constexpr bool bf16 = std::is_same_v<T, Bf16>;
@@ -125,11 +133,164 @@ void embedding_backward_deterministic(const OpRow& row) {
   const Floats prefill = random_values((size_t)V * C, rng, -1.0f, 1.0f, bf16);
   Buffer<int32_t> d_tokens(row.backend(), tokens);
   Buffer<T> d_dout(row.backend(), dout);
-  expect_repeatable(row, [&] {
-    Buffer<float> d_dwte(row.backend(), prefill);
-    row.backend().ops<T>().embedding_backward(d_dwte.get(), d_dout.get(), d_tokens.get(), N, C);
-    return d_dwte.download();
-  }, "dwte");
+  for (auto [begin, rows] : {std::pair{0, V}, std::pair{2, 4}}) {
+    SCOPED_TRACE(testing::Message() << "slice [" << begin << ", " << begin + rows << ")");
+    expect_repeatable(row, [&] {
+      Buffer<float> d_dwte(row.backend(),
+                           Floats(prefill.begin(), prefill.begin() + (size_t)rows * C));
+      row.backend().ops<T>().embedding_backward(d_dwte.get(), d_dout.get(), d_tokens.get(), N, C,
+                                                begin, rows);
+      return d_dwte.download();
+    }, "dwte");
+  }
+}
+
+// ---- embedding over a vocabulary slice ------------------------------------------
+
+// A vocabulary of V rows of which a rank holds [begin, begin + rows), a strict
+// sub-range.
+struct SliceShape {
+  int N, C, V, begin, rows;
+};
+// cpu rows: the slice at the start, in the middle and one row at the end.
+constexpr SliceShape kCpuSliceShapes[] = {{40, 13, 9, 3, 4}, {7, 5, 5, 0, 2}, {30, 3, 6, 5, 1}};
+// cuda rows: those, plus C off every pack, C over several column chunks of the
+// backward, and N beyond its 2048 scanning blocks with long runs.
+constexpr SliceShape kCudaSliceShapes[] = {{40, 13, 9, 3, 4},    {7, 5, 5, 0, 2},
+                                           {30, 3, 6, 5, 1},     {37, 128, 50, 10, 20},
+                                           {64, 1032, 9, 3, 5},  {3000, 12, 5, 1, 3}};
+
+// The three slices [0, begin), [begin, begin + rows), [begin + rows, V) of a
+// split, as (begin, rows); empty ones left out.
+std::vector<std::pair<int, int>> split_of(const SliceShape& s) {
+  std::vector<std::pair<int, int>> slices;
+  for (auto [b, r] : {std::pair{0, s.begin}, std::pair{s.begin, s.rows},
+                      std::pair{s.begin + s.rows, s.V - s.begin - s.rows}})
+    if (r > 0) slices.push_back({b, r});
+  return slices;
+}
+
+// Tokens over the whole vocabulary [0, V), the first inside the slice and the
+// last outside it, so both kinds are exercised.
+Ints slice_tokens(const SliceShape& s, std::mt19937& rng) {
+  Ints tokens = random_ints(s.N, s.V, rng);
+  tokens.front() = s.begin;
+  tokens.back() = s.begin + s.rows < s.V ? s.begin + s.rows : s.begin - 1;
+  return tokens;
+}
+
+bool in_slice(int32_t token, const SliceShape& s) {
+  return token >= s.begin && token < s.begin + s.rows;
+}
+
+// The lookup in a slice: rows of tokens inside it are wte's rows, the others
+// zeros (the output is NaN-filled first, so they must be written); cuda
+// matches the CPU twin bit for bit, cpu bf16 the fp32 twin rounded (exact),
+// cpu f32 the reference with the slice applied. On every row, the outputs of
+// the split's slices sum to the whole vocabulary's lookup exactly.
+template <class T>
+void embedding_forward_slice(const OpRow& row) {
+  constexpr bool bf16 = std::is_same_v<T, Bf16>;
+  const Backend& be = row.backend();
+  std::mt19937 rng(205);
+  for (const SliceShape& s : shapes_for(row, kCpuSliceShapes, kCudaSliceShapes)) {
+    const auto [N, C, V, begin, rows] = s;
+    for (size_t offset : offsets_for(row)) {
+      SCOPED_TRACE(testing::Message() << "N=" << N << " C=" << C << " V=" << V << " slice ["
+                                      << begin << ", " << begin + rows << ") offset=" << offset);
+      const Floats wte = random_values((size_t)V * C, rng, -1.0f, 1.0f, bf16);
+      const Ints tokens = slice_tokens(s, rng);
+      Buffer<int32_t> d_tokens(be, tokens);
+      // The op on rows [b, b + r) of wte.
+      auto lookup = [&](int b, int r) {
+        const Floats slice(wte.begin() + (size_t)b * C, wte.begin() + (size_t)(b + r) * C);
+        Buffer<T> d_wte(be, stored<T>(slice), offset);
+        Buffer<T> d_out(be, nan_filled<T>((size_t)N * C), offset);
+        be.ops<T>().embedding_forward(d_out.get(), d_tokens.get(), d_wte.get(), N, C, b, r);
+        EXPECT_TRUE(d_out.guards_intact());
+        return d_out.download();
+      };
+      const std::vector<T> out = lookup(begin, rows);
+      const Floats slice(wte.begin() + (size_t)begin * C, wte.begin() + (size_t)(begin + rows) * C);
+      if (row.cuda()) {
+        std::vector<T> expected(out.size());
+        backend_cpu().ops<T>().embedding_forward(expected.data(), tokens.data(),
+                                                 stored<T>(slice).data(), N, C, begin, rows);
+        expect_identical(out, expected, "out vs cpu twin");
+      } else if constexpr (bf16) {
+        Floats fp32(out.size());
+        backend_cpu().f32.embedding_forward(fp32.data(), tokens.data(), slice.data(), N, C, begin,
+                                            rows);
+        expect_rounded_once(out, fp32, "out");
+      } else {
+        expect_close(out, reference::embedding_forward(tokens, to_doubles(slice), N, C, begin),
+                     {0, 0}, "out");
+      }
+      const Floats values = to_floats(out);
+      for (int n = 0; n < N; n++)
+        for (int c = 0; c < C && !in_slice(tokens[n], s); c++)
+          ASSERT_EQ(values[(size_t)n * C + c], 0.0f)
+              << "token " << tokens[n] << " outside the slice";
+      Doubles sum((size_t)N * C, 0.0);
+      for (auto [b, r] : split_of(s)) sum = add(sum, to_doubles(to_floats(lookup(b, r))));
+      expect_close(sum, to_doubles(to_floats(lookup(0, V))), {0, 0}, "sum of the slices");
+    }
+  }
+}
+
+// The gradient in a slice: dwte (rows, C), pre-filled, gains the dout rows of
+// the tokens inside it only; cpu f32 against finite differences of the
+// reference with the slice applied, cpu bf16 the fp32 twin's bits, cuda the
+// CPU twin's bits. On every row, the split's slices of dwte, concatenated, are
+// the whole vocabulary's dwte bit for bit (each element sums the same terms
+// in the same order).
+template <class T>
+void embedding_backward_slice(const OpRow& row) {
+  constexpr bool bf16 = std::is_same_v<T, Bf16>;
+  const Backend& be = row.backend();
+  std::mt19937 rng(206);
+  for (const SliceShape& s : shapes_for(row, kCpuSliceShapes, kCudaSliceShapes)) {
+    const auto [N, C, V, begin, rows] = s;
+    for (size_t offset : offsets_for(row)) {
+      SCOPED_TRACE(testing::Message() << "N=" << N << " C=" << C << " V=" << V << " slice ["
+                                      << begin << ", " << begin + rows << ") offset=" << offset);
+      const Ints tokens = slice_tokens(s, rng);
+      const Floats dout = random_values((size_t)N * C, rng, -1.0f, 1.0f, bf16);
+      const Floats prefill = random_values((size_t)V * C, rng, -1.0f, 1.0f, bf16);
+      const std::vector<T> dout_t = stored<T>(dout);
+      Buffer<int32_t> d_tokens(be, tokens);
+      Buffer<T> d_dout(be, dout_t, offset);
+      // The op on rows [b, b + r) of the pre-filled dwte.
+      auto backward = [&](int b, int r) {
+        Buffer<float> d_dwte(be, Floats(prefill.begin() + (size_t)b * C,
+                                        prefill.begin() + (size_t)(b + r) * C), offset);
+        be.ops<T>().embedding_backward(d_dwte.get(), d_dout.get(), d_tokens.get(), N, C, b, r);
+        EXPECT_TRUE(d_dwte.guards_intact());
+        return d_dwte.download();
+      };
+      const Floats dwte = backward(begin, rows);
+      Floats expected(prefill.begin() + (size_t)begin * C,
+                      prefill.begin() + (size_t)(begin + rows) * C);
+      if (row.cuda()) {
+        backend_cpu().ops<T>().embedding_backward(expected.data(), dout_t.data(), tokens.data(), N,
+                                                  C, begin, rows);
+        expect_identical(dwte, expected, "dwte (+=) vs cpu twin");
+      } else if (bf16) {
+        backend_cpu().f32.embedding_backward(expected.data(), dout.data(), tokens.data(), N, C,
+                                             begin, rows);
+        expect_identical(dwte, expected, "dwte (+=) vs fp32 twin");
+      } else {
+        const Vec wte = to_doubles(random_floats((size_t)rows * C, rng));
+        const Vec grad = finite_difference_gradient(
+            [&](const Vec& w) { return reference::embedding_forward(tokens, w, N, C, begin); }, wte,
+            to_doubles(dout));
+        expect_close(dwte, add(to_doubles(expected), grad), kBackwardTolerance, "dwte (+=)");
+      }
+      Floats joined;
+      for (auto [b, r] : split_of(s)) append(joined, backward(b, r));
+      expect_identical(joined, backward(0, V), "the slices' dwte vs the whole vocabulary's");
+    }
+  }
 }
 
 // ---- rmsnorm --------------------------------------------------------------------
@@ -315,6 +476,10 @@ std::vector<OpCase> embedding_rmsnorm_cases() {
        LLM_BY_DTYPE(embedding_backward)},
       {"embedding", "backward_deterministic", kCpuRows, {"embedding_backward"},
        LLM_BY_DTYPE(embedding_backward_deterministic)},
+      {"embedding", "forward_slice_zeroes_other_tokens", kAllRows, {"embedding_forward"},
+       LLM_BY_DTYPE(embedding_forward_slice)},
+      {"embedding", "backward_slice_skips_other_tokens", kAllRows, {"embedding_backward"},
+       LLM_BY_DTYPE(embedding_backward_slice)},
       {"rmsnorm", "forward", kAllRows, {"rmsnorm_forward"}, LLM_BY_DTYPE(rmsnorm_forward)},
       {"rmsnorm", "backward_accumulates", kAllRows, {"rmsnorm_backward"},
        LLM_BY_DTYPE(rmsnorm_backward)},

@@ -1,15 +1,23 @@
-// Op cases of cross-entropy (forward: losses; fused forward_backward: losses
-// and dlogits in place of the logits) on every row, and of the optimizer ops
+// Op cases of cross-entropy over a vocabulary split (cross_entropy_partials,
+// then cross_entropy_combine over every rank's partials: losses and, fused,
+// dlogits in place of the logits) on every row, and of the optimizer ops
 // (adamw_update, sum_squares; fp32 only) on both backends (see op_harness.h).
+// The ranks of a split are simulated one after the other on one backend: each
+// slice's partials, concatenated in rank order (an all-gather's output), then
+// each slice's combination.
 // Invariant: losses are max-subtracted (finite on logits of +-1000 and +-5e4);
-// the forward leaves the logits untouched; the bf16 entry points exponentiate
-// the same widened logits into fp32 as fp32 does (cpu bf16: the same bits,
-// dlogits rounded once); adamw is elementwise, so slices update to the bits of
-// the whole, and its bf16 copy is the updated params cast to bf16, bit for
-// bit; sum_squares sums exact double squares, only reassociated, into a
-// double in the backend's memory.
+// a split (2 or 3 uneven slices, one of them empty) reproduces the whole
+// vocabulary's losses and dlogits within the fp32 rounding of the slices'
+// logsumexps; every rank gets the same loss bits; forward only (null logits)
+// leaves the logits untouched and gives the fused losses' bits; the bf16 entry
+// points exponentiate the same widened logits into fp32 as fp32 does (cpu
+// bf16: the same loss bits, dlogits rounded once); adamw is elementwise, so
+// slices update to the bits of the whole, and its bf16 copy is the updated
+// params cast to bf16, bit for bit; sum_squares sums exact double squares,
+// only reassociated, into a double in the backend's memory.
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <utility>
@@ -22,95 +30,207 @@ namespace {
 
 constexpr float kDloss = 0.37f;  // gradients are of kDloss * sum(losses)
 
-// ---- cross-entropy, cuda rows -----------------------------------------------------
+// ---- cross-entropy: the split form, rank by rank ------------------------------------
 
-struct LossShape {
-  int N, V;
+// The widths of a split's slices of [0, V), in rank order.
+using Widths = std::vector<int>;
+
+// The whole vocabulary, 2 uneven slices, 3 uneven slices, and 3 with an empty
+// one (a rank may hold no row of a tiny vocabulary); splits only for V >= 3.
+std::vector<Widths> splits_of(int V) {
+  if (V < 3) return {{V}};
+  return {{V},
+          {V - V / 3, V / 3},
+          {V / 6 + 1, V / 2, V - V / 6 - 1 - V / 2},
+          {V / 2, 0, V - V / 2}};
+}
+
+std::string describe(const Widths& widths) {
+  std::string s = "slices";
+  for (int w : widths) s.append(" ").append(std::to_string(w));
+  return s;
+}
+
+// What a split run leaves: the losses (every rank's, the same bits) and the
+// slices' logits buffers put back side by side (dlogits, or the logits when
+// forward only).
+template <class T>
+struct LossRun {
+  Floats losses;         // (N)
+  std::vector<T> after;  // (N, V)
 };
-// Tiny rows (fewer logits than threads), odd sizes, GPT-2's 50257 and Llama
-// 3's 128256 vocabularies (few rows: the CPU twin is the slow side).
-constexpr LossShape kCudaLossShapes[] = {{1, 1},     {3, 7},     {4, 513},   {5, 1000},
-                                         {2, 32000}, {2, 50257}, {1, 128256}};
 
-// Losses (log V, at most ~12, plus the logit spread): both sides take
-// max + log(sum of exp(x - max)) with 2-ulp exps; the sums differ in order
-// (CPU: double; GPU: fp32 per thread with online rescaling, then a tree), a
-// relative error of a few 1e-7 in the sum, so a few 1e-7 absolute in the log,
-// plus the final fp32 rounding of a value up to ~1e5 for the huge logits.
-constexpr Tolerance kCudaLossTolerance{1e-5, 1e-6};
-constexpr double kBf16Ulp = 0x1p-7;  // bf16 ulp of 1: 8 significant bits
+// The split cross-entropy of logits (N, V) on backend `be`: rank r's partials
+// from its columns, all ranks' partials concatenated in rank order, then each
+// rank's combination with its slice (with_gradient) or null logits. Partials
+// and losses are NaN-filled first (each run must write them); every rank's
+// losses must be the same bits; every buffer's guards must be intact.
+template <class T>
+LossRun<T> run_split(const Backend& be, const std::vector<T>& logits, const Ints& targets, int N,
+                     int V, const Widths& widths, bool with_gradient, float dloss = kDloss) {
+  const int ranks = (int)widths.size();
+  Buffer<int32_t> d_targets(be, targets);
+  std::vector<std::unique_ptr<Buffer<T>>> d_slices;
+  Floats gathered;  // (ranks, N, 2)
+  for (int r = 0, begin = 0; r < ranks; begin += widths[r], r++) {
+    const int w = widths[r];
+    std::vector<T> slice((size_t)N * w);
+    for (int n = 0; n < N; n++)
+      std::copy_n(logits.begin() + (size_t)n * V + begin, w, slice.begin() + (size_t)n * w);
+    d_slices.push_back(std::make_unique<Buffer<T>>(be, slice));
+    Buffer<float> d_partials(be, Floats(2 * (size_t)N, kNaN));
+    be.ops<T>().cross_entropy_partials(d_partials.get(), d_slices[r]->get(), d_targets.get(), N, w,
+                                       begin);
+    EXPECT_TRUE(d_partials.guards_intact());
+    append(gathered, d_partials.download());
+  }
+  Buffer<float> d_gathered(be, gathered);
+  LossRun<T> run{{}, std::vector<T>((size_t)N * V)};
+  for (int r = 0, begin = 0; r < ranks; begin += widths[r], r++) {
+    const int w = widths[r];
+    Buffer<float> d_losses(be, Floats(N, kNaN));
+    be.ops<T>().cross_entropy_combine(d_losses.get(), with_gradient ? d_slices[r]->get() : nullptr,
+                                      d_gathered.get(), d_targets.get(), N, w, begin, ranks, dloss);
+    EXPECT_TRUE(d_losses.guards_intact() && d_slices[r]->guards_intact() &&
+                d_gathered.guards_intact());
+    const Floats losses = d_losses.download();
+    if (r == 0) run.losses = losses;
+    else expect_identical(losses, run.losses, "losses of rank " + std::to_string(r) + " vs rank 0");
+    const std::vector<T> slice = d_slices[r]->download();
+    for (int n = 0; n < N; n++)
+      std::copy_n(slice.begin() + (size_t)n * w, w, run.after.begin() + (size_t)n * V + begin);
+  }
+  return run;
+}
 
-// dlogits: away from the target each is exp(x - max) * (dloss / sum), whose
-// relative error is that of the exp (2 ulp per side) and of the sum: 4e-6
-// relative is a wide margin. At the target, p * dloss - dloss cancels, so the
-// same error is absolute in dloss. 1e-37 absolute: the CPU's exp flushes
+// ---- cross-entropy: tolerances ------------------------------------------------------
+
+// fp32 ulp at x: 2^-23 of the power of two at or below |x|.
+double fp32_ulp(double x) {
+  int exponent;
+  std::frexp(std::fabs(x), &exponent);
+  return std::ldexp(1.0, exponent - 24);
+}
+
+// Row n's logsumexp in double: the scale of the fp32 errors below.
+Doubles row_lse(const Floats& logits, int N, int V) {
+  Doubles lse(N);
+  for (int n = 0; n < N; n++) {
+    const float* row = logits.data() + (size_t)n * V;
+    double max = row[0], sum = 0.0;
+    for (int v = 0; v < V; v++) max = std::fmax(max, (double)row[v]);
+    for (int v = 0; v < V; v++) sum += std::exp(row[v] - max);
+    lse[n] = max + std::log(sum);
+  }
+  return lse;
+}
+
+// Two evaluations of the losses (against each other or one against the
+// double reference): each takes the fp32 logsumexps of its slices (rounded
+// once, within half an ulp of lse, plus a few 1e-7 relative from the sums of
+// 2-ulp exps in another order) and combines them in double, the loss rounded
+// to fp32 at the end. So they differ by at most ~2 ulps of lse and one of the
+// loss: 2 ulps of lse, plus 1e-5 absolute (the sums' error, a few 1e-7, with
+// a wide margin) and 1e-6 relative (the final rounding, 6e-8).
+Doubles loss_bounds(const Doubles& expected, const Doubles& lse) {
+  Doubles bound(expected.size());
+  for (size_t n = 0; n < expected.size(); n++)
+    bound[n] = 1e-5 + 1e-6 * std::fabs(expected[n]) + 2.0 * fp32_ulp(lse[n]);
+  return bound;
+}
+
+// Two evaluations of dlogits: each is exp(x - lse32) * dloss (minus dloss at
+// the target) with lse32 within 2 ulps of lse (as above) and x - lse32 rounded
+// (half an ulp of it), so the exponent is off by at most 2 ulp(lse) + ulp(x -
+// lse) / 2 absolute, which is a relative error of the probability p; the exp
+// adds 2 ulps (2.4e-7), the product one rounding. Twice that per element
+// (two evaluations), relative to |p * dloss| away from the target and to
+// dloss at it (where p - 1 cancels). 1e-37 absolute: the CPU's exp flushes
 // arguments below -87 to 0 where the GPU's expf still gives a denormal-sized
-// value. In bf16 the CPU and GPU round fp32 dlogits within that of each
-// other: add two bf16 ulps, as for the matmul outputs.
-Doubles cuda_dlogit_bounds(const Doubles& expected, const Ints& targets, int V, bool bf16) {
+// value. In bf16 each side rounds fp32 dlogits within that of each other: add
+// two bf16 ulps, as for the matmul outputs.
+constexpr double kBf16Ulp = 0x1p-7;  // bf16 ulp of 1: 8 significant bits
+Doubles dlogit_bounds(const Doubles& expected, const Floats& logits, const Ints& targets,
+                      const Doubles& lse, int V, bool bf16) {
   Doubles bound(expected.size());
   for (size_t i = 0; i < expected.size(); i++) {
-    const bool at_target = (int)(i % V) == targets[i / V];
-    bound[i] = 1e-37 + 4e-6 * (at_target ? std::fabs(kDloss) : std::fabs(expected[i]));
+    const size_t n = i / V;
+    const bool at_target = (int)(i % V) == targets[n];
+    const double exponent_error = 2.0 * fp32_ulp(lse[n]) + 0.5 * fp32_ulp(logits[i] - lse[n]);
+    const double relative = 2.0 * (exponent_error + 3e-7);
+    bound[i] = 1e-37 + relative * (at_target ? std::fabs(kDloss) : std::fabs(expected[i]));
     if (bf16) bound[i] += 2.0 * kBf16Ulp * std::fabs(expected[i]);
   }
   return bound;
 }
 
-// Both entry points on logits uniform in [-spread, spread] against the CPU
-// twin: losses refilled with NaN before every run (each run must write them),
-// the forward leaving logits untouched and repeating bit for bit; with
-// `fused`, the fused losses the forward's bits and dlogits (in place) within
-// cuda_dlogit_bounds, repeating bit for bit.
+// The losses and dlogits of `actual` within the bounds above of `expected`.
 template <class T>
-void cuda_cross_entropy(const OpRow& row, float spread, uint32_t seed, bool fused) {
-  constexpr bool bf16 = std::is_same_v<T, Bf16>;
-  std::mt19937 rng(seed);
-  for (auto [N, V] : kCudaLossShapes) {
-    SCOPED_TRACE(testing::Message() << "N=" << N << " V=" << V << " spread " << spread);
-    const std::vector<T> logits = stored<T>(random_floats((size_t)N * V, rng, -spread, spread));
-    const Ints targets = random_ints(N, V, rng);
-    Floats losses(N), losses_fused(N);
-    std::vector<T> dlogits = logits;
-    backend_cpu().ops<T>().cross_entropy_forward(losses.data(), logits.data(), targets.data(), N, V);
-    backend_cpu().ops<T>().cross_entropy_forward_backward(losses_fused.data(), dlogits.data(),
-                                                          targets.data(), N, V, kDloss);
-    const Backend& be = row.backend();
-    Buffer<T> d_logits(be, logits);
-    Buffer<int32_t> d_targets(be, targets);
-    Buffer<float> d_losses(be, Floats(N));
-    auto forward = [&] {
-      d_losses.upload(Floats(N, kNaN));
-      be.ops<T>().cross_entropy_forward(d_losses.get(), d_logits.get(), d_targets.get(), N, V);
-      return d_losses.download();
-    };
-    auto forward_backward = [&] {
-      d_losses.upload(Floats(N, kNaN));
-      d_logits.upload(logits);
-      be.ops<T>().cross_entropy_forward_backward(d_losses.get(), d_logits.get(), d_targets.get(), N,
-                                                 V, kDloss);
-      return std::make_pair(d_losses.download(), d_logits.download());
-    };
-    const Floats gpu_losses = forward();
-    expect_identical(d_logits.download(), logits, "logits untouched by the forward");
-    expect_all_finite(to_doubles(gpu_losses), "losses");
-    expect_close(gpu_losses, losses, kCudaLossTolerance, "losses");
-    expect_identical(forward(), gpu_losses, "losses, second run");
-    if (!fused) continue;
-    const auto [gpu_losses_fused, gpu_dlogits] = forward_backward();
-    // The fused loss is the same computation as the forward's.
-    expect_identical(gpu_losses_fused, gpu_losses, "fused losses");
-    const Doubles gpu_d = to_doubles(gpu_dlogits), cpu_d = to_doubles(dlogits);
-    expect_all_finite(gpu_d, "dlogits");
-    expect_within(gpu_d, cpu_d, cuda_dlogit_bounds(cpu_d, targets, V, bf16), "dlogits (in place)");
-    expect_identical(forward_backward().second, gpu_dlogits, "dlogits, second run");
-    EXPECT_TRUE(d_logits.guards_intact() && d_losses.guards_intact());
-  }
+void expect_loss_run_close(const LossRun<T>& actual, const LossRun<T>& expected,
+                           const Floats& logits, const Ints& targets, int N, int V,
+                           const std::string& what) {
+  const Doubles lse = row_lse(logits, N, V);
+  const Doubles losses = to_doubles(expected.losses);
+  const Doubles dlogits = to_doubles(to_floats(expected.after));
+  expect_all_finite(to_doubles(actual.losses), what + " losses");
+  expect_within(to_doubles(actual.losses), losses, loss_bounds(losses, lse), what + " losses");
+  const Doubles actual_d = to_doubles(to_floats(actual.after));
+  expect_all_finite(actual_d, what + " dlogits");
+  expect_within(actual_d, dlogits,
+                dlogit_bounds(dlogits, logits, targets, lse, V, std::is_same_v<T, Bf16>),
+                what + " dlogits");
 }
 
-// ---- cross-entropy, every row -----------------------------------------------------
+// ---- cross-entropy: shapes and inputs ----------------------------------------------
 
-constexpr LossShape kCpuLossShapes[] = {{7, 13}, {1, 1}, {3, 100}};
+struct LossShape {
+  int N, V;
+};
+constexpr LossShape kCpuLossShapes[] = {{7, 13}, {1, 1}, {3, 100}, {9, 31}};
+// Tiny rows (fewer logits than threads), odd sizes, GPT-2's 50257 and Llama
+// 3's 128256 vocabularies (few rows: the CPU twin is the slow side).
+constexpr LossShape kCudaLossShapes[] = {{1, 1},     {3, 7},     {4, 513},   {5, 1000},
+                                         {2, 32000}, {2, 50257}, {1, 128256}};
+
+std::vector<LossShape> loss_shapes(const OpRow& row) {
+  return shapes_for(row, kCpuLossShapes, kCudaLossShapes);
+}
+
+// Targets over the whole vocabulary, the first row's the last column and the
+// second row's the first, so both end slices of a split hold some.
+Ints loss_targets(int N, int V, std::mt19937& rng) {
+  Ints targets = random_ints(N, V, rng);
+  targets[0] = V - 1;
+  if (N > 1) targets[1] = 0;
+  return targets;
+}
+
+// ---- cross-entropy: cases ----------------------------------------------------------
+
+// The CUDA split form against the CPU twin's on logits uniform in [-spread,
+// spread], for every split of every shape: losses and dlogits within the
+// bounds above, the GPU's repeating bit for bit.
+template <class T>
+void cuda_cross_entropy(const OpRow& row, float spread, uint32_t seed, bool only_whole) {
+  std::mt19937 rng(seed);
+  for (auto [N, V] : kCudaLossShapes) {
+    const Floats values = random_floats((size_t)N * V, rng, -spread, spread);
+    const std::vector<T> logits = stored<T>(values);
+    const Floats logits_f = to_floats(logits);
+    const Ints targets = loss_targets(N, V, rng);
+    for (const Widths& widths : splits_of(V)) {
+      if (only_whole && widths.size() > 1) break;
+      SCOPED_TRACE(testing::Message() << "N=" << N << " V=" << V << " " << describe(widths)
+                                      << " spread " << spread);
+      const LossRun<T> cpu = run_split(backend_cpu(), logits, targets, N, V, widths, true);
+      const LossRun<T> gpu = run_split(row.backend(), logits, targets, N, V, widths, true);
+      expect_loss_run_close(gpu, cpu, logits_f, targets, N, V, "gpu vs cpu twin");
+      const LossRun<T> again = run_split(row.backend(), logits, targets, N, V, widths, true);
+      expect_identical(again.losses, gpu.losses, "losses, second run");
+      expect_identical(again.after, gpu.after, "dlogits, second run");
+    }
+  }
+}
 
 // cpu bf16 inputs: N = 7, V = 100, logits in [-1, 1] except that row 0's
 // target logit leads by 8, so its probability is near 1 and its gradient
@@ -125,79 +245,118 @@ struct Bf16LossInputs {
   }
 };
 
-// Runs the forward (fused: forward_backward) of the backend under test on
-// host logits; returns losses and the logits buffer afterwards.
+// One rank holding the whole vocabulary. cpu f32: losses against the double
+// reference (loss_bounds), dlogits against the reference's analytic gradient
+// (dlogit_bounds) and against finite differences of the reference losses
+// (kBackwardTolerance); cpu bf16: losses the fp32 twin's bits, dlogits the
+// fp32 twin's rounded once; cuda: cuda_cross_entropy on logits in [-4, 4].
 template <class T>
-std::pair<Floats, std::vector<T>> run_loss(const OpRow& row, const std::vector<T>& logits,
-                                           const Ints& targets, int N, int V, bool fused, float dloss) {
-  Buffer<T> d_logits(row.backend(), logits);
-  Buffer<int32_t> d_targets(row.backend(), targets);
-  Buffer<float> d_losses(row.backend(), Floats(N, kNaN));
-  if (fused)
-    row.backend().ops<T>().cross_entropy_forward_backward(d_losses.get(), d_logits.get(),
-                                                          d_targets.get(), N, V, dloss);
-  else
-    row.backend().ops<T>().cross_entropy_forward(d_losses.get(), d_logits.get(), d_targets.get(), N, V);
-  EXPECT_TRUE(d_logits.guards_intact() && d_losses.guards_intact());
-  return {d_losses.download(), d_logits.download()};
-}
-
-// cpu f32: losses against the reference (kForwardTolerance), logits untouched
-// (forward) or dlogits against finite differences (kBackwardTolerance); cpu
-// bf16: losses the fp32 fused losses' bits, dlogits the fp32 ones rounded once;
-// cuda: cuda_cross_entropy on logits in [-4, 4].
-template <class T>
-void cross_entropy(const OpRow& row, bool fused) {
+void cross_entropy_whole(const OpRow& row) {
   if (row.cuda()) {
-    cuda_cross_entropy<T>(row, 4.0f, std::is_same_v<T, Bf16> ? 202 : 201, fused);
+    cuda_cross_entropy<T>(row, 4.0f, std::is_same_v<T, Bf16> ? 202 : 201, true);
     return;
   }
   if constexpr (std::is_same_v<T, Bf16>) {
     std::mt19937 rng(116);
     const Bf16LossInputs in(rng);
-    Floats losses32(in.N), dlogits32 = in.logits;
-    backend_cpu().f32.cross_entropy_forward_backward(losses32.data(), dlogits32.data(),
-                                                     in.targets.data(), in.N, in.V, kDloss);
-    const auto [losses, after] = run_loss<Bf16>(row, to_bf16s(in.logits), in.targets, in.N, in.V, fused, kDloss);
-    expect_identical(losses, losses32, fused ? "losses (forward_backward)" : "losses (forward)");
-    if (fused) expect_rounded_once(after, dlogits32, "dlogits");
-    else expect_identical(after, to_bf16s(in.logits), "logits untouched");
+    const LossRun<float> fp32 =
+        run_split(backend_cpu(), in.logits, in.targets, in.N, in.V, {in.V}, true);
+    const LossRun<Bf16> run = run_split(row.backend(), to_bf16s(in.logits), in.targets, in.N, in.V,
+                                        {in.V}, true);
+    expect_identical(run.losses, fp32.losses, "losses");
+    expect_rounded_once(run.after, fp32.after, "dlogits");
   } else {
-    std::mt19937 rng(fused ? 18 : 17);
+    std::mt19937 rng(18);
     for (auto [N, V] : kCpuLossShapes) {
       SCOPED_TRACE(testing::Message() << "N=" << N << " V=" << V);
       const Floats logits = random_floats((size_t)N * V, rng, -5.0f, 5.0f);
-      const Ints targets = random_ints(N, V, rng);
-      const auto [losses, after] = run_loss<float>(row, logits, targets, N, V, fused, kDloss);
-      expect_close(losses, reference::cross_entropy_forward(to_doubles(logits), targets, N, V),
-                   kForwardTolerance, "losses");
-      if (!fused) {
-        expect_identical(after, logits, "logits untouched");
-        continue;
-      }
+      const Ints targets = loss_targets(N, V, rng);
+      const LossRun<float> run = run_split(row.backend(), logits, targets, N, V, {V}, true);
+      const Doubles lse = row_lse(logits, N, V);
+      const Vec losses = reference::cross_entropy_forward(to_doubles(logits), targets, N, V);
+      expect_within(to_doubles(run.losses), losses, loss_bounds(losses, lse), "losses");
+      const Vec dlogits =
+          reference::cross_entropy_backward(to_doubles(logits), targets, N, V, kDloss);
+      expect_within(to_doubles(run.after), dlogits,
+                    dlogit_bounds(dlogits, logits, targets, lse, V, false), "dlogits (analytic)");
       const Vec grad = finite_difference_gradient(
           [&](const Vec& x) { return reference::cross_entropy_forward(x, targets, N, V); },
           to_doubles(logits), Vec(N, kDloss));
-      expect_close(after, grad, kBackwardTolerance, "dlogits");
+      expect_close(run.after, grad, kBackwardTolerance, "dlogits (finite differences)");
     }
   }
 }
 
+// The vocabulary split into 2 and 3 uneven slices (and 3 with an empty one)
+// gives the whole vocabulary's losses and dlogits on the same backend, within
+// loss_bounds and dlogit_bounds (in bf16 both sides round fp32 dlogits within
+// those of each other, hence the two bf16 ulps), on logits in [-8, 8]. cpu f32:
+// the split also against the double reference; cuda: the split also against
+// the CPU twin's split (cuda_cross_entropy).
 template <class T>
-void cross_entropy_forward(const OpRow& row) { cross_entropy<T>(row, false); }
+void cross_entropy_split(const OpRow& row) {
+  constexpr bool bf16 = std::is_same_v<T, Bf16>;
+  if (row.cuda()) cuda_cross_entropy<T>(row, 8.0f, bf16 ? 206 : 205, false);
+  std::mt19937 rng(bf16 ? 208 : 207);
+  for (auto [N, V] : loss_shapes(row)) {
+    const std::vector<T> logits = stored<T>(random_values((size_t)N * V, rng, -8.0f, 8.0f, bf16));
+    const Floats logits_f = to_floats(logits);
+    const Ints targets = loss_targets(N, V, rng);
+    const LossRun<T> whole = run_split(row.backend(), logits, targets, N, V, {V}, true);
+    for (const Widths& widths : splits_of(V)) {
+      if (widths.size() == 1) continue;
+      SCOPED_TRACE(testing::Message() << "N=" << N << " V=" << V << " " << describe(widths));
+      const LossRun<T> split = run_split(row.backend(), logits, targets, N, V, widths, true);
+      expect_loss_run_close(split, whole, logits_f, targets, N, V, "split vs whole");
+      if (row.cpu() && !bf16) {
+        const Doubles lse = row_lse(logits_f, N, V);
+        const Vec losses = reference::cross_entropy_forward(to_doubles(logits_f), targets, N, V);
+        expect_within(to_doubles(split.losses), losses, loss_bounds(losses, lse),
+                      "split losses vs reference");
+        const Vec dlogits =
+            reference::cross_entropy_backward(to_doubles(logits_f), targets, N, V, kDloss);
+        expect_within(to_doubles(to_floats(split.after)), dlogits,
+                      dlogit_bounds(dlogits, logits_f, targets, lse, V, false),
+                      "split dlogits vs reference");
+      }
+    }
+  }
+}
+
+// Forward only (null logits in the combination), whole and split: the logits
+// come back untouched bit for bit (neither op writes them) and the losses are
+// the fused run's bits (the same combination of the same partials).
 template <class T>
-void cross_entropy_forward_backward(const OpRow& row) { cross_entropy<T>(row, true); }
+void cross_entropy_forward_only(const OpRow& row) {
+  constexpr bool bf16 = std::is_same_v<T, Bf16>;
+  std::mt19937 rng(bf16 ? 210 : 209);
+  for (auto [N, V] : loss_shapes(row)) {
+    const std::vector<T> logits = stored<T>(random_values((size_t)N * V, rng, -5.0f, 5.0f, bf16));
+    const Ints targets = loss_targets(N, V, rng);
+    for (const Widths& widths : splits_of(V)) {
+      SCOPED_TRACE(testing::Message() << "N=" << N << " V=" << V << " " << describe(widths));
+      const LossRun<T> forward = run_split(row.backend(), logits, targets, N, V, widths, false);
+      const LossRun<T> fused = run_split(row.backend(), logits, targets, N, V, widths, true);
+      expect_identical(forward.after, logits, "logits after the forward");
+      expect_identical(forward.losses, fused.losses, "forward losses vs fused");
+      if (V > 1) {  // a gradient differs from its logits: the fused run did write them
+        EXPECT_NE(std::memcmp(fused.after.data(), logits.data(), sizeof(T) * logits.size()), 0);
+      }
+    }
+  }
+}
 
 // Logits that overflow exp unless max-subtracted. cpu: N = 4, V = 50, each
-// row's logit n raised by 1000, one at -1000, row 0's target the huge one; the
-// losses match (f32: the reference; bf16: the fp32 bits), every dlogit is
-// finite and each row of dlogits sums to zero (softmax sums to one, minus the
-// one-hot). cuda: cuda_cross_entropy on logits in [-5e4, 5e4] (losses ~1e5).
+// row's logit n raised by 1000, one at -1000, row 0's target the huge one;
+// whole and split: the losses match (f32: the reference; bf16: the fp32
+// twin's bits), every dlogit is finite and each row of dlogits sums to zero
+// (softmax sums to one, minus the one-hot) within the fp32 rounding of lse.
+// cuda: cuda_cross_entropy on logits in [-5e4, 5e4] (losses ~1e5).
 template <class T>
 void cross_entropy_large_logits(const OpRow& row) {
   constexpr bool bf16 = std::is_same_v<T, Bf16>;
   if (row.cuda()) {
-    cuda_cross_entropy<T>(row, 5e4f, bf16 ? 204 : 203, true);
+    cuda_cross_entropy<T>(row, 5e4f, bf16 ? 204 : 203, false);
     return;
   }
   std::mt19937 rng(bf16 ? 117 : 19);
@@ -206,29 +365,34 @@ void cross_entropy_large_logits(const OpRow& row) {
   for (int n = 0; n < N; n++) logits[(size_t)n * V + n] = bf16 ? 1000.0f : logits[(size_t)n * V + n] + 1000.0f;
   logits[(size_t)(N - 1) * V] = -1000.0f;
   const Ints targets = {0, 0, 2, 7};  // row 0: the huge logit is the target; others not
-  const auto [losses, after] = run_loss<T>(row, stored<T>(logits), targets, N, V, true, 1.0f);
-  if (bf16) {
-    Floats losses32(N);
-    backend_cpu().f32.cross_entropy_forward(losses32.data(), logits.data(), targets.data(), N, V);
-    expect_identical(losses, losses32, "losses");
-  } else {
-    const Vec ref = reference::cross_entropy_forward(to_doubles(logits), targets, N, V);
-    expect_close(run_loss<T>(row, stored<T>(logits), targets, N, V, false, 1.0f).first, ref,
-                 kForwardTolerance, "losses (forward)");
-    expect_close(losses, ref, kForwardTolerance, "losses (forward_backward)");
-  }
-  const Floats dlogits = to_floats(after);
-  for (int n = 0; n < N; n++) {
-    ASSERT_TRUE(std::isfinite(losses[n])) << "row " << n;
-    double row_sum = 0.0;
-    for (int v = 0; v < V; v++) {
-      ASSERT_TRUE(std::isfinite(dlogits[(size_t)n * V + v])) << "row " << n << " column " << v;
-      row_sum += dlogits[(size_t)n * V + v];
+  const Doubles lse = row_lse(logits, N, V);
+  for (const Widths& widths : splits_of(V)) {
+    SCOPED_TRACE(describe(widths));
+    const LossRun<T> run =
+        run_split(row.backend(), stored<T>(logits), targets, N, V, widths, true, 1.0f);
+    if (bf16) {
+      const LossRun<float> fp32 =
+          run_split(backend_cpu(), logits, targets, N, V, widths, true, 1.0f);
+      expect_identical(run.losses, fp32.losses, "losses");
+    } else {
+      const Vec ref = reference::cross_entropy_forward(to_doubles(logits), targets, N, V);
+      expect_within(to_doubles(run.losses), ref, loss_bounds(ref, lse), "losses");
     }
-    // f32: the sum of fp32 gradients, 1e-6. bf16: each gradient is rounded to
-    // bf16, by at most 2^-8 |g|, and sum |g| <= 2 (probabilities sum to 1,
-    // |p_target - 1| <= 1): within 2^-7 of zero.
-    EXPECT_NEAR(row_sum, 0.0, bf16 ? std::ldexp(1.0, -7) : 1e-6) << "row " << n;
+    const Floats dlogits = to_floats(run.after);
+    for (int n = 0; n < N; n++) {
+      ASSERT_TRUE(std::isfinite(run.losses[n])) << "row " << n;
+      double row_sum = 0.0;
+      for (int v = 0; v < V; v++) {
+        ASSERT_TRUE(std::isfinite(dlogits[(size_t)n * V + v])) << "row " << n << " column " << v;
+        row_sum += dlogits[(size_t)n * V + v];
+      }
+      // The probabilities sum to exp(lse - lse32) (1e-6 for the exps and the
+      // sum): within 2 ulps of lse of one. bf16: each gradient is rounded to
+      // bf16, by at most 2^-8 |g|, and sum |g| <= 2 (probabilities sum to 1,
+      // |p_target - 1| <= 1): within 2^-7 more of zero.
+      EXPECT_NEAR(row_sum, 0.0, 1e-6 + 2.0 * fp32_ulp(lse[n]) + (bf16 ? std::ldexp(1.0, -7) : 0.0))
+          << "row " << n;
+    }
   }
 }
 
@@ -438,13 +602,15 @@ void sum_squares_exact_inputs(const OpRow& row) {
 
 std::vector<OpCase> cross_entropy_adamw_cases() {
   return {
-      {"cross_entropy", "forward_keeps_logits", kAllRows, {"cross_entropy_forward"},
-       LLM_BY_DTYPE(cross_entropy_forward)},
-      {"cross_entropy", "forward_backward_in_place", kAllRows,
-       {"cross_entropy_forward", "cross_entropy_forward_backward"},
-       LLM_BY_DTYPE(cross_entropy_forward_backward)},
+      {"cross_entropy", "whole_vocabulary_matches_reference", kAllRows,
+       {"cross_entropy_partials", "cross_entropy_combine"}, LLM_BY_DTYPE(cross_entropy_whole)},
+      {"cross_entropy", "split_matches_whole", kAllRows,
+       {"cross_entropy_partials", "cross_entropy_combine"}, LLM_BY_DTYPE(cross_entropy_split)},
+      {"cross_entropy", "forward_only_keeps_logits", kAllRows,
+       {"cross_entropy_partials", "cross_entropy_combine"},
+       LLM_BY_DTYPE(cross_entropy_forward_only)},
       {"cross_entropy", "large_logits_stay_finite", kAllRows,
-       {"cross_entropy_forward", "cross_entropy_forward_backward"},
+       {"cross_entropy_partials", "cross_entropy_combine"},
        LLM_BY_DTYPE(cross_entropy_large_logits)},
       {"adamw", "over_steps", kF32Rows, {"adamw_update"}, adamw_over_steps},
       {"adamw", "slices_give_the_bits_of_the_whole", kF32Rows, {"adamw_update"}, adamw_slices},

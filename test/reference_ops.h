@@ -16,11 +16,17 @@ namespace llm::reference {
 
 using Vec = std::vector<double>;
 
-// out (N, C) = wte (V, C) row tokens[n].
-inline Vec embedding_forward(const std::vector<int32_t>& tokens, const Vec& wte, int N, int C) {
-  Vec out((size_t)N * C);
-  for (int n = 0; n < N; n++)
-    for (int c = 0; c < C; c++) out[(size_t)n * C + c] = wte[(size_t)tokens[n] * C + c];
+// out (N, C) = wte row tokens[n] - vocab_begin, where wte (rows, C) holds the
+// vocabulary slice [vocab_begin, vocab_begin + rows); zeros for tokens outside.
+inline Vec embedding_forward(const std::vector<int32_t>& tokens, const Vec& wte, int N, int C,
+                             int vocab_begin = 0) {
+  const long rows = C > 0 ? (long)(wte.size() / C) : 0;
+  Vec out((size_t)N * C, 0.0);
+  for (int n = 0; n < N; n++) {
+    const long row = (long)tokens[n] - vocab_begin;
+    if (row < 0 || row >= rows) continue;
+    for (int c = 0; c < C; c++) out[(size_t)n * C + c] = wte[(size_t)row * C + c];
+  }
   return out;
 }
 
@@ -148,6 +154,23 @@ inline Vec cross_entropy_forward(const Vec& logits, const std::vector<int32_t>& 
     losses[n] = max + std::log(sum) - row[targets[n]];
   }
   return losses;
+}
+
+// d(dloss * sum_n losses[n]) / d(logits) = (softmax(logits[n]) - onehot(targets[n])) * dloss,
+// logits (N, V), softmax max-subtracted.
+inline Vec cross_entropy_backward(const Vec& logits, const std::vector<int32_t>& targets, int N,
+                                  int V, double dloss) {
+  Vec dlogits((size_t)N * V);
+  for (int n = 0; n < N; n++) {
+    const double* row = logits.data() + (size_t)n * V;
+    double max = row[0];
+    for (int v = 0; v < V; v++) max = std::fmax(max, row[v]);
+    double sum = 0.0;
+    for (int v = 0; v < V; v++) sum += std::exp(row[v] - max);
+    for (int v = 0; v < V; v++)
+      dlogits[(size_t)n * V + v] = (std::exp(row[v] - max) / sum - (v == targets[n])) * dloss;
+  }
+  return dlogits;
 }
 
 // One AdamW step t >= 1, in place, with the semantics of llm::cpu::adamw_update:

@@ -2,6 +2,7 @@
 // anything is allocated, with one line naming the key.
 #include <gtest/gtest.h>
 
+#include "config/config.h"
 #include "runtime/error.h"
 #include "trainer/trainer.h"
 #include "parallel/topology.h"
@@ -40,10 +41,43 @@ TEST(Topology, InvalidCombinationsNameTheKey) {
     }
     return std::string();
   };
-  EXPECT_NE(message(parallel("hybrid", 3), 4).find("parallel.shard_group_size (3) must be set and divide the world size (4)"),
+  EXPECT_NE(message(parallel("hybrid", 3), 4).find("parallel.shard_group_size (3) must be set and divide the data-parallel size (4)"),
             std::string::npos);
   EXPECT_NE(message(parallel("hybrid", 0), 4).find("parallel.shard_group_size"), std::string::npos);
   EXPECT_NE(message(parallel("zero3", 2), 4).find("only used by mode hybrid"), std::string::npos);
+}
+
+// The mesh: tensor_parallel must divide the world, and split the model's
+// heads, kv heads, ffn columns, vocabulary and sequence rows evenly; each
+// refusal names the keys.
+TEST(Topology, TensorParallelDegreeMustDivideTheWorldAndTheModel) {
+  ParallelConfig tp = parallel("zero3", 0);
+  tp.tensor_parallel = 2;
+  EXPECT_EQ(data_parallel_size(tp, 8), 4);
+  tp.tensor_parallel = 3;
+  try {
+    data_parallel_size(tp, 8);
+    FAIL() << "3 does not divide 8";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("parallel.tensor_parallel (3) must divide the world size (8)"),
+              std::string::npos);
+  }
+  auto refusal = [](const std::string& override_text) {
+    try {
+      config_load("configs/tiny.toml", {override_text});
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  // tiny: 4 heads, 2 kv heads, ffn 160, vocabulary 512, sequences of 32.
+  EXPECT_EQ(refusal("parallel.tensor_parallel=2"), "");
+  EXPECT_NE(refusal("parallel.tensor_parallel=4").find("must divide model.n_kv_heads (2)"),
+            std::string::npos);
+  EXPECT_NE(refusal("parallel.tensor_parallel=0").find("parallel.tensor_parallel must be >= 1"),
+            std::string::npos);
+  EXPECT_NE(refusal("parallel.tensor_parallel=3").find("must divide model.n_heads (4)"),
+            std::string::npos);
 }
 
 TEST(Topology, BatchMustSplitOverMicroBatchesAndRanks) {

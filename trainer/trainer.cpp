@@ -56,11 +56,14 @@ std::unique_ptr<Group> device_group(const Config& config, Group& world) {
 
 MemoryPlan memory_plan(const Config& config, const ShardingPlan& sharding) {
   MemoryPlan plan;
-  plan.state = ShardingEngine::planned_bytes(layout_build(config.model), sharding, config);
+  // Tensor-parallel rank 0's slice: it holds the most (the replicated norm
+  // gains like every rank, and the largest share of any uneven split).
+  const int tp = config.parallel.tensor_parallel;
+  plan.state = ShardingEngine::planned_bytes(layout_build(config.model, {0, tp}), sharding, config);
   plan.activations = Transformer::activation_bytes(config.model, config.training.micro_batch_size,
                                                    config.training.seq_len,
                                                    checkpointing_plan(config.training),
-                                                   config.precision())
+                                                   config.precision(), tp)
                          .total;
   return plan;
 }
@@ -118,7 +121,8 @@ Trainer::Trainer(Config config, Group& world)
   }
   const Backend& backend = backend_for(config_.device(), config_.training.attention);
   model_ = std::make_unique<Transformer>(config_.model, t.micro_batch_size, t.seq_len, backend,
-                                         checkpointing_plan(t), config_.precision());
+                                         checkpointing_plan(t), config_.precision(),
+                                         topology_.tensor.get());
   engine_ = std::make_unique<ShardingEngine>(model_->layout(), config_, backend, topology_);
   engine_->set_steps_per_epoch(
       static_cast<int>(std::max<int64_t>(1, train_data_->num_samples() / t.batch_size)));
@@ -209,7 +213,9 @@ StepResult Trainer::train_step(int step) {
                                          dloss);
   }
   StepResult result;
-  result.loss = static_cast<float>(topology_.world.all_reduce_sum(loss_sum) /
+  // The ranks of a tensor group compute the same loss; data-parallel ranks
+  // distinct ones.
+  result.loss = static_cast<float>(topology_.data->all_reduce_sum(loss_sum) /
                                    (static_cast<double>(accumulation_steps_) * dp));
   result.grad_norm = engine_->grad_norm();
   LLM_CHECK(std::isfinite(result.loss) && std::isfinite(result.grad_norm),
@@ -270,11 +276,12 @@ void Trainer::run() {
   }
 
   StateBytes state = engine_->bytes();
-  spdlog::info("config {} | {} parameters | batch {} x {} tokens | {} ranks, mode {} (shard group "
-               "{}) | {} micro-batches of {} per rank",
-               config_.path, model_->layout().total_numel, t.batch_size, t.seq_len,
-               topology_.dp_size(), topology_.plan.mode, topology_.plan.shard_group_size,
-               accumulation_steps_, t.micro_batch_size);
+  spdlog::info("config {} | {} parameters | batch {} x {} tokens | {} ranks: tensor parallel {} x "
+               "data parallel {}, mode {} (shard group {}) | {} micro-batches of {} per rank",
+               config_.path, layout_build(config_.model).total_numel, t.batch_size, t.seq_len,
+               topology_.world.size(), topology_.tensor->size(), topology_.dp_size(),
+               topology_.plan.mode, topology_.plan.shard_group_size, accumulation_steps_,
+               t.micro_batch_size);
   const size_t activations = model_->activation_bytes().total;
   spdlog::info("memory per rank: parameters {}, gradients {}, optimizer {}, buffers {}, "
                "activations {} ({}, checkpointing {}); peak resident {}",

@@ -1,10 +1,13 @@
-// Cross-entropy of the LM head on the CPU, optionally fused with its gradient
-// (the logits buffer is overwritten by dlogits); one template over the storage
-// type (float or Bf16) of the logits, with fp32 math.
-// Invariant: each row is max-subtracted before exponentiation, so logits of
-// any magnitude give finite losses; the exponentials are summed in double.
-// Each dlogit is rounded to its storage type once (in bf16 the softmax
-// probability minus the one-hot is formed in fp32 first).
+// Cross-entropy of the LM head on the CPU over a vocabulary slice: per-row
+// partials (the slice's logsumexp and target logit), then their combination
+// over the ranks into losses and, fused, dlogits in place of the logits. One
+// template over the storage type (float or Bf16) of the logits, fp32 math.
+// Invariant: each row is max-subtracted before exponentiation (the slice's max
+// in the partials, the max of the slices' logsumexps in the combination), so
+// logits of any magnitude give finite losses; the exponentials of a row are
+// summed in double from an fp32 scratch row, so the fp32 and bf16 entry points
+// sum the same terms in the same order (same bits); each dlogit is formed in
+// fp32 and rounded to its storage type once.
 #include "model/kernels/cross_entropy.h"
 
 #include <cmath>
@@ -17,16 +20,13 @@ namespace llm::cpu {
 
 namespace {
 
-// The max-subtracted exponentials of one row: exps[v] = exp(row[v] - max), and
-// their sum, so logsumexp(row) = max + log(sum) and softmax(row) = exps / sum.
-struct RowExps {
-  float max;
-  double sum;
-};
-
-// exps may alias row (fp32 logits, formed in place).
+// logsumexp(row) = max + log(sum of exp(row[v] - max)) for a row of V > 0
+// logits; scratch receives the V exponentials (fp32), then they are summed in
+// double by one loop whatever T is.
 template <class T>
-RowExps row_exps(float* exps, const T* row, int V) {
+float row_logsumexp(const T* row, int V, std::vector<float>& scratch) {
+  scratch.resize(V);
+  float* exps = scratch.data();
   float max = to_float(row[0]);
 #pragma omp simd reduction(max : max)
   for (int v = 0; v < V; v++) max = to_float(row[v]) > max ? to_float(row[v]) : max;
@@ -35,62 +35,74 @@ RowExps row_exps(float* exps, const T* row, int V) {
   double sum = 0.0;
 #pragma omp simd reduction(+ : sum)
   for (int v = 0; v < V; v++) sum += exps[v];
-  return {max, sum};
+  return (float)(max + std::log(sum));
 }
 
-// The fp32 row a gradient is formed in, and its store into the logits row:
-// fp32 logits are their own gradient row (in place, nothing to store); bf16
-// logits use per-thread scratch, rounded into the row once at the end.
-inline float* gradient_row(float* row, std::vector<float>&, int) { return row; }
-inline float* gradient_row(Bf16*, std::vector<float>& scratch, int V) {
-  scratch.resize(V);
-  return scratch.data();
+// The index of `target` in the slice starting at vocab_begin, or -1.
+inline int slice_index(int32_t target, int vocab_begin, int V_local) {
+  const int64_t j = (int64_t)target - vocab_begin;
+  return j >= 0 && j < V_local ? (int)j : -1;
 }
-inline void store_gradient_row(float*, const float*, int) {}
-inline void store_gradient_row(Bf16* row, const float* grad, int V) {
-#pragma omp simd
-  for (int v = 0; v < V; v++) row[v] = to_bf16(grad[v]);
+
+// Row n's totals over the ranks' partials: the logsumexp of the whole
+// vocabulary (stable: the largest slice logsumexp is subtracted; empty slices,
+// -inf, add nothing) and the target logit (one rank holds it, the others add 0).
+struct RowTotals {
+  double lse;
+  double target_logit;
+};
+inline RowTotals combine_row(const float* partials, int n, int N, int ranks) {
+  const size_t stride = 2 * (size_t)N;  // one rank's block of partials
+  const float* row = partials + 2 * (size_t)n;
+  double max = -INFINITY;
+  for (int r = 0; r < ranks; r++) max = std::fmax(max, (double)row[r * stride]);
+  double sum = 0.0, target_logit = 0.0;
+  for (int r = 0; r < ranks; r++) {
+    const double lse = row[r * stride];
+    if (lse > -INFINITY) sum += std::exp(lse - max);
+    target_logit += row[r * stride + 1];
+  }
+  return {max + std::log(sum), target_logit};
 }
 
 }  // namespace
 
 template <class T>
-void cross_entropy_forward(float* losses, const T* logits, const int32_t* targets, int N, int V) {
+void cross_entropy_partials(float* partials, const T* logits, const int32_t* targets, int N,
+                            int V_local, int vocab_begin) {
 #pragma omp parallel
   {
-    std::vector<float> exps(V);  // per-thread scratch: logits stay untouched
+    std::vector<float> scratch;  // per thread: the logits stay untouched
 #pragma omp for schedule(static)
     for (int n = 0; n < N; n++) {
-      const T* row = logits + (size_t)n * V;
-      const RowExps e = row_exps(exps.data(), row, V);
-      losses[n] = (float)(e.max + std::log(e.sum) - to_float(row[targets[n]]));
+      const T* row = logits + (size_t)n * V_local;
+      const int j = slice_index(targets[n], vocab_begin, V_local);
+      partials[2 * (size_t)n] = V_local > 0 ? row_logsumexp(row, V_local, scratch) : -INFINITY;
+      partials[2 * (size_t)n + 1] = j >= 0 ? to_float(row[j]) : 0.0f;
     }
   }
 }
 
 template <class T>
-void cross_entropy_forward_backward(float* losses, T* logits, const int32_t* targets, int N, int V,
-                                    float dloss) {
-#pragma omp parallel
-  {
-    std::vector<float> scratch;
-#pragma omp for schedule(static)
-    for (int n = 0; n < N; n++) {
-      T* row = logits + (size_t)n * V;
-      float* grad = gradient_row(row, scratch, V);
-      const float target_logit = to_float(row[targets[n]]);
-      const RowExps e = row_exps(grad, row, V);  // grad now holds exp(logit - max)
-      losses[n] = (float)(e.max + std::log(e.sum) - target_logit);
-      const float scale = (float)(dloss / e.sum);
+void cross_entropy_combine(float* losses, T* logits, const float* partials, const int32_t* targets,
+                           int N, int V_local, int vocab_begin, int ranks, float dloss) {
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; n++) {
+    const RowTotals totals = combine_row(partials, n, N, ranks);
+    losses[n] = (float)(totals.lse - totals.target_logit);
+    if (!logits) continue;
+    T* row = logits + (size_t)n * V_local;
+    const float lse = (float)totals.lse;
+    const int j = slice_index(targets[n], vocab_begin, V_local);
+    const float target_logit = j >= 0 ? to_float(row[j]) : 0.0f;  // before the row is overwritten
 #pragma omp simd
-      for (int v = 0; v < V; v++) grad[v] *= scale;
-      grad[targets[n]] -= dloss;
-      store_gradient_row(row, grad, V);
-    }
+    for (int v = 0; v < V_local; v++)
+      store(row + v, exp_vectorizable(to_float(row[v]) - lse) * dloss);
+    if (j >= 0) store(row + j, (exp_vectorizable(target_logit - lse) - 1.0f) * dloss);
   }
 }
 
-LLM_INSTANTIATE_FOR_STORAGE_TYPES(cross_entropy_forward);
-LLM_INSTANTIATE_FOR_STORAGE_TYPES(cross_entropy_forward_backward);
+LLM_INSTANTIATE_FOR_STORAGE_TYPES(cross_entropy_partials);
+LLM_INSTANTIATE_FOR_STORAGE_TYPES(cross_entropy_combine);
 
 }  // namespace llm::cpu

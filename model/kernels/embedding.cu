@@ -1,12 +1,13 @@
-// Token embedding lookup and its gradient on the GPU.
+// Token embedding lookup and its gradient on the GPU, over the vocabulary
+// slice [vocab_begin, vocab_begin + vocab_rows) that wte holds.
 // Forward: one block per output row copies its token's row of wte, 16 bytes per
-// access when rows and buffers allow it.
+// access when rows and buffers allow it (zeros for a token outside the slice).
 // Backward, deterministic without float atomics: the positions are sorted by
 // token with a stable radix sort (CUB), so each token's positions form one run
 // in increasing position order; then, for each run and each column, one thread
-// adds the run's dout rows onto dwte in that order. That is exactly the CPU
-// twin's order (dwte[v][c] += dout[n][c] for n ascending), so both give the
-// same bits.
+// adds the run's dout rows onto dwte in that order (runs of tokens outside
+// the slice are skipped). That is exactly the CPU twin's order (dwte[v][c] +=
+// dout[n][c] for n ascending), so both give the same bits.
 // Invariant: no float is ever added by two threads; the only scratch (sort
 // buffers) is allocated on first use and grown only when a larger N comes, so
 // the step loop does not allocate (see SortScratch).
@@ -34,13 +35,26 @@ using ColumnPack = Pack<T, kColumnPack>;
 
 // ---- kernels --------------------------------------------------------------------
 
-// out row n = wte row tokens[n], copied as `Word`s (uint4 or the element type).
+// The row of the slice that holds `token`, or -1 when the slice does not.
+__device__ __forceinline__ int slice_row(int32_t token, int vocab_begin, int vocab_rows) {
+  const long long row = (long long)token - vocab_begin;
+  return row >= 0 && row < vocab_rows ? (int)row : -1;
+}
+
+// out row n = wte row tokens[n] - vocab_begin, or zeros for a token outside
+// the slice, copied as `Word`s (uint4 or the element type; Word{} is all-zero
+// bits, +0 in fp32 and bf16).
 template <class Word>
 __global__ void gather_rows_kernel(Word* out, const int32_t* tokens, const Word* wte,
-                                   int row_words) {
+                                   int row_words, int vocab_begin, int vocab_rows) {
   const int n = blockIdx.x;
-  const Word* src = wte + (size_t)tokens[n] * row_words;
+  const int row = slice_row(tokens[n], vocab_begin, vocab_rows);
   Word* dst = out + (size_t)n * row_words;
+  if (row < 0) {
+    for (int w = threadIdx.x; w < row_words; w += blockDim.x) dst[w] = Word{};
+    return;
+  }
+  const Word* src = wte + (size_t)row * row_words;
   for (int w = threadIdx.x; w < row_words; w += blockDim.x) dst[w] = src[w];
 }
 
@@ -49,22 +63,26 @@ __global__ void iota_kernel(int32_t* x, int n) {
 }
 
 // Blocks stride over the sorted positions; a block whose index starts a run
-// (the first position of its token) adds the run's dout rows, in sorted
-// (= position) order, onto the token's dwte row, for the kColumnPack columns
+// (the first position of its token) of a token inside the slice adds the
+// run's dout rows, in sorted (= position) order, onto the token's dwte row
+// (row token - vocab_begin), for the kColumnPack columns
 // of each thread of its column chunk (blockIdx.y). Each dwte element is
 // therefore read, summed in one thread's registers and written once. The run
 // is read kRunBatch rows at a time, all loads of a batch issued before its
 // adds, so a long run (a frequent token) is not one load latency per row.
 template <class T, bool kVectorized>
 __global__ void accumulate_runs_kernel(float* dwte, const T* dout, const int32_t* sorted_tokens,
-                                       const int32_t* sorted_positions, int N, int C) {
+                                       const int32_t* sorted_positions, int N, int C,
+                                       int vocab_begin, int vocab_rows) {
   const int c0 = (blockIdx.y * blockDim.x + threadIdx.x) * kColumnPack;
   if (c0 >= C) return;
   const int width = min(kColumnPack, C - c0);
   for (int i = blockIdx.x; i < N; i += gridDim.x) {
     const int32_t token = sorted_tokens[i];
     if (i > 0 && sorted_tokens[i - 1] == token) continue;  // inside a run another block owns
-    float* dst = dwte + (size_t)token * C + c0;
+    const int row = slice_row(token, vocab_begin, vocab_rows);
+    if (row < 0) continue;  // a token of another slice: no gradient here
+    float* dst = dwte + (size_t)row * C + c0;
     float acc[kColumnPack];
     if constexpr (kVectorized) {
       const ColumnPack<float> old = *reinterpret_cast<const ColumnPack<float>*>(dst);
@@ -165,7 +183,8 @@ SortedPositions sort_positions_by_token(const int32_t* tokens, int N) {
 // ---- launchers ------------------------------------------------------------------
 
 template <class T>
-void embedding_forward(T* out, const int32_t* tokens, const T* wte, int N, int C) {
+void embedding_forward(T* out, const int32_t* tokens, const T* wte, int N, int C, int vocab_begin,
+                       int vocab_rows) {
   if (N <= 0 || C <= 0) return;
   const size_t row_bytes = sizeof(T) * (size_t)C;
   auto launch = [&](auto word) {
@@ -173,7 +192,8 @@ void embedding_forward(T* out, const int32_t* tokens, const T* wte, int N, int C
     const int row_words = (int)(row_bytes / sizeof(Word));
     const unsigned threads = std::min(kCopyThreads, (unsigned)(row_words + 31) / 32 * 32);
     gather_rows_kernel<Word><<<N, threads, 0, compute_stream()>>>(
-        reinterpret_cast<Word*>(out), tokens, reinterpret_cast<const Word*>(wte), row_words);
+        reinterpret_cast<Word*>(out), tokens, reinterpret_cast<const Word*>(wte), row_words,
+        vocab_begin, vocab_rows);
   };
   // Whole rows of 16-byte words when every row starts 16-byte aligned.
   if (row_bytes % 16 == 0 && is_aligned(out, 16) && is_aligned(wte, 16)) {
@@ -185,7 +205,8 @@ void embedding_forward(T* out, const int32_t* tokens, const T* wte, int N, int C
 }
 
 template <class T>
-void embedding_backward(float* dwte, const T* dout, const int32_t* tokens, int N, int C) {
+void embedding_backward(float* dwte, const T* dout, const int32_t* tokens, int N, int C,
+                        int vocab_begin, int vocab_rows) {
   if (N <= 0 || C <= 0) return;
   const SortedPositions sorted = sort_positions_by_token(tokens, N);
   const unsigned columns_per_block = kRunThreads * kColumnPack;
@@ -195,10 +216,10 @@ void embedding_backward(float* dwte, const T* dout, const int32_t* tokens, int N
                           is_aligned(dout, sizeof(ColumnPack<T>));
   if (vectorized) {
     accumulate_runs_kernel<T, true><<<grid, kRunThreads, 0, compute_stream()>>>(
-        dwte, dout, sorted.sorted_tokens, sorted.sorted_positions, N, C);
+        dwte, dout, sorted.sorted_tokens, sorted.sorted_positions, N, C, vocab_begin, vocab_rows);
   } else {
     accumulate_runs_kernel<T, false><<<grid, kRunThreads, 0, compute_stream()>>>(
-        dwte, dout, sorted.sorted_tokens, sorted.sorted_positions, N, C);
+        dwte, dout, sorted.sorted_tokens, sorted.sorted_positions, N, C, vocab_begin, vocab_rows);
   }
   LLM_CUDA_CHECK_LAUNCH();
 }

@@ -1,4 +1,9 @@
-// Token embedding lookup and its gradient, for storage type T (float or Bf16).
+// Token embedding lookup and its gradient, for storage type T (float or Bf16),
+// over a slice of the vocabulary: wte holds rows [vocab_begin, vocab_begin +
+// vocab_rows) of the full table (the whole table: vocab_begin 0, vocab_rows V),
+// as one rank of a vocabulary-parallel split does. Tokens outside the slice
+// give zero rows (forward) and no gradient (backward), so summing the outputs
+// of every rank's slice gives the full lookup.
 // Invariant: backward is deterministic (each row of dwte sums its tokens in
 // token order, whatever the thread count), so gradients are reproducible bits;
 // dwte is fp32 in both precisions.
@@ -10,13 +15,18 @@
 
 namespace llm::cpu {
 
-// out (N, C) = wte (V, C) row tokens[n]; every token must lie in [0, V).
+// out (N, C) row n = wte (vocab_rows, C) row tokens[n] - vocab_begin when
+// tokens[n] lies in [vocab_begin, vocab_begin + vocab_rows), else zeros.
 template <class T>
-void embedding_forward(T* out, const int32_t* tokens, const T* wte, int N, int C);
+void embedding_forward(T* out, const int32_t* tokens, const T* wte, int N, int C, int vocab_begin,
+                       int vocab_rows);
 
-// dwte (V, C) += sum over positions n with tokens[n] == v of dout[n] (N, C).
+// dwte (vocab_rows, C) row v += sum over positions n with tokens[n] ==
+// vocab_begin + v of dout[n] (N, C); positions whose token lies outside the
+// slice are skipped.
 template <class T>
-void embedding_backward(float* dwte, const T* dout, const int32_t* tokens, int N, int C);
+void embedding_backward(float* dwte, const T* dout, const int32_t* tokens, int N, int C,
+                        int vocab_begin, int vocab_rows);
 
 }  // namespace llm::cpu
 
@@ -24,8 +34,10 @@ void embedding_backward(float* dwte, const T* dout, const int32_t* tokens, int N
 namespace llm::cuda {
 
 template <class T>
-void embedding_forward(T* out, const int32_t* tokens, const T* wte, int N, int C);
+void embedding_forward(T* out, const int32_t* tokens, const T* wte, int N, int C, int vocab_begin,
+                       int vocab_rows);
 template <class T>
-void embedding_backward(float* dwte, const T* dout, const int32_t* tokens, int N, int C);
+void embedding_backward(float* dwte, const T* dout, const int32_t* tokens, int N, int C,
+                        int vocab_begin, int vocab_rows);
 
 }  // namespace llm::cuda

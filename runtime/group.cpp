@@ -1,7 +1,7 @@
-// The backend-independent parts of comm.h: element sizes, traffic accounting,
+// The backend-independent parts of group.h: element sizes, traffic accounting,
 // the point-to-point peer check and the run-once semantics of CommHandle.
 // Invariant: a CommHandle's wait function runs at most once.
-#include "parallel/comm.h"
+#include "runtime/group.h"
 
 #include "runtime/error.h"
 
