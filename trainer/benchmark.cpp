@@ -132,44 +132,64 @@ void benchmark_run(Config config, Group& world, int steps, double peak_tflops) {
 
 void benchmark_modes(Config config, Group& world, int steps) {
   const int n = world.size();
-  std::vector<std::pair<ParallelMode, int>> modes = {
-      {ParallelMode::ddp, 0}, {ParallelMode::zero1, 0}, {ParallelMode::zero2, 0}, {ParallelMode::zero3, 0}};
-  if (n >= 4 && n % 2 == 0) modes.push_back({ParallelMode::hybrid, n / 2});
+  struct Row {
+    int tensor_parallel;
+    ParallelMode mode;
+    int shard_group_size;
+  };
+  std::vector<Row> rows = {{1, ParallelMode::ddp, 0}, {1, ParallelMode::zero1, 0},
+                           {1, ParallelMode::zero2, 0}, {1, ParallelMode::zero3, 0}};
+  if (n >= 4 && n % 2 == 0) rows.push_back({1, ParallelMode::hybrid, n / 2});
+  // Tensor parallelism over pairs of ranks, where the world and the model split in two.
+  const ModelConfig& m = config.model;
+  if (n % 2 == 0 && m.n_heads % 2 == 0 && m.n_kv_heads % 2 == 0 && m.ffn_dim % 2 == 0 &&
+      m.vocab_size % 2 == 0 && config.training.seq_len % 2 == 0) {
+    rows.push_back({2, ParallelMode::ddp, 0});
+    rows.push_back({2, ParallelMode::zero3, 0});
+  }
   const ParameterLayout layout = layout_build(config.model);
   const double model_bytes = 4.0 * layout.total_numel;
   if (world.rank() == 0) {
     fmt::print("modes benchmark {}: {} parameters ({}), {} ranks, batch {} x {}, micro-batch {}\n",
                config.path, layout.total_numel, format_bytes(model_bytes), n,
                config.training.batch_size, config.training.seq_len, config.training.micro_batch_size);
-    fmt::print("{:<10} {:>9} {:>9} {:>11} {:>11} {:>11} {:>11} {:>12} {:>8}\n", "mode", "ms/step",
-               "tokens/s", "params", "grads", "optimizer", "buffers", "sent/step", "vs ddp");
+    fmt::print("{:<3} {:<10} {:>9} {:>9} {:>11} {:>11} {:>11} {:>11} {:>12} {:>12} {:>8}\n", "T",
+               "mode", "ms/step", "tokens/s", "params", "grads", "optimizer", "buffers",
+               "activations", "sent/step", "vs ddp");
   }
   double ddp_sent = 0;
-  for (const auto& [mode, group] : modes) {
-    config.parallel.mode = mode;
-    config.parallel.shard_group_size = group;
+  for (const Row& row : rows) {
+    config.parallel.tensor_parallel = row.tensor_parallel;
+    config.parallel.mode = row.mode;
+    config.parallel.shard_group_size = row.shard_group_size;
     std::unique_ptr<Trainer> trainer = synthetic_trainer(config, world);
     Topology& topo = trainer->topology();
     double seconds = time_steps(*trainer, 1);  // warm-up before the counted steps
-    topo.shard->reset_stats();
-    topo.replicate->reset_stats();
+    for (Group* group : {topo.shard.get(), topo.replicate.get(), topo.tensor.get()}) group->reset_stats();
     seconds = time_steps(*trainer, steps);
     CommStats comm = topo.shard->stats();
     comm.add(topo.replicate->stats());
+    comm.add(topo.tensor->stats());
     double sent = static_cast<double>(comm.sent_bytes) / (steps + 1);  // + the warm-up step
-    if (mode == ParallelMode::ddp) ddp_sent = sent;
+    if (row.mode == ParallelMode::ddp && row.tensor_parallel == 1) ddp_sent = sent;
     StateBytes b = trainer->engine().bytes();
     if (world.rank() != 0) continue;
-    std::string name = mode == ParallelMode::hybrid ? fmt::format("hybrid/{}", group) : to_string(mode);
-    fmt::print("{:<10} {:>9.1f} {:>9.0f} {:>11} {:>11} {:>11} {:>11} {:>12} {:>8.2f}\n", name,
-               seconds * 1e3, config.training.batch_size * config.training.seq_len / seconds,
+    std::string name = row.mode == ParallelMode::hybrid
+                           ? fmt::format("hybrid/{}", row.shard_group_size)
+                           : to_string(row.mode);
+    fmt::print("{:<3} {:<10} {:>9.1f} {:>9.0f} {:>11} {:>11} {:>11} {:>11} {:>12} {:>12} {:>8.2f}\n",
+               row.tensor_parallel, name, seconds * 1e3,
+               config.training.batch_size * config.training.seq_len / seconds,
                format_bytes(b.params), format_bytes(b.grads), format_bytes(b.optimizer),
-               format_bytes(b.buffers), format_bytes(sent), ddp_sent > 0 ? sent / ddp_sent : 0.0);
+               format_bytes(b.buffers), format_bytes(trainer->model().activation_bytes().total),
+               format_bytes(sent), ddp_sent > 0 ? sent / ddp_sent : 0.0);
   }
   if (world.rank() == 0) {
     fmt::print("theory (ring, per rank): ddp all-reduce = 2 x model x (n-1)/n = {} per step; "
                "zero1/zero2 1x that with one micro-batch per step; zero3 1.5x (less when gathered "
-               "units stay cached)\n",
+               "units stay cached); T = 2 rows add the tensor group's per-layer all-gathers and "
+               "reduce-scatters of activations (planning/tensor_parallel_model.h) and move half "
+               "the state over n / 2 data-parallel ranks\n",
                format_bytes(2 * model_bytes * (n - 1.0) / n));
   }
 }
