@@ -74,7 +74,7 @@ template <class A> struct HeadBuffers {
   float* rope_sin;   // (T, D / 2)
   // Tensor parallelism only (else null):
   A* partial;        // (N, C) a row-parallel matmul's partial sums
-  A* logits_row;     // (tp * V) one row of logits gathered over the group
+  A* gathered_row;   // (tp * V) one row of logits gathered over the group
 };
 template <class A> struct GradBuffers {  // backward scratch, reused by every block
   A* dres_full;  // (N, C); this rank's rows are dres, the others all-gathered
@@ -163,7 +163,7 @@ BufferPlan plan_activations(const ModelConfig& c, int B, int T, int tp,
   plan.add(h.rope_sin, T * s.D / 2);
   if (tp > 1) {
     plan.add(h.partial, N * C);
-    plan.add(h.logits_row, tp * s.V);
+    plan.add(h.gathered_row, tp * s.V);
   }
   bytes.head_and_loss = role_bytes();
   GradBuffers<A>& g = out.grads;
@@ -260,8 +260,8 @@ template <class A> class TransformerImpl : public Transformer::Impl {
   void logits_row(int row, float* out) const override {
     const A* logits = buf_.head.logits + static_cast<size_t>(row) * s_.V;
     if (tp_ > 1) {  // every rank's vocabulary slice, in rank (= vocabulary) order
-      tensor_->all_gather(logits, buf_.head.logits_row, s_.V, wire_type());
-      logits = buf_.head.logits_row;
+      tensor_->all_gather(logits, buf_.head.gathered_row, s_.V, wire_type());
+      logits = buf_.head.gathered_row;
     }
     memory_.to_host(host_row_.data(), logits, host_row_.size() * sizeof(A));
     staging_in_flight_ = false;  // to_host waited for the device

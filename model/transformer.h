@@ -52,7 +52,7 @@ struct ActivationBytes {
   size_t per_block_checkpointed = 0;  // what one checkpointed block keeps (beyond its input)
   size_t residual_stream = 0;  // the L + 1 block inputs / outputs
   size_t recompute_scratch = 0;  // one block's worth, shared by checkpointed blocks
-  size_t head_and_loss = 0;  // final norm, logits (N x V), losses, RoPE tables
+  size_t head_and_loss = 0;  // final norm, logits (N x V), loss partials, losses, RoPE tables
   size_t backward_scratch = 0;  // gradient buffers reused by every block
   size_t total = 0;
 };

@@ -56,8 +56,8 @@ std::unique_ptr<Group> device_group(const Config& config, Group& world) {
 
 MemoryPlan memory_plan(const Config& config, const ShardingPlan& sharding) {
   MemoryPlan plan;
-  // Tensor-parallel rank 0's slice: it holds the most (the replicated norm
-  // gains like every rank, and the largest share of any uneven split).
+  // One tensor-parallel rank's slice (the splits are even: every rank's is
+  // the same size).
   const int tp = config.parallel.tensor_parallel;
   plan.state = ShardingEngine::planned_bytes(layout_build(config.model, {0, tp}), sharding, config);
   plan.activations = Transformer::activation_bytes(config.model, config.training.micro_batch_size,
