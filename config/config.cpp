@@ -271,6 +271,16 @@ constexpr Range kUnitOpen{0, 1, true, true};
 
 }  // namespace
 
+UnevenSplit tensor_parallel_uneven_split(const Config& c, int tp) {
+  const ModelConfig& m = c.model;
+  for (auto [key, value] : {std::pair{"model.n_heads", m.n_heads}, {"model.n_kv_heads", m.n_kv_heads},
+                            {"model.ffn_dim", m.ffn_dim}, {"model.vocab_size", m.vocab_size},
+                            {"training.seq_len", c.training.seq_len}}) {
+    if (value % tp != 0) return {key, value};
+  }
+  return {};
+}
+
 void config_validate(const Config& c) {
   const KeyOrigin at(c);
   // Every float key, present or future: finite, named with its value.
@@ -353,12 +363,9 @@ void config_validate(const Config& c) {
   const int tp = c.parallel.tensor_parallel;
   LLM_CHECK(tp >= 1, "{}: parallel.tensor_parallel must be >= 1, got {}",
             at("parallel.tensor_parallel"), tp);
-  for (auto [key, value] : {std::pair{"model.n_heads", m.n_heads}, {"model.n_kv_heads", m.n_kv_heads},
-                            {"model.ffn_dim", m.ffn_dim}, {"model.vocab_size", m.vocab_size},
-                            {"training.seq_len", t.seq_len}}) {
-    LLM_CHECK(value % tp == 0, "{}: parallel.tensor_parallel ({}) must divide {} ({})",
-              at({"parallel.tensor_parallel", key}), tp, key, value);
-  }
+  const UnevenSplit uneven = tensor_parallel_uneven_split(c, tp);
+  LLM_CHECK(!uneven.key, "{}: parallel.tensor_parallel ({}) must divide {} ({})",
+            at({"parallel.tensor_parallel", uneven.key}), tp, uneven.key, uneven.value);
   const ZenFlowConfig& z = c.zenflow;
   LLM_CHECK(z.topk_ratio > 0 && z.topk_ratio <= 1, "{}: zenflow.topk_ratio must be in (0, 1], got {}",
             at("zenflow.topk_ratio"), z.topk_ratio);

@@ -405,6 +405,15 @@ Config config_parse(const std::string& toml_text, const std::string& origin,
 // an override set it.
 void config_validate(const Config& config);
 
+// What a tensor-parallel degree tp must split evenly (heads whole, kv heads,
+// ffn columns, vocabulary rows, sequence rows) and does not: the first such
+// key and its value, or a null key when tp splits them all.
+struct UnevenSplit {
+  const char* key = nullptr;
+  int value = 0;
+};
+UnevenSplit tensor_parallel_uneven_split(const Config& config, int tp);
+
 // The resolved configuration as TOML text (logged, saved with checkpoints).
 std::string config_to_toml(Config& config);
 

@@ -15,7 +15,7 @@ class LayoutBuilder {
  public:
   explicit LayoutBuilder(ParameterLayout& layout) : layout_(layout) {}
 
-  void begin_unit(const std::string& name) { layout_.units.push_back({name, 0, {}}); }
+  void begin_unit(const std::string& name) { layout_.units.push_back({name, 0, {}, 0}); }
 
   // A tensor of `shape` whose elements map onto the whole model's tensor by
   // `runs` (empty: it is the whole tensor, global_shape == shape).
@@ -26,9 +26,21 @@ class LayoutBuilder {
     for (int64_t d : shape) numel *= static_cast<size_t>(d);
     const bool whole = runs.empty();
     if (whole) runs = {{0, 0, numel, 1, numel}};
-    TensorSpec t{name, static_cast<int>(layout_.units.size()) - 1, unit.numel, std::move(shape),
-                 numel, /*weight_decay=*/global_shape.size() == 2};
+    TensorSpec t;
+    t.name = name;
+    t.unit = static_cast<int>(layout_.units.size()) - 1;
+    t.offset = unit.numel;
+    t.shape = std::move(shape);
+    t.numel = numel;
+    t.weight_decay = global_shape.size() == 2;  // matrices decay, norm gains do not
+    // Every rank holds every tensor (its slice), so units and tensor indices
+    // are the whole model's; offsets in the whole unit add up global shapes.
     t.global_index = static_cast<int>(layout_.tensors.size());
+    t.global_unit = t.unit;
+    t.global_offset = unit.global_numel;
+    size_t global_numel = 1;
+    for (int64_t d : global_shape) global_numel *= static_cast<size_t>(d);
+    unit.global_numel += global_numel;
     t.global_shape = std::move(global_shape);
     t.runs = std::move(runs);
     t.replicated = whole && layout_.slice.tp_size > 1;
@@ -120,13 +132,6 @@ ParameterLayout layout_build(const ModelConfig& c, ModelSlice slice) {
   b.begin_unit("head");
   b.add_whole("norm.weight", {C});
   if (!c.tie_embeddings) b.add_rows("lm_head.weight", V, C, {{t * v, v}});
-  // Every rank holds every tensor (its slice), so units and indices are the
-  // whole model's; offsets within a unit are the whole model's when T = 1.
-  const ParameterLayout whole = T == 1 ? ParameterLayout{} : layout_build(c);
-  for (TensorSpec& spec : layout.tensors) {
-    spec.global_unit = spec.unit;
-    spec.global_offset = T == 1 ? spec.offset : whole.tensors[spec.global_index].offset;
-  }
   return layout;
 }
 

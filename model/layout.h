@@ -61,6 +61,7 @@ struct UnitSpec {
   std::string name;  // "embed", "layers.3", "head"
   size_t numel;
   std::vector<int> tensors;  // indices into ParameterLayout::tensors, in offset order
+  size_t global_numel = 0;   // the whole model's unit (numel when not sliced)
 };
 
 struct ParameterLayout {

@@ -195,13 +195,9 @@ void ShardingEngine::gather_params(int unit, float* out) {
 std::vector<float> ShardingEngine::gather_all_params() {
   // Unit offsets of the whole model, whose units are this layout's units.
   std::vector<size_t> global_unit_offset(layout_.units.size() + 1, 0);
-  for (const TensorSpec& t : layout_.tensors) {
-    size_t global_numel = 1;
-    for (int64_t d : t.global_shape) global_numel *= static_cast<size_t>(d);
-    const size_t end = t.global_offset + global_numel;
-    global_unit_offset[t.global_unit + 1] = std::max(global_unit_offset[t.global_unit + 1], end);
+  for (size_t u = 0; u < layout_.units.size(); ++u) {
+    global_unit_offset[u + 1] = global_unit_offset[u] + layout_.units[u].global_numel;
   }
-  for (size_t u = 1; u < global_unit_offset.size(); ++u) global_unit_offset[u] += global_unit_offset[u - 1];
   // Each tensor-parallel rank places its slice (replicated tensors: the first
   // rank alone) into zeros; a sum over the tensor group assembles the model.
   std::vector<float> all(global_unit_offset.back(), 0.0f), unit;

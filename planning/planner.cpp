@@ -21,12 +21,8 @@ namespace {
 // node that divide the world and split the model evenly.
 std::vector<int> tensor_parallel_degrees(const Config& config, int world, int devices_per_node) {
   std::vector<int> degrees = {1};
-  const ModelConfig& m = config.model;
   for (int t = 2; t <= std::min(world, devices_per_node); t *= 2) {
-    if (world % t == 0 && m.n_heads % t == 0 && m.n_kv_heads % t == 0 && m.ffn_dim % t == 0 &&
-        m.vocab_size % t == 0 && config.training.seq_len % t == 0) {
-      degrees.push_back(t);
-    }
+    if (world % t == 0 && !tensor_parallel_uneven_split(config, t).key) degrees.push_back(t);
   }
   return degrees;
 }

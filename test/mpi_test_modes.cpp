@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "test/mpi_runs.h"
 #include "trainer/trainer.h"
 #include "parallel/comm.h"
 #include "parallel/comm_staged.h"
@@ -26,10 +27,8 @@ constexpr float kLossTolerance = 2e-5f;
 constexpr float kParamTolerance = 2e-5f;
 
 std::vector<std::string> base_overrides(const std::string& model) {
-  std::vector<std::string> o = {
-      "training.batch_size=12", "training.micro_batch_size=1", "training.warmup_steps=2",
-      "training.lr=1e-3", "logging.metrics=false", "checkpoint.resume=none",
-      "checkpoint.dir=" + (std::filesystem::temp_directory_path() / "llm_mpi_modes").string()};
+  std::vector<std::string> o =
+      comparison_overrides((std::filesystem::temp_directory_path() / "llm_mpi_modes").string());
   if (model == "ragged") {
     // Unit sizes that no world size > 1 here divides (head unit: 40 elements),
     // odd head count per group, untied LM head.
@@ -41,28 +40,10 @@ std::vector<std::string> base_overrides(const std::string& model) {
   return o;
 }
 
-struct RunResult {
-  std::vector<float> losses, grad_norms;
-  std::vector<float> params;
-  StateBytes bytes;
-  CommStats comm;
-};
-
 RunResult train(Group& world, const std::string& model, std::vector<std::string> overrides) {
   std::vector<std::string> all = base_overrides(model);
   all.insert(all.end(), overrides.begin(), overrides.end());
-  Trainer trainer(config_load("configs/tiny.toml", all), world);
-  RunResult r;
-  for (int s = 0; s < kSteps; ++s) {
-    StepResult step = trainer.train_step(s);
-    r.losses.push_back(step.loss);
-    r.grad_norms.push_back(step.grad_norm);
-  }
-  r.comm = trainer.topology().shard->stats();  // the steps' traffic, before gathering below
-  r.comm.add(trainer.topology().replicate->stats());
-  r.params = trainer.engine().gather_all_params();
-  r.bytes = trainer.engine().bytes();
-  return r;
+  return run_steps(world, config_load("configs/tiny.toml", all), kSteps);
 }
 
 // The single-process reference, computed by every rank on its own.
@@ -84,11 +65,7 @@ void expect_matches_reference(const std::string& model, const std::vector<std::s
     EXPECT_NEAR(run.grad_norms[s], ref.grad_norms[s], 1e-4f * ref.grad_norms[s]) << "step " << s + 1;
   }
   ASSERT_EQ(run.params.size(), ref.params.size());
-  float worst = 0;
-  for (size_t i = 0; i < ref.params.size(); ++i) {
-    worst = std::max(worst, std::abs(run.params[i] - ref.params[i]));
-  }
-  EXPECT_LE(worst, kParamTolerance);
+  EXPECT_LE(max_abs_difference(run.params, ref.params), kParamTolerance);
 }
 
 class Modes : public ::testing::TestWithParam<std::string> {};
@@ -126,7 +103,7 @@ TEST(ModeCheckpointing, BitIdenticalToNoCheckpointingInEveryMode) {
       RunResult checkpointed = train(comm_world(), "tiny", with);
       EXPECT_EQ(checkpointed.losses, plain.losses);
       EXPECT_EQ(checkpointed.params, plain.params);
-      EXPECT_EQ(checkpointed.comm.sent_bytes, plain.comm.sent_bytes) << "extra communication";
+      EXPECT_EQ(checkpointed.data_comm.sent_bytes, plain.data_comm.sent_bytes) << "extra communication";
     }
   }
 }
@@ -195,7 +172,7 @@ TEST(ModeBf16, ComputeCopyIsTheMastersRoundedAfterEveryStep) {
 TEST(ModeBf16, HalvesTheBytesOnTheWire) {
   if (comm_world().size() == 1) GTEST_SKIP() << "a world of one sends nothing";
   auto sent = [&](std::vector<std::string> o) {
-    return static_cast<double>(train(comm_world(), "tiny", o).comm.sent_bytes);
+    return static_cast<double>(train(comm_world(), "tiny", o).data_comm.sent_bytes);
   };
   for (std::string mode : {"ddp", "zero3"}) {
     SCOPED_TRACE(mode);
@@ -288,7 +265,7 @@ TEST(ModeTraffic, Zero3SendsAboutOneAndAHalfTimesDdp) {
   auto sent = [&](const std::string& mode) {
     std::string micro = "training.micro_batch_size=" + std::to_string(12 / n);
     return static_cast<double>(
-        train(comm_world(), "tiny", {"parallel.mode=" + mode, micro}).comm.sent_bytes);
+        train(comm_world(), "tiny", {"parallel.mode=" + mode, micro}).data_comm.sent_bytes);
   };
   const double ddp = sent("ddp");
   ASSERT_GT(ddp, 0);
@@ -317,7 +294,7 @@ TEST(StagedComm, EveryModeGivesTheBitsOfThePlainMpiRun) {
     RunResult through_staging = train(*staged, "tiny", preset);
     EXPECT_EQ(through_staging.losses, plain.losses);
     EXPECT_EQ(through_staging.params, plain.params);
-    EXPECT_EQ(through_staging.comm.sent_bytes, plain.comm.sent_bytes);
+    EXPECT_EQ(through_staging.data_comm.sent_bytes, plain.data_comm.sent_bytes);
   }
 }
 

@@ -18,6 +18,7 @@
 #include "parallel/comm.h"
 #include "parallel/topology.h"
 #include "planning/tensor_parallel_model.h"
+#include "test/mpi_runs.h"
 #include "trainer/trainer.h"
 
 namespace llm {
@@ -35,10 +36,7 @@ constexpr float kParamTolerance = 2e-5f;
 // tiny: tied embeddings, 4 heads / 2 kv heads. ragged: untied LM head, a
 // 40-wide model whose units no world here divides evenly.
 std::vector<std::string> base_overrides(const std::string& model, const std::string& run_dir) {
-  std::vector<std::string> o = {"training.batch_size=12", "training.micro_batch_size=1",
-                                "training.warmup_steps=2", "training.lr=1e-3",
-                                "logging.metrics=false", "checkpoint.resume=none",
-                                "checkpoint.dir=" + run_dir};
+  std::vector<std::string> o = comparison_overrides(run_dir);
   if (model == "ragged") {
     for (const char* kv : {"model.dim=40", "model.n_heads=4", "model.n_kv_heads=2",
                            "model.ffn_dim=100", "model.tie_embeddings=false"}) {
@@ -54,25 +52,10 @@ std::string temp_dir(const std::string& name) {
       .string();
 }
 
-struct RunResult {
-  std::vector<float> losses, grad_norms, params;
-  CommStats tensor_comm;
-};
-
-RunResult train(Group& world, const std::string& model, std::vector<std::string> overrides,
-                int steps = kSteps) {
+RunResult train(Group& world, const std::string& model, std::vector<std::string> overrides) {
   std::vector<std::string> all = base_overrides(model, temp_dir("runs"));
   all.insert(all.end(), overrides.begin(), overrides.end());
-  Trainer trainer(config_load("configs/tiny.toml", all), world);
-  RunResult r;
-  for (int s = 0; s < steps; ++s) {
-    StepResult step = trainer.train_step(s);
-    r.losses.push_back(step.loss);
-    r.grad_norms.push_back(step.grad_norm);
-  }
-  r.tensor_comm = trainer.topology().tensor->stats();
-  r.params = trainer.engine().gather_all_params();
-  return r;
+  return run_steps(world, config_load("configs/tiny.toml", all), kSteps);
 }
 
 const RunResult& reference(const std::string& model, const std::string& precision = "fp32") {
@@ -85,15 +68,6 @@ const RunResult& reference(const std::string& model, const std::string& precisio
   return cache.at(key);
 }
 
-float worst_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  float worst = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
-    worst = std::max(worst, std::abs(a[i] - b[i]));
-  }
-  return worst;
-}
-
 void expect_matches_reference(const std::string& model, std::vector<std::string> mode) {
   mode.push_back("parallel.tensor_parallel=2");
   const RunResult& ref = reference(model);
@@ -102,7 +76,7 @@ void expect_matches_reference(const std::string& model, std::vector<std::string>
     EXPECT_NEAR(run.losses[s], ref.losses[s], kLossTolerance) << "step " << s + 1;
     EXPECT_NEAR(run.grad_norms[s], ref.grad_norms[s], 1e-4f * ref.grad_norms[s]) << "step " << s + 1;
   }
-  EXPECT_LE(worst_difference(run.params, ref.params), kParamTolerance);
+  EXPECT_LE(max_abs_difference(run.params, ref.params), kParamTolerance);
 }
 
 bool world_splits_in_two() { return comm_world().size() % 2 == 0; }
@@ -266,7 +240,7 @@ TEST(TensorParallelCheckpoint, ResumesExactlyAndLoadsWithoutTensorParallelism) {
     for (int s = kSaveAt; s < kSteps; ++s) {
       EXPECT_NEAR(rest.losses[s - kSaveAt], straight.losses[s], kLossTolerance) << s + 1;
     }
-    EXPECT_LE(worst_difference(rest.params, straight.params), kParamTolerance);
+    EXPECT_LE(max_abs_difference(rest.params, straight.params), kParamTolerance);
   }
 }
 

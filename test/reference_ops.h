@@ -140,35 +140,35 @@ inline Vec residual_forward(const Vec& a, const Vec& b) {
   return out;
 }
 
-// losses (N) = logsumexp(logits[n]) - logits[n][targets[n]], logits (N, V);
-// the max is subtracted first (exp overflows double beyond ~709).
+// logsumexp of row n of logits (N, V); the max is subtracted first (exp
+// overflows double beyond ~709).
+inline double row_logsumexp(const Vec& logits, int n, int V) {
+  const double* row = logits.data() + (size_t)n * V;
+  double max = row[0];
+  for (int v = 0; v < V; v++) max = std::fmax(max, row[v]);
+  double sum = 0.0;
+  for (int v = 0; v < V; v++) sum += std::exp(row[v] - max);
+  return max + std::log(sum);
+}
+
+// losses (N) = logsumexp(logits[n]) - logits[n][targets[n]], logits (N, V).
 inline Vec cross_entropy_forward(const Vec& logits, const std::vector<int32_t>& targets, int N,
                                  int V) {
   Vec losses(N);
-  for (int n = 0; n < N; n++) {
-    const double* row = logits.data() + (size_t)n * V;
-    double max = row[0];
-    for (int v = 0; v < V; v++) max = std::fmax(max, row[v]);
-    double sum = 0.0;
-    for (int v = 0; v < V; v++) sum += std::exp(row[v] - max);
-    losses[n] = max + std::log(sum) - row[targets[n]];
-  }
+  for (int n = 0; n < N; n++) losses[n] = row_logsumexp(logits, n, V) - logits[(size_t)n * V + targets[n]];
   return losses;
 }
 
 // d(dloss * sum_n losses[n]) / d(logits) = (softmax(logits[n]) - onehot(targets[n])) * dloss,
-// logits (N, V), softmax max-subtracted.
+// logits (N, V).
 inline Vec cross_entropy_backward(const Vec& logits, const std::vector<int32_t>& targets, int N,
                                   int V, double dloss) {
   Vec dlogits((size_t)N * V);
   for (int n = 0; n < N; n++) {
     const double* row = logits.data() + (size_t)n * V;
-    double max = row[0];
-    for (int v = 0; v < V; v++) max = std::fmax(max, row[v]);
-    double sum = 0.0;
-    for (int v = 0; v < V; v++) sum += std::exp(row[v] - max);
+    const double lse = row_logsumexp(logits, n, V);
     for (int v = 0; v < V; v++)
-      dlogits[(size_t)n * V + v] = (std::exp(row[v] - max) / sum - (v == targets[n])) * dloss;
+      dlogits[(size_t)n * V + v] = (std::exp(row[v] - lse) - (v == targets[n])) * dloss;
   }
   return dlogits;
 }

@@ -141,9 +141,7 @@ void benchmark_modes(Config config, Group& world, int steps) {
                            {1, ParallelMode::zero2, 0}, {1, ParallelMode::zero3, 0}};
   if (n >= 4 && n % 2 == 0) rows.push_back({1, ParallelMode::hybrid, n / 2});
   // Tensor parallelism over pairs of ranks, where the world and the model split in two.
-  const ModelConfig& m = config.model;
-  if (n % 2 == 0 && m.n_heads % 2 == 0 && m.n_kv_heads % 2 == 0 && m.ffn_dim % 2 == 0 &&
-      m.vocab_size % 2 == 0 && config.training.seq_len % 2 == 0) {
+  if (n % 2 == 0 && !tensor_parallel_uneven_split(config, 2).key) {
     rows.push_back({2, ParallelMode::ddp, 0});
     rows.push_back({2, ParallelMode::zero3, 0});
   }
