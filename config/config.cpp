@@ -366,6 +366,17 @@ void config_validate(const Config& c) {
   const UnevenSplit uneven = tensor_parallel_uneven_split(c, tp);
   LLM_CHECK(!uneven.key, "{}: parallel.tensor_parallel ({}) must divide {} ({})",
             at({"parallel.tensor_parallel", uneven.key}), tp, uneven.key, uneven.value);
+  // Pipeline parallelism: stages of whole blocks; a tied LM head would need
+  // the embedding on both ends of the pipeline.
+  const int pp = c.parallel.pipeline_parallel;
+  LLM_CHECK(pp >= 1 && pp <= m.n_layers,
+            "{}: parallel.pipeline_parallel must be in [1, model.n_layers = {}] (a stage holds "
+            "whole blocks), got {}",
+            at({"parallel.pipeline_parallel", "model.n_layers"}), m.n_layers, pp);
+  LLM_CHECK(pp == 1 || !m.tie_embeddings,
+            "{}: parallel.pipeline_parallel = {} needs model.tie_embeddings = false (the embedding "
+            "sits on the first stage, the LM head on the last)",
+            at({"parallel.pipeline_parallel", "model.tie_embeddings"}), pp);
   const ZenFlowConfig& z = c.zenflow;
   LLM_CHECK(z.topk_ratio > 0 && z.topk_ratio <= 1, "{}: zenflow.topk_ratio must be in (0, 1], got {}",
             at("zenflow.topk_ratio"), z.topk_ratio);

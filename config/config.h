@@ -42,6 +42,16 @@ inline constexpr EnumName<Recompute> kRecomputeNames[] = {
     {"none", Recompute::none}, {"selective", Recompute::selective}, {"full", Recompute::full}};
 constexpr std::span<const EnumName<Recompute>> enum_names(Recompute) { return kRecomputeNames; }
 
+// The order a pipeline stage runs its micro-batches in: 1F1B (one forward,
+// one backward in the steady state; at most P micro-batches in flight) or
+// GPipe (every forward, then every backward; the simple reference).
+enum class PipelineSchedule { one_f_one_b, gpipe };
+inline constexpr EnumName<PipelineSchedule> kPipelineScheduleNames[] = {
+    {"1f1b", PipelineSchedule::one_f_one_b}, {"gpipe", PipelineSchedule::gpipe}};
+constexpr std::span<const EnumName<PipelineSchedule>> enum_names(PipelineSchedule) {
+  return kPipelineScheduleNames;
+}
+
 // training.lr_schedule: the decay after warmup.
 enum class LrSchedule { cosine, linear, constant };
 inline constexpr EnumName<LrSchedule> kLrScheduleNames[] = {
@@ -262,6 +272,8 @@ struct ParallelConfig {
   ParallelMode mode = ParallelMode::ddp;
   int shard_group_size = 0;
   int tensor_parallel = 1;
+  int pipeline_parallel = 1;
+  PipelineSchedule pipeline_schedule = PipelineSchedule::one_f_one_b;
 
   Precision reduce_dtype = Precision::fp32;
   CommBackend comm = CommBackend::automatic;
@@ -276,6 +288,12 @@ struct ParallelConfig {
     v("tensor_parallel", tensor_parallel,
       "T: ranks each layer is split across (Megatron-style, with sequence parallelism); "
       "consecutive ranks; the data-parallel mode applies over world / T");
+    v("pipeline_parallel", pipeline_parallel,
+      "P: pipeline stages, each a run of consecutive blocks (the embedding on the first, the LM "
+      "head on the last); the data-parallel mode applies over world / (T x P)");
+    v("pipeline_schedule", pipeline_schedule,
+      "1f1b | gpipe: the order a stage runs its micro-batches in (same results; 1f1b holds at "
+      "most P micro-batches' activations, gpipe all of them)");
   }
 };
 

@@ -15,13 +15,24 @@ class LayoutBuilder {
  public:
   explicit LayoutBuilder(ParameterLayout& layout) : layout_(layout) {}
 
-  void begin_unit(const std::string& name) { layout_.units.push_back({name, 0, {}, 0}); }
+  // Starts a unit; the tensors added to a unit that is not `held` (another
+  // pipeline stage's) only count toward its whole-model size and indices.
+  void begin_unit(const std::string& name, bool held) {
+    layout_.units.push_back({name, 0, {}, 0});
+    held_ = held;
+  }
 
   // A tensor of `shape` whose elements map onto the whole model's tensor by
   // `runs` (empty: it is the whole tensor, global_shape == shape).
   void add(const std::string& name, std::vector<int64_t> shape, std::vector<int64_t> global_shape,
            std::vector<SliceRun> runs) {
     UnitSpec& unit = layout_.units.back();
+    const int global_index = layout_.global_tensor_count++;
+    size_t global_numel = 1;
+    for (int64_t d : global_shape) global_numel *= static_cast<size_t>(d);
+    const size_t global_offset = unit.global_numel;
+    unit.global_numel += global_numel;
+    if (!held_) return;
     size_t numel = 1;
     for (int64_t d : shape) numel *= static_cast<size_t>(d);
     const bool whole = runs.empty();
@@ -33,14 +44,11 @@ class LayoutBuilder {
     t.shape = std::move(shape);
     t.numel = numel;
     t.weight_decay = global_shape.size() == 2;  // matrices decay, norm gains do not
-    // Every rank holds every tensor (its slice), so units and tensor indices
-    // are the whole model's; offsets in the whole unit add up global shapes.
-    t.global_index = static_cast<int>(layout_.tensors.size());
+    // Units are the whole model's on every rank; offsets in the whole unit
+    // add up global shapes.
+    t.global_index = global_index;
     t.global_unit = t.unit;
-    t.global_offset = unit.global_numel;
-    size_t global_numel = 1;
-    for (int64_t d : global_shape) global_numel *= static_cast<size_t>(d);
-    unit.global_numel += global_numel;
+    t.global_offset = global_offset;
     t.global_shape = std::move(global_shape);
     t.runs = std::move(runs);
     t.replicated = whole && layout_.slice.tp_size > 1;
@@ -76,6 +84,7 @@ class LayoutBuilder {
 
  private:
   ParameterLayout& layout_;
+  bool held_ = true;
 };
 
 bool is_output_projection(const std::string& name) {
@@ -101,6 +110,14 @@ size_t ParameterLayout::max_unit_numel() const {
   return m;
 }
 
+LayerRange pipeline_stage_layers(int n_layers, int stages, int stage) {
+  LLM_CHECK(stages >= 1 && stages <= n_layers && stage >= 0 && stage < stages,
+            "layout: pipeline stage {} of {} over {} blocks", stage, stages, n_layers);
+  const int base = n_layers / stages, extra = n_layers % stages;
+  const int begin = stage * base + std::min(stage, extra);
+  return {begin, begin + base + (stage < extra ? 1 : 0)};
+}
+
 ParameterLayout layout_build(const ModelConfig& c, ModelSlice slice) {
   LLM_CHECK(slice.tp_size >= 1 && slice.tp_rank >= 0 && slice.tp_rank < slice.tp_size &&
                 c.n_heads % slice.tp_size == 0 && c.n_kv_heads % slice.tp_size == 0 &&
@@ -110,17 +127,18 @@ ParameterLayout layout_build(const ModelConfig& c, ModelSlice slice) {
             slice.tp_rank, slice.tp_size, c.n_heads, c.n_kv_heads, c.ffn_dim, c.vocab_size);
   ParameterLayout layout;
   layout.slice = slice;
+  layout.layers = pipeline_stage_layers(c.n_layers, slice.pp_size, slice.pp_rank);
   LayoutBuilder b(layout);
   const int64_t T = slice.tp_size, t = slice.tp_rank;
   const int64_t C = c.dim, D = c.dim / c.n_heads, H = c.n_heads, KV = c.n_kv_heads;
   const int64_t F = c.ffn_dim, V = c.vocab_size;
   const int64_t h = H / T, kv = KV / T, f = F / T, v = V / T;  // this rank's share
 
-  b.begin_unit("embed");
+  b.begin_unit("embed", slice.first_stage());
   b.add_rows("embed.weight", V, C, {{t * v, v}});
   for (int l = 0; l < c.n_layers; ++l) {
     std::string p = "layers." + std::to_string(l);
-    b.begin_unit(p);
+    b.begin_unit(p, l >= layout.layers.begin && l < layout.layers.end);
     b.add_whole(p + ".attn_norm.weight", {C});
     b.add_rows(p + ".attn.wqkv", (H + 2 * KV) * D, C,
                {{t * h * D, h * D}, {(H + t * kv) * D, kv * D}, {(H + KV + t * kv) * D, kv * D}});
@@ -129,7 +147,7 @@ ParameterLayout layout_build(const ModelConfig& c, ModelSlice slice) {
     b.add_rows(p + ".mlp.w13", 2 * F, C, {{t * f, f}, {F + t * f, f}});
     b.add_columns(p + ".mlp.w2", C, F, t * f, f);
   }
-  b.begin_unit("head");
+  b.begin_unit("head", slice.last_stage());
   b.add_whole("norm.weight", {C});
   if (!c.tie_embeddings) b.add_rows("lm_head.weight", V, C, {{t * v, v}});
   return layout;

@@ -2,8 +2,11 @@
 // contiguous flat fp32 buffer: unit 0 is the token embedding, units 1..L the
 // transformer blocks, unit L+1 the final norm (and LM head unless tied).
 // Gradients and optimizer moments mirror this layout exactly.
-// A layout describes the whole model, or one tensor-parallel rank's slice of
-// it (ModelSlice): heads (kv heads included) and ffn columns split whole
+// A layout describes the whole model, or one rank's slice of it (ModelSlice):
+// a pipeline stage holds a run of consecutive blocks (the embedding too on the
+// first stage, the head on the last) and its other units are empty (numel 0,
+// no tensors), so unit indices are the whole model's on every stage; a
+// tensor-parallel rank holds a slice of each of its tensors: heads (kv heads included) and ffn columns split whole
 // across ranks, column-parallel wqkv / w13 and row-parallel wo / w2, the
 // vocabulary split for the embedding and the LM head, norm gains replicated.
 // Every local tensor knows where its elements sit in the whole model's
@@ -25,11 +28,24 @@
 namespace llm {
 
 // Which part of the model a layout holds: tensor-parallel rank tp_rank of
-// tp_size (1 = the whole model).
+// tp_size, pipeline stage pp_rank of pp_size (1, 1 = the whole model).
 struct ModelSlice {
   int tp_rank = 0;
   int tp_size = 1;
+  int pp_rank = 0;
+  int pp_size = 1;
+  bool first_stage() const { return pp_rank == 0; }
+  bool last_stage() const { return pp_rank == pp_size - 1; }
 };
+
+// The blocks [begin, end) of pipeline stage `stage` of `stages`: consecutive,
+// as even as n_layers allows, the earlier stages taking one more when it does
+// not divide (the last stage also holds the final norm and LM head).
+struct LayerRange {
+  int begin = 0, end = 0;
+  int count() const { return end - begin; }
+};
+LayerRange pipeline_stage_layers(int n_layers, int stages, int stage);
 
 // A stretch of a local tensor: `repeats` blocks of `length` elements, back to
 // back locally from element `local`; block i is elements [global + i *
@@ -69,6 +85,9 @@ struct ParameterLayout {
   std::vector<TensorSpec> tensors;
   size_t total_numel = 0;
   ModelSlice slice;
+  LayerRange layers;              // the blocks this layout holds
+  int global_tensor_count = 0;    // tensors of the whole model
+
 
   int embed_unit() const { return 0; }
   int block_unit(int layer) const { return 1 + layer; }

@@ -61,20 +61,25 @@ template <class A> struct BlockBuffers {
   A* h13;        // (N, 2F) [gate | up]
   A* g;          // (N, F) silu(gate) * up
 };
-template <class A> struct HeadBuffers {
-  A* residual;       // (L + 1, n, C): [l] is the input of block l, [L] the last output
-  A* xf;             // (N, C) final-norm output
-  float* rstd_f;     // (n)
-  A* logits;         // (N, V); becomes dlogits in forward_backward
-  float* ce_parts;   // (tp, N, 2) every rank's (log-sum-exp, target logit) per row
-  float* losses;     // (N)
+// What one micro-batch in flight holds (one activation slot).
+template <class A> struct SlotBuffers {
+  std::vector<BlockBuffers<A>> blocks;  // the stage's blocks: [i] is block layers.begin + i
+  A* residual;       // (layers + 1, n, C): [i] is the input of the stage's block i, [layers] the last output
   int32_t* inputs;   // (N) the micro-batch's tokens, copied to the device
   int32_t* targets;  // (N)
+  // Last stage only (else null):
+  A* xf;             // (N, C) final-norm output
+  float* rstd_f;     // (n)
+  A* logits;         // (N, V); becomes dlogits when training
+};
+// What the slots share.
+template <class A> struct SharedBuffers {
+  float* ce_parts;   // (tp, N, 2) every rank's (log-sum-exp, target logit) per row (last stage)
+  float* losses;     // (N) (last stage)
   float* rope_cos;   // (T, D / 2)
   float* rope_sin;   // (T, D / 2)
-  // Tensor parallelism only (else null):
-  A* partial;        // (N, C) a row-parallel matmul's partial sums
-  A* gathered_row;   // (tp * V) one row of logits gathered over the group
+  A* partial;        // (N, C) a row-parallel matmul's partial sums (tp > 1, else null)
+  A* gathered_row;   // (tp * V) one row of logits gathered over the groups (tp or pp > 1, else null)
 };
 template <class A> struct GradBuffers {  // backward scratch, reused by every block
   A* dres_full;  // (N, C); this rank's rows are dres, the others all-gathered
@@ -88,18 +93,21 @@ template <class A> struct GradBuffers {  // backward scratch, reused by every bl
   float* dnorm;  // (2, C) a micro-batch's norm-gain gradients, summed over the group (tp > 1)
 };
 template <class A> struct Buffers {
-  std::vector<BlockBuffers<A>> blocks;
+  std::vector<SlotBuffers<A>> slots;
   BlockBuffers<A> scratch;
-  HeadBuffers<A> head;
+  SharedBuffers<A> shared;
   GradBuffers<A> grads;
 };
 
 // Lists every buffer (binding `out`'s slots) and sums the bytes by role.
 template <class A>
-BufferPlan plan_activations(const ModelConfig& c, int B, int T, int tp,
+BufferPlan plan_activations(const ModelConfig& c, int B, int T, ModelSlice slice, int in_flight,
                             CheckpointingPlan checkpointing, Buffers<A>& out,
                             ActivationBytes& bytes) {
+  const int tp = slice.tp_size;
   const Shape s(c, B, T, tp);
+  const LayerRange layers = pipeline_stage_layers(c.n_layers, slice.pp_size, slice.pp_rank);
+  const bool last = slice.last_stage();
   const size_t N = s.N, n = s.n, C = s.C, F = s.F;
   BufferPlan plan;
   size_t before = 0;
@@ -136,12 +144,15 @@ BufferPlan plan_activations(const ModelConfig& c, int B, int T, int tp,
     bytes.per_block_kept = kept.bytes();
     bytes.per_block_checkpointed = checkpointed.bytes();
   }
-  out.blocks.assign(s.L, BlockBuffers<A>{});
+  out.slots.assign(in_flight, SlotBuffers<A>{});
   bool any_checkpointed = false;
-  for (size_t l = 0; l < s.L; ++l) {
-    bool checkpointed = checkpointing.checkpointed(static_cast<int>(l));
-    any_checkpointed = any_checkpointed || checkpointed;
-    plan_block(plan, out.blocks[l], !checkpointed || selective, !checkpointed);
+  for (SlotBuffers<A>& slot : out.slots) {
+    slot.blocks.assign(layers.count(), BlockBuffers<A>{});
+    for (int l = layers.begin; l < layers.end; ++l) {
+      bool checkpointed = checkpointing.checkpointed(l);
+      any_checkpointed = any_checkpointed || checkpointed;
+      plan_block(plan, slot.blocks[l - layers.begin], !checkpointed || selective, !checkpointed);
+    }
   }
   role_bytes();
   if (any_checkpointed) {  // selective blocks keep their expensive outputs themselves
@@ -149,22 +160,25 @@ BufferPlan plan_activations(const ModelConfig& c, int B, int T, int tp,
     bytes.recompute_scratch = role_bytes();
   }
 
-  HeadBuffers<A>& h = out.head;
-  plan.add(h.residual, (s.L + 1) * n * C);
+  for (SlotBuffers<A>& slot : out.slots) plan.add(slot.residual, (layers.count() + 1) * n * C);
   bytes.residual_stream = role_bytes();
-  plan.add(h.xf, N * C);
-  plan.add(h.rstd_f, n);
-  plan.add(h.logits, N * s.V);
-  plan.add(h.ce_parts, tp * N * 2);
-  plan.add(h.losses, N);
-  plan.add(h.inputs, N);
-  plan.add(h.targets, N);
+  for (SlotBuffers<A>& slot : out.slots) {
+    plan.add(slot.inputs, N);
+    plan.add(slot.targets, N);
+    if (!last) continue;
+    plan.add(slot.xf, N * C);
+    plan.add(slot.rstd_f, n);
+    plan.add(slot.logits, N * s.V);
+  }
+  SharedBuffers<A>& h = out.shared;
+  if (last) {
+    plan.add(h.ce_parts, tp * N * 2);
+    plan.add(h.losses, N);
+  }
   plan.add(h.rope_cos, T * s.D / 2);
   plan.add(h.rope_sin, T * s.D / 2);
-  if (tp > 1) {
-    plan.add(h.partial, N * C);
-    plan.add(h.gathered_row, tp * s.V);
-  }
+  if (tp > 1) plan.add(h.partial, N * C);
+  if (tp > 1 || slice.pp_size > 1) plan.add(h.gathered_row, tp * s.V);
   bytes.head_and_loss = role_bytes();
   GradBuffers<A>& g = out.grads;
   plan.add(g.dres_full, N * C);
@@ -179,6 +193,7 @@ BufferPlan plan_activations(const ModelConfig& c, int B, int T, int tp,
   plan.add(g.dg, N * F);
   bytes.backward_scratch = role_bytes();
   bytes.total = plan.bytes();
+  bytes.in_flight = in_flight;
   return plan;
 }
 
@@ -187,10 +202,12 @@ BufferPlan plan_activations(const ModelConfig& c, int B, int T, int tp,
 class Transformer::Impl {
  public:
   virtual ~Impl() = default;
-  virtual float forward(UnitProvider& units, const int32_t* inputs, const int32_t* targets, int B,
-                        int T) = 0;
-  virtual float forward_backward(UnitProvider& units, const int32_t* inputs, const int32_t* targets,
-                                 int B, int T, float dloss) = 0;
+  virtual float stage_forward(UnitProvider& units, int slot, const int32_t* inputs,
+                              const int32_t* targets, int B, int T, float dloss) = 0;
+  virtual void stage_backward(UnitProvider& units, int slot, int B, int T) = 0;
+  virtual StageMessage stage_input(int slot, int B, int T) const = 0;
+  virtual StageMessage stage_output(int slot, int B, int T) const = 0;
+  virtual StageMessage stage_gradient(int B, int T) const = 0;
   virtual void logits_row(int row, float* out) const = 0;
   const ActivationBytes& bytes() const { return bytes_; }
 
@@ -204,31 +221,35 @@ template <class A> class TransformerImpl : public Transformer::Impl {
  public:
   TransformerImpl(const ModelConfig& config, const ParameterLayout& layout, int max_batch,
                   int max_seq, const Backend& backend, CheckpointingPlan checkpointing,
-                  Group* tensor_group)
+                  ModelSplit split)
       : config_(config),
         layout_(layout),
         ops_(backend.ops<A>()),
         f32_(backend.f32),
         memory_(*backend.memory),
-        tensor_(tensor_group),
+        tensor_(split.tensor),
+        pipeline_(split.pipeline),
         max_batch_(max_batch),
         max_seq_(max_seq),
         tp_(layout.slice.tp_size),
         tp_rank_(layout.slice.tp_rank),
         s_(config, 1, 1, tp_),
         vocab_begin_(static_cast<int>(tp_rank_ * s_.V)),
+        layers_(layout.layers),
+        first_(layout.slice.first_stage()),
+        last_(layout.slice.last_stage()),
         checkpointing_(checkpointing) {
     LLM_CHECK(tp_ == 1 || (tensor_ && tensor_->size() == tp_ && tensor_->rank() == tp_rank_),
               "transformer: the layout's tensor slice {} of {} is not the tensor group's rank",
               tp_rank_, tp_);
     LLM_CHECK(max_seq % tp_ == 0, "transformer: max_seq {} is not a multiple of the tensor-parallel size {}",
               max_seq, tp_);
-    const UnitSpec& block = layout_.units[layout_.block_unit(0)];
+    const UnitSpec& block = layout_.units[layout_.block_unit(layers_.begin)];
     auto offset = [&](int i) { return layout_.tensors[block.tensors[i]].offset; };
     block_ = {offset(0), offset(1), offset(2), offset(3), offset(4), offset(5)};
 
-    BufferPlan plan =
-        plan_activations(config, max_batch, max_seq, tp_, checkpointing, buf_, bytes_);
+    BufferPlan plan = plan_activations(config, max_batch, max_seq, layout.slice, split.in_flight,
+                                       checkpointing, buf_, bytes_);
     arena_ = Arena("activations", plan.bytes(), memory_);
     host_losses_.resize(static_cast<size_t>(max_batch) * max_seq);
     host_row_.resize(tp_ * s_.V);
@@ -237,31 +258,51 @@ template <class A> class TransformerImpl : public Transformer::Impl {
                 memory_.release_staging};
     plan.bind(arena_);
     // Checkpointed blocks work in the shared scratch for what they do not keep.
-    for (int l = 0; l < config.n_layers; ++l) {
-      if (!checkpointing.checkpointed(l)) continue;
-      BlockBuffers<A>& b = buf_.blocks[l];
-      const BlockBuffers<A>& sc = buf_.scratch;
-      b.xn1 = sc.xn1, b.rstd1 = sc.rstd1, b.xn2 = sc.xn2, b.rstd2 = sc.rstd2, b.g = sc.g;
-      if (checkpointing.mode == Recompute::full) {
-        b.qkv = sc.qkv, b.att = sc.att, b.lse = sc.lse, b.x_mid = sc.x_mid, b.h13 = sc.h13;
+    for (SlotBuffers<A>& slot : buf_.slots) {
+      for (int l = layers_.begin; l < layers_.end; ++l) {
+        if (!checkpointing.checkpointed(l)) continue;
+        BlockBuffers<A>& b = slot.blocks[l - layers_.begin];
+        const BlockBuffers<A>& sc = buf_.scratch;
+        b.xn1 = sc.xn1, b.rstd1 = sc.rstd1, b.xn2 = sc.xn2, b.rstd2 = sc.rstd2, b.g = sc.g;
+        if (checkpointing.mode == Recompute::full) {
+          b.qkv = sc.qkv, b.att = sc.att, b.lse = sc.lse, b.x_mid = sc.x_mid, b.h13 = sc.h13;
+        }
       }
     }
+    slot_ = &buf_.slots[0];
     GradBuffers<A>& d = buf_.grads;
     if (tp_ == 1) d.dxn_rows = d.dxn;
     else f32_.fill_zero(d.dnorm, 2 * s_.C);  // zero between uses
-    backend.rope_table(buf_.head.rope_cos, buf_.head.rope_sin, max_seq, static_cast<int>(s_.D),
+    backend.rope_table(buf_.shared.rope_cos, buf_.shared.rope_sin, max_seq, static_cast<int>(s_.D),
                        static_cast<float>(config.rope_theta));
   }
 
-  float forward(UnitProvider& units, const int32_t* inputs, const int32_t* targets, int B,
-                int T) override;
-  float forward_backward(UnitProvider& units, const int32_t* inputs, const int32_t* targets, int B,
-                         int T, float dloss) override;
+  float stage_forward(UnitProvider& units, int slot, const int32_t* inputs, const int32_t* targets,
+                      int B, int T, float dloss) override;
+  void stage_backward(UnitProvider& units, int slot, int B, int T) override;
+  StageMessage stage_input(int slot, int B, int T) const override {
+    return stage_rows(buf_.slots.at(slot).residual, B, T);
+  }
+  StageMessage stage_output(int slot, int B, int T) const override {
+    return stage_rows(buf_.slots.at(slot).residual, B, T, layers_.count());
+  }
+  StageMessage stage_gradient(int B, int T) const override {
+    return {own_rows(buf_.grads.dres_full, B * T), static_cast<size_t>(B * T / tp_) * s_.C,
+            wire_type()};
+  }
   void logits_row(int row, float* out) const override {
-    const A* logits = buf_.head.logits + static_cast<size_t>(row) * s_.V;
-    if (tp_ > 1) {  // every rank's vocabulary slice, in rank (= vocabulary) order
-      tensor_->all_gather(logits, buf_.head.gathered_row, s_.V, wire_type());
-      logits = buf_.head.gathered_row;
+    const SharedBuffers<A>& h = buf_.shared;
+    const A* logits = last_ ? slot_->logits + static_cast<size_t>(row) * s_.V : nullptr;
+    if (tp_ > 1 && last_) {  // every rank's vocabulary slice, in rank (= vocabulary) order
+      tensor_->all_gather(logits, h.gathered_row, s_.V, wire_type());
+      logits = h.gathered_row;
+    }
+    if (pipeline_ && pipeline_->size() > 1) {  // the last stage's row, to every stage
+      if (logits != h.gathered_row) {
+        if (last_) memory_.copy(h.gathered_row, logits, host_row_.size() * sizeof(A));
+        logits = h.gathered_row;
+      }
+      pipeline_->broadcast(h.gathered_row, host_row_.size(), wire_type(), pipeline_->size() - 1);
     }
     memory_.to_host(host_row_.data(), logits, host_row_.size() * sizeof(A));
     staging_in_flight_ = false;  // to_host waited for the device
@@ -277,14 +318,27 @@ template <class A> class TransformerImpl : public Transformer::Impl {
   static WireType wire_type() {
     return std::is_same_v<A, Bf16> ? WireType::bf16 : WireType::f32;
   }
+  // Residual-stream entry `index` of a slot: this rank's rows.
+  StageMessage stage_rows(A* residual, int B, int T, int index = 0) const {
+    const size_t rows = static_cast<size_t>(B * T / tp_) * s_.C;
+    return {residual + static_cast<size_t>(index) * residual_stride(), rows, wire_type()};
+  }
+  size_t residual_stride() const {
+    return static_cast<size_t>(max_batch_) * (max_seq_ / tp_) * s_.C;
+  }
+  BlockBuffers<A>& block(int l) const { return slot_->blocks[l - layers_.begin]; }
   const A* params(UnitProvider& units, int unit, Pass pass) {
     return static_cast<const A*>(units.acquire_params(unit, pass));
   }
-  // Checks the micro-batch's shape and queues the copy of its tokens (and
-  // targets, when not null) into the device's token buffers.
+  // Checks the micro-batch's shape and queues the copy of the tokens this
+  // stage reads (inputs on the first, targets, when not null, on the last)
+  // into the current slot's token buffers.
   void upload_micro_batch(const int32_t* inputs, const int32_t* targets, int B, int T);
-  // The forward pass over the uploaded tokens, to the logits.
+  // This stage's forward pass: from the uploaded tokens (first stage) or the
+  // received activation, to the stage's output or (last stage) the logits.
   void forward_blocks(UnitProvider& units, int B, int T);
+  // The last stage's backward through the LM head and final norm, into dres.
+  void head_backward(UnitProvider& units, int N);
   // The per-row (log-sum-exp, target logit) of every rank, then the losses;
   // with dloss != 0 the logits become their gradient.
   void cross_entropy(int N, float dloss, bool backward);
@@ -313,8 +367,9 @@ template <class A> class TransformerImpl : public Transformer::Impl {
   }
   void add_norm_grads(float* first, float* second);
 
+  // The current slot's input of block l (l = layers_.end: the stage's output).
   A* residual(int l) const {
-    return buf_.head.residual + static_cast<size_t>(l) * max_batch_ * (max_seq_ / tp_) * s_.C;
+    return slot_->residual + static_cast<size_t>(l - layers_.begin) * residual_stride();
   }
   // This rank's rows of an (N, C) buffer.
   A* own_rows(A* full, int N) const { return full + static_cast<size_t>(tp_rank_) * (N / tp_) * s_.C; }
@@ -327,7 +382,7 @@ template <class A> class TransformerImpl : public Transformer::Impl {
   }
   // Mean of the per-token losses, summed on the host in token order.
   float mean_loss(int N) {
-    memory_.to_host(host_losses_.data(), buf_.head.losses, static_cast<size_t>(N) * sizeof(float));
+    memory_.to_host(host_losses_.data(), buf_.shared.losses, static_cast<size_t>(N) * sizeof(float));
     staging_in_flight_ = false;  // to_host waited for the device
     double sum = 0;
     for (int i = 0; i < N; ++i) sum += host_losses_[i];
@@ -340,13 +395,17 @@ template <class A> class TransformerImpl : public Transformer::Impl {
   const TypedOps<float>& f32_;  // its fp32 table (gradients)
   const DeviceMemory& memory_;
   Group* tensor_;  // the tensor-parallel group (null when tp_ = 1)
+  Group* pipeline_;  // the pipeline group (null: one stage)
   int max_batch_, max_seq_;
   int tp_, tp_rank_;
   Shape s_;  // per-token sizes (N, n unused)
   int vocab_begin_;  // first vocabulary row of this rank's slice
+  LayerRange layers_;  // this stage's blocks
+  bool first_, last_;  // the first / last pipeline stage
   CheckpointingPlan checkpointing_;
   BlockOffsets block_;
   Buffers<A> buf_;
+  SlotBuffers<A>* slot_;  // the slot of the micro-batch being computed
   Arena arena_;
   std::vector<float> host_losses_;  // (max_batch * max_seq)
   mutable std::vector<A> host_row_;  // (V) one row of logits read back for sampling
@@ -375,8 +434,8 @@ void TransformerImpl<A>::row_parallel_forward(A* out, const A* inp, const A* wei
     return;
   }
   const size_t rows = static_cast<size_t>(N / tp_) * C;
-  ops_.matmul_forward(buf_.head.partial, inp, weight, N, K, C);
-  tensor_->reduce_scatter(buf_.head.partial, out, rows, wire_type());
+  ops_.matmul_forward(buf_.shared.partial, inp, weight, N, K, C);
+  tensor_->reduce_scatter(buf_.shared.partial, out, rows, wire_type());
   ops_.add_vectors(out, out, residual, rows);
 }
 
@@ -412,11 +471,11 @@ void TransformerImpl<A>::block_forward(int l, const A* p, int B, int T, bool wri
   const int N = B * T, C = static_cast<int>(s_.C), H = static_cast<int>(s_.H);
   const int KV = static_cast<int>(s_.KV), D = static_cast<int>(s_.D);
   const int QKV = static_cast<int>(s_.QKV), F = static_cast<int>(s_.F);
-  const BlockBuffers<A>& b = buf_.blocks[l];
+  const BlockBuffers<A>& b = block(l);
   const A* x = residual(l);
   norm_gathered(b.xn1, b.rstd1, x, p + block_.attn_norm, N);
   ops_.matmul_forward(b.qkv, b.xn1, p + block_.wqkv, N, C, QKV);
-  ops_.rope_forward(b.qkv, buf_.head.rope_cos, buf_.head.rope_sin, N, T, H + KV, D, QKV);
+  ops_.rope_forward(b.qkv, buf_.shared.rope_cos, buf_.shared.rope_sin, N, T, H + KV, D, QKV);
   ops_.attention_forward(b.att, b.lse, b.qkv, B, T, H, KV, D);
   row_parallel_forward(b.x_mid, b.att, p + block_.wo, x, N, H * D);
 
@@ -436,7 +495,7 @@ void TransformerImpl<A>::recompute_block(int l, const A* p, int B, int T) {
   }
   // Selective: the norms and SwiGLU, from the kept x_mid and h13.
   const int N = B * T;
-  const BlockBuffers<A>& b = buf_.blocks[l];
+  const BlockBuffers<A>& b = block(l);
   norm_gathered(b.xn1, b.rstd1, residual(l), p + block_.attn_norm, N);
   norm_gathered(b.xn2, b.rstd2, b.x_mid, p + block_.mlp_norm, N);
   ops_.swiglu_forward(b.g, b.h13, N, static_cast<int>(s_.F));
@@ -447,7 +506,7 @@ void TransformerImpl<A>::block_backward(int l, const A* p, float* gr, int B, int
   const int N = B * T, n = N / tp_, C = static_cast<int>(s_.C), H = static_cast<int>(s_.H);
   const int KV = static_cast<int>(s_.KV), D = static_cast<int>(s_.D);
   const int QKV = static_cast<int>(s_.QKV), F = static_cast<int>(s_.F);
-  const BlockBuffers<A>& b = buf_.blocks[l];
+  const BlockBuffers<A>& b = block(l);
   const GradBuffers<A>& d = buf_.grads;
   // MLP branch; dres holds d(loss)/d(block output) and becomes d/d(x_mid).
   gather_dres(N);
@@ -460,7 +519,7 @@ void TransformerImpl<A>::block_backward(int l, const A* p, float* gr, int B, int
   gather_dres(N);
   ops_.matmul_backward(d.datt, gr + block_.wo, d.dres_full, b.att, p + block_.wo, N, H * D, C);
   ops_.attention_backward(d.dqkv, d.datt, b.qkv, b.att, b.lse, B, T, H, KV, D);
-  ops_.rope_backward(d.dqkv, buf_.head.rope_cos, buf_.head.rope_sin, N, T, H + KV, D, QKV);
+  ops_.rope_backward(d.dqkv, buf_.shared.rope_cos, buf_.shared.rope_sin, N, T, H + KV, D, QKV);
   column_parallel_backward(gr + block_.wqkv, d.dqkv, b.xn1, p + block_.wqkv, N, QKV);
   ops_.rmsnorm_backward(d.dres, norm_grad(gr + block_.attn_norm, 0), d.dxn_rows, residual(l),
                         p + block_.attn_norm, b.rstd1, n, C);
@@ -480,93 +539,105 @@ void TransformerImpl<A>::upload_micro_batch(const int32_t* inputs, const int32_t
   const size_t N = static_cast<size_t>(B) * T, max_tokens = static_cast<size_t>(max_batch_) * max_seq_;
   int32_t* staged_inputs = staging_.get();
   int32_t* staged_targets = staged_inputs + max_tokens;
-  std::copy_n(inputs, N, staged_inputs);
-  memory_.to_device_async(buf_.head.inputs, staged_inputs, N * sizeof(int32_t));
-  if (targets) {
+  if (first_) {
+    std::copy_n(inputs, N, staged_inputs);
+    memory_.to_device_async(slot_->inputs, staged_inputs, N * sizeof(int32_t));
+  }
+  if (last_ && targets) {
     std::copy_n(targets, N, staged_targets);
-    memory_.to_device_async(buf_.head.targets, staged_targets, N * sizeof(int32_t));
+    memory_.to_device_async(slot_->targets, staged_targets, N * sizeof(int32_t));
   }
   staging_in_flight_ = true;
-  buf_.grads.dres = own_rows(buf_.grads.dres_full, static_cast<int>(N));
 }
 
 template <class A>
 void TransformerImpl<A>::forward_blocks(UnitProvider& units, int B, int T) {
   const int N = B * T, C = static_cast<int>(s_.C), V = static_cast<int>(s_.V);
-  const HeadBuffers<A>& h = buf_.head;
-  // Vocabulary-parallel embedding: each rank embeds the tokens of its
-  // vocabulary rows (zeros elsewhere), reduce-scattered to token rows.
-  const A* embed = params(units, layout_.embed_unit(), Pass::forward);
-  A* embedded = tp_ == 1 ? residual(0) : h.partial;
-  ops_.embedding_forward(embedded, h.inputs, embed, N, C, vocab_begin_, V);
-  if (tp_ > 1) {
-    tensor_->reduce_scatter(h.partial, residual(0), static_cast<size_t>(N / tp_) * C, wire_type());
+  const SharedBuffers<A>& h = buf_.shared;
+  if (first_) {
+    // Vocabulary-parallel embedding: each rank embeds the tokens of its
+    // vocabulary rows (zeros elsewhere), reduce-scattered to token rows.
+    const A* embed = params(units, layout_.embed_unit(), Pass::forward);
+    A* embedded = tp_ == 1 ? residual(layers_.begin) : h.partial;
+    ops_.embedding_forward(embedded, slot_->inputs, embed, N, C, vocab_begin_, V);
+    if (tp_ > 1) {
+      tensor_->reduce_scatter(h.partial, residual(layers_.begin), static_cast<size_t>(N / tp_) * C,
+                              wire_type());
+    }
+    units.release_params(layout_.embed_unit(), Pass::forward);
   }
-  units.release_params(layout_.embed_unit(), Pass::forward);
 
-  for (int l = 0; l < config_.n_layers; ++l) {
+  for (int l = layers_.begin; l < layers_.end; ++l) {
     const A* p = params(units, layout_.block_unit(l), Pass::forward);
     block_forward(l, p, B, T, /*write_output=*/true);
     units.release_params(layout_.block_unit(l), Pass::forward);
   }
+  if (!last_) return;
 
   const int head = layout_.head_unit();
   const A* hp = params(units, head, Pass::forward);
-  norm_gathered(h.xf, h.rstd_f, residual(config_.n_layers), hp, N);
-  ops_.matmul_forward(h.logits, h.xf, head_weight(units, hp, Pass::forward), N, C, V);
+  norm_gathered(slot_->xf, slot_->rstd_f, residual(layers_.end), hp, N);
+  ops_.matmul_forward(slot_->logits, slot_->xf, head_weight(units, hp, Pass::forward), N, C, V);
   release_head_weight(units, Pass::forward);
   units.release_params(head, Pass::forward);
 }
 
 template <class A>
 void TransformerImpl<A>::cross_entropy(int N, float dloss, bool backward) {
-  const HeadBuffers<A>& h = buf_.head;
+  const SharedBuffers<A>& h = buf_.shared;
   const int V = static_cast<int>(s_.V);
   float* own = h.ce_parts + static_cast<size_t>(tp_rank_) * N * 2;
-  ops_.cross_entropy_partials(own, h.logits, h.targets, N, V, vocab_begin_);
+  ops_.cross_entropy_partials(own, slot_->logits, slot_->targets, N, V, vocab_begin_);
   if (tp_ > 1) tensor_->all_gather(own, h.ce_parts, static_cast<size_t>(N) * 2, WireType::f32);
-  ops_.cross_entropy_combine(h.losses, backward ? h.logits : nullptr, h.ce_parts, h.targets, N, V,
-                             vocab_begin_, tp_, dloss);
+  ops_.cross_entropy_combine(h.losses, backward ? slot_->logits : nullptr, h.ce_parts,
+                             slot_->targets, N, V, vocab_begin_, tp_, dloss);
 }
 
 template <class A>
-float TransformerImpl<A>::forward(UnitProvider& units, const int32_t* inputs, const int32_t* targets,
-                                 int B, int T) {
+float TransformerImpl<A>::stage_forward(UnitProvider& units, int slot, const int32_t* inputs,
+                                       const int32_t* targets, int B, int T, float dloss) {
+  LLM_CHECK(slot >= 0 && slot < static_cast<int>(buf_.slots.size()),
+            "transformer: activation slot {} of {}", slot, buf_.slots.size());
+  LLM_CHECK(dloss == 0 || targets, "transformer: training needs targets");
+  slot_ = &buf_.slots[slot];
   upload_micro_batch(inputs, targets, B, T);
   forward_blocks(units, B, T);
-  if (!targets) return 0.0f;
+  if (!last_ || !targets) return 0.0f;
   const int N = B * T;
-  cross_entropy(N, 0.0f, /*backward=*/false);
+  cross_entropy(N, dloss, /*backward=*/dloss != 0);
   return mean_loss(N);
 }
 
 template <class A>
-float TransformerImpl<A>::forward_backward(UnitProvider& units, const int32_t* inputs,
-                                          const int32_t* targets, int B, int T, float dloss) {
-  upload_micro_batch(inputs, targets, B, T);
-  forward_blocks(units, B, T);
-  const int N = B * T, n = N / tp_, C = static_cast<int>(s_.C), V = static_cast<int>(s_.V);
-  const HeadBuffers<A>& h = buf_.head;
+void TransformerImpl<A>::head_backward(UnitProvider& units, int N) {
+  const int n = N / tp_, C = static_cast<int>(s_.C), V = static_cast<int>(s_.V);
   const GradBuffers<A>& d = buf_.grads;
-  cross_entropy(N, dloss, /*backward=*/true);
-
-  // Head: final norm and LM head (its weight may be the tied embedding).
+  // The final norm and LM head (its weight may be the tied embedding).
   const int head = layout_.head_unit();
   const A* hp = params(units, head, Pass::backward);
   float* hg = units.acquire_grads(head);
   float* head_weight_grad =
       config_.tie_embeddings ? units.acquire_grads(layout_.embed_unit()) : hg + C;
-  column_parallel_backward(head_weight_grad, h.logits, h.xf, head_weight(units, hp, Pass::backward),
-                           N, V);
+  column_parallel_backward(head_weight_grad, slot_->logits, slot_->xf,
+                           head_weight(units, hp, Pass::backward), N, V);
   ops_.fill_zero(d.dres, static_cast<size_t>(n) * C);
-  ops_.rmsnorm_backward(d.dres, norm_grad(hg, 0), d.dxn_rows, residual(config_.n_layers), hp,
-                        h.rstd_f, n, C);
+  ops_.rmsnorm_backward(d.dres, norm_grad(hg, 0), d.dxn_rows, residual(layers_.end), hp,
+                        slot_->rstd_f, n, C);
   add_norm_grads(hg, nullptr);
   release_head_weight(units, Pass::backward);
   units.release_params(head, Pass::backward);
   units.release_grads(head);
+}
 
-  for (int l = config_.n_layers - 1; l >= 0; --l) {
+template <class A>
+void TransformerImpl<A>::stage_backward(UnitProvider& units, int slot, int B, int T) {
+  slot_ = &buf_.slots.at(slot);
+  const int N = B * T, C = static_cast<int>(s_.C), V = static_cast<int>(s_.V);
+  GradBuffers<A>& d = buf_.grads;
+  d.dres = own_rows(d.dres_full, N);  // the next stage's gradient arrived here (not last)
+  if (last_) head_backward(units, N);
+
+  for (int l = layers_.end - 1; l >= layers_.begin; --l) {
     const int unit = layout_.block_unit(l);
     const A* p = params(units, unit, Pass::backward);
     float* gr = units.acquire_grads(unit);
@@ -575,30 +646,34 @@ float TransformerImpl<A>::forward_backward(UnitProvider& units, const int32_t* i
     units.release_params(unit, Pass::backward);
     units.release_grads(unit);
   }
+  if (!first_) return;  // dres goes to the previous stage
 
   // Each rank's vocabulary rows take the gradient of every token row.
   gather_dres(N);
   float* eg = units.acquire_grads(layout_.embed_unit());
-  ops_.embedding_backward(eg, d.dres_full, h.inputs, N, C, vocab_begin_, V);
+  ops_.embedding_backward(eg, d.dres_full, slot_->inputs, N, C, vocab_begin_, V);
   units.release_grads(layout_.embed_unit());
-  return mean_loss(N);
 }
 
 }  // namespace
 
 Transformer::Transformer(const ModelConfig& config, int max_batch, int max_seq,
                          const Backend& backend, CheckpointingPlan checkpointing,
-                         Precision precision, Group* tensor_group)
+                         Precision precision, ModelSplit split)
     : config_(config),
-      layout_(layout_build(config, tensor_group ? ModelSlice{tensor_group->rank(), tensor_group->size()}
-                                                : ModelSlice{})),
-      precision_(precision) {
+      layout_(layout_build(config, {split.tensor ? split.tensor->rank() : 0,
+                                    split.tensor ? split.tensor->size() : 1,
+                                    split.pipeline ? split.pipeline->rank() : 0,
+                                    split.pipeline ? split.pipeline->size() : 1})),
+      precision_(precision),
+      split_(split) {
+  LLM_CHECK(split.in_flight >= 1, "transformer: {} micro-batches in flight", split.in_flight);
   if (precision == Precision::bf16) {
     impl_ = std::make_unique<TransformerImpl<Bf16>>(config_, layout_, max_batch, max_seq, backend,
-                                                    checkpointing, tensor_group);
+                                                    checkpointing, split);
   } else {
     impl_ = std::make_unique<TransformerImpl<float>>(config_, layout_, max_batch, max_seq, backend,
-                                                     checkpointing, tensor_group);
+                                                     checkpointing, split);
   }
 }
 
@@ -606,14 +681,14 @@ Transformer::~Transformer() = default;
 
 ActivationBytes Transformer::activation_bytes(const ModelConfig& config, int B, int T,
                                               CheckpointingPlan checkpointing, Precision precision,
-                                              int tp_size) {
+                                              ModelSlice slice, int in_flight) {
   ActivationBytes bytes;
   if (precision == Precision::bf16) {
     Buffers<Bf16> unbound;
-    plan_activations(config, B, T, tp_size, checkpointing, unbound, bytes);
+    plan_activations(config, B, T, slice, in_flight, checkpointing, unbound, bytes);
   } else {
     Buffers<float> unbound;
-    plan_activations(config, B, T, tp_size, checkpointing, unbound, bytes);
+    plan_activations(config, B, T, slice, in_flight, checkpointing, unbound, bytes);
   }
   return bytes;
 }
@@ -622,14 +697,49 @@ const ActivationBytes& Transformer::activation_bytes() const { return impl_->byt
 
 float Transformer::forward(UnitProvider& units, const int32_t* inputs, const int32_t* targets,
                            int B, int T) {
-  return impl_->forward(units, inputs, targets, B, T);
+  Group* pipeline = split_.pipeline && split_.pipeline->size() > 1 ? split_.pipeline : nullptr;
+  const ModelSlice& slice = layout_.slice;
+  if (pipeline && !slice.first_stage()) {
+    StageMessage in = stage_input(0, B, T);
+    pipeline->recv(in.data, in.count, in.type, slice.pp_rank - 1);
+  }
+  float loss = impl_->stage_forward(units, 0, inputs, targets, B, T, 0.0f);
+  if (!pipeline) return loss;
+  if (!slice.last_stage()) {
+    StageMessage out = stage_output(0, B, T);
+    pipeline->send(out.data, out.count, out.type, slice.pp_rank + 1);
+  }
+  // The last stage's loss, on every stage (the others add zeros).
+  return targets ? static_cast<float>(pipeline->all_reduce_sum(loss)) : 0.0f;
 }
 
 void Transformer::logits_row(int row, float* out) const { impl_->logits_row(row, out); }
 
 float Transformer::forward_backward(UnitProvider& units, const int32_t* inputs,
                                     const int32_t* targets, int B, int T, float dloss) {
-  return impl_->forward_backward(units, inputs, targets, B, T, dloss);
+  LLM_CHECK(layout_.slice.pp_size == 1,
+            "transformer: forward_backward runs the whole model; pipeline stages run a schedule "
+            "(pipeline_schedule.h)");
+  float loss = impl_->stage_forward(units, 0, inputs, targets, B, T, dloss);
+  impl_->stage_backward(units, 0, B, T);
+  return loss;
 }
+
+float Transformer::stage_forward(UnitProvider& units, int slot, const int32_t* inputs,
+                                 const int32_t* targets, int B, int T, float dloss) {
+  return impl_->stage_forward(units, slot, inputs, targets, B, T, dloss);
+}
+
+void Transformer::stage_backward(UnitProvider& units, int slot, int B, int T) {
+  impl_->stage_backward(units, slot, B, T);
+}
+
+StageMessage Transformer::stage_input(int slot, int B, int T) const {
+  return impl_->stage_input(slot, B, T);
+}
+StageMessage Transformer::stage_output(int slot, int B, int T) const {
+  return impl_->stage_output(slot, B, T);
+}
+StageMessage Transformer::stage_gradient(int B, int T) const { return impl_->stage_gradient(B, T); }
 
 }  // namespace llm

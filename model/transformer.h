@@ -19,6 +19,13 @@
 // cross-entropy combines per-rank (log-sum-exp, target logit) pairs, so no
 // rank holds full logits. Norm-gain gradients are summed over the group per
 // micro-batch. Every rank of a group runs the same micro-batch.
+// Pipeline parallelism (a pipeline group of P > 1 ranks; the layout's stage):
+// a rank runs its stage's blocks, stage_forward / stage_backward one
+// micro-batch at a time, holding the activations of up to `in_flight` of them
+// in slots; the schedule (pipeline_schedule.h) moves the activations and
+// gradients between stages through stage_input / stage_output /
+// stage_gradient. forward() (evaluation, generation) runs one micro-batch
+// through the whole pipeline itself.
 // Invariant: every activation buffer is allocated once, at construction, for
 // micro-batches up to (max_batch, max_seq); no allocation happens per step.
 #pragma once
@@ -50,50 +57,88 @@ CheckpointingPlan checkpointing_plan(const TrainingConfig& training);
 struct ActivationBytes {
   size_t per_block_kept = 0;  // what one non-checkpointed block keeps
   size_t per_block_checkpointed = 0;  // what one checkpointed block keeps (beyond its input)
-  size_t residual_stream = 0;  // the L + 1 block inputs / outputs
+  size_t residual_stream = 0;  // the stage's block inputs and last output
   size_t recompute_scratch = 0;  // one block's worth, shared by checkpointed blocks
-  size_t head_and_loss = 0;  // final norm, logits (N x V), loss partials, losses, RoPE tables
+  size_t head_and_loss = 0;  // tokens, final norm, logits (N x V), loss partials, losses, RoPE tables
   size_t backward_scratch = 0;  // gradient buffers reused by every block
   size_t total = 0;
+  int in_flight = 1;  // micro-batches held at once: blocks, residual stream and head per slot
+};
+
+// How a rank's model is split; null groups split nothing.
+struct ModelSplit {
+  Group* tensor = nullptr;    // its members split every layer (max_seq a multiple of its size)
+  Group* pipeline = nullptr;  // member p runs pipeline stage p
+  int in_flight = 1;          // micro-batches whose activations a stage holds at once
+};
+
+// A message between pipeline stages: `count` elements of `type` at `data`.
+struct StageMessage {
+  void* data;
+  size_t count;
+  WireType type;
 };
 
 class Transformer {
  public:
-  // `tensor_group` (null: none) is the tensor-parallel group; its members
-  // split every layer, and max_seq must be a multiple of its size.
   Transformer(const ModelConfig& config, int max_batch, int max_seq, const Backend& backend,
               CheckpointingPlan checkpointing = {}, Precision precision = Precision::fp32,
-              Group* tensor_group = nullptr);
+              ModelSplit split = {});
   ~Transformer();
 
-  // Per rank, for a tensor-parallel size of tp_size.
+  // Per rank, for the rank's slice and `in_flight` micro-batches held at once.
   static ActivationBytes activation_bytes(const ModelConfig& config, int B, int T,
                                           CheckpointingPlan checkpointing = {},
-                                          Precision precision = Precision::fp32, int tp_size = 1);
+                                          Precision precision = Precision::fp32,
+                                          ModelSlice slice = {}, int in_flight = 1);
   // Sequence lengths must be multiples of this (the tensor-parallel size).
   int sequence_multiple() const { return layout_.slice.tp_size; }
 
   const ModelConfig& config() const { return config_; }
   const ParameterLayout& layout() const { return layout_; }
+  const ModelSplit& split() const { return split_; }
   Precision precision() const { return precision_; }
   const ActivationBytes& activation_bytes() const;
 
   // Token arrays (inputs, targets) are host memory; everything else lives on
   // the backend's device.
-  // Forward of B sequences of T tokens (inputs (B, T)). Returns the mean
-  // cross-entropy against targets (B, T); with targets == nullptr returns 0
-  // and leaves the logits (B, T, V) readable through logits_row().
+  // Forward of B sequences of T tokens (inputs (B, T)) through every stage.
+  // Returns the mean cross-entropy against targets (B, T) on every rank; with
+  // targets == nullptr returns 0 and leaves the logits (B, T, V) readable
+  // through logits_row().
   float forward(UnitProvider& units, const int32_t* inputs, const int32_t* targets, int B, int T);
-  // The V logits of row `row` (= b * T + t) of the last forward, as fp32 (a
-  // collective over the tensor group).
+  // The V logits of row `row` (= b * T + t) of the last forward, as fp32 on
+  // every rank (a collective over the tensor and pipeline groups).
   void logits_row(int row, float* out) const;
 
   // Forward and backward of one micro-batch. Each unit's gradient receives
   // (+=) d(dloss * sum of per-token losses)/d(params), so dloss = 1/(tokens of
   // the global batch) makes a sum over micro-batches and ranks the mean
-  // gradient. Returns the micro-batch's mean loss.
+  // gradient. Returns the micro-batch's mean loss. Without pipeline stages.
   float forward_backward(UnitProvider& units, const int32_t* inputs, const int32_t* targets, int B,
                          int T, float dloss);
+
+  // --- one pipeline stage (with P = 1 the stage is the whole model) ---------
+  // This stage's forward of a micro-batch into activation slot `slot` (<
+  // in_flight): from the embedding (first stage) or the activation received
+  // into stage_input(slot), through its blocks, to stage_output(slot) or (last
+  // stage) the loss. With dloss != 0 (training, as in forward_backward) the
+  // last stage also turns the logits into their gradient. Returns the
+  // micro-batch's mean loss on the last stage, 0 elsewhere. `inputs` are read
+  // on the first stage, `targets` on the last.
+  float stage_forward(UnitProvider& units, int slot, const int32_t* inputs, const int32_t* targets,
+                      int B, int T, float dloss);
+  // The backward of the micro-batch in `slot`: from the logits' gradient (last
+  // stage) or the gradient received into stage_gradient(), accumulating its
+  // units' gradients, down to the embedding (first stage) or into
+  // stage_gradient() for the previous stage.
+  void stage_backward(UnitProvider& units, int slot, int B, int T);
+  // Where the previous stage's activation for `slot` is received, what goes
+  // to the next stage, and the gradient of either (this rank's rows of the
+  // residual stream: B * T / tp rows of dim).
+  StageMessage stage_input(int slot, int B, int T) const;
+  StageMessage stage_output(int slot, int B, int T) const;
+  StageMessage stage_gradient(int B, int T) const;
 
   // The activation storage type's implementation (transformer.cpp).
   class Impl;
@@ -102,6 +147,7 @@ class Transformer {
   ModelConfig config_;
   ParameterLayout layout_;
   Precision precision_;
+  ModelSplit split_;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -207,11 +207,9 @@ std::string checkpoint_save(const std::string& run_dir, int step, Config& config
     }
     world.barrier();
 
-    // One replica writes: its ranks together own every element exactly once.
-    // They are the first tensor_parallel x shard_group_size world ranks
-    // (topology.h's placement), each naming its file by its world rank.
-    const int writers = topology.tensor->size() * topology.shard->size();
-    if (topology.replicate->rank() == 0) {
+    // One replica writes: its ranks together own every element exactly once,
+    // each naming its file by its world rank.
+    if (topology.checkpoint_writer()) {
       std::string name = fmt::format("shard_{:05d}", world.rank());
       json shard = write_shard((tmp_dir / (name + ".bin")).string(), engine.owned_slices(),
                                engine.layout());
@@ -221,7 +219,7 @@ std::string checkpoint_save(const std::string& run_dir, int step, Config& config
 
     if (world.rank() == 0) {
       json shards = json::array();
-      for (int r = 0; r < writers; ++r) {
+      for (int r : topology.checkpoint_writers()) {
         fs::path index = tmp_dir / fmt::format("shard_{:05d}.json", r);
         shards.push_back(json::parse(read_file(index.string())));
         fs::remove(index);
@@ -234,11 +232,12 @@ std::string checkpoint_save(const std::string& run_dir, int step, Config& config
           {"mode", to_string(topology.plan.mode)},
           {"shard_group_size", topology.plan.shard_group_size},
           {"tensor_parallel", topology.tensor->size()},
+          {"pipeline_parallel", topology.pipeline->size()},
           {"loader", {{"samples_consumed", static_cast<int64_t>(step) * t.batch_size}}},
           {"rng", {{"seed", t.seed},
                    {"note", "data order and initialization are pure functions of (seed, step)"}}},
           {"config", config_to_toml(config)},
-          {"tensors", tensor_index(engine.layout())},
+          {"tensors", tensor_index(layout_build(config.model))},
           {"shards", shards}};
       write_file_synced((tmp_dir / "meta.json").string(), meta.dump(1));
       fsync_directory(tmp_dir.string());
@@ -399,14 +398,17 @@ json read_meta(const std::string& path, const ParameterLayout* layout) {
   }
   validate_meta(meta, MetaSchema(meta_path));
   if (!layout) return meta;
+  // The layout's tensors (a slice or stage holds some of the model's) under
+  // their whole-model indices.
   const json expected = tensor_index(*layout);
   const json& saved = meta.at("tensors");
-  LLM_CHECK(saved.size() == expected.size(),
+  LLM_CHECK(saved.size() == static_cast<size_t>(layout->global_tensor_count),
             "{}: index has {} tensors but the config's model has {}", meta_path, saved.size(),
-            expected.size());
+            layout->global_tensor_count);
   for (size_t i = 0; i < expected.size(); ++i) {
-    LLM_CHECK(saved[i] == expected[i], "{}: tensor {} is {} in the checkpoint but {} in the config",
-              meta_path, expected[i].at("name").get<std::string>(), saved[i].dump(),
+    const json& was = saved[layout->tensors[i].global_index];
+    LLM_CHECK(was == expected[i], "{}: tensor {} is {} in the checkpoint but {} in the config",
+              meta_path, expected[i].at("name").get<std::string>(), was.dump(),
               expected[i].dump());
   }
   return meta;

@@ -196,7 +196,11 @@ ShardedParams::GatherSlot& ShardedParams::start_gather(int unit) {
 }
 
 void ShardedParams::prefetch(int unit) {
-  if (unit < 0 || unit >= static_cast<int>(units_.size()) || find_gather_slot(unit)) return;
+  // Not past the model, nor into another pipeline stage's (empty) units.
+  if (unit < 0 || unit >= static_cast<int>(units_.size()) || shards_[unit].numel == 0 ||
+      find_gather_slot(unit)) {
+    return;
+  }
   for (const GatherSlot& slot : gather_slots_) {
     if (slot.refs == 0 && !slot.pending.pending()) {
       start_gather(unit);

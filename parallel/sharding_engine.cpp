@@ -198,8 +198,9 @@ std::vector<float> ShardingEngine::gather_all_params() {
   for (size_t u = 0; u < layout_.units.size(); ++u) {
     global_unit_offset[u + 1] = global_unit_offset[u] + layout_.units[u].global_numel;
   }
-  // Each tensor-parallel rank places its slice (replicated tensors: the first
-  // rank alone) into zeros; a sum over the tensor group assembles the model.
+  // Each tensor-parallel rank of each stage places its slice (replicated
+  // tensors: the first tensor-parallel rank alone) into zeros; a sum over the
+  // model-parallel group assembles the model.
   std::vector<float> all(global_unit_offset.back(), 0.0f), unit;
   const bool first = layout_.slice.tp_rank == 0;
   for (size_t u = 0; u < shards_.size(); ++u) {
@@ -213,7 +214,9 @@ std::vector<float> ShardingEngine::gather_all_params() {
       }
     }
   }
-  if (topo_.tensor->size() > 1) topo_.tensor->all_reduce(all.data(), all.size(), WireType::f32);
+  if (topo_.model_parallel->size() > 1) {
+    topo_.model_parallel->all_reduce(all.data(), all.size(), WireType::f32);
+  }
   return all;
 }
 

@@ -113,7 +113,7 @@ class ShardingEngine : public UnitProvider {
   // The reduced gradient of `unit` (numel elements) into out; a collective
   // over the shard group when gradients are sharded.
   void gather_grads(int unit, float* out);
-  // The whole model's parameters (every tensor-parallel slice put in place),
+  // The whole model's parameters (every stage's tensor-parallel slices put in place),
   // concatenated in unit order (layout_build(config).total_numel); a
   // collective over the world.
   std::vector<float> gather_all_params();

@@ -8,6 +8,7 @@ namespace llm {
 ShardingPlan sharding_plan(const ParallelConfig& config, int dp_size) {
   ShardingPlan plan;
   plan.mode = config.mode;
+  plan.data_parallel_size = dp_size;
   LLM_CHECK(plan.mode == ParallelMode::hybrid || config.shard_group_size == 0,
             "parallel.shard_group_size is only used by mode hybrid (mode is {})", to_string(config.mode));
   if (plan.mode == ParallelMode::ddp) return plan;
@@ -27,22 +28,38 @@ ShardingPlan sharding_plan(const ParallelConfig& config, int dp_size) {
 }
 
 int data_parallel_size(const ParallelConfig& config, int world_size) {
-  const int t = config.tensor_parallel;
-  LLM_CHECK(t >= 1 && world_size % t == 0,
-            "parallel.tensor_parallel ({}) must divide the world size ({})", t, world_size);
-  return world_size / t;
+  const int t = config.tensor_parallel, p = config.pipeline_parallel;
+  LLM_CHECK(t >= 1 && p >= 1 && world_size % (t * p) == 0,
+            "parallel.tensor_parallel ({}) x parallel.pipeline_parallel ({}) must divide the world "
+            "size ({})",
+            t, p, world_size);
+  return world_size / (t * p);
 }
 
 Topology::Topology(Group& world_group, const ParallelConfig& config)
     : world(world_group),
       plan(sharding_plan(config, data_parallel_size(config, world_group.size()))) {
   const int T = config.tensor_parallel, r = world.rank();
-  const int t = r % T, d = r / T, s = plan.shard_group_size;
-  tensor = world.split(/*color=*/d, /*key=*/t);
-  data = world.split(/*color=*/t, /*key=*/d);
+  const int D = data_parallel_size(config, world.size());
+  const int t = r % T, d = (r / T) % D, p = r / (T * D), s = plan.shard_group_size;
+  tensor = world.split(/*color=*/d + D * p, /*key=*/t);
+  data = world.split(/*color=*/t + T * p, /*key=*/d);
+  pipeline = world.split(/*color=*/t + T * d, /*key=*/p);
   shard = data->split(/*color=*/d / s, /*key=*/d);
   replicate = data->split(/*color=*/d % s, /*key=*/d);
   model_copy = world.split(/*color=*/d / s, /*key=*/r);
+  model_parallel = world.split(/*color=*/d, /*key=*/r);
+}
+
+std::vector<int> Topology::checkpoint_writers() const {
+  const int T = tensor->size(), D = data->size(), P = pipeline->size(), S = shard->size();
+  std::vector<int> ranks;
+  for (int p = 0; p < P; ++p) {
+    for (int d = 0; d < S; ++d) {
+      for (int t = 0; t < T; ++t) ranks.push_back(t + T * (d + D * p));
+    }
+  }
+  return ranks;
 }
 
 }  // namespace llm

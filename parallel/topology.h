@@ -1,16 +1,20 @@
 // The mesh of ranks and the sharding preset of a parallel mode, built once
 // from the world and the config, and passed explicitly (nothing reads global
 // rank state).
-// Placement: world = T x D (T = parallel.tensor_parallel); world rank
-// r = t + T * d, so a tensor-parallel group is T consecutive ranks (the
-// fastest links, inside a node). The data-parallel group links the ranks with
-// the same t; the parallel mode (ddp ... hybrid) applies inside it unchanged:
-// shard groups are blocks of consecutive data-parallel ranks, the replicate
-// group links the ranks holding the same shard index in every shard group.
+// Placement: world = T x D x P (T = parallel.tensor_parallel, P =
+// parallel.pipeline_parallel); world rank r = t + T * (d + D * p), so a
+// tensor-parallel group is T consecutive ranks (the fastest links, inside a
+// node), and a pipeline stage is a block of T x D consecutive ranks. The
+// data-parallel group links the ranks with the same (t, p); the parallel mode
+// (ddp ... hybrid) applies inside it unchanged: shard groups are blocks of
+// consecutive data-parallel ranks, the replicate group links the ranks
+// holding the same shard index in every shard group. The pipeline group links
+// the ranks with the same (t, d), in stage order.
 #pragma once
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "config/config.h"
 #include "parallel/comm.h"
@@ -27,13 +31,14 @@ struct ShardingPlan {
   bool shard_grads = false;
   bool shard_params = false;
   int shard_group_size = 1;
+  int data_parallel_size = 1;  // D, the ranks the mode applies over
 };
 
 // Validates the mode against the data-parallel size; errors name the key.
 ShardingPlan sharding_plan(const ParallelConfig& config, int data_parallel_size);
 
-// The data-parallel size of a world: world / parallel.tensor_parallel
-// (refused, naming the key, when that does not divide).
+// The data-parallel size of a world: world / (tensor_parallel x
+// pipeline_parallel) (refused, naming the keys, when that does not divide).
 int data_parallel_size(const ParallelConfig& config, int world_size);
 
 // The wire type gradients are reduced in (parallel.reduce_dtype).
@@ -44,12 +49,17 @@ inline WireType reduce_wire_type(const ParallelConfig& config) {
 struct Topology {
   Group& world;
   std::unique_ptr<Group> tensor;     // the T ranks splitting each layer
+  std::unique_ptr<Group> pipeline;   // the P stages this rank's micro-batches pass through
   std::unique_ptr<Group> data;       // the D ranks with this rank's tensor slice
   std::unique_ptr<Group> shard;      // inside data: size plan.shard_group_size
   std::unique_ptr<Group> replicate;  // inside data: size D / shard_group_size
   // The ranks that together hold one copy of the model state: a shard group
-  // at every tensor-parallel position (the gradient norm sums over it).
+  // at every tensor-parallel position of every stage (the gradient norm sums
+  // over it).
   std::unique_ptr<Group> model_copy;
+  // The T x P ranks that together hold the model's parameters once per
+  // data-parallel rank (the whole model is assembled over it).
+  std::unique_ptr<Group> model_parallel;
   ShardingPlan plan;
 
   Topology(Group& world, const ParallelConfig& config);
@@ -57,6 +67,11 @@ struct Topology {
   // micro-batches; the ranks of one tensor group read the same.
   int dp_rank() const { return data->rank(); }
   int dp_size() const { return data->size(); }
+  // Whether this rank saves a checkpoint file: the ranks of data-parallel
+  // replica 0, which together own every element once.
+  bool checkpoint_writer() const { return replicate->rank() == 0; }
+  // The world ranks of the checkpoint writers, ascending.
+  std::vector<int> checkpoint_writers() const;
 };
 
 }  // namespace llm

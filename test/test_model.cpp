@@ -158,6 +158,55 @@ TEST(Layout, SliceInitializationMatchesWholeUnit) {
   EXPECT_NE(whole, other_seed);
 }
 
+// Pipeline stages hold consecutive blocks, as even as the count allows (the
+// earlier stages take the remainder); a stage's layout keeps the whole
+// model's unit numbering, its other units empty, and each tensor it holds
+// has the whole model's index, offset and initial values.
+TEST(Layout, PipelineStagesHoldConsecutiveBlocksUnderWholeModelIndices) {
+  auto range = [](int layers, int stages, int stage) {
+    LayerRange r = pipeline_stage_layers(layers, stages, stage);
+    return std::pair{r.begin, r.end};
+  };
+  EXPECT_EQ(range(5, 3, 0), std::pair(0, 2));
+  EXPECT_EQ(range(5, 3, 1), std::pair(2, 4));
+  EXPECT_EQ(range(5, 3, 2), std::pair(4, 5));
+  EXPECT_EQ(range(4, 4, 3), std::pair(3, 4));
+  EXPECT_THROW(pipeline_stage_layers(2, 3, 0), Error);
+
+  Config c = tiny_config(false);
+  c.model.n_layers = 3;
+  const ParameterLayout whole = layout_build(c.model);
+  size_t held = 0;
+  for (int stage = 0; stage < 2; ++stage) {
+    const ParameterLayout part = layout_build(c.model, {0, 1, stage, 2});
+    ASSERT_EQ(part.units.size(), whole.units.size());
+    EXPECT_EQ(part.global_tensor_count, static_cast<int>(whole.tensors.size()));
+    EXPECT_EQ(part.units[part.embed_unit()].numel > 0, stage == 0);
+    EXPECT_EQ(part.units[part.head_unit()].numel > 0, stage == 1);
+    for (int l = 0; l < c.model.n_layers; ++l) {
+      const bool mine = l >= part.layers.begin && l < part.layers.end;
+      EXPECT_EQ(part.units[part.block_unit(l)].numel > 0, mine) << "stage " << stage << " block " << l;
+    }
+    for (size_t u = 0; u < part.units.size(); ++u) {
+      EXPECT_EQ(part.units[u].global_numel, whole.units[u].numel);
+      if (part.units[u].numel == 0) continue;
+      EXPECT_EQ(part.units[u].numel, whole.units[u].numel);
+      std::vector<float> a(part.units[u].numel), b(a.size());
+      layout_init_params(part, c.model, 5, static_cast<int>(u), 0, a.size(), a.data());
+      layout_init_params(whole, c.model, 5, static_cast<int>(u), 0, b.size(), b.data());
+      EXPECT_EQ(a, b) << part.units[u].name;
+    }
+    for (const TensorSpec& t : part.tensors) {
+      const TensorSpec& w = whole.tensors[whole.find(t.name)];
+      EXPECT_EQ(t.global_index, w.global_index) << t.name;
+      EXPECT_EQ(t.unit, w.unit) << t.name;
+      EXPECT_EQ(t.offset, w.offset) << t.name;
+    }
+    held += part.total_numel;
+  }
+  EXPECT_EQ(held, whole.total_numel);
+}
+
 // Activation checkpointing recomputes with the same kernels in the same order:
 // every gradient is bit-identical to the run that kept everything, for full
 // and selective recomputation and for checkpointing every block or every

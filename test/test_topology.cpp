@@ -59,7 +59,8 @@ TEST(Topology, TensorParallelDegreeMustDivideTheWorldAndTheModel) {
     data_parallel_size(tp, 8);
     FAIL() << "3 does not divide 8";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("parallel.tensor_parallel (3) must divide the world size (8)"),
+    EXPECT_NE(std::string(e.what()).find("parallel.tensor_parallel (3) x "
+                                         "parallel.pipeline_parallel (1) must divide the world size (8)"),
               std::string::npos);
   }
   auto refusal = [](const std::string& override_text) {
@@ -77,6 +78,42 @@ TEST(Topology, TensorParallelDegreeMustDivideTheWorldAndTheModel) {
   EXPECT_NE(refusal("parallel.tensor_parallel=0").find("parallel.tensor_parallel must be >= 1"),
             std::string::npos);
   EXPECT_NE(refusal("parallel.tensor_parallel=3").find("must divide model.n_heads (4)"),
+            std::string::npos);
+}
+
+// Pipeline stages: at most one per block, T x P dividing the world, and no
+// tied LM head (it would need the embedding on both ends).
+TEST(Topology, PipelineStagesMustFitTheModelAndTheWorld) {
+  ParallelConfig mesh = parallel("ddp", 0);
+  mesh.tensor_parallel = 2;
+  mesh.pipeline_parallel = 2;
+  EXPECT_EQ(data_parallel_size(mesh, 8), 2);
+  try {
+    data_parallel_size(mesh, 6);
+    FAIL() << "2 x 2 does not divide 6";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("parallel.tensor_parallel (2) x parallel.pipeline_parallel "
+                                         "(2) must divide the world size (6)"),
+              std::string::npos);
+  }
+  auto refusal = [](std::vector<std::string> overrides) {
+    try {
+      config_load("configs/tiny.toml", overrides);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  // tiny: 2 blocks, tied embeddings.
+  EXPECT_EQ(refusal({"parallel.pipeline_parallel=2", "model.tie_embeddings=false"}), "");
+  EXPECT_NE(refusal({"parallel.pipeline_parallel=2"}).find("needs model.tie_embeddings = false"),
+            std::string::npos);
+  EXPECT_NE(refusal({"parallel.pipeline_parallel=3", "model.tie_embeddings=false"})
+                .find("parallel.pipeline_parallel must be in [1, model.n_layers = 2]"),
+            std::string::npos);
+  EXPECT_NE(refusal({"parallel.pipeline_parallel=0"}).find("parallel.pipeline_parallel must be in"),
+            std::string::npos);
+  EXPECT_NE(refusal({"parallel.pipeline_schedule=zigzag"}).find("parallel.pipeline_schedule"),
             std::string::npos);
 }
 

@@ -14,6 +14,7 @@
 #include "runtime/system.h"
 #include "data/tokenizer.h"
 #include "model/generate.h"
+#include "model/pipeline_schedule.h"
 #include "interop/hf_llama.h"
 #include "parallel/checkpoint.h"
 #include "parallel/comm_nccl.h"
@@ -55,16 +56,24 @@ std::unique_ptr<Group> device_group(const Config& config, Group& world) {
 }  // namespace
 
 MemoryPlan memory_plan(const Config& config, const ShardingPlan& sharding) {
+  // The largest over pipeline stages (the tensor-parallel splits are even:
+  // every rank of a stage holds the same).
+  const TrainingConfig& t = config.training;
+  const int tp = config.parallel.tensor_parallel, pp = config.parallel.pipeline_parallel;
+  const int micro_batches =
+      std::max(1, t.batch_size / (t.micro_batch_size * sharding.data_parallel_size));
   MemoryPlan plan;
-  // One tensor-parallel rank's slice (the splits are even: every rank's is
-  // the same size).
-  const int tp = config.parallel.tensor_parallel;
-  plan.state = ShardingEngine::planned_bytes(layout_build(config.model, {0, tp}), sharding, config);
-  plan.activations = Transformer::activation_bytes(config.model, config.training.micro_batch_size,
-                                                   config.training.seq_len,
-                                                   checkpointing_plan(config.training),
-                                                   config.precision(), tp)
-                         .total;
+  for (int stage = 0; stage < pp; ++stage) {
+    const ModelSlice slice{0, tp, stage, pp};
+    MemoryPlan stage_plan;
+    stage_plan.state = ShardingEngine::planned_bytes(layout_build(config.model, slice), sharding, config);
+    stage_plan.activations =
+        Transformer::activation_bytes(
+            config.model, t.micro_batch_size, t.seq_len, checkpointing_plan(t), config.precision(),
+            slice, pipeline_in_flight(config.parallel.pipeline_schedule, pp, stage, micro_batches))
+            .total;
+    if (stage == 0 || stage_plan.total() > plan.total()) plan = stage_plan;
+  }
   return plan;
 }
 
@@ -120,9 +129,13 @@ Trainer::Trainer(Config config, Group& world)
                                              static_cast<uint64_t>(t.seed), /*shuffle=*/false);
   }
   const Backend& backend = backend_for(config_.device(), config_.training.attention);
-  model_ = std::make_unique<Transformer>(config_.model, t.micro_batch_size, t.seq_len, backend,
-                                         checkpointing_plan(t), config_.precision(),
-                                         topology_.tensor.get());
+  const int stages = topology_.pipeline->size(), stage = topology_.pipeline->rank();
+  model_ = std::make_unique<Transformer>(
+      config_.model, t.micro_batch_size, t.seq_len, backend, checkpointing_plan(t),
+      config_.precision(),
+      ModelSplit{topology_.tensor.get(), topology_.pipeline.get(),
+                 pipeline_in_flight(config_.parallel.pipeline_schedule, stages, stage,
+                                    accumulation_steps_)});
   engine_ = std::make_unique<ShardingEngine>(model_->layout(), config_, backend, topology_);
   engine_->set_steps_per_epoch(
       static_cast<int>(std::max<int64_t>(1, train_data_->num_samples() / t.batch_size)));
@@ -201,20 +214,26 @@ StepResult Trainer::train_step(int step) {
   const float dloss = 1.0f / (static_cast<float>(t.batch_size) * t.seq_len);
   const int dp = topology_.dp_size();
   engine_->zero_grads();
-  double loss_sum = 0;
-  for (int micro = 0; micro < accumulation_steps_; ++micro) {
-    // Micro-batch `micro` of every rank, side by side, then the next: the
-    // step's sequences are the same whatever the world size.
+  // Micro-batch `micro` of every data-parallel rank, side by side, then the
+  // next: the step's sequences are the same whatever the world size.
+  auto tokens = [&](int micro) {
     int64_t position = static_cast<int64_t>(step) * t.batch_size +
                        (static_cast<int64_t>(micro) * dp + topology_.dp_rank()) * mb;
     train_data_->read(position, mb, inputs_.data(), targets_.data());
+    return MicroBatchTokens{inputs_.data(), targets_.data()};
+  };
+  auto before_backward = [&](int micro) {
     engine_->begin_micro_batch(micro == accumulation_steps_ - 1);
-    loss_sum += model_->forward_backward(*engine_, inputs_.data(), targets_.data(), mb, t.seq_len,
-                                         dloss);
-  }
+  };
+  const PipelineStepResult run =
+      pipeline_step(config_.parallel.pipeline_schedule, *model_, *engine_, accumulation_steps_, mb,
+                    t.seq_len, dloss, tokens, before_backward);
   StepResult result;
-  // The ranks of a tensor group compute the same loss; data-parallel ranks
-  // distinct ones.
+  result.pipeline_wait_seconds = run.wait_seconds;
+  // The last stage computes the losses; the ranks of a tensor group compute
+  // the same ones, data-parallel ranks distinct ones.
+  double loss_sum = run.loss_sum;
+  if (topology_.pipeline->size() > 1) loss_sum = topology_.pipeline->all_reduce_sum(loss_sum);
   result.loss = static_cast<float>(topology_.data->all_reduce_sum(loss_sum) /
                                    (static_cast<double>(accumulation_steps_) * dp));
   result.grad_norm = engine_->grad_norm();
@@ -276,12 +295,24 @@ void Trainer::run() {
   }
 
   StateBytes state = engine_->bytes();
+  const int stages = topology_.pipeline->size();
   spdlog::info("config {} | {} parameters | batch {} x {} tokens | {} ranks: tensor parallel {} x "
-               "data parallel {}, mode {} (shard group {}) | {} micro-batches of {} per rank",
+               "pipeline parallel {} x data parallel {}, mode {} (shard group {}) | {} "
+               "micro-batches of {} per rank",
                config_.path, layout_build(config_.model).total_numel, t.batch_size, t.seq_len,
-               topology_.world.size(), topology_.tensor->size(), topology_.dp_size(),
+               topology_.world.size(), topology_.tensor->size(), stages, topology_.dp_size(),
                topology_.plan.mode, topology_.plan.shard_group_size, accumulation_steps_,
                t.micro_batch_size);
+  if (stages > 1) {
+    const LayerRange layers = model_->layout().layers;
+    spdlog::info("pipeline stage {} of {}: blocks {}..{}{}{} | schedule {}, {} micro-batches in "
+                 "flight | bubble (P - 1) / (M + P - 1) = {:.1f}% of each step",
+                 topology_.pipeline->rank(), stages, layers.begin, layers.end - 1,
+                 model_->layout().slice.first_stage() ? " + embedding" : "",
+                 model_->layout().slice.last_stage() ? " + head" : "",
+                 config_.parallel.pipeline_schedule, model_->split().in_flight,
+                 100 * pipeline_bubble_fraction(stages, accumulation_steps_));
+  }
   const size_t activations = model_->activation_bytes().total;
   spdlog::info("memory per rank: parameters {}, gradients {}, optimizer {}, buffers {}, "
                "activations {} ({}, checkpointing {}); peak resident {}",
@@ -329,10 +360,13 @@ void Trainer::run() {
     int done = step + 1;
     if (done % config_.logging.log_interval == 0 || done == t.steps) {
       double eta = seconds_since(run_start) / (done - start_step_) * (t.steps - done);
+      const std::string pipeline_wait =
+          stages > 1 ? fmt::format(" | pipeline wait {:.0f}%", 100 * r.pipeline_wait_seconds / seconds)
+                     : "";
       spdlog::info("step {:>5}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | "
-                   "{:.1f} ms | ETA {}",
+                   "{:.1f} ms{} | ETA {}",
                    done, t.steps, r.loss, r.lr, r.grad_norm, tokens_per_s, seconds * 1e3,
-                   format_duration(eta));
+                   pipeline_wait, format_duration(eta));
     }
     if (r.skipped) {
       spdlog::warn("step {} | update skipped by the spike guard: {}", done, r.skipped->reason);

@@ -56,6 +56,7 @@ struct StepResult {
   float grad_norm;
   float lr;
   std::optional<SpikeVerdict> skipped;  // set when the spike guard skipped the update
+  double pipeline_wait_seconds = 0;  // this rank's wait for neighbouring stages' messages
 };
 
 class Trainer {

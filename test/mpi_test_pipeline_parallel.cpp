@@ -1,0 +1,268 @@
+// Pipeline parallelism under mpirun, against the single-process run with the
+// same global batch: per-step losses, gradient norms and the whole model's
+// parameters after a few steps, for P stages alone (uneven when P does not
+// divide the blocks), with tensor parallelism (T = 2, P = 2) and with data
+// parallelism (P = 2 over D = 2: ddp, zero1, zero3, hybrid); 1F1B and GPipe
+// give the same bits; evaluation runs through the stages; checkpoints saved
+// at (T, P) = (2, 2) resume bit-identically and load into zero3 over four
+// ranks and into a single process. Each test names the world it needs and
+// skips elsewhere, saying so.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "parallel/comm.h"
+#include "parallel/topology.h"
+#include "test/mpi_runs.h"
+#include "trainer/trainer.h"
+
+namespace llm {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kSteps = 4;
+// As mpi_test_tensor_parallel.cpp: a stage computes exactly what the single
+// process computes for its blocks, but the gradient norm's squares are summed
+// per stage first (another order), which moves the clip scale in its last
+// bits; with tensor parallelism the matmul partial sums add ~1e-7 relative.
+constexpr float kLossTolerance = 2e-5f;
+constexpr float kParamTolerance = 2e-5f;
+
+// Both untied (a tied LM head cannot be pipelined). tiny: 4 blocks, so 3
+// stages split them 2 + 1 + 1. ragged: 3 blocks, 40 wide, 4 heads over 2 kv
+// heads, ffn 100.
+std::vector<std::string> base_overrides(const std::string& model, const std::string& run_dir) {
+  std::vector<std::string> o = comparison_overrides(run_dir);
+  o.push_back("model.tie_embeddings=false");
+  if (model == "tiny") o.push_back("model.n_layers=4");
+  if (model == "ragged") {
+    for (const char* kv : {"model.n_layers=3", "model.dim=40", "model.n_heads=4",
+                           "model.n_kv_heads=2", "model.ffn_dim=100"}) {
+      o.push_back(kv);
+    }
+  }
+  return o;
+}
+
+std::string temp_dir(const std::string& name) {
+  return (fs::temp_directory_path() /
+          ("llm_mpi_pp_np" + std::to_string(comm_world().size()) + "_" + name))
+      .string();
+}
+
+Config make_config(const std::string& model, const std::string& run_dir,
+                   const std::vector<std::string>& overrides) {
+  std::vector<std::string> all = base_overrides(model, run_dir);
+  all.insert(all.end(), overrides.begin(), overrides.end());
+  return config_load("configs/tiny.toml", all);
+}
+
+RunResult train(Group& world, const std::string& model, const std::vector<std::string>& overrides) {
+  return run_steps(world, make_config(model, temp_dir("runs"), overrides), kSteps);
+}
+
+const RunResult& reference(const std::string& model) {
+  static std::map<std::string, RunResult> cache;
+  if (!cache.count(model)) {
+    std::unique_ptr<Group> alone = comm_world().split(comm_world().rank(), 0);
+    cache[model] = train(*alone, model, {});
+  }
+  return cache.at(model);
+}
+
+void expect_matches_reference(const std::string& model, const std::vector<std::string>& mesh) {
+  const RunResult& ref = reference(model);
+  RunResult run = train(comm_world(), model, mesh);
+  for (int s = 0; s < kSteps; ++s) {
+    EXPECT_NEAR(run.losses[s], ref.losses[s], kLossTolerance) << "step " << s + 1;
+    EXPECT_NEAR(run.grad_norms[s], ref.grad_norms[s], 1e-4f * ref.grad_norms[s]) << "step " << s + 1;
+  }
+  ASSERT_EQ(run.params.size(), ref.params.size());
+  EXPECT_LE(max_abs_difference(run.params, ref.params), kParamTolerance);
+}
+
+std::string stages(int p) { return "parallel.pipeline_parallel=" + std::to_string(p); }
+
+#define REQUIRE_WORLD(n)                                                                 \
+  if (comm_world().size() != (n)) GTEST_SKIP() << "this mesh needs " << (n) << " ranks, " \
+                                               << "this world has " << comm_world().size()
+
+// Placement: a stage is a block of T x D consecutive ranks; the pipeline
+// group links the ranks with the same (t, d) in stage order; one copy of the
+// model state spans every stage.
+TEST(PipelineParallelMesh, StagesAreBlocksOfConsecutiveRanks) {
+  REQUIRE_WORLD(4);
+  Group& world = comm_world();
+  ParallelConfig config;
+  config.mode = ParallelMode::zero3;
+  config.pipeline_parallel = 2;
+  Topology topology(world, config);  // T = 1, P = 2, D = 2
+  EXPECT_EQ(topology.pipeline->size(), 2);
+  EXPECT_EQ(topology.pipeline->rank(), world.rank() / 2);
+  EXPECT_EQ(topology.dp_size(), 2);
+  EXPECT_EQ(topology.dp_rank(), world.rank() % 2);
+  EXPECT_EQ(topology.model_copy->size(), 4);
+  EXPECT_EQ(topology.model_parallel->size(), 2);
+  EXPECT_EQ(topology.checkpoint_writers(), (std::vector<int>{0, 1, 2, 3}));
+  config.mode = ParallelMode::ddp;
+  Topology replicated(world, config);
+  EXPECT_EQ(replicated.checkpoint_writers(), (std::vector<int>{0, 2}));
+  EXPECT_EQ(replicated.checkpoint_writer(), world.rank() % 2 == 0);
+}
+
+class PipelineParallel : public ::testing::TestWithParam<std::string> {};
+
+// (1, P, 1) with P = the world: 2 even stages, 3 stages of 2 + 1 + 1 blocks
+// (tiny) or 1 + 1 + 1 (ragged).
+TEST_P(PipelineParallel, StagesMatchSingleProcess) {
+  const int world = comm_world().size();
+  const int blocks = GetParam() == "tiny" ? 4 : 3;
+  if (world < 2 || world > 3) GTEST_SKIP() << "stage-only meshes run on 2 and 3 ranks";
+  ASSERT_LE(world, blocks);
+  expect_matches_reference(GetParam(), {stages(world)});
+}
+
+// (2, 2, 1): tensor parallelism inside each stage.
+TEST_P(PipelineParallel, WithTensorParallelMatchesSingleProcess) {
+  REQUIRE_WORLD(4);
+  expect_matches_reference(GetParam(), {stages(2), "parallel.tensor_parallel=2"});
+}
+
+// (1, 2, 2): every data-parallel mode over the two ranks of each stage.
+TEST_P(PipelineParallel, WithDataParallelModesMatchesSingleProcess) {
+  REQUIRE_WORLD(4);
+  for (std::vector<std::string> mode : {std::vector<std::string>{"parallel.mode=ddp"},
+                                        {"parallel.mode=zero1"},
+                                        {"parallel.mode=zero3"},
+                                        {"parallel.mode=hybrid", "parallel.shard_group_size=1"}}) {
+    SCOPED_TRACE(mode[0]);
+    mode.push_back(stages(2));
+    expect_matches_reference(GetParam(), mode);
+  }
+}
+
+// (2, 2, 2): all three dimensions, zero3 and hybrid (shard groups of 2 over
+// D = 2 is zero3's sharding; replication across them needs D = 4: (1, 2, 4)).
+TEST_P(PipelineParallel, ThreeDimensionalMeshMatchesSingleProcess) {
+  REQUIRE_WORLD(8);
+  for (std::vector<std::string> mesh :
+       {std::vector<std::string>{"parallel.tensor_parallel=2", "parallel.mode=zero3"},
+        {"parallel.tensor_parallel=2", "parallel.mode=ddp"},
+        {"parallel.mode=hybrid", "parallel.shard_group_size=2"}}) {
+    SCOPED_TRACE(mesh[0] + " " + mesh[1]);
+    mesh.push_back(stages(2));
+    expect_matches_reference(GetParam(), mesh);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(TinyAndRagged, PipelineParallel, ::testing::Values("tiny", "ragged"));
+
+// Both schedules run each stage's backward passes in micro-batch order, so
+// every gradient accumulates in the same order: the same bits, also with
+// recomputation and bf16. GPipe holds every micro-batch, 1F1B at most P.
+TEST(PipelineSchedules, OneFOneBAndGPipeGiveTheSameBits) {
+  const int world = comm_world().size();
+  if (world < 2) GTEST_SKIP() << "needs 2 or more ranks";
+  const int p = std::min(world, 4);
+  const std::string dp = world % p == 0 ? "parallel.mode=zero3" : "parallel.mode=ddp";
+  if (world % p != 0) GTEST_SKIP() << p << " stages do not divide " << world << " ranks";
+  for (std::vector<std::string> extra : {std::vector<std::string>{},
+                                         {"training.activation_checkpointing=full"},
+                                         {"training.precision=bf16"}}) {
+    SCOPED_TRACE(extra.empty() ? "plain" : extra[0]);
+    extra.push_back(stages(p));
+    extra.push_back(dp);
+    std::vector<std::string> gpipe = extra;
+    gpipe.push_back("parallel.pipeline_schedule=gpipe");
+    RunResult a = train(comm_world(), "tiny", extra), b = train(comm_world(), "tiny", gpipe);
+    EXPECT_EQ(a.losses, b.losses);
+    EXPECT_EQ(a.grad_norms, b.grad_norms);
+    ASSERT_EQ(a.params.size(), b.params.size());
+    EXPECT_EQ(0, std::memcmp(a.params.data(), b.params.data(), a.params.size() * sizeof(float)));
+  }
+}
+
+// In-flight activations: stage s of P holds min(P - s, M) micro-batches
+// under 1F1B and all M under GPipe, and the memory plan is the largest
+// stage's; evaluation and generation run through the stages.
+TEST(PipelineSchedules, ActivationSlotsEvaluationAndSampling) {
+  REQUIRE_WORLD(2);
+  Config one_f_one_b = make_config("tiny", temp_dir("runs"), {stages(2), "training.eval_sequences=4",
+                                                             "training.sample_tokens=4"});
+  Config gpipe = one_f_one_b;
+  gpipe.parallel.pipeline_schedule = PipelineSchedule::gpipe;
+  Trainer a(one_f_one_b, comm_world()), b(gpipe, comm_world());
+  const int stage = a.topology().pipeline->rank(), M = a.accumulation_steps();
+  EXPECT_EQ(M, 12);
+  EXPECT_EQ(a.model().split().in_flight, 2 - stage);
+  EXPECT_EQ(b.model().split().in_flight, M);
+  EXPECT_GT(b.model().activation_bytes().total, a.model().activation_bytes().total);
+  const size_t mine = a.engine().bytes().total() + a.model().activation_bytes().total;
+  const double largest = comm_world().all_reduce_sum(stage == 0 ? static_cast<double>(mine) : 0);
+  EXPECT_EQ(memory_plan(one_f_one_b, a.topology().plan).total(), static_cast<size_t>(largest))
+      << "stage 0 holds the embedding and two micro-batches: the largest";
+
+  std::unique_ptr<Group> alone = comm_world().split(comm_world().rank(), 0);
+  Config single = make_config("tiny", temp_dir("runs"), {"training.eval_sequences=4",
+                                                       "training.sample_tokens=4"});
+  Trainer reference_run(single, *alone);
+  EXPECT_NEAR(a.evaluate(), reference_run.evaluate(), 1e-6f);
+  EXPECT_EQ(a.sample(4), reference_run.sample(4)) << "the same tokens on every stage";
+}
+
+// Checkpoints: saved at (T, P, D) = (2, 2, 1), a resume at the same mesh
+// continues bit-identically; the checkpoint loads into zero3 over four ranks
+// (1, 1, 4) and into a single process, continuing the same curve.
+TEST(PipelineParallelCheckpoint, ResumesExactlyAndLoadsIntoOtherMeshes) {
+  REQUIRE_WORLD(4);
+  Group& world = comm_world();
+  constexpr int kSaveAt = 2;
+  const std::string dir = temp_dir("ckpt");
+  if (world.rank() == 0) fs::remove_all(dir);
+  world.barrier();
+  const std::vector<std::string> mesh = {stages(2), "parallel.tensor_parallel=2"};
+  auto config = [&](const std::string& resume, std::vector<std::string> mode) {
+    mode.push_back("checkpoint.resume=" + resume);
+    return make_config("ragged", dir + "/split", mode);
+  };
+  RunResult straight = train(world, "ragged", mesh);
+  std::string saved;
+  {
+    Trainer first(config("none", mesh), world);
+    for (int s = 0; s < kSaveAt; ++s) first.train_step(s);
+    saved = first.save_checkpoint(kSaveAt);
+  }
+  auto continue_from = [&](Group& group, const std::vector<std::string>& mode) {
+    Trainer t(config(saved, mode), group);
+    EXPECT_EQ(t.start_step(), kSaveAt);
+    RunResult r;
+    for (int s = kSaveAt; s < kSteps; ++s) r.losses.push_back(t.train_step(s).loss);
+    r.params = t.engine().gather_all_params();
+    return r;
+  };
+  {
+    SCOPED_TRACE("resumed at the same mesh");
+    RunResult rest = continue_from(world, mesh);
+    for (int s = kSaveAt; s < kSteps; ++s) EXPECT_EQ(rest.losses[s - kSaveAt], straight.losses[s]);
+    ASSERT_EQ(rest.params.size(), straight.params.size());
+    EXPECT_EQ(0, std::memcmp(rest.params.data(), straight.params.data(), rest.params.size() * 4));
+  }
+  for (bool single : {true, false}) {
+    SCOPED_TRACE(single ? "loaded into one process" : "loaded into zero3 over 4 ranks");
+    std::unique_ptr<Group> alone = world.split(world.rank(), 0);
+    RunResult rest = continue_from(single ? *alone : world, {"parallel.mode=zero3"});
+    for (int s = kSaveAt; s < kSteps; ++s) {
+      EXPECT_NEAR(rest.losses[s - kSaveAt], straight.losses[s], kLossTolerance) << s + 1;
+    }
+    EXPECT_LE(max_abs_difference(rest.params, straight.params), kParamTolerance);
+  }
+}
+
+}  // namespace
+}  // namespace llm
