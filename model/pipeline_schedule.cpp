@@ -77,15 +77,19 @@ class StageRunner {
   bool first() const { return stage_ == 0; }
   bool last() const { return stage_ == stages_ - 1; }
   int slot(int micro) const { return micro % slots_; }
-  // Sends `send` to and receives `recv` from `peer` (either may be absent),
-  // waiting for both.
+  // Sends `send` to and receives `recv` from `peer` (either may be absent,
+  // not both), waiting for both.
   void exchange(const std::optional<StageMessage>& send, const std::optional<StageMessage>& recv,
                 int peer) {
     auto start = std::chrono::steady_clock::now();
-    const StageMessage none{nullptr, 0, WireType::f32};
-    const StageMessage& s = send ? *send : none;
-    const StageMessage& r = recv ? *recv : none;
-    group_->send_recv_async(s.data, s.count, peer, r.data, r.count, peer, send ? s.type : r.type).wait();
+    if (send && recv) {
+      group_->send_recv_async(send->data, send->count, peer, recv->data, recv->count, peer, send->type)
+          .wait();
+    } else if (send) {
+      group_->send(send->data, send->count, send->type, peer);
+    } else {
+      group_->recv(recv->data, recv->count, recv->type, peer);
+    }
     result_.wait_seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }

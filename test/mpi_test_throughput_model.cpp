@@ -2,7 +2,8 @@
 // every hybrid group size), precision, reduce dtype, head tying and number
 // of micro-batches, the calls, payload bytes and ring bytes sent per
 // collective type that the model predicts for one step equal what the comm
-// layer's CommStats count while the real Trainer runs steps on this world.
+// layer's CommStats count while the real Trainer runs steps on this world;
+// and the pipeline stages' messages are what planning/pipeline_model.h says.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "planning/hardware_profile.h"
+#include "planning/pipeline_model.h"
 #include "planning/throughput_model.h"
 #include "trainer/trainer.h"
 #include "parallel/comm.h"
@@ -85,6 +87,44 @@ TEST(ThroughputModelTraffic, EqualsWhatTheEngineCounts) {
           EXPECT_EQ(kSteps * calls, real.calls);
           EXPECT_EQ(kSteps * payload, real.payload_bytes);
         }
+      }
+    }
+  }
+}
+
+// Every stage boundary carries one activation and one gradient per
+// micro-batch, whatever the schedule; summed over the world's T x D pipeline
+// groups.
+TEST(ThroughputModelTraffic, PipelineMessagesEqualWhatTheStagesSend) {
+  const int n = comm_world().size();
+  if (n % 2 != 0) GTEST_SKIP() << "two stages need an even world, this is " << n;
+  std::vector<std::vector<std::string>> meshes = {{"parallel.pipeline_parallel=2"}};
+  if (n % 4 == 0) {
+    meshes.push_back({"parallel.pipeline_parallel=2", "parallel.tensor_parallel=2", "model.n_kv_heads=2"});
+  }
+  for (const auto& mesh : meshes) {
+    for (const char* schedule : {"1f1b", "gpipe"}) {
+      for (const char* precision : {"fp32", "bf16"}) {
+        std::vector<std::string> o = overrides("untied", 1);
+        o.insert(o.end(), mesh.begin(), mesh.end());
+        o.push_back(std::string("parallel.pipeline_schedule=") + schedule);
+        o.push_back(std::string("training.precision=") + precision);
+        std::string name;
+        for (const std::string& kv : o) name += " " + kv;
+        SCOPED_TRACE(name);
+        const Config config = config_load("configs/tiny.toml", o);
+        Trainer trainer(config, comm_world());
+        trainer.topology().pipeline->reset_stats();
+        for (int s = 0; s < kSteps; ++s) trainer.train_step(s);
+        const CommStats& mine = trainer.topology().pipeline->stats();
+        const double sent = comm_world().all_reduce_sum(static_cast<double>(mine.p2p_sent));
+        const double calls = comm_world().all_reduce_sum(static_cast<double>(mine.calls));
+        const int pipelines = n / 2;
+        const PipelineTraffic predicted = pipeline_step_traffic(config, trainer.accumulation_steps());
+        EXPECT_GT(predicted.sent_bytes, 0u);
+        EXPECT_EQ(sent, static_cast<double>(kSteps * pipelines * predicted.sent_bytes));
+        EXPECT_EQ(calls, static_cast<double>(kSteps * pipelines * predicted.sends));
+        EXPECT_EQ(mine.sent_bytes, mine.p2p_sent) << "nothing but point-to-point messages";
       }
     }
   }
