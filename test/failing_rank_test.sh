@@ -4,7 +4,7 @@
 # sample of out-of-range tokens: exactly one rank reads it (ranks read
 # distinct samples) and throws, while the other waits in a collective. The job
 # must exit non-zero within 60 s, naming the rank and the bad shard; the same
-# on a mesh of tensor-parallel groups.
+# on a mesh of tensor-parallel groups and one of pipeline stages.
 # usage: failing_rank_test.sh <path to train> <mpiexec>
 set -u
 train=$1
@@ -43,3 +43,6 @@ run 2
 # A 2 x 2 mesh: the tensor group that reads the bad sample fails (both its
 # ranks read it) while the other waits in a tensor or data-parallel collective.
 run 4 --parallel.tensor_parallel=2 --parallel.mode=zero3
+# Two pipelines of two stages: both stages of the replica that reads the bad
+# sample fail, the other replica's stages wait on a message or a collective.
+run 4 --parallel.pipeline_parallel=2 --model.tie_embeddings=false

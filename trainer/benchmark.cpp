@@ -18,6 +18,7 @@
 #include "runtime/system.h"
 #include "trainer/trainer.h"
 #include "data/shard.h"
+#include "model/pipeline_schedule.h"
 
 namespace llm {
 namespace {
@@ -86,13 +87,17 @@ std::unique_ptr<Trainer> synthetic_trainer(Config config, Group& world) {
   return trainer;
 }
 
-// Seconds per step over `steps` steps after one warm-up step (slowest rank).
-double time_steps(Trainer& trainer, int steps) {
+// Seconds per step over `steps` steps after one warm-up step (slowest rank);
+// `waited` (when given) receives this rank's mean wait per counted step for
+// the neighbouring pipeline stages.
+double time_steps(Trainer& trainer, int steps, double* waited = nullptr) {
   trainer.train_step(0);
   trainer.topology().world.barrier();
   auto start = Clock::now();
-  for (int s = 1; s <= steps; ++s) trainer.train_step(s);
+  double wait = 0;
+  for (int s = 1; s <= steps; ++s) wait += trainer.train_step(s).pipeline_wait_seconds;
   trainer.topology().world.barrier();
+  if (waited) *waited = wait / steps;
   return seconds_since(start) / steps;
 }
 
@@ -133,17 +138,26 @@ void benchmark_run(Config config, Group& world, int steps, double peak_tflops) {
 void benchmark_modes(Config config, Group& world, int steps) {
   const int n = world.size();
   struct Row {
-    int tensor_parallel;
+    int tensor_parallel, pipeline_parallel;
     ParallelMode mode;
     int shard_group_size;
   };
-  std::vector<Row> rows = {{1, ParallelMode::ddp, 0}, {1, ParallelMode::zero1, 0},
-                           {1, ParallelMode::zero2, 0}, {1, ParallelMode::zero3, 0}};
-  if (n >= 4 && n % 2 == 0) rows.push_back({1, ParallelMode::hybrid, n / 2});
+  std::vector<Row> rows = {{1, 1, ParallelMode::ddp, 0}, {1, 1, ParallelMode::zero1, 0},
+                           {1, 1, ParallelMode::zero2, 0}, {1, 1, ParallelMode::zero3, 0}};
+  if (n >= 4 && n % 2 == 0) rows.push_back({1, 1, ParallelMode::hybrid, n / 2});
   // Tensor parallelism over pairs of ranks, where the world and the model split in two.
   if (n % 2 == 0 && !tensor_parallel_uneven_split(config, 2).key) {
-    rows.push_back({2, ParallelMode::ddp, 0});
-    rows.push_back({2, ParallelMode::zero3, 0});
+    rows.push_back({2, 1, ParallelMode::ddp, 0});
+    rows.push_back({2, 1, ParallelMode::zero3, 0});
+  }
+  // Two pipeline stages, where the world splits in two and the LM head is untied.
+  const bool pipelines = n % 2 == 0 && config.model.n_layers >= 2 && !config.model.tie_embeddings;
+  if (pipelines) {
+    rows.push_back({1, 2, ParallelMode::ddp, 0});
+    rows.push_back({1, 2, ParallelMode::zero3, 0});
+    if (n % 4 == 0 && !tensor_parallel_uneven_split(config, 2).key) {
+      rows.push_back({2, 2, ParallelMode::zero3, 0});
+    }
   }
   const ParameterLayout layout = layout_build(config.model);
   const double model_bytes = 4.0 * layout.total_numel;
@@ -151,36 +165,48 @@ void benchmark_modes(Config config, Group& world, int steps) {
     fmt::print("modes benchmark {}: {} parameters ({}), {} ranks, batch {} x {}, micro-batch {}\n",
                config.path, layout.total_numel, format_bytes(model_bytes), n,
                config.training.batch_size, config.training.seq_len, config.training.micro_batch_size);
-    fmt::print("{:<3} {:<10} {:>9} {:>9} {:>11} {:>11} {:>11} {:>11} {:>12} {:>12} {:>8}\n", "T",
-               "mode", "ms/step", "tokens/s", "params", "grads", "optimizer", "buffers",
-               "activations", "sent/step", "vs ddp");
+    fmt::print("{:<3} {:<3} {:<10} {:>9} {:>9} {:>11} {:>11} {:>11} {:>11} {:>12} {:>12} {:>8} "
+               "{:>7} {:>7}\n",
+               "T", "P", "mode", "ms/step", "tokens/s", "params", "grads", "optimizer", "buffers",
+               "activations", "sent/step", "vs ddp", "bubble", "waited");
   }
   double ddp_sent = 0;
   for (const Row& row : rows) {
     config.parallel.tensor_parallel = row.tensor_parallel;
+    config.parallel.pipeline_parallel = row.pipeline_parallel;
     config.parallel.mode = row.mode;
     config.parallel.shard_group_size = row.shard_group_size;
     std::unique_ptr<Trainer> trainer = synthetic_trainer(config, world);
     Topology& topo = trainer->topology();
-    double seconds = time_steps(*trainer, 1);  // warm-up before the counted steps
-    for (Group* group : {topo.shard.get(), topo.replicate.get(), topo.tensor.get()}) group->reset_stats();
-    seconds = time_steps(*trainer, steps);
-    CommStats comm = topo.shard->stats();
-    comm.add(topo.replicate->stats());
-    comm.add(topo.tensor->stats());
+    time_steps(*trainer, 1);  // warm-up before the counted steps
+    Group* groups[] = {topo.shard.get(), topo.replicate.get(), topo.tensor.get(), topo.pipeline.get()};
+    for (Group* group : groups) group->reset_stats();
+    double waited = 0;
+    const double seconds = time_steps(*trainer, steps, &waited);
+    CommStats comm;
+    for (Group* group : groups) comm.add(group->stats());
     double sent = static_cast<double>(comm.sent_bytes) / (steps + 1);  // + the warm-up step
-    if (row.mode == ParallelMode::ddp && row.tensor_parallel == 1) ddp_sent = sent;
+    if (row.mode == ParallelMode::ddp && row.tensor_parallel == 1 && row.pipeline_parallel == 1) {
+      ddp_sent = sent;
+    }
     StateBytes b = trainer->engine().bytes();
     if (world.rank() != 0) continue;
     std::string name = row.mode == ParallelMode::hybrid
                            ? fmt::format("hybrid/{}", row.shard_group_size)
                            : to_string(row.mode);
-    fmt::print("{:<3} {:<10} {:>9.1f} {:>9.0f} {:>11} {:>11} {:>11} {:>11} {:>12} {:>12} {:>8.2f}\n",
-               row.tensor_parallel, name, seconds * 1e3,
+    const bool staged = row.pipeline_parallel > 1;
+    const std::string bubble =
+        staged ? fmt::format("{:.0f}%", 100 * pipeline_bubble_fraction(row.pipeline_parallel,
+                                                                        trainer->accumulation_steps()))
+               : "-";
+    const std::string wait = staged ? fmt::format("{:.0f}%", 100 * waited / seconds) : "-";
+    fmt::print("{:<3} {:<3} {:<10} {:>9.1f} {:>9.0f} {:>11} {:>11} {:>11} {:>11} {:>12} {:>12} "
+               "{:>8.2f} {:>7} {:>7}\n",
+               row.tensor_parallel, row.pipeline_parallel, name, seconds * 1e3,
                config.training.batch_size * config.training.seq_len / seconds,
                format_bytes(b.params), format_bytes(b.grads), format_bytes(b.optimizer),
                format_bytes(b.buffers), format_bytes(trainer->model().activation_bytes().total),
-               format_bytes(sent), ddp_sent > 0 ? sent / ddp_sent : 0.0);
+               format_bytes(sent), ddp_sent > 0 ? sent / ddp_sent : 0.0, bubble, wait);
   }
   if (world.rank() == 0) {
     fmt::print("theory (ring, per rank): ddp all-reduce = 2 x model x (n-1)/n = {} per step; "
@@ -189,6 +215,12 @@ void benchmark_modes(Config config, Group& world, int steps) {
                "reduce-scatters of activations (planning/tensor_parallel_model.h) and move half "
                "the state over n / 2 data-parallel ranks\n",
                format_bytes(2 * model_bytes * (n - 1.0) / n));
+    fmt::print("P = 2 rows: bytes and memory are rank 0's (the first stage: the embedding and "
+               "the most micro-batches in flight); sent adds the stage boundary's activations "
+               "and gradients (planning/pipeline_model.h); bubble = (P - 1) / (M + P - 1) of a "
+               "step, waited = rank 0's time blocked on the other stage's messages{}\n",
+               pipelines ? "" : " (no P rows: they need an even world and an untied LM head, "
+                                "--model.tie_embeddings=false)");
   }
 }
 
