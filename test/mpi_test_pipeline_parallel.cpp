@@ -5,8 +5,9 @@
 // parallelism (P = 2 over D = 2: ddp, zero1, zero3, hybrid); 1F1B and GPipe
 // give the same bits; evaluation runs through the stages; checkpoints saved
 // at (T, P) = (2, 2) resume bit-identically and load into zero3 over four
-// ranks and into a single process. Each test names the world it needs and
-// skips elsewhere, saying so.
+// ranks and into a single process; Hugging Face weights load into every stage
+// and tensor slice. Each test names the world it needs and skips elsewhere,
+// saying so.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "interop/hf_llama.h"
 #include "parallel/comm.h"
 #include "parallel/topology.h"
 #include "test/mpi_runs.h"
@@ -261,6 +263,32 @@ TEST(PipelineParallelCheckpoint, ResumesExactlyAndLoadsIntoOtherMeshes) {
       EXPECT_NEAR(rest.losses[s - kSaveAt], straight.losses[s], kLossTolerance) << s + 1;
     }
     EXPECT_LE(max_abs_difference(rest.params, straight.params), kParamTolerance);
+  }
+}
+
+// model.init_from: every stage (and every tensor slice) reads its part of the
+// whole model's Hugging Face tensors, so the assembled parameters are the
+// exported ones, bit for bit.
+TEST(PipelineParallelHuggingFace, InitFromFillsEveryStageAndSlice) {
+  REQUIRE_WORLD(2);
+  Group& world = comm_world();
+  const std::string dir = temp_dir("hf");
+  std::unique_ptr<Group> alone = world.split(world.rank(), 0);
+  Config trained = make_config("tiny", temp_dir("runs"), {});
+  std::vector<float> exported;
+  {
+    Trainer single(trained, *alone);
+    single.train_step(0);  // weights unlike any initialization
+    exported = single.engine().gather_all_params();
+  }
+  if (world.rank() == 0) hf_export(trained.model, layout_build(trained.model), exported.data(), dir, {});
+  world.barrier();
+  for (const std::string mesh : {stages(2), std::string("parallel.tensor_parallel=2")}) {
+    SCOPED_TRACE(mesh);
+    Trainer loaded(make_config("tiny", temp_dir("runs"), {mesh, "model.init_from=" + dir}), world);
+    const std::vector<float> params = loaded.engine().gather_all_params();
+    ASSERT_EQ(params.size(), exported.size());
+    EXPECT_EQ(0, std::memcmp(params.data(), exported.data(), params.size() * sizeof(float)));
   }
 }
 

@@ -183,7 +183,10 @@ void Trainer::restore_state() {
     }
   } else if (!config_.model.init_from.empty()) {
     // Fine-tuning: parameters from Hugging Face weights, fresh AdamW moments.
-    HfWeights weights = HfWeights::open(config_.model.init_from, config_.model, model_->layout());
+    // The engine asks for the whole model's units and offsets (a tensor slice
+    // or a pipeline stage reads its part of them).
+    HfWeights weights =
+        HfWeights::open(config_.model.init_from, config_.model, layout_build(config_.model));
     HfWeightsSource source(weights);
     engine_->load_state(source, /*with_moments=*/false);
   }
