@@ -63,10 +63,12 @@ class StageRunner {
     if (!first()) exchange(model_.stage_gradient(B_, T_), std::nullopt, stage_ - 1);
   }
   void send_forward_recv_backward(int micro) {
-    if (!last()) exchange(model_.stage_output(slot(micro), B_, T_), model_.stage_gradient(B_, T_), stage_ + 1);
+    if (last()) return;
+    exchange(model_.stage_output(slot(micro), B_, T_), model_.stage_gradient(B_, T_), stage_ + 1);
   }
   void send_backward_recv_forward(int next_micro) {
-    if (!first()) exchange(model_.stage_gradient(B_, T_), model_.stage_input(slot(next_micro), B_, T_), stage_ - 1);
+    if (first()) return;
+    exchange(model_.stage_gradient(B_, T_), model_.stage_input(slot(next_micro), B_, T_), stage_ - 1);
   }
 
   int stage() const { return stage_; }
