@@ -118,6 +118,7 @@ void ReplicatedParams::after_update() {
   std::vector<CommHandle> gathers;
   for (size_t u = 0; u < units_.size(); ++u) {
     const UnitShard& s = shards_[u];
+    if (s.numel == 0) continue;  // another pipeline stage's unit: no call for nothing
     const WireType type = units_[u].compute ? compute_type_ : WireType::f32;
     char* full = static_cast<char*>(compute(static_cast<int>(u)));
     gathers.push_back(

@@ -1,4 +1,5 @@
-// Memory planner behind `./train plan`.
+// Memory planner behind `./train plan`: rows of (P, T, mode, recomputation,
+// precision, offload) with the trainer's memory_plan of each.
 // Invariant: a row "fits" when its bytes are at most the usable memory (the
 // device's less what the CUDA context, NCCL and the allocator keep); the
 // recommendation also leaves kRecommendedHeadroom of that to spare.
@@ -11,6 +12,7 @@
 
 #include "runtime/error.h"
 #include "runtime/system.h"
+#include "model/pipeline_schedule.h"
 #include "parallel/topology.h"
 
 namespace llm {
@@ -27,46 +29,74 @@ std::vector<int> tensor_parallel_degrees(const Config& config, int world, int de
   return degrees;
 }
 
+// The pipeline degrees worth listing: 1, then powers of two up to
+// kMaxPipelineStages that divide the world and leave every stage a block;
+// none with tied embeddings (the embedding and the head are on different
+// stages, which parallel.pipeline_parallel refuses).
+constexpr int kMaxPipelineStages = 8;
+std::vector<int> pipeline_parallel_degrees(const Config& config, int world) {
+  std::vector<int> degrees = {1};
+  if (config.model.tie_embeddings) return degrees;
+  for (int p = 2; p <= std::min(kMaxPipelineStages, config.model.n_layers); p *= 2) {
+    if (world % p == 0) degrees.push_back(p);
+  }
+  return degrees;
+}
+
+// Every row of one mesh: T x P x D ranks.
+void add_mesh_rows(std::vector<PlanRow>& rows, const Config& config, int tp, int pp, int dp,
+                   int hybrid_group, size_t device_bytes) {
+  const bool model_parallel = tp > 1 || pp > 1;
+  std::vector<std::pair<ParallelMode, int>> modes = {
+      {ParallelMode::ddp, 0}, {ParallelMode::zero1, 0}, {ParallelMode::zero2, 0}};
+  if (hybrid_group > 1 && hybrid_group < dp && dp % hybrid_group == 0) {
+    modes.push_back({ParallelMode::hybrid, hybrid_group});
+  }
+  modes.push_back({ParallelMode::zero3, 0});
+  for (OffloadTarget offload : {OffloadTarget::none, OffloadTarget::cpu}) {
+    if (model_parallel && offload == OffloadTarget::cpu) continue;
+    for (const auto& [mode, shard_group_size] : modes) {
+      for (Recompute checkpointing : {Recompute::none, Recompute::selective, Recompute::full}) {
+        for (Precision precision : {Precision::bf16, Precision::fp32}) {
+          if ((offload == OffloadTarget::cpu || model_parallel) && precision == Precision::fp32) continue;
+          Config c = config;
+          c.parallel.tensor_parallel = tp;
+          c.parallel.pipeline_parallel = pp;
+          c.parallel.mode = mode;
+          c.parallel.shard_group_size = shard_group_size;
+          c.parallel.reduce_dtype = precision;
+          c.training.activation_checkpointing = checkpointing;
+          c.training.precision = precision;
+          c.offload.optimizer = offload;
+          c.zenflow.enabled = false;
+          PlanRow row;
+          row.tensor_parallel = tp;
+          row.pipeline_parallel = pp;
+          row.data_parallel = dp;
+          row.mode = mode == ParallelMode::hybrid ? fmt::format("hybrid/{}", hybrid_group)
+                                                  : to_string(mode);
+          row.checkpointing = checkpointing;
+          row.precision = precision;
+          row.offload = offload;
+          row.memory = memory_plan(c, sharding_plan(c.parallel, dp));
+          row.bubble = pipeline_bubble_fraction(pp, row.memory.micro_batches);
+          row.fits = row.memory.total() <= device_bytes;
+          rows.push_back(row);
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<PlanRow> plan_memory(const Config& config, int world, int hybrid_group,
                                  size_t device_bytes, int devices_per_node) {
   std::vector<PlanRow> rows;
-  for (int tp : tensor_parallel_degrees(config, world, devices_per_node)) {
-    const int dp = world / tp;
-    std::vector<std::pair<ParallelMode, int>> modes = {
-        {ParallelMode::ddp, 0}, {ParallelMode::zero1, 0}, {ParallelMode::zero2, 0}};
-    if (hybrid_group > 1 && hybrid_group < dp && dp % hybrid_group == 0) {
-      modes.push_back({ParallelMode::hybrid, hybrid_group});
-    }
-    modes.push_back({ParallelMode::zero3, 0});
-    for (OffloadTarget offload : {OffloadTarget::none, OffloadTarget::cpu}) {
-      if (tp > 1 && offload == OffloadTarget::cpu) continue;
-      for (const auto& [mode, shard_group_size] : modes) {
-        for (Recompute checkpointing : {Recompute::none, Recompute::selective, Recompute::full}) {
-          for (Precision precision : {Precision::bf16, Precision::fp32}) {
-            if ((offload == OffloadTarget::cpu || tp > 1) && precision == Precision::fp32) continue;
-            Config c = config;
-            c.parallel.tensor_parallel = tp;
-            c.parallel.mode = mode;
-            c.parallel.shard_group_size = shard_group_size;
-            c.parallel.reduce_dtype = precision;
-            c.training.activation_checkpointing = checkpointing;
-            c.training.precision = precision;
-            c.offload.optimizer = offload;
-            c.zenflow.enabled = false;
-            PlanRow row;
-            row.tensor_parallel = tp;
-            row.mode = mode == ParallelMode::hybrid ? fmt::format("hybrid/{}", hybrid_group)
-                                                    : to_string(mode);
-            row.checkpointing = checkpointing;
-            row.precision = precision;
-            row.offload = offload;
-            row.memory = memory_plan(c, sharding_plan(c.parallel, dp));
-            row.fits = row.memory.total() <= device_bytes;
-            rows.push_back(row);
-          }
-        }
+  for (int pp : pipeline_parallel_degrees(config, world)) {
+    for (int tp : tensor_parallel_degrees(config, world, devices_per_node)) {
+      if (world % (tp * pp) == 0) {
+        add_mesh_rows(rows, config, tp, pp, world / (tp * pp), hybrid_group, device_bytes);
       }
     }
   }
@@ -79,6 +109,20 @@ const PlanRow* plan_recommend(const std::vector<PlanRow>& rows, size_t usable_by
     if (static_cast<double>(row.memory.total()) <= limit) return &row;
   }
   return nullptr;
+}
+
+std::string plan_row_flags(const PlanRow& row, int hybrid_group) {
+  std::string flags = fmt::format("--parallel.mode={}", row.mode.substr(0, row.mode.find('/')));
+  if (row.tensor_parallel > 1) flags += fmt::format(" --parallel.tensor_parallel={}", row.tensor_parallel);
+  if (row.pipeline_parallel > 1) {
+    flags += fmt::format(" --parallel.pipeline_parallel={}", row.pipeline_parallel);
+  }
+  if (row.mode.starts_with("hybrid")) flags += fmt::format(" --parallel.shard_group_size={}", hybrid_group);
+  flags += fmt::format(" --training.activation_checkpointing={} --training.precision={}",
+                       row.checkpointing, row.precision);
+  if (row.precision == Precision::bf16) flags += " --parallel.reduce_dtype=bf16";
+  if (row.offload == OffloadTarget::cpu) flags += " --offload.optimizer=cpu";
+  return flags;
 }
 
 size_t parse_bytes(const std::string& text, const std::string& what) {
@@ -121,14 +165,21 @@ void plan_print(const Config& config, int world, int hybrid_group, const MemoryB
              "rank), the device keeping the bf16 compute copy\n");
   fmt::print("tensor-parallel rows (T > 1): each rank holds 1/T of every layer and of the "
              "vocabulary, and 1/T of the residual stream's rows (sequence parallelism)\n");
-  fmt::print("{:<3} {:<10} {:<10} {:<5} {:<7} {:>11} {:>11} {:>11} {:>11} {:>12} {:>11} {:>11}  {}\n",
-             "T", "mode", "recompute", "dtype", "offload", "params", "grads", "optimizer", "buffers",
-             "activations", "device", "host", "fits");
+  fmt::print("pipeline rows (P > 1): each rank holds one stage's blocks (the largest stage is shown, "
+             "with the micro-batches in flight under the {} schedule); bubble: the share of a step "
+             "every stage idles, (P - 1) / (M + P - 1) with M = {} / ({} x D) micro-batches\n",
+             config.parallel.pipeline_schedule, t.batch_size, t.micro_batch_size);
+  fmt::print("{:<3} {:<3} {:<3} {:>6} {:<10} {:<10} {:<5} {:<7} {:>11} {:>11} {:>11} {:>11} {:>12} "
+             "{:>11} {:>11}  {}\n",
+             "T", "P", "D", "bubble", "mode", "recompute", "dtype", "offload", "params", "grads",
+             "optimizer", "buffers", "activations", "device", "host", "fits");
   std::vector<PlanRow> rows = plan_memory(config, world, hybrid_group, usable);
   for (const PlanRow& r : rows) {
     const MemoryPlan& m = r.memory;
-    fmt::print("{:<3} {:<10} {:<10} {:<5} {:<7} {:>11} {:>11} {:>11} {:>11} {:>12} {:>11} {:>11}  {}\n",
-               r.tensor_parallel, r.mode, r.checkpointing, r.precision, r.offload, format_bytes(m.state.params),
+    fmt::print("{:<3} {:<3} {:<3} {:>5.1f}% {:<10} {:<10} {:<5} {:<7} {:>11} {:>11} {:>11} {:>11} "
+               "{:>12} {:>11} {:>11}  {}\n",
+               r.tensor_parallel, r.pipeline_parallel, r.data_parallel, 100 * r.bubble, r.mode,
+               r.checkpointing, r.precision, r.offload, format_bytes(m.state.params),
                format_bytes(m.state.grads), format_bytes(m.state.optimizer),
                format_bytes(m.state.buffers), format_bytes(m.activations), format_bytes(m.total()),
                r.offload == OffloadTarget::none ? "-" : format_bytes(m.state.host),
@@ -136,13 +187,7 @@ void plan_print(const Config& config, int world, int hybrid_group, const MemoryB
   }
   const PlanRow* best = plan_recommend(rows, usable);
   if (best) {
-    std::string flags = fmt::format("--parallel.mode={}", best->mode.substr(0, best->mode.find('/')));
-    if (best->tensor_parallel > 1) flags += fmt::format(" --parallel.tensor_parallel={}", best->tensor_parallel);
-    if (best->mode.starts_with("hybrid")) flags += fmt::format(" --parallel.shard_group_size={}", hybrid_group);
-    flags += fmt::format(" --training.activation_checkpointing={} --training.precision={}",
-                         best->checkpointing, best->precision);
-    if (best->precision == Precision::bf16) flags += " --parallel.reduce_dtype=bf16";
-    if (best->offload == OffloadTarget::cpu) flags += " --offload.optimizer=cpu";
+    const std::string flags = plan_row_flags(*best, hybrid_group);
     fmt::print("recommended (least communication, then least recomputation, that fits with {:.0f}% "
                "of the usable memory to spare): {} ({} of {} per rank)\n",
                kRecommendedHeadroom * 100, flags, format_bytes(static_cast<double>(best->memory.total())),

@@ -15,7 +15,10 @@
 namespace llm {
 
 struct PlanRow {
-  int tensor_parallel = 1;  // T; the mode applies over world / T
+  int tensor_parallel = 1;    // T
+  int pipeline_parallel = 1;  // P
+  int data_parallel = 1;      // D = world / (T P), what the mode applies over
+  double bubble = 0;          // pipeline_bubble_fraction(P, M) for the config's M at D
   std::string mode;  // "hybrid/8" carries its shard group size
   Recompute checkpointing;
   Precision precision;
@@ -31,7 +34,12 @@ struct PlanRow {
 // tensor-parallel degree T = 2, 4, ... that divides the world and the model
 // (up to a node's devices_per_node ranks, as TP wants the fastest links),
 // the bf16 rows of every mode over world / T (TP's per-layer collectives
-// cost more than any data-parallel mode's, so they come after).
+// cost more than any data-parallel mode's, so they come after); then, for
+// each pipeline degree P = 2, 4, 8 that the layers and the world allow (with
+// untied embeddings), the bf16 rows of every such T and mode over world /
+// (T P) (pipeline rows come last: every stage idles for the bubble, (P - 1) /
+// (M + P - 1) of a step, which grows with P; the memory is the largest
+// stage's under the config's schedule).
 std::vector<PlanRow> plan_memory(const Config& config, int world, int hybrid_group,
                                  size_t device_bytes, int devices_per_node = 8);
 
@@ -53,6 +61,10 @@ inline constexpr double kRecommendedHeadroom = 0.10;
 // The first row using at most (1 - kRecommendedHeadroom) of usable_bytes
 // (nullptr when none does).
 const PlanRow* plan_recommend(const std::vector<PlanRow>& rows, size_t usable_bytes);
+
+// The command-line flags that select `row` (hybrid rows with groups of
+// hybrid_group).
+std::string plan_row_flags(const PlanRow& row, int hybrid_group);
 
 // Parses "80GiB", "40GB", "512MiB", "1000000B"; a bare number is refused (is
 // "80" bytes or GiB?); errors name `what`.

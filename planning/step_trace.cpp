@@ -11,6 +11,7 @@
 #include "trainer/trainer.h"
 #include "model/backend.h"
 #include "model/layout.h"
+#include "model/pipeline_schedule.h"
 #include "model/transformer.h"
 #include "parallel/sharding_engine.h"
 #include "parallel/topology.h"
@@ -71,6 +72,7 @@ class Recorder {
   Recorder(StepTrace& trace, const ParameterLayout& stand_in, int shard_group) : trace_(trace) {
     const int n = static_cast<int>(stand_in.units.size());
     for (int u = 0; u < n; ++u) {
+      if (stand_in.units[u].numel == 0) continue;  // another pipeline stage's
       size_t s = unit_shard_elements(stand_in.units[u].numel, shard_group);
       UnitKind kind = unit_kind(u, n);
       auto [it, inserted] = kind_by_shard_.emplace(s, kind);
@@ -171,6 +173,29 @@ class RecordingGroup : public Group {
   Recorder& recorder_;
 };
 
+// The pipeline group of stage `stage` of `stages`. Its messages move
+// nothing and are not traced (pipeline_model.h sizes them); a receive zeroes
+// its buffer so the stand-in's activations stay finite. Its loss sum is
+// traced as a scalar on the world.
+class RecordingPipeline : public RecordingGroup {
+ public:
+  RecordingPipeline(int stages, int stage, Recorder& recorder)
+      : RecordingGroup(stages, GroupRole::world, recorder), stage_(stage) {}
+  int rank() const override { return stage_; }
+  CommHandle send_async(const void*, size_t, WireType, int) override { return {}; }
+  CommHandle recv_async(void* data, size_t count, WireType type, int) override {
+    std::memset(data, 0, count * wire_bytes(type));
+    return {};
+  }
+  CommHandle send_recv_async(const void*, size_t, int, void* recv, size_t recv_count, int,
+                             WireType type) override {
+    return recv_async(recv, recv_count, type, 0);
+  }
+
+ private:
+  int stage_;
+};
+
 // Forwards to the engine and marks where each unit's compute happens: right
 // before the release that ends its use in a pass (a nested acquire, the tied
 // embedding inside the head, is part of the head's compute), or, for a unit
@@ -214,11 +239,13 @@ class RecordingProvider : public UnitProvider {
 
 }  // namespace
 
-StepTrace step_trace_record(const Config& config, int world) {
+StepTrace step_trace_record(const Config& config, int world, int stage) {
   LLM_CHECK(config.parallel.tensor_parallel == 1,
             "step trace: records data parallelism only (throughput_predict passes the data "
             "dimension), got parallel.tensor_parallel = {}",
             config.parallel.tensor_parallel);
+  const int stages = config.parallel.pipeline_parallel;
+  LLM_CHECK(stage >= 0 && stage < stages, "step trace: stage {} of {}", stage, stages);
   const ShardingPlan plan = sharding_plan(config.parallel, world);
   StepTrace trace;
   trace.micro_batches = micro_batches_per_step(config.training, world);
@@ -227,32 +254,44 @@ StepTrace step_trace_record(const Config& config, int world) {
   stand_in.model = stand_in_model(config.model, plan.shard_group_size);
   stand_in.training.micro_batch_size = 1;
   stand_in.training.seq_len = 1;
-  const ParameterLayout layout = layout_build(stand_in.model);
+  const ParameterLayout layout = layout_build(stand_in.model, {0, 1, stage, stages});
   const int num_units = static_cast<int>(layout.units.size());
 
   Recorder recorder(trace, layout, plan.shard_group_size);
   RecordingGroup world_group(world, GroupRole::world, recorder);
-  Topology topology(world_group, config.parallel);
+  // The data-parallel ranks of one stage; the stage's pipeline group apart.
+  ParallelConfig data_parallel = config.parallel;
+  data_parallel.pipeline_parallel = 1;
+  Topology topology(world_group, data_parallel);
+  topology.pipeline = std::make_unique<RecordingPipeline>(stages, stage, recorder);
   topology.shard = std::make_unique<RecordingGroup>(plan.shard_group_size, GroupRole::shard, recorder);
   topology.replicate = std::make_unique<RecordingGroup>(world / plan.shard_group_size,
                                                         GroupRole::replicate, recorder);
-  // Data parallelism alone: one copy of the model state is one shard group.
+  // One copy of this stage's state is one shard group (the norm's sum over
+  // the stages is a scalar on it).
   topology.model_copy =
       std::make_unique<RecordingGroup>(plan.shard_group_size, GroupRole::shard, recorder);
+  const PipelineSchedule schedule = config.parallel.pipeline_schedule;
   Transformer model(stand_in.model, 1, 1, backend_cpu(), checkpointing_plan(stand_in.training),
-                    stand_in.precision());
+                    stand_in.precision(),
+                    ModelSplit{nullptr, topology.pipeline.get(),
+                               pipeline_in_flight(schedule, stages, stage, trace.micro_batches)});
   ShardingEngine engine(model.layout(), stand_in, backend_cpu(), topology);
   RecordingProvider provider(engine, recorder, num_units);
 
   // The order of Trainer::train_step.
   const int32_t input = 0, target = 1;
+  const int M = trace.micro_batches;
   recorder.start();
   engine.zero_grads();
-  for (int micro = 0; micro < trace.micro_batches; ++micro) {
-    provider.begin_micro_batch();
-    engine.begin_micro_batch(micro == trace.micro_batches - 1);
-    model.forward_backward(provider, &input, &target, 1, 1, 1.0f);
-  }
+  pipeline_step(
+      schedule, model, provider, M, 1, 1, 1.0f,
+      [&](int) { return MicroBatchTokens{&input, &target}; },
+      [&](int micro) {
+        provider.begin_micro_batch();
+        engine.begin_micro_batch(micro == M - 1);
+      });
+  if (stages > 1) topology.pipeline->all_reduce_sum(0.0);  // the last stage's losses
   topology.world.all_reduce_sum(0.0);  // the mean loss
   engine.grad_norm();
   recorder.optimizer();

@@ -5,8 +5,11 @@
 // It is recorded, not written down: the real ShardingEngine and Transformer
 // run one step of a tiny stand-in model that has the config's unit structure
 // (layer count, tied head, checkpointing, precision, reduce dtype, mode,
-// world size, micro-batches per step) over recording groups that count each
-// call and move no data. Each recorded collective is mapped back to the kind
+// world size, micro-batches per step, pipeline stage and schedule) over
+// recording groups that count each call and move no data. With pipeline
+// stages the stand-in is one stage, run by the real pipeline schedule; its
+// messages to the neighbouring stages are not traced (pipeline_model.h sizes
+// them). Each recorded collective is mapped back to the kind
 // of unit it served (its element count identifies it: the stand-in's unit
 // sizes are chosen so that their shards differ) and re-sized for the real
 // config with the engine's documented shard arithmetic (s = ceil(n / S)).
@@ -55,9 +58,12 @@ struct StepTrace {
   int micro_batches = 1;
 };
 
-// Records one optimizer step of `config` on `world` ranks (as seen by rank 0,
-// which owns the largest shard) in the order Trainer::train_step runs it.
-StepTrace step_trace_record(const Config& config, int world);
+// Records one optimizer step of `config` on `world` data-parallel ranks (as
+// seen by rank 0, which owns the largest shard) in the order
+// Trainer::train_step runs it; with parallel.pipeline_parallel = P > 1, of
+// pipeline stage `stage` (its units only, its micro-batches in the config's
+// schedule). Tensor parallelism is not recorded (tensor_parallel must be 1).
+StepTrace step_trace_record(const Config& config, int world, int stage = 0);
 
 // Kind of unit `unit` of a layout with `num_units` units.
 UnitKind unit_kind(int unit, int num_units);

@@ -9,6 +9,7 @@
 #include "trainer/benchmark.h"
 #include "runtime/error.h"
 #include "model/layout.h"
+#include "model/pipeline_schedule.h"
 #include "model/transformer.h"
 #include "parallel/topology.h"
 #include "planning/tensor_parallel_model.h"
@@ -98,6 +99,16 @@ void bucket_gradients(std::vector<SizedCollective>& collectives, std::vector<Ste
   events = std::move(merged);
 }
 
+// Bus bandwidth of a group's ring, bytes/s: the intra-node link's, or across
+// nodes the group's ranks' share of their node's NICs (rail-optimized: each
+// rank drives its own), if that is slower.
+double span_bandwidth(const GroupSpan& span, const HardwareProfile& hw) {
+  const double intra = hw.intra_node.bandwidth_gbs * 1e9;
+  if (span.nodes == 1) return intra;
+  return std::min(intra, hw.inter_node.bandwidth_gbs * 1e9 * span.ranks_per_node /
+                             hw.node.devices_per_node);
+}
+
 }  // namespace
 
 GroupSpan group_span(GroupRole role, int world, int shard_group_size, int devices_per_node) {
@@ -128,15 +139,33 @@ double collective_seconds(CollectiveOp op, const GroupSpan& span, double payload
   const double latency = 1e-6 * (hw.collective.base_latency_us +
                                  (steps - inter_steps) * hw.intra_node.latency_us +
                                  inter_steps * hw.inter_node.latency_us);
-  double bandwidth = hw.intra_node.bandwidth_gbs * 1e9;
-  if (span.nodes > 1) {
-    // Rail-optimized NICs: the group's ranks on a node drive their share of them.
-    double nic_share = hw.inter_node.bandwidth_gbs * 1e9 * span.ranks_per_node /
-                       hw.node.devices_per_node;
-    bandwidth = std::min(bandwidth, nic_share);
-  }
   const double sent = (all_reduce ? 2 * (n - 1) / n : (n - 1) / n) * payload_bytes;
-  return latency + sent / bandwidth;
+  return latency + sent / span_bandwidth(span, hw);
+}
+
+double point_to_point_seconds(const GroupSpan& link, double bytes, const HardwareProfile& hw) {
+  if (link.size <= 1) return 0;
+  const double hop = link.nodes > 1 ? hw.inter_node.latency_us : hw.intra_node.latency_us;
+  return 1e-6 * (hw.collective.base_latency_us + hop) + bytes / span_bandwidth(link, hw);
+}
+
+int pipeline_compute_stage(const Config& config) {
+  const int stages = config.parallel.pipeline_parallel;
+  int slowest = 0;
+  double most = -1;
+  for (int stage = 0; stage < stages; ++stage) {
+    const ParameterLayout layout = layout_build(config.model, {0, 1, stage, stages});
+    double flops = 0;
+    for (int u = 0; u < static_cast<int>(layout.units.size()); ++u) {
+      if (layout.units[u].numel == 0) continue;  // another stage's
+      flops += unit_pass_flops(config, u, Pass::forward) + unit_pass_flops(config, u, Pass::backward);
+    }
+    if (flops > most) {
+      most = flops;
+      slowest = stage;
+    }
+  }
+  return slowest;
 }
 
 double unit_pass_flops(const Config& config, int unit, Pass pass) {
@@ -167,18 +196,20 @@ double unit_pass_flops(const Config& config, int unit, Pass pass) {
 
 StepPrediction throughput_predict(const Config& config, int world, const HardwareProfile& hw,
                                   const ThroughputOptions& options) {
-  // Tensor parallelism: the data-parallel engine's trace over D = world / T
-  // ranks moves this rank's slice of every unit; a node holds
-  // devices_per_node / T positions of the data dimension.
-  const int T = config.parallel.tensor_parallel;
+  // Tensor parallelism: the data-parallel engine's trace over D = world /
+  // (T P) ranks moves this rank's slice of every unit of its stage (the stage
+  // with the most compute); a node holds devices_per_node / T positions of
+  // the data dimension.
+  const int T = config.parallel.tensor_parallel, P = config.parallel.pipeline_parallel;
   const int D = data_parallel_size(config.parallel, world);
+  const int stage = pipeline_compute_stage(config);
   Config data_parallel = config;
   data_parallel.parallel.tensor_parallel = 1;
   const ShardingPlan plan = sharding_plan(config.parallel, D);
   const int S = plan.shard_group_size;
-  const ParameterLayout layout = layout_build(config.model, {0, T});
+  const ParameterLayout layout = layout_build(config.model, {0, T, stage, P});
   const int num_units = static_cast<int>(layout.units.size());
-  const StepTrace trace = step_trace_record(data_parallel, D);
+  const StepTrace trace = step_trace_record(data_parallel, D, stage);
   const int ranks_per_node = std::min(world, hw.node.devices_per_node);
   const int data_positions_per_node = std::max(1, hw.node.devices_per_node / T);
   const GroupSpan tensor_span{T, (T + hw.node.devices_per_node - 1) / hw.node.devices_per_node,
@@ -188,7 +219,7 @@ StepPrediction throughput_predict(const Config& config, int world, const Hardwar
   auto numel_of = [&](UnitKind kind) {
     switch (kind) {
       case UnitKind::embed: return layout.units[0].numel;
-      case UnitKind::block: return layout.units[1].numel;
+      case UnitKind::block: return layout.units[layout.block_unit(layout.layers.begin)].numel;
       case UnitKind::head: return layout.units.back().numel;
       case UnitKind::scalar: break;
     }
@@ -208,6 +239,7 @@ StepPrediction throughput_predict(const Config& config, int world, const Hardwar
 
   StepPrediction p;
   p.micro_batches = trace.micro_batches;
+  p.pipeline_stage = stage;
   GroupSpan spans[3];
   for (GroupRole role : {GroupRole::world, GroupRole::shard, GroupRole::replicate}) {
     spans[static_cast<int>(role)] = group_span(role, D, S, data_positions_per_node);
@@ -284,8 +316,27 @@ StepPrediction throughput_predict(const Config& config, int world, const Hardwar
     add_traffic(p.traffic[op], c.op, c.count, c.element_bytes, spans[static_cast<int>(c.group)].size);
     p.traffic[op].busy_seconds += c.seconds;
   }
+  // Pipeline: P - 1 idle slots of this stage's forward + backward (with its
+  // tensor collectives), and two messages in line with each of the M + P - 1
+  // slots, over the inter-node link when the pipeline group (ranks T x D
+  // apart) spans nodes.
+  const int M = trace.micro_batches;
+  const double slot = (p.compute_seconds + p.tensor_comm_seconds) / M;
+  p.pipeline_bubble_fraction = pipeline_bubble_fraction(P, M);
+  p.pipeline_bubble_seconds = (P - 1) * slot;
+  if (P > 1) {
+    const bool across_nodes = static_cast<int64_t>(T) * D * (P - 1) >= hw.node.devices_per_node;
+    const GroupSpan link{2, across_nodes ? 2 : 1, 1};
+    p.pipeline_comm_seconds =
+        2.0 * (M + P - 1) *
+        point_to_point_seconds(link, static_cast<double>(pipeline_message_bytes(config)), hw);
+  }
+  p.pipeline_traffic = pipeline_step_traffic(config, M);
+  t += p.pipeline_bubble_seconds + p.pipeline_comm_seconds;
+  p.comm_seconds += p.pipeline_comm_seconds;
   p.step_seconds = t;
-  p.exposed_comm_seconds = std::max(0.0, t - p.compute_seconds - p.optimizer_seconds);
+  p.exposed_comm_seconds =
+      std::max(0.0, t - p.compute_seconds - p.optimizer_seconds - p.pipeline_bubble_seconds);
   p.model_flops = step_flops(config).total();
   p.tflops_per_rank = p.model_flops / world / p.step_seconds / 1e12;
   return p;

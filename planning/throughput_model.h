@@ -15,6 +15,22 @@
 //    FLOPs, the data-parallel trace is that of D = world / T ranks moving
 //    their slice, and the tensor group's collectives (tensor_parallel_model.h)
 //    are waited for in line with the compute that issues them.
+//  - Pipeline parallelism (P > 1): the prediction is for the stage with the
+//    most compute (its units' forward + backward FLOPs: its blocks plus the
+//    embedding or the head; the first such stage on a tie), which the others
+//    wait for. Its trace is the data-parallel engine's over D = world /
+//    (T P) ranks for that stage's units, in the config's schedule. The
+//    step adds to its M micro-batches' slots the P - 1 slots the pipeline
+//    idles while it fills and drains (the bubble: pipeline_bubble_fraction
+//    of the M + P - 1 slots), a slot being the stage's forward + backward of
+//    one micro-batch with its tensor collectives; and every slot waits in
+//    line for two messages between stages (an activation and a gradient,
+//    pipeline_message_bytes each, an exchange's two directions at once),
+//    each costing the base latency, one link latency and bytes / bandwidth
+//    of the link: stages are T x D ranks apart, and when the pipeline group
+//    spans nodes every message is costed on the inter-node link (a rank's
+//    share of its node's NICs), the pipeline running at the pace of its
+//    slowest boundary.
 //  - Overlap: the trace is replayed on one compute timeline and one comm
 //    channel per group: a collective starts when issued (or, without
 //    asynchronous progress, when waited on) and its channel is free; compute
@@ -22,7 +38,8 @@
 //    exactly what the engine overlaps (one prefetched gather, reductions
 //    in flight while the next units compute) and exposes the rest.
 // Invariant: traffic per collective type equals what the engine's CommStats
-// count for the same config and world (tested under mpirun).
+// (shard and replicate groups) count for the same config and world on a rank
+// of the predicted stage (tested under mpirun).
 #pragma once
 
 #include <cstdint>
@@ -30,6 +47,7 @@
 
 #include "config/config.h"
 #include "planning/hardware_profile.h"
+#include "planning/pipeline_model.h"
 #include "planning/step_trace.h"
 
 namespace llm {
@@ -46,12 +64,18 @@ struct StepPrediction {
   double compute_seconds = 0;    // forward + backward + recomputation
   double optimizer_seconds = 0;
   double comm_seconds = 0;       // sum of collective durations (overlapped or not)
-  double exposed_comm_seconds = 0;  // step - compute - optimizer
+  double exposed_comm_seconds = 0;  // step - compute - optimizer - pipeline bubble
   double tensor_comm_seconds = 0;   // the tensor group's collectives (all exposed)
   double model_flops = 0;        // step_flops of the global batch (no recomputation)
   double tflops_per_rank = 0;    // model_flops / world / step_seconds / 1e12
-  int micro_batches = 0;
-  OpTraffic traffic[3];          // indexed by CollectiveOp
+  int micro_batches = 0;         // M, per data-parallel rank and step
+  OpTraffic traffic[3];          // indexed by CollectiveOp; the predicted stage's
+  // Pipeline parallelism (zero with P = 1).
+  int pipeline_stage = 0;                // the stage predicted for (most compute)
+  double pipeline_bubble_fraction = 0;   // (P - 1) / (M + P - 1)
+  double pipeline_bubble_seconds = 0;    // P - 1 idle slots of the stage's forward + backward
+  double pipeline_comm_seconds = 0;      // the stage's messages, waited for in line
+  PipelineTraffic pipeline_traffic;      // one pipeline group's messages (pipeline_model.h)
 };
 
 struct ThroughputOptions {
@@ -73,6 +97,14 @@ GroupSpan group_span(GroupRole role, int world, int shard_group_size, int device
 // Seconds of one ring collective whose full logical buffer is payload_bytes.
 double collective_seconds(CollectiveOp op, const GroupSpan& span, double payload_bytes,
                           const HardwareProfile& hardware);
+
+// Seconds of one point-to-point message of `bytes` over `link` (2 ranks, on
+// one node or two): base latency + the link's latency + bytes / bandwidth.
+double point_to_point_seconds(const GroupSpan& link, double bytes, const HardwareProfile& hardware);
+
+// The pipeline stage with the most forward + backward FLOPs per micro-batch
+// (the first on a tie); 0 with one stage.
+int pipeline_compute_stage(const Config& config);
 
 // FLOPs of `unit` in `pass` for one micro-batch (backward includes the
 // recomputation activation checkpointing adds).

@@ -2,9 +2,13 @@
 // the hardware its header names with the headroom it states, the planner
 // counts fitting against device memory less the runtime's reserve, and its
 // recommendation leaves kRecommendedHeadroom spare and names every flag it
-// assumes (bf16 rows reduce gradients in bf16).
+// assumes (bf16 rows reduce gradients in bf16). On llama70b, the pipeline
+// rows: every mesh T x P x D of the world, the bubble of the config's
+// micro-batches, refused with tied embeddings or more stages than blocks,
+// and the per-rank state falling with the stages.
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
 
 #include "planning/planner.h"
@@ -89,6 +93,73 @@ TEST(Planner, Llama8bOnOneGpuNeedsTheOptimizerOffloaded) {
   const PlanRow* best = plan_recommend(rows, gpu.usable());
   ASSERT_NE(best, nullptr);
   EXPECT_EQ(best->offload, OffloadTarget::cpu);
+}
+
+// Llama 3 70B on 64 ranks: P = 1, 2, 4, 8 each with T = 1, 2, 4, 8, every
+// row's mesh the world, its bubble (P - 1) / (M + P - 1) with M = 512 / D
+// micro-batches of one sequence per data-parallel rank.
+TEST(Planner, PipelineRowsCoverEveryMeshWithItsBubble) {
+  const Config config = config_load("configs/llama70b.toml", {});
+  const std::vector<PlanRow> rows = plan_memory(config, 64, 8, 77 * kGiB);
+  std::set<std::pair<int, int>> meshes;
+  for (const PlanRow& row : rows) {
+    meshes.insert({row.tensor_parallel, row.pipeline_parallel});
+    EXPECT_EQ(row.tensor_parallel * row.pipeline_parallel * row.data_parallel, 64);
+    const double M = 512.0 / row.data_parallel;
+    EXPECT_DOUBLE_EQ(row.bubble, (row.pipeline_parallel - 1) / (M + row.pipeline_parallel - 1));
+    EXPECT_EQ(row.memory.micro_batches, static_cast<int>(M));
+    if (row.pipeline_parallel > 1) {
+      EXPECT_EQ(row.offload, OffloadTarget::none);
+      EXPECT_EQ(row.precision, Precision::bf16);
+    }
+  }
+  EXPECT_EQ(meshes.size(), 16u);
+  // Pipeline rows come after every P = 1 row, in increasing P.
+  for (size_t i = 1; i < rows.size(); ++i) {
+    EXPECT_LE(rows[i - 1].pipeline_parallel, rows[i].pipeline_parallel);
+  }
+  EXPECT_NE(plan_row_flags(rows.back(), 8).find("--parallel.pipeline_parallel=8"), std::string::npos);
+  EXPECT_EQ(plan_row_flags(rows.front(), 8).find("pipeline"), std::string::npos);
+}
+
+TEST(Planner, PipelineRowsNeedUntiedEmbeddingsAndABlockPerStage) {
+  auto degrees = [](const Config& config, int world) {
+    std::set<int> p;
+    for (const PlanRow& row : plan_memory(config, world, 0, 77 * kGiB)) p.insert(row.pipeline_parallel);
+    return p;
+  };
+  EXPECT_EQ(degrees(config_load("configs/llama70b.toml", {"model.tie_embeddings=true"}), 64),
+            std::set<int>{1});
+  // Two blocks: at most two stages; three ranks: no even split in two.
+  const Config tiny = config_load("configs/tiny.toml", {"model.tie_embeddings=false"});
+  EXPECT_EQ(degrees(tiny, 8), (std::set<int>{1, 2}));
+  EXPECT_EQ(degrees(tiny, 3), std::set<int>{1});
+  EXPECT_EQ(degrees(config_load("configs/tiny.toml", {}), 8), std::set<int>{1}) << "tiny ties its head";
+}
+
+// Without sharding (ddp) a rank holds its stage's whole state: P stages of
+// 80 blocks cut it by about P (the largest stage holds 80 / P blocks and the
+// embedding or the head), so the rank's total falls at every step of P.
+TEST(Planner, StatePerRankFallsWithPipelineStages) {
+  const Config config = config_load("configs/llama70b.toml", {});
+  size_t previous = 0;
+  double ddp_params = 0;
+  for (const PlanRow& row : plan_memory(config, 64, 8, 77 * kGiB)) {
+    if (row.tensor_parallel != 1 || row.mode != "ddp" || row.checkpointing != Recompute::full ||
+        row.precision != Precision::bf16 || row.offload != OffloadTarget::none) {
+      continue;
+    }
+    SCOPED_TRACE(row.pipeline_parallel);
+    const double params = static_cast<double>(row.memory.state.params);
+    if (row.pipeline_parallel == 1) {
+      ddp_params = params;
+    } else {
+      EXPECT_LT(row.memory.total(), previous);
+      EXPECT_NEAR(params * row.pipeline_parallel / ddp_params, 1.0, 0.1);
+    }
+    previous = row.memory.total();
+  }
+  EXPECT_GT(ddp_params, 0);
 }
 
 }  // namespace

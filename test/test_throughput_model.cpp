@@ -2,7 +2,8 @@
 // what they should), per-unit FLOPs add up to the benchmark's step FLOPs, the
 // alpha-beta ring cost follows its formula and the group layout, the replay
 // overlaps what it may and nothing more, the T5 configs reproduce the
-// paper's memory findings through the planner's accounting, and the offload
+// paper's memory findings through the planner's accounting, pipeline stages
+// add their bubble and messages to the stage with the most compute, and the offload
 // model's step times equal its formulas (offload_model.h) computed by hand
 // on the tiny config and a made-up profile. (Traffic equal to the engine's
 // CommStats is tested under mpirun.)
@@ -18,6 +19,7 @@
 
 #include "model/layout.h"
 #include "planning/hardware_profile.h"
+#include "planning/pipeline_model.h"
 #include "parallel/zenflow.h"
 #include "planning/offload_model.h"
 #include "planning/scaling.h"
@@ -224,6 +226,78 @@ TEST(ThroughputModel, MoreBandwidthNeverSlowsAStep) {
                                           "training.batch_size=64", "training.micro_batch_size=2"});
     EXPECT_LE(throughput_predict(c, 32, faster).step_seconds, throughput_predict(c, 32, hw).step_seconds);
   }
+}
+
+// Two stages of tiny's blocks (untied) on 4 ranks: D = 2, M = 16 / 2 = 8.
+Config two_stages(int n_layers, const std::string& mode = "zero3") {
+  return with("configs/tiny.toml",
+              {"model.tie_embeddings=false", "model.n_layers=" + std::to_string(n_layers),
+               "parallel.pipeline_parallel=2", "parallel.mode=" + mode, "training.batch_size=16",
+               "training.micro_batch_size=1"});
+}
+
+// The stage with the head (2 layers: a block each, the head decides) or, with
+// 3 layers, the first (2 blocks against 1 and tiny's head, 0.73 of a block).
+TEST(ThroughputModel, PipelinePredictsTheStageWithTheMostCompute) {
+  EXPECT_EQ(pipeline_compute_stage(two_stages(2)), 1);
+  EXPECT_EQ(pipeline_compute_stage(two_stages(3)), 0);
+  EXPECT_EQ(pipeline_compute_stage(with("configs/tiny.toml", {})), 0);
+  EXPECT_EQ(throughput_predict(two_stages(3), 4, a100()).pipeline_stage, 0);
+  const StepPrediction one = throughput_predict(with("configs/tiny.toml", {}), 4, a100());
+  EXPECT_EQ(one.pipeline_bubble_fraction, 0);
+  EXPECT_EQ(one.pipeline_bubble_seconds, 0);
+  EXPECT_EQ(one.pipeline_comm_seconds, 0);
+  EXPECT_EQ(one.pipeline_traffic.sends, 0u);
+}
+
+// On a free network the step is its M + P - 1 slots and the optimizer: the
+// M micro-batches' compute, (M + P - 1) / M times, each slot the FLOPs of
+// the stage's blocks and head at the rank's rate (summed here by hand).
+TEST(ThroughputModel, PipelineBubbleIsPMinusOneMoreSlots) {
+  HardwareProfile free = a100();
+  free.intra_node = free.inter_node = {1e12, 0};
+  free.collective.base_latency_us = 0;
+  for (const char* mode : {"ddp", "zero3"}) {
+    SCOPED_TRACE(mode);
+    const Config c = two_stages(4, mode);
+    const StepPrediction p = throughput_predict(c, 4, free);
+    ASSERT_EQ(p.micro_batches, 8);
+    ASSERT_EQ(p.pipeline_stage, 1);
+    double flops = unit_pass_flops(c, 5, Pass::forward) + unit_pass_flops(c, 5, Pass::backward);
+    const LayerRange blocks = pipeline_stage_layers(4, 2, 1);
+    ASSERT_EQ(blocks.begin, 2);
+    for (int l = blocks.begin; l < blocks.end; ++l) {
+      flops += unit_pass_flops(c, 1 + l, Pass::forward) + unit_pass_flops(c, 1 + l, Pass::backward);
+    }
+    const double slot = flops / free.rank_flops(c.precision(), 4);
+    EXPECT_NEAR(p.compute_seconds, 8 * slot, 1e-9 * slot);
+    EXPECT_NEAR(p.pipeline_bubble_seconds, slot, 1e-9 * slot);
+    EXPECT_DOUBLE_EQ(p.pipeline_bubble_fraction, 1.0 / 9.0);
+    EXPECT_NEAR(p.step_seconds, 9 * slot + p.optimizer_seconds, 1e-6 * p.step_seconds);
+    EXPECT_NEAR(p.step_seconds - p.optimizer_seconds, p.compute_seconds * 9 / 8, 1e-6 * p.step_seconds);
+  }
+}
+
+// Every slot waits for two messages of B x T x C fp32 (1 x 32 x 64 x 4
+// bytes): inside a node at 235 GB/s when the stages' T x D ranks leave the
+// pipeline group on one node; else over one rank's NIC (250 / 8 GB/s).
+TEST(ThroughputModel, PipelineMessagesCostTheLinkBetweenStages) {
+  const HardwareProfile hw = a100();
+  const Config c = two_stages(4);
+  ASSERT_EQ(pipeline_message_bytes(c), 8192u);
+  const StepPrediction near = throughput_predict(c, 4, hw);  // D = 2: ranks 0..3 on one node
+  const double intra = 1e-6 * (8.4 + 3.4) + 8192 / 235e9;
+  EXPECT_NEAR(near.pipeline_comm_seconds, 2 * (8 + 1) * intra, 1e-15);
+  const StepPrediction far = throughput_predict(c, 32, hw);  // D = 16: stage 1 on the next nodes
+  ASSERT_EQ(far.micro_batches, 1);
+  const double inter = 1e-6 * (8.4 + 9.6) + 8192 / (250e9 / 8);
+  EXPECT_NEAR(far.pipeline_comm_seconds, 2 * (1 + 1) * inter, 1e-15);
+  EXPECT_EQ(near.pipeline_traffic.sends, pipeline_step_traffic(c, 8).sends);
+  EXPECT_EQ(near.pipeline_traffic.sent_bytes, 2u * 8 * 8192);
+  EXPECT_GE(near.comm_seconds, near.pipeline_comm_seconds);
+  EXPECT_NEAR(near.exposed_comm_seconds,
+              near.step_seconds - near.compute_seconds - near.optimizer_seconds - near.pipeline_bubble_seconds,
+              1e-12);
 }
 
 TEST(Scaling, PaperStrategiesMapToEngineModes) {

@@ -74,6 +74,7 @@ MemoryPlan memory_plan(const Config& config, const ShardingPlan& sharding) {
             .total;
     if (stage == 0 || stage_plan.total() > plan.total()) plan = stage_plan;
   }
+  plan.micro_batches = micro_batches;
   return plan;
 }
 

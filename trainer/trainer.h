@@ -29,6 +29,7 @@ namespace llm {
 struct MemoryPlan {
   StateBytes state;
   size_t activations = 0;
+  int micro_batches = 1;  // per step and data-parallel rank (the in-flight slots' M)
   size_t total() const { return state.total() + activations; }
 };
 MemoryPlan memory_plan(const Config& config, const ShardingPlan& plan);
