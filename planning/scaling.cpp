@@ -175,7 +175,8 @@ void run_sweep(const ScaleOptions& o) {
         Config c = weak_scaled(base, gpus);
         apply_mode(c, r.mode);
         const int ranks_per_node = std::min(gpus, hw.node.devices_per_node);
-        r.bytes_per_gpu = memory_plan(c, sharding_plan(c.parallel, gpus)).total();
+        r.bytes_per_gpu =
+            memory_plan(c, sharding_plan(c.parallel, data_parallel_size(c.parallel, gpus))).total();
         r.memory_limit = hw.rank_memory_bytes(ranks_per_node);
         r.fits = r.bytes_per_gpu <= r.memory_limit;
         ThroughputOptions options;
@@ -269,7 +270,8 @@ void run_validation(const ScaleOptions& o) {
         r.mode = m;
         r.gpus = ranks;
         r.parameters = layout_build(c.model).total_numel;
-        r.bytes_per_gpu = memory_plan(c, sharding_plan(c.parallel, ranks)).total();
+        r.bytes_per_gpu =
+        memory_plan(c, sharding_plan(c.parallel, data_parallel_size(c.parallel, ranks))).total();
         r.memory_limit = hw.rank_memory_bytes(std::min(ranks, hw.node.devices_per_node));
         r.fits = r.bytes_per_gpu <= r.memory_limit;
         r.predicted = throughput_predict(c, ranks, hw);
