@@ -1,11 +1,14 @@
 // The training run the mpirun tests compare against each other: a few steps
 // of a config on some group, recording each step's loss and gradient norm,
 // the traffic of the data-parallel and tensor groups over those steps, the
-// bytes the engine holds, and the whole model's parameters afterwards.
+// bytes the engine holds, and the whole model's parameters afterwards; and
+// the comparisons they share: against the single-process curve, and a
+// resumed run against the one that never stopped.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -51,6 +54,47 @@ inline float max_abs_difference(const std::vector<float>& a, const std::vector<f
   float worst = 0;
   for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
   return worst;
+}
+
+// `run` against the single-process run of the same global batch: each step's
+// loss within `tolerance`, its gradient norm within 1e-4 relative, and every
+// parameter after the steps within `tolerance`.
+inline void expect_same_curve(const RunResult& run, const RunResult& reference, float tolerance) {
+  ASSERT_EQ(run.losses.size(), reference.losses.size());
+  ASSERT_EQ(run.params.size(), reference.params.size());
+  for (size_t s = 0; s < run.losses.size(); ++s) {
+    EXPECT_NEAR(run.losses[s], reference.losses[s], tolerance) << "step " << s + 1;
+    EXPECT_NEAR(run.grad_norms[s], reference.grad_norms[s], 1e-4f * reference.grad_norms[s])
+        << "step " << s + 1;
+  }
+  EXPECT_LE(max_abs_difference(run.params, reference.params), tolerance);
+}
+
+// A run resumed from config.checkpoint.resume (saved after step `from`) on
+// `group`, through step `to`: the losses of steps from + 1 .. to and the
+// parameters after.
+inline RunResult resume_steps(Group& group, const Config& config, int from, int to) {
+  Trainer trainer(config, group);
+  EXPECT_EQ(trainer.start_step(), from);
+  RunResult r;
+  for (int s = from; s < to; ++s) r.losses.push_back(trainer.train_step(s).loss);
+  r.params = trainer.engine().gather_all_params();
+  return r;
+}
+
+// `rest` (resume_steps from step `from`) against the run that never stopped:
+// the same bits when tolerance = 0, else losses and parameters within it.
+inline void expect_continues(const RunResult& rest, const RunResult& straight, int from,
+                             float tolerance) {
+  ASSERT_EQ(rest.params.size(), straight.params.size());
+  for (size_t i = 0; i < rest.losses.size(); ++i) {
+    EXPECT_NEAR(rest.losses[i], straight.losses[from + i], tolerance) << "step " << from + i + 1;
+  }
+  if (tolerance == 0) {
+    EXPECT_EQ(0, std::memcmp(rest.params.data(), straight.params.data(),
+                             rest.params.size() * sizeof(float)));
+  }
+  EXPECT_LE(max_abs_difference(rest.params, straight.params), tolerance);
 }
 
 }  // namespace llm

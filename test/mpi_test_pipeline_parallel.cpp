@@ -33,8 +33,7 @@ constexpr int kSteps = 4;
 // process computes for its blocks, but the gradient norm's squares are summed
 // per stage first (another order), which moves the clip scale in its last
 // bits; with tensor parallelism the matmul partial sums add ~1e-7 relative.
-constexpr float kLossTolerance = 2e-5f;
-constexpr float kParamTolerance = 2e-5f;
+constexpr float kTolerance = 2e-5f;  // losses and parameters
 
 // Both untied (a tied LM head cannot be pipelined). tiny: 4 blocks, so 3
 // stages split them 2 + 1 + 1. ragged: 3 blocks, 40 wide, 4 heads over 2 kv
@@ -80,13 +79,7 @@ const RunResult& reference(const std::string& model) {
 
 void expect_matches_reference(const std::string& model, const std::vector<std::string>& mesh) {
   const RunResult& ref = reference(model);
-  RunResult run = train(comm_world(), model, mesh);
-  for (int s = 0; s < kSteps; ++s) {
-    EXPECT_NEAR(run.losses[s], ref.losses[s], kLossTolerance) << "step " << s + 1;
-    EXPECT_NEAR(run.grad_norms[s], ref.grad_norms[s], 1e-4f * ref.grad_norms[s]) << "step " << s + 1;
-  }
-  ASSERT_EQ(run.params.size(), ref.params.size());
-  EXPECT_LE(max_abs_difference(run.params, ref.params), kParamTolerance);
+  expect_same_curve(train(comm_world(), model, mesh), ref, kTolerance);
 }
 
 std::string stages(int p) { return "parallel.pipeline_parallel=" + std::to_string(p); }
@@ -240,29 +233,17 @@ TEST(PipelineParallelCheckpoint, ResumesExactlyAndLoadsIntoOtherMeshes) {
     for (int s = 0; s < kSaveAt; ++s) first.train_step(s);
     saved = first.save_checkpoint(kSaveAt);
   }
-  auto continue_from = [&](Group& group, const std::vector<std::string>& mode) {
-    Trainer t(config(saved, mode), group);
-    EXPECT_EQ(t.start_step(), kSaveAt);
-    RunResult r;
-    for (int s = kSaveAt; s < kSteps; ++s) r.losses.push_back(t.train_step(s).loss);
-    r.params = t.engine().gather_all_params();
-    return r;
-  };
+  const RunResult resumed = resume_steps(world, config(saved, mesh), kSaveAt, kSteps);
   {
     SCOPED_TRACE("resumed at the same mesh");
-    RunResult rest = continue_from(world, mesh);
-    for (int s = kSaveAt; s < kSteps; ++s) EXPECT_EQ(rest.losses[s - kSaveAt], straight.losses[s]);
-    ASSERT_EQ(rest.params.size(), straight.params.size());
-    EXPECT_EQ(0, std::memcmp(rest.params.data(), straight.params.data(), rest.params.size() * 4));
+    expect_continues(resumed, straight, kSaveAt, 0);
   }
   for (bool single : {true, false}) {
     SCOPED_TRACE(single ? "loaded into one process" : "loaded into zero3 over 4 ranks");
     std::unique_ptr<Group> alone = world.split(world.rank(), 0);
-    RunResult rest = continue_from(single ? *alone : world, {"parallel.mode=zero3"});
-    for (int s = kSaveAt; s < kSteps; ++s) {
-      EXPECT_NEAR(rest.losses[s - kSaveAt], straight.losses[s], kLossTolerance) << s + 1;
-    }
-    EXPECT_LE(max_abs_difference(rest.params, straight.params), kParamTolerance);
+    expect_continues(resume_steps(single ? *alone : world, config(saved, {"parallel.mode=zero3"}),
+                                  kSaveAt, kSteps),
+                     straight, kSaveAt, kTolerance);
   }
 }
 
@@ -283,7 +264,7 @@ TEST(PipelineParallelHuggingFace, InitFromFillsEveryStageAndSlice) {
   }
   if (world.rank() == 0) hf_export(trained.model, layout_build(trained.model), exported.data(), dir, {});
   world.barrier();
-  for (const std::string mesh : {stages(2), std::string("parallel.tensor_parallel=2")}) {
+  for (const std::string& mesh : {stages(2), std::string("parallel.tensor_parallel=2")}) {
     SCOPED_TRACE(mesh);
     Trainer loaded(make_config("tiny", temp_dir("runs"), {mesh, "model.init_from=" + dir}), world);
     const std::vector<float> params = loaded.engine().gather_all_params();

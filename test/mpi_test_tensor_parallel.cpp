@@ -30,8 +30,7 @@ constexpr int kSteps = 4;
 // fp32, as in mpi_test_modes.cpp: a tensor-parallel matmul sums its K
 // dimension in T partial sums (another order, ~1e-7 relative), and AdamW
 // passes such differences through at most about lr per element.
-constexpr float kLossTolerance = 2e-5f;
-constexpr float kParamTolerance = 2e-5f;
+constexpr float kTolerance = 2e-5f;  // losses and parameters
 
 // tiny: tied embeddings, 4 heads / 2 kv heads. ragged: untied LM head, a
 // 40-wide model whose units no world here divides evenly.
@@ -71,12 +70,7 @@ const RunResult& reference(const std::string& model, const std::string& precisio
 void expect_matches_reference(const std::string& model, std::vector<std::string> mode) {
   mode.push_back("parallel.tensor_parallel=2");
   const RunResult& ref = reference(model);
-  RunResult run = train(comm_world(), model, mode);
-  for (int s = 0; s < kSteps; ++s) {
-    EXPECT_NEAR(run.losses[s], ref.losses[s], kLossTolerance) << "step " << s + 1;
-    EXPECT_NEAR(run.grad_norms[s], ref.grad_norms[s], 1e-4f * ref.grad_norms[s]) << "step " << s + 1;
-  }
-  EXPECT_LE(max_abs_difference(run.params, ref.params), kParamTolerance);
+  expect_same_curve(train(comm_world(), model, mode), ref, kTolerance);
 }
 
 bool world_splits_in_two() { return comm_world().size() % 2 == 0; }
@@ -218,29 +212,17 @@ TEST(TensorParallelCheckpoint, ResumesExactlyAndLoadsWithoutTensorParallelism) {
     for (int s = 0; s < kSaveAt; ++s) first.train_step(s);
     saved = first.save_checkpoint(kSaveAt);
   }
-  auto continue_from = [&](Group& group, const std::vector<std::string>& mode) {
-    Trainer t(config("split", saved, mode), group);
-    EXPECT_EQ(t.start_step(), kSaveAt);
-    RunResult r;
-    for (int s = kSaveAt; s < kSteps; ++s) r.losses.push_back(t.train_step(s).loss);
-    r.params = t.engine().gather_all_params();
-    return r;
-  };
+  const RunResult resumed = resume_steps(world, config("split", saved, tp), kSaveAt, kSteps);
   {
     SCOPED_TRACE("resumed at the same mesh");
-    RunResult rest = continue_from(world, tp);
-    for (int s = kSaveAt; s < kSteps; ++s) EXPECT_EQ(rest.losses[s - kSaveAt], straight.losses[s]);
-    ASSERT_EQ(rest.params.size(), straight.params.size());
-    EXPECT_EQ(0, std::memcmp(rest.params.data(), straight.params.data(), rest.params.size() * 4));
+    expect_continues(resumed, straight, kSaveAt, 0);
   }
   for (bool single : {true, false}) {
     SCOPED_TRACE(single ? "loaded into one process" : "loaded into zero3 without TP");
     std::unique_ptr<Group> alone = world.split(world.rank(), 0);
-    RunResult rest = continue_from(single ? *alone : world, {"parallel.mode=zero3"});
-    for (int s = kSaveAt; s < kSteps; ++s) {
-      EXPECT_NEAR(rest.losses[s - kSaveAt], straight.losses[s], kLossTolerance) << s + 1;
-    }
-    EXPECT_LE(max_abs_difference(rest.params, straight.params), kParamTolerance);
+    expect_continues(resume_steps(single ? *alone : world, config("split", saved, {"parallel.mode=zero3"}),
+                                  kSaveAt, kSteps),
+                     straight, kSaveAt, kTolerance);
   }
 }
 
