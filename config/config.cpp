@@ -172,7 +172,13 @@ void apply_override(Config& config, const std::string& assignment) {
 void write_value(std::ostream& out, int value) { out << value; }
 void write_value(std::ostream& out, int64_t value) { out << value; }
 void write_value(std::ostream& out, bool value) { out << (value ? "true" : "false"); }
-void write_value(std::ostream& out, double value) { out << fmt::format("{:.17g}", value); }
+// The shortest text that reads back as the same double (0.003, not
+// 0.0030000000000000001), always a TOML float (1.0, not 1).
+void write_value(std::ostream& out, double value) {
+  std::string text = fmt::format("{}", value);
+  if (text.find_first_of(".eEn") == std::string::npos) text += ".0";
+  out << text;
+}
 void write_value(std::ostream& out, AutoCount value) {
   if (value.automatic()) out << "\"auto\"";
   else out << value.value;
@@ -401,6 +407,7 @@ void config_validate(const Config& c) {
             k.keep_every);
   LLM_CHECK(!k.resume.empty(), "{}: checkpoint.resume must be auto, none or a checkpoint path",
             at("checkpoint.resume"));
+  check_range("logging.peak_tflops", c.logging.peak_tflops, kNonNegative);
   LLM_CHECK(c.logging.log_interval > 0, "{}: logging.log_interval must be positive, got {}",
             at("logging.log_interval"), c.logging.log_interval);
 }

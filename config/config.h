@@ -364,9 +364,14 @@ struct CheckpointConfig {
 struct LoggingConfig {
   int log_interval = 1;
   bool metrics = true;
+  double peak_tflops = 0;
 
   template <class V> void visit_fields(V&& v) {
-    v("log_interval", log_interval, "steps between log lines");
+    v("log_interval", log_interval,
+      "steps between log lines; each shows the interval's mean loss and throughput");
+    v("peak_tflops", peak_tflops,
+      "one rank's peak TFLOP/s, for the log's MFU (0 = on the CPU this machine's measured sgemm "
+      "rate per rank, on a GPU no MFU; H100 SXM dense bf16: 989)");
     v("metrics", metrics, "append per-step metrics to <run dir>/metrics.jsonl");
   }
 };

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <sstream>
@@ -59,6 +60,18 @@ std::string format_duration(double seconds) {
   if (s >= 3600) return fmt::format("{}h{:02d}m", s / 3600, (s % 3600) / 60);
   if (s >= 60) return fmt::format("{}m{:02d}s", s / 60, s % 60);
   return fmt::format("{}s", s);
+}
+
+std::string format_si(double value, const char* unit) {
+  static const char* const prefixes[] = {"", "k", "M", "G", "T", "P"};
+  int p = 0;
+  while (std::abs(value) >= 1000 && p < 5) {
+    value /= 1000;
+    ++p;
+  }
+  const int decimals = p == 0 ? 0 : (std::abs(value) < 10 ? 2 : 1);
+  if (*unit == '\0') return fmt::format("{:.{}f}{}", value, decimals, prefixes[p]);
+  return fmt::format("{:.{}f} {}{}", value, decimals, prefixes[p], unit);
 }
 
 }  // namespace llm

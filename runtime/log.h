@@ -35,5 +35,8 @@ class MetricsLog {
 
 // "1h02m", "3m05s", "42s"
 std::string format_duration(double seconds);
+// A count with an SI prefix and a unit: (1234567, "FLOP") -> "1.23 MFLOP";
+// without a unit (1234567, "") -> "1.23M".
+std::string format_si(double value, const char* unit);
 
 }  // namespace llm

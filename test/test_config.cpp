@@ -4,6 +4,8 @@
 
 #include <cstdlib>
 
+#include <fmt/format.h>
+
 #include "config/config.h"
 #include "runtime/error.h"
 #include "test/error_of.h"
@@ -141,6 +143,21 @@ TEST(Config, DumpParsesBackToTheSameValues) {
   EXPECT_EQ(config_to_toml(again), dumped);
   EXPECT_DOUBLE_EQ(again.training.lr, 0.00123);
   EXPECT_EQ(again.model.n_layers, 3);
+}
+
+// Floats are written in the shortest form that reads back bit-identically
+// (no float noise such as 0.0030000000000000001), and whole numbers stay
+// floats.
+TEST(Config, DumpWritesTheShortestFloatThatReadsBack) {
+  Config c = config_parse(kMinimal, "a.toml", {"training.lr=0.003", "model.rope_theta=500000"});
+  const std::string dumped = config_to_toml(c);
+  EXPECT_NE(dumped.find("lr = 0.003\n"), std::string::npos) << dumped;
+  EXPECT_NE(dumped.find("rope_theta = 500000.0\n"), std::string::npos) << dumped;
+  for (double value : {0.1, 1.0 / 3.0, 2.5e-7, 1e-300, 123456789.125, 0.95, 6e-4}) {
+    c.training.lr = value;
+    Config again = config_parse(config_to_toml(c), "a.toml", {});
+    EXPECT_EQ(again.training.lr, value) << fmt::format("{:.17g}", value);
+  }
 }
 
 // Regression: inf passed where nan did not. Every float key must be finite, from

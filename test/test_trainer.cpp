@@ -13,6 +13,7 @@
 #include "runtime/log.h"
 #include "test/temp_dir.h"
 #include "parallel/comm.h"
+#include "trainer/step_meter.h"
 #include "trainer/trainer.h"
 #include "model/optimizer.h"
 #include "test/error_of.h"
@@ -242,11 +243,22 @@ TEST(Metrics, ResumedRunLeavesOneLinePerStep) {
   }
   run({"checkpoint.resume=auto"});
   std::map<int, int> loss_lines;
-  int resumed_events = 0;
+  int resumed_events = 0, starts = 0;
   std::ifstream in(dir.file("metrics.jsonl"));
   for (std::string line; std::getline(in, line);) {
     const nlohmann::json record = nlohmann::json::parse(line);  // every line complete
-    if (record.contains("loss")) ++loss_lines[record["step"].get<int>()];
+    if (record.contains("loss")) {
+      const int step = record["step"].get<int>();
+      ++loss_lines[step];
+      // tiny's 8-sequence batch of 32-token sequences
+      EXPECT_EQ(record["tokens_seen"].get<double>(), step * 8.0 * 32) << line;
+      EXPECT_GT(record["epochs"].get<double>(), 0) << line;
+    }
+    if (record.value("event", "") == "start") {
+      EXPECT_EQ(record["world_size"], 1);
+      EXPECT_EQ(record["mode"], "ddp");
+      EXPECT_EQ(record["step"], starts++ == 0 ? 0 : 4) << "each (re)start is marked";
+    }
     if (record.value("event", "") == "resumed") {
       ++resumed_events;
       EXPECT_EQ(record["step"], 4);
@@ -254,6 +266,29 @@ TEST(Metrics, ResumedRunLeavesOneLinePerStep) {
   }
   EXPECT_EQ(loss_lines, (std::map<int, int>{{1, 1}, {2, 1}, {3, 1}, {4, 1}, {5, 1}, {6, 1}}));
   EXPECT_EQ(resumed_events, 1);
+  EXPECT_EQ(starts, 2);
+}
+
+// A log line's figures are the interval's: the mean loss of its steps, the
+// tokens and FLOPs over their summed time, MFU against the peak (none
+// without one), and the meter starts afresh after each line.
+TEST(StepMeter, ReportsTheIntervalNotItsLastStep) {
+  StepMeter meter(/*flops_per_step=*/6e9, /*tokens_per_step=*/1000, /*ranks=*/2,
+                  /*peak_flops_per_rank=*/1e10);
+  meter.add(3.0, 0.5, 0.1);
+  meter.add(2.0, 1.0, 0.2);
+  meter.add(1.0, 1.5, 0.0);
+  StepInterval i = meter.take();
+  EXPECT_EQ(i.steps, 3);
+  EXPECT_DOUBLE_EQ(i.mean_loss, 2.0);
+  EXPECT_DOUBLE_EQ(i.tokens_per_s, 3000 / 3.0);
+  EXPECT_DOUBLE_EQ(i.ms_per_step, 1000.0);
+  EXPECT_DOUBLE_EQ(i.flops_per_rank, 3 * 6e9 / 3.0 / 2);
+  EXPECT_DOUBLE_EQ(i.mfu, 0.3);
+  EXPECT_DOUBLE_EQ(i.pipeline_wait, 0.1);
+  meter.add(5.0, 2.0, 0.0);
+  EXPECT_DOUBLE_EQ(meter.take().mean_loss, 5.0);
+  EXPECT_TRUE(std::isnan(StepMeter(1, 1, 1, 0).take().mfu)) << "no peak, no MFU";
 }
 
 }  // namespace

@@ -19,7 +19,9 @@
 #include "parallel/checkpoint.h"
 #include "parallel/comm_nccl.h"
 #include "parallel/comm_staged.h"
+#include "trainer/benchmark.h"
 #include "trainer/hf_weights_source.h"
+#include "trainer/step_meter.h"
 
 namespace llm {
 namespace {
@@ -194,6 +196,13 @@ void Trainer::restore_state() {
   state_step_ = start_step_;
 }
 
+double Trainer::peak_flops_per_rank() const {
+  if (config_.logging.peak_tflops > 0) return config_.logging.peak_tflops * 1e12;
+  if (config_.device() == Device::cuda) return 0;  // unknown: no MFU
+  // Every rank measures at once, so each sees its share of the machine.
+  return measure_gemm_gflops(1024, 2) * 1e9;
+}
+
 void Trainer::claim_run_dir() {
   const std::string run_dir = config_.run_dir();
   std::filesystem::create_directories(run_dir);
@@ -330,6 +339,11 @@ void Trainer::run() {
                  config_.zenflow.enabled ? ", accumulator" : "");
   }
   if (metrics_.is_open()) {
+    metrics_.write({{"event", "start"}, {"step", start_step_}, {"world_size", topology_.world.size()},
+                    {"tensor_parallel", topology_.tensor->size()}, {"pipeline_parallel", stages},
+                    {"data_parallel", topology_.dp_size()},
+                    {"mode", to_string(topology_.plan.mode)}, {"precision", to_string(t.precision)},
+                    {"micro_batches", accumulation_steps_}});
     metrics_.write({{"event", "memory"}, {"step", start_step_}, {"params_bytes", state.params},
                     {"grads_bytes", state.grads}, {"optimizer_bytes", state.optimizer},
                     {"buffers_bytes", state.buffers}, {"host_bytes", state.host},
@@ -356,21 +370,30 @@ void Trainer::run() {
     spdlog::info("saved {} in {:.2f} s", dir, seconds_since(start));
   };
   const int stop_at = t.stop_at_step > 0 ? std::min(t.stop_at_step, t.steps) : t.steps;
+  StepMeter meter(step_flops(config_).total(), tokens_per_step, topology_.world.size(),
+                  peak_flops_per_rank());
+  const double samples = static_cast<double>(std::max<int64_t>(1, train_data_->num_samples()));
   for (int step = start_step_; step < stop_at; ++step) {
     auto step_start = Clock::now();
     StepResult r = train_step(step);
     double seconds = seconds_since(step_start);
     double tokens_per_s = tokens_per_step / seconds;
     int done = step + 1;
+    meter.add(r.loss, seconds, r.pipeline_wait_seconds);
+    const double tokens_seen = tokens_per_step * done;
+    const double epochs = static_cast<double>(done) * t.batch_size / samples;
     if (done % config_.logging.log_interval == 0 || done == t.steps) {
-      double eta = seconds_since(run_start) / (done - start_step_) * (t.steps - done);
-      const std::string pipeline_wait =
-          stages > 1 ? fmt::format(" | pipeline wait {:.0f}%", 100 * r.pipeline_wait_seconds / seconds)
-                     : "";
-      spdlog::info("step {:>5}/{} | loss {:.4f} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | "
-                   "{:.1f} ms{} | ETA {}",
-                   done, t.steps, r.loss, r.lr, r.grad_norm, tokens_per_s, seconds * 1e3,
-                   pipeline_wait, format_duration(eta));
+      const double eta = seconds_since(run_start) / (done - start_step_) * (t.steps - done);
+      const StepInterval i = meter.take();
+      std::string extra = fmt::format(" | {}/s per rank", format_si(i.flops_per_rank, "FLOP"));
+      if (!std::isnan(i.mfu)) extra += fmt::format(", MFU {:.1f}%", 100 * i.mfu);
+      if (stages > 1) extra += fmt::format(" | pipeline wait {:.0f}%", 100 * i.pipeline_wait);
+      spdlog::info("step {:>5}/{} | loss {:.4f}{} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | "
+                   "{:.1f} ms/step{} | {} tokens, {:.2f} epochs | ETA {}",
+                   done, t.steps, i.mean_loss,
+                   i.steps > 1 ? fmt::format(" (mean of {})", i.steps) : std::string(), r.lr,
+                   r.grad_norm, i.tokens_per_s, i.ms_per_step, extra,
+                   format_si(tokens_seen, ""), epochs, format_duration(eta));
     }
     if (r.skipped) {
       spdlog::warn("step {} | update skipped by the spike guard: {}", done, r.skipped->reason);
@@ -384,6 +407,7 @@ void Trainer::run() {
     if (metrics_.is_open()) {
       metrics_.write({{"step", done}, {"loss", r.loss}, {"lr", r.lr}, {"grad_norm", r.grad_norm},
                       {"tokens_per_s", tokens_per_s}, {"ms_per_step", seconds * 1e3},
+                      {"tokens_seen", tokens_seen}, {"epochs", epochs},
                       {"peak_rss_bytes", peak_resident_bytes()}});
     }
     bool last = done == t.steps;

@@ -96,6 +96,9 @@ class Trainer {
   // Rank 0: locks the run directory for this run (refusing a second run on
   // it) and removes what interrupted saves left there.
   void claim_run_dir();
+  // One rank's peak FLOP/s for the log's MFU: logging.peak_tflops, else on
+  // the CPU the measured sgemm rate, else 0 (unknown).
+  double peak_flops_per_rank() const;
 
   Config config_;
   // With training.device = cuda: the world as a group of device buffers
