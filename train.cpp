@@ -6,6 +6,7 @@
 //   ./train plan --config FILE --world N [--gpu-memory 80GiB]   memory planner
 //   ./train scale [--validate | --calibrate] ...   throughput model, scaling curves
 //   ./train scale --offload --config FILE [--hardware FILE] [--world N]   offload step time
+//   ./train config [--config FILE [--section.key=value ...]]   every key, or the resolved config
 // Only main decides to exit: every failure below it is an llm::Error, printed
 // as one line on stderr (naming the rank) with a non-zero exit status; under
 // mpirun a failing rank aborts the whole job. Errors of the command line and
@@ -35,6 +36,9 @@
 namespace {
 
 constexpr const char* kUsage = R"(usage:
+  ./train config [--config FILE [--section.key=value ...]]
+      Without --config: every config key with its type, default and meaning.
+      With it: the resolved config (file, then overrides) as TOML.
   ./train [train] --config FILE [--section.key=value ...]
       Train. FILE is a path, or a name looked up in configs/ (e.g. tiny).
       Any config key can be overridden, e.g. --training.steps=20 or
@@ -88,7 +92,7 @@ using Args = llm::CommandLine;
 
 // Options that take no value.
 constexpr std::string_view kFlags[] = {
-    "quiet", "help", "modes", "memory", "offload", "measure", "validate", "calibrate", "comm-bench",
+    "quiet", "modes", "memory", "offload", "measure", "validate", "calibrate", "comm-bench",
     "no-plot"};
 
 const std::string* find_option(const Args& args, const std::string& name) {
@@ -249,15 +253,44 @@ int run_bench(const Args& args) {
 
 }  // namespace
 
+// `./train config`: the key reference, or the resolved config.
+int run_config(const Args& args) {
+  check_options(args, {"config"});
+  if (!find_option(args, "config")) {
+    alike_on_every_rank([&] {
+      LLM_CHECK(args.overrides.empty(), "./train config: overrides need --config FILE");
+    });
+    std::fputs(llm::config_reference().c_str(), stdout);
+    return 0;
+  }
+  llm::Config config = load_config(args);
+  std::fputs(llm::config_to_toml(config).c_str(), stdout);
+  return 0;
+}
+
+bool asks_for_help(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "help") return true;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "-h" || arg == "--help") return true;
+  }
+  return false;
+}
+
 int main(int argc, char** argv) {
   llm::log_setup(0);
   try {
-    const Args args = alike_on_every_rank([&] { return llm::parse_command_line(argc, argv, kFlags); });
-    if (find_option(args, "help") || argc == 1) {
+    if (asks_for_help(argc, argv)) {
       std::fputs(kUsage, stdout);
-      return argc == 1 ? 2 : 0;
+      return 0;
     }
-    const std::vector<std::string> commands = {"train", "prepare", "bench", "export", "plan", "scale"};
+    const Args args = alike_on_every_rank([&] { return llm::parse_command_line(argc, argv, kFlags); });
+    if (argc == 1) {
+      std::fputs(kUsage, stdout);
+      return 2;
+    }
+    const std::vector<std::string> commands = {"train", "prepare", "bench", "export",
+                                               "plan",  "scale",   "config"};
     alike_on_every_rank([&] {
       LLM_CHECK(std::find(commands.begin(), commands.end(), args.command) != commands.end(),
                 "unknown command '{}'{} (see ./train --help)", args.command,
@@ -268,6 +301,7 @@ int main(int argc, char** argv) {
     if (args.command == "bench") return run_bench(args);
     if (args.command == "export") return run_export(args);
     if (args.command == "plan") return run_plan(args);
+    if (args.command == "config") return run_config(args);
     if (find_option(args, "offload")) return run_scale_offload(args);
     return llm::scale_command(args.options, args.overrides);
   } catch (const llm::CollectiveError& e) {

@@ -412,6 +412,41 @@ void config_validate(const Config& c) {
             at("logging.log_interval"), c.logging.log_interval);
 }
 
+namespace {
+
+// The type of a key's value, as the reference table names it.
+const char* type_name(int) { return "integer"; }
+const char* type_name(int64_t) { return "integer"; }
+const char* type_name(bool) { return "bool"; }
+const char* type_name(double) { return "float"; }
+const char* type_name(const std::string&) { return "string"; }
+const char* type_name(AutoCount) { return "integer or \"auto\""; }
+template <NamedEnum E> std::string type_name(E) { return "one of " + enum_choices<E>(); }
+
+std::string escape_table_cell(std::string text) {
+  for (size_t at = text.find('|'); at != std::string::npos; at = text.find('|', at + 2)) {
+    text.replace(at, 1, "\\|");
+  }
+  return text;
+}
+
+}  // namespace
+
+std::string config_reference() {
+  Config defaults;
+  std::ostringstream out;
+  out << "| key | type | default | meaning |\n|---|---|---|---|\n";
+  defaults.visit_tables([&](const char* table_name, auto& section) {
+    section.visit_fields([&](const char* key, auto& field, const char* doc) {
+      std::ostringstream value;
+      write_value(value, field);
+      out << "| `" << table_name << "." << key << "` | " << escape_table_cell(type_name(field))
+          << " | `" << value.str() << "` | " << escape_table_cell(doc) << " |\n";
+    });
+  });
+  return out.str();
+}
+
 std::string config_to_toml(Config& config) {
   std::ostringstream out;
   config.visit_tables([&](const char* table_name, auto& section) {

@@ -437,6 +437,11 @@ struct UnevenSplit {
 };
 UnevenSplit tensor_parallel_uneven_split(const Config& config, int tp);
 
+// Every key as a Markdown table: name, type, default and its one-line doc,
+// from the same declarations the parser uses (`./train config`; the README's
+// key table is this text).
+std::string config_reference();
+
 // The resolved configuration as TOML text (logged, saved with checkpoints).
 std::string config_to_toml(Config& config);
 

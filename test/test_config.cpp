@@ -2,7 +2,10 @@
 // and the errors for unknown keys, wrong types and impossible values.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 
 #include <fmt/format.h>
 
@@ -143,6 +146,30 @@ TEST(Config, DumpParsesBackToTheSameValues) {
   EXPECT_EQ(config_to_toml(again), dumped);
   EXPECT_DOUBLE_EQ(again.training.lr, 0.00123);
   EXPECT_EQ(again.model.n_layers, 3);
+}
+
+// The key reference lists every key the parser knows, once, with its type
+// and default; the README's key table is exactly this text.
+TEST(ConfigReference, ReadmeTableIsTheGeneratedOne) {
+  const std::string reference = config_reference();
+  Config c;
+  int keys = 0;
+  c.visit_tables([&](const char* table, auto& section) {
+    section.visit_fields([&](const char* key, auto&, const char*) {
+      ++keys;
+      const std::string row = fmt::format("| `{}.{}` | ", table, key);
+      EXPECT_NE(reference.find(row), std::string::npos) << row;
+    });
+  });
+  EXPECT_EQ(static_cast<int>(std::count(reference.begin(), reference.end(), '\n')), keys + 2);
+  EXPECT_NE(reference.find("| `parallel.mode` | one of ddp, zero1, zero2, zero3, fsdp or hybrid | `'ddp'` |"),
+            std::string::npos)
+      << reference;
+  std::ifstream readme("README.md");
+  ASSERT_TRUE(readme) << "run from the repository root";
+  const std::string text((std::istreambuf_iterator<char>(readme)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find(reference), std::string::npos)
+      << "README.md's key table differs from `./train config`; paste its output";
 }
 
 // Floats are written in the shortest form that reads back bit-identically
