@@ -2,7 +2,7 @@
 //   ./train [train] --config FILE [--section.key=value ...]   train (default)
 //   ./train prepare --input PATH... --out DIR [--vocab-size N] ...   text -> shards
 //   ./train bench --config FILE [--bench-steps N] [--modes] [--section.key=value ...]
-//   ./train export --checkpoint DIR --out DIR   checkpoint -> Hugging Face Llama
+//   ./train export --checkpoint DIR --out DIR [--force]   checkpoint -> Hugging Face Llama
 //   ./train plan --config FILE --world N [--gpu-memory 80GiB]   memory planner
 //   ./train scale [--validate | --calibrate] ...   throughput model, scaling curves
 //   ./train scale --offload --config FILE [--hardware FILE] [--world N]   offload step time
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "trainer/benchmark.h"
+#include "trainer/export.h"
 #include "runtime/cli_values.h"
 #include "config/config.h"
 #include "runtime/error.h"
@@ -71,9 +72,12 @@ constexpr const char* kUsage = R"(usage:
       without offload.delayed_update) and with ZenFlow (its [zenflow] settings),
       and the parts: host AdamW, PCIe each way, exposed host time, GPU idle.
       Defaults: planning/hardware/a100_80gb_pcie4x4.toml, one node of it.
-  ./train export --checkpoint DIR --out DIR [--dtype float32|bfloat16]
-      Write a checkpoint as Hugging Face Llama weights (model.safetensors and
-      config.json). The reverse: [model] init_from = "DIR" starts training
+  ./train export --checkpoint DIR --out DIR [--dtype float32|bfloat16] [--force]
+      Write a checkpoint (a step_N directory, or a run directory: its latest)
+      as a Hugging Face Llama directory: model.safetensors, config.json,
+      generation_config.json and, when the run had one, the tokenizer
+      (tokenizer.model, tokenizer_config.json). A non-empty --out is refused
+      unless --force. The reverse: [model] init_from = "DIR" starts training
       from such weights.
   ./train bench --config FILE [--bench-steps N] [--modes | --memory | --offload] [--peak-tflops P]
                 [--section.key=value ...]
@@ -92,7 +96,7 @@ using Args = llm::CommandLine;
 
 // Options that take no value.
 constexpr std::string_view kFlags[] = {
-    "quiet", "modes", "memory", "offload", "measure", "validate", "calibrate", "comm-bench",
+    "quiet", "modes", "force", "memory", "offload", "measure", "validate", "calibrate", "comm-bench",
     "no-plot"};
 
 const std::string* find_option(const Args& args, const std::string& name) {
@@ -169,21 +173,19 @@ llm::Group& join_world() {
 }
 
 int run_export(const Args& args) {
-  check_options(args, {"checkpoint", "out", "dtype"});
+  check_options(args, {"checkpoint", "out", "dtype", "force"});
   LLM_CHECK(args.overrides.empty(), "./train export takes no config overrides");
   const std::string* checkpoint = find_option(args, "checkpoint");
   const std::string* out = find_option(args, "out");
   LLM_CHECK(checkpoint && out, "./train export: --checkpoint DIR and --out DIR are required");
-  const std::string* dtype = find_option(args, "dtype");
-  llm::Config config = llm::checkpoint_read_config(*checkpoint);
-  llm::ParameterLayout layout = llm::layout_build(config.model);
-  std::vector<float> params = llm::checkpoint_read_params(*checkpoint, layout);
-  llm::HfExportOptions options;
-  options.max_position_embeddings = config.training.seq_len;
-  if (dtype) options.dtype = *dtype;
-  llm::hf_export(config.model, layout, params.data(), *out, options);
-  std::printf("exported %s (%zu parameters, %s) to %s/model.safetensors and config.json\n",
-              checkpoint->c_str(), layout.total_numel, options.dtype.c_str(), out->c_str());
+  llm::ExportRequest request{*checkpoint, *out};
+  if (const std::string* dtype = find_option(args, "dtype")) request.dtype = *dtype;
+  request.force = find_option(args, "force") != nullptr;
+  const llm::ExportResult result = llm::export_checkpoint(request);
+  std::printf("exported %s (%zu parameters, %s) to %s: model.safetensors, config.json, "
+              "generation_config.json%s\n",
+              result.checkpoint.c_str(), result.parameters, request.dtype.c_str(), out->c_str(),
+              result.tokenizer ? ", tokenizer.model, tokenizer_config.json" : " (no tokenizer in the run)");
   return 0;
 }
 

@@ -44,5 +44,12 @@ std::string Tokenizer::decode(const std::vector<int>& ids) const {
 int Tokenizer::vocab_size() const { return processor_->GetPieceSize(); }
 
 int Tokenizer::bos_id() const { return processor_->bos_id(); }
+int Tokenizer::eos_id() const { return processor_->eos_id(); }
+int Tokenizer::unk_id() const { return processor_->unk_id(); }
+std::string Tokenizer::piece(int id) const {
+  LLM_CHECK(id >= 0 && id < vocab_size(), "tokenizer {}: no piece {} (vocab size {})", path_, id,
+            vocab_size());
+  return processor_->IdToPiece(id);
+}
 
 }  // namespace llm

@@ -24,7 +24,11 @@ class Tokenizer {
   std::vector<int> encode(const std::string& text) const;
   std::string decode(const std::vector<int>& ids) const;
   int vocab_size() const;
+  // Special ids, -1 when the model has none.
   int bos_id() const;
+  int eos_id() const;
+  int unk_id() const;
+  std::string piece(int id) const;  // the text of id (e.g. "<s>")
   const std::string& path() const { return path_; }
 
  private:

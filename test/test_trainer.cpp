@@ -13,6 +13,9 @@
 #include "runtime/log.h"
 #include "test/temp_dir.h"
 #include "parallel/comm.h"
+#include "data/tokenizer.h"
+#include "runtime/file_io.h"
+#include "trainer/export.h"
 #include "trainer/step_meter.h"
 #include "trainer/trainer.h"
 #include "model/optimizer.h"
@@ -267,6 +270,51 @@ TEST(Metrics, ResumedRunLeavesOneLinePerStep) {
   EXPECT_EQ(loss_lines, (std::map<int, int>{{1, 1}, {2, 1}, {3, 1}, {4, 1}, {5, 1}, {6, 1}}));
   EXPECT_EQ(resumed_events, 1);
   EXPECT_EQ(starts, 2);
+}
+
+// ./train export of a run directory follows its `latest`, and writes next to
+// the weights what transformers reads: the run's tokenizer with its special
+// pieces and the generation ids. A non-empty output is refused untouched
+// unless forced.
+TEST(Export, RunDirectoryBecomesAHuggingFaceDirectory) {
+  namespace fs = std::filesystem;
+  test_support::TempDir dir("llm_test_export_");
+  Trainer trainer(config_load("configs/tiny.toml",
+                              {"checkpoint.dir=" + dir.file("run"), "checkpoint.resume=none",
+                               "logging.metrics=false"}),
+                  comm_world());
+  trainer.train_step(0);
+  const std::string saved = trainer.save_checkpoint(1);
+  const fs::path out = dir.file("hf");
+  const ExportResult result = export_checkpoint({dir.file("run"), out.string()});
+  EXPECT_EQ(fs::path(result.checkpoint), fs::path(saved));
+  EXPECT_TRUE(result.tokenizer);
+  EXPECT_EQ(result.parameters, trainer.model().layout().total_numel);
+  for (const char* file : {"model.safetensors", "config.json", "generation_config.json",
+                           "tokenizer.model", "tokenizer_config.json"}) {
+    EXPECT_TRUE(fs::exists(out / file)) << file;
+  }
+  EXPECT_EQ(read_file((out / "tokenizer.model").string()), read_file("data/tiny/tokenizer.model"));
+  const Tokenizer tokenizer = Tokenizer::load("data/tiny/tokenizer.model");
+  const auto json = [&](const char* file) {
+    return nlohmann::json::parse(read_file((out / file).string()));
+  };
+  const nlohmann::json tokenizer_config = json("tokenizer_config.json");
+  EXPECT_EQ(tokenizer_config["tokenizer_class"], "LlamaTokenizer");
+  EXPECT_EQ(tokenizer_config["bos_token"], tokenizer.piece(tokenizer.bos_id()));
+  EXPECT_EQ(tokenizer_config["eos_token"], tokenizer.piece(tokenizer.eos_id()));
+  EXPECT_EQ(json("generation_config.json")["eos_token_id"], tokenizer.eos_id());
+  EXPECT_EQ(json("config.json")["bos_token_id"], tokenizer.bos_id());
+
+  const fs::path occupied = dir.file("occupied");
+  fs::create_directories(occupied);
+  write_file_atomically((occupied / "notes.txt").string(), "mine");
+  const std::string message = error_of([&] { export_checkpoint({saved, occupied.string()}); });
+  EXPECT_NE(message.find("is not empty; pass --force"), std::string::npos) << message;
+  EXPECT_EQ(std::distance(fs::directory_iterator(occupied), fs::directory_iterator()), 1)
+      << "nothing written";
+  export_checkpoint({saved, out.string(), "bfloat16", /*force=*/true});
+  EXPECT_EQ(json("config.json")["torch_dtype"], "bfloat16");
 }
 
 // A log line's figures are the interval's: the mean loss of its steps, the

@@ -1,0 +1,100 @@
+// Checkpoint -> Hugging Face directory (see export.h).
+#include "trainer/export.h"
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "data/tokenizer.h"
+#include "interop/hf_llama.h"
+#include "parallel/checkpoint.h"
+#include "runtime/error.h"
+#include "runtime/file_io.h"
+
+namespace llm {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The step directory `path` names: itself, or its `latest` when it is a run
+// directory.
+std::string step_directory(const std::string& path) {
+  if (fs::exists(fs::path(path) / "meta.json")) return path;
+  const std::string latest = fs::is_directory(path) ? checkpoint_latest(path) : "";
+  LLM_CHECK(!latest.empty(),
+            "./train export: {} is neither a checkpoint (no meta.json) nor a run directory with a "
+            "'latest' checkpoint",
+            path);
+  return latest;
+}
+
+// transformers' view of the tokenizer: the SentencePiece model as a Llama
+// tokenizer with its special pieces, adding BOS as training did.
+void write_tokenizer(const Tokenizer& tokenizer, int max_length, const fs::path& out) {
+  fs::copy_file(tokenizer.path(), out / "tokenizer.model", fs::copy_options::overwrite_existing);
+  nlohmann::ordered_json config = {{"tokenizer_class", "LlamaTokenizer"},
+                                   {"add_bos_token", true},
+                                   {"add_eos_token", false},
+                                   {"legacy", false},
+                                   {"clean_up_tokenization_spaces", false},
+                                   {"model_max_length", max_length}};
+  for (auto [key, id] : {std::pair{"bos_token", tokenizer.bos_id()},
+                         {"eos_token", tokenizer.eos_id()},
+                         {"unk_token", tokenizer.unk_id()}}) {
+    if (id >= 0) config[key] = tokenizer.piece(id);
+  }
+  write_file_atomically((out / "tokenizer_config.json").string(), config.dump(2) + "\n");
+}
+
+}  // namespace
+
+ExportResult export_checkpoint(const ExportRequest& request) {
+  const fs::path out(request.out);
+  if (fs::exists(out) && !request.force) {
+    LLM_CHECK(fs::is_directory(out), "./train export: --out {} exists and is not a directory",
+              request.out);
+    LLM_CHECK(fs::is_empty(out),
+              "./train export: --out {} is not empty; pass --force to replace the files it holds",
+              request.out);
+  }
+  ExportResult result;
+  result.checkpoint = step_directory(request.checkpoint);
+  const Config config = checkpoint_read_config(result.checkpoint);
+  const ParameterLayout layout = layout_build(config.model);
+  const std::vector<float> params = checkpoint_read_params(result.checkpoint, layout);
+  result.parameters = layout.total_numel;
+
+  std::optional<Tokenizer> tokenizer;
+  if (!config.data.tokenizer.empty()) {
+    if (fs::exists(config.data.tokenizer)) {
+      tokenizer.emplace(Tokenizer::load(config.data.tokenizer));
+    } else {
+      spdlog::warn("{}: the run's tokenizer {} is not there (relative to this directory?); "
+                   "exporting without it",
+                   result.checkpoint, config.data.tokenizer);
+    }
+  }
+  HfExportOptions options;
+  options.dtype = request.dtype;
+  options.max_position_embeddings = config.training.seq_len;
+  if (tokenizer) {
+    options.bos_token_id = tokenizer->bos_id();
+    options.eos_token_id = tokenizer->eos_id();
+  }
+  hf_export(config.model, layout, params.data(), request.out, options);
+  if (tokenizer) {
+    write_tokenizer(*tokenizer, config.training.seq_len, out);
+    result.tokenizer = true;
+  }
+  const nlohmann::ordered_json generation = {{"bos_token_id", options.bos_token_id},
+                                             {"eos_token_id", options.eos_token_id},
+                                             {"max_length", config.training.seq_len},
+                                             {"do_sample", true}};
+  write_file_atomically((out / "generation_config.json").string(), generation.dump(2) + "\n");
+  return result;
+}
+
+}  // namespace llm
