@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "runtime/error.h"
 #include "runtime/log.h"
@@ -315,6 +316,42 @@ TEST(Export, RunDirectoryBecomesAHuggingFaceDirectory) {
       << "nothing written";
   export_checkpoint({saved, out.string(), "bfloat16", /*force=*/true});
   EXPECT_EQ(json("config.json")["torch_dtype"], "bfloat16");
+}
+
+// Running a finished run's command again says so in one line and trains
+// nothing (re-running `make demo`), after a resume line saying the config is
+// unchanged.
+TEST(Resume, AFinishedRunSaysSoAndDoesNothing) {
+  test_support::TempDir dir("llm_test_finished_");
+  const std::vector<std::string> overrides = {"training.steps=2", "training.eval_interval=0",
+                                              "training.eval_sequences=0", "logging.metrics=false",
+                                              "checkpoint.dir=" + dir.str()};
+  Trainer(config_load("configs/tiny.toml", overrides), comm_world()).run();
+  Trainer again(config_load("configs/tiny.toml", overrides), comm_world());
+  EXPECT_EQ(again.start_step(), 2);
+  testing::internal::CaptureStdout();
+  again.run();
+  spdlog::default_logger()->flush();
+  const std::string log = testing::internal::GetCapturedStdout();
+  EXPECT_NE(log.find("at step 2 (loaded in"), std::string::npos) << log;
+  EXPECT_NE(log.find("config unchanged"), std::string::npos) << log;
+  EXPECT_NE(log.find("is already trained to step 2 of 2: nothing to do"), std::string::npos) << log;
+  EXPECT_EQ(log.find("trained steps"), std::string::npos) << log;
+}
+
+// A model vocabulary larger than the tokenizer's is legal but wasteful: the
+// trainer says so, naming both sizes.
+TEST(Resume, AVocabularyLargerThanTheTokenizerIsNamed) {
+  testing::internal::CaptureStdout();
+  Trainer trainer(config_load("configs/tiny.toml", {"model.vocab_size=1024", "logging.metrics=false",
+                                                   "checkpoint.resume=none"}),
+                  comm_world());
+  spdlog::default_logger()->flush();
+  const std::string log = testing::internal::GetCapturedStdout();
+  EXPECT_NE(log.find("model.vocab_size is 1024 but the tokenizer data/tiny/tokenizer.model has 512 "
+                     "pieces"),
+            std::string::npos)
+      << log;
 }
 
 // A log line's figures are the interval's: the mean loss of its steps, the

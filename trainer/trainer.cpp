@@ -124,7 +124,15 @@ Trainer::Trainer(Config config, Group& world)
   LLM_CHECK(t.sample_tokens == 0 || !config_.data.tokenizer.empty(),
             "{}: training.sample_tokens = {} needs data.tokenizer (or set sample_tokens = 0)",
             config_.path, t.sample_tokens);
-  if (!config_.data.tokenizer.empty()) tokenizer_.emplace(Tokenizer::load(config_.data.tokenizer));
+  if (!config_.data.tokenizer.empty()) {
+    tokenizer_.emplace(Tokenizer::load(config_.data.tokenizer));
+    const int pieces = tokenizer_->vocab_size(), rows = config_.model.vocab_size;
+    if (pieces < rows && topology_.world.rank() == 0) {
+      spdlog::warn("{}: model.vocab_size is {} but the tokenizer {} has {} pieces: {} embedding "
+                   "rows will never see a token (set model.vocab_size = {})",
+                   config_.path, rows, config_.data.tokenizer, pieces, rows - pieces, pieces);
+    }
+  }
   train_data_ = std::make_unique<DataLoader>(config_.data.train, t.seq_len, config_.model.vocab_size,
                                              static_cast<uint64_t>(t.seed), /*shuffle=*/true);
   if (!config_.data.val.empty() && t.eval_sequences > 0) {
@@ -172,6 +180,7 @@ void Trainer::restore_state() {
     for (const std::string& change : changes.schedule) {
       spdlog::warn("resuming {} under a changed setting: {}", path, change);
     }
+    resumed_changes_ = static_cast<int>(changes.schedule.size());
     LLM_CHECK(start_step_ <= config_.training.steps,
               "{}: checkpoint {} is at step {}, beyond training.steps ({})", config_.path, path,
               start_step_, config_.training.steps);
@@ -302,9 +311,19 @@ void Trainer::run() {
     if (config_.logging.metrics) metrics_ = MetricsLog(run_dir + "/metrics.jsonl", start_step_);
   }
   stop_signal_install();
+  const int stop_at = t.stop_at_step > 0 ? std::min(t.stop_at_step, t.steps) : t.steps;
   if (!resumed_from_.empty()) {
-    spdlog::info("resumed from {} at step {} (loaded in {:.2f} s)", resumed_from_, start_step_,
-                 load_seconds_);
+    spdlog::info("resumed {} from {} at step {} (loaded in {:.2f} s); config {}", run_dir,
+                 resumed_from_, start_step_, load_seconds_,
+                 resumed_changes_ == 0 ? std::string("unchanged")
+                                       : fmt::format("changed in {} setting(s), listed above",
+                                                     resumed_changes_));
+    if (start_step_ >= stop_at) {
+      spdlog::info("{} is already trained to step {} of {}: nothing to do (raise training.steps "
+                   "to train further, or pass --checkpoint.resume=none to start afresh)",
+                   run_dir, start_step_, t.steps);
+      return;
+    }
   }
 
   StateBytes state = engine_->bytes();
@@ -369,7 +388,6 @@ void Trainer::run() {
     last_saved = done;
     spdlog::info("saved {} in {:.2f} s", dir, seconds_since(start));
   };
-  const int stop_at = t.stop_at_step > 0 ? std::min(t.stop_at_step, t.steps) : t.steps;
   StepMeter meter(step_flops(config_).total(), tokens_per_step, topology_.world.size(),
                   peak_flops_per_rank());
   const double samples = static_cast<double>(std::max<int64_t>(1, train_data_->num_samples()));

@@ -110,6 +110,7 @@ class Trainer {
   int state_step_ = 0;  // optimizer steps the parameters and moments hold
   SpikeGuard spike_guard_;
   std::string resumed_from_;
+  int resumed_changes_ = 0;  // schedule settings that differ from the resumed checkpoint's
   double load_seconds_ = 0;
   std::unique_ptr<Transformer> model_;
   std::unique_ptr<ShardingEngine> engine_;
