@@ -313,8 +313,8 @@ void Trainer::run() {
   stop_signal_install();
   const int stop_at = t.stop_at_step > 0 ? std::min(t.stop_at_step, t.steps) : t.steps;
   if (!resumed_from_.empty()) {
-    spdlog::info("resumed {} from {} at step {} (loaded in {:.2f} s); config {}", run_dir,
-                 resumed_from_, start_step_, load_seconds_,
+    spdlog::info("resumed from {} at step {} (loaded in {:.2f} s); config {}", resumed_from_,
+                 start_step_, load_seconds_,
                  resumed_changes_ == 0 ? std::string("unchanged")
                                        : fmt::format("changed in {} setting(s), listed above",
                                                      resumed_changes_));
