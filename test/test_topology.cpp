@@ -4,11 +4,19 @@
 
 #include "config/config.h"
 #include "runtime/error.h"
+#include "test/error_of.h"
 #include "trainer/trainer.h"
 #include "parallel/topology.h"
 
 namespace llm {
 namespace {
+
+using test_support::error_of;
+
+// The error loading configs/tiny.toml with `overrides` raises ("" if none).
+std::string config_refusal(const std::vector<std::string>& overrides) {
+  return error_of([&] { config_load("configs/tiny.toml", overrides); });
+}
 
 // [parallel] with mode given by its name in the config, as a user writes it.
 ParallelConfig parallel(const char* mode, int shard_group_size) {
@@ -34,12 +42,7 @@ TEST(Topology, ModesArePresetsOfOneTuple) {
 
 TEST(Topology, InvalidCombinationsNameTheKey) {
   auto message = [](const ParallelConfig& c, int world) {
-    try {
-      sharding_plan(c, world);
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string();
+    return error_of([&] { sharding_plan(c, world); });
   };
   EXPECT_NE(message(parallel("hybrid", 3), 4).find("parallel.shard_group_size (3) must be set and divide the data-parallel size (4)"),
             std::string::npos);
@@ -55,29 +58,17 @@ TEST(Topology, TensorParallelDegreeMustDivideTheWorldAndTheModel) {
   tp.tensor_parallel = 2;
   EXPECT_EQ(data_parallel_size(tp, 8), 4);
   tp.tensor_parallel = 3;
-  try {
-    data_parallel_size(tp, 8);
-    FAIL() << "3 does not divide 8";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("parallel.tensor_parallel (3) x "
-                                         "parallel.pipeline_parallel (1) must divide the world size (8)"),
-              std::string::npos);
-  }
-  auto refusal = [](const std::string& override_text) {
-    try {
-      config_load("configs/tiny.toml", {override_text});
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
+  EXPECT_NE(error_of([&] { data_parallel_size(tp, 8); })
+                .find("parallel.tensor_parallel (3) x parallel.pipeline_parallel (1) must divide "
+                      "the world size (8)"),
+            std::string::npos);
   // tiny: 4 heads, 2 kv heads, ffn 160, vocabulary 512, sequences of 32.
-  EXPECT_EQ(refusal("parallel.tensor_parallel=2"), "");
-  EXPECT_NE(refusal("parallel.tensor_parallel=4").find("must divide model.n_kv_heads (2)"),
+  EXPECT_EQ(config_refusal({"parallel.tensor_parallel=2"}), "");
+  EXPECT_NE(config_refusal({"parallel.tensor_parallel=4"}).find("must divide model.n_kv_heads (2)"),
             std::string::npos);
-  EXPECT_NE(refusal("parallel.tensor_parallel=0").find("parallel.tensor_parallel must be >= 1"),
+  EXPECT_NE(config_refusal({"parallel.tensor_parallel=0"}).find("parallel.tensor_parallel must be >= 1"),
             std::string::npos);
-  EXPECT_NE(refusal("parallel.tensor_parallel=3").find("must divide model.n_heads (4)"),
+  EXPECT_NE(config_refusal({"parallel.tensor_parallel=3"}).find("must divide model.n_heads (4)"),
             std::string::npos);
 }
 
@@ -88,32 +79,20 @@ TEST(Topology, PipelineStagesMustFitTheModelAndTheWorld) {
   mesh.tensor_parallel = 2;
   mesh.pipeline_parallel = 2;
   EXPECT_EQ(data_parallel_size(mesh, 8), 2);
-  try {
-    data_parallel_size(mesh, 6);
-    FAIL() << "2 x 2 does not divide 6";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("parallel.tensor_parallel (2) x parallel.pipeline_parallel "
-                                         "(2) must divide the world size (6)"),
-              std::string::npos);
-  }
-  auto refusal = [](std::vector<std::string> overrides) {
-    try {
-      config_load("configs/tiny.toml", overrides);
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
-  // tiny: 2 blocks, tied embeddings.
-  EXPECT_EQ(refusal({"parallel.pipeline_parallel=2", "model.tie_embeddings=false"}), "");
-  EXPECT_NE(refusal({"parallel.pipeline_parallel=2"}).find("needs model.tie_embeddings = false"),
+  EXPECT_NE(error_of([&] { data_parallel_size(mesh, 6); })
+                .find("parallel.tensor_parallel (2) x parallel.pipeline_parallel (2) must divide "
+                      "the world size (6)"),
             std::string::npos);
-  EXPECT_NE(refusal({"parallel.pipeline_parallel=3", "model.tie_embeddings=false"})
+  // tiny: 2 blocks, tied embeddings.
+  EXPECT_EQ(config_refusal({"parallel.pipeline_parallel=2", "model.tie_embeddings=false"}), "");
+  EXPECT_NE(config_refusal({"parallel.pipeline_parallel=2"}).find("needs model.tie_embeddings = false"),
+            std::string::npos);
+  EXPECT_NE(config_refusal({"parallel.pipeline_parallel=3", "model.tie_embeddings=false"})
                 .find("parallel.pipeline_parallel must be in [1, model.n_layers = 2]"),
             std::string::npos);
-  EXPECT_NE(refusal({"parallel.pipeline_parallel=0"}).find("parallel.pipeline_parallel must be in"),
+  EXPECT_NE(config_refusal({"parallel.pipeline_parallel=0"}).find("parallel.pipeline_parallel must be in"),
             std::string::npos);
-  EXPECT_NE(refusal({"parallel.pipeline_schedule=zigzag"}).find("parallel.pipeline_schedule"),
+  EXPECT_NE(config_refusal({"parallel.pipeline_schedule=zigzag"}).find("parallel.pipeline_schedule"),
             std::string::npos);
 }
 
@@ -122,14 +101,10 @@ TEST(Topology, BatchMustSplitOverMicroBatchesAndRanks) {
   t.batch_size = 12;
   t.micro_batch_size = 2;
   EXPECT_EQ(micro_batches_per_step(t, 3), 2);
-  try {
-    micro_batches_per_step(t, 4);
-    FAIL() << "12 sequences split over 4 ranks x 2";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("training.batch_size (12) must be a multiple of "
-                                         "training.micro_batch_size (2) x data-parallel ranks (4)"),
-              std::string::npos);
-  }
+  EXPECT_NE(error_of([&] { micro_batches_per_step(t, 4); })
+                .find("training.batch_size (12) must be a multiple of training.micro_batch_size "
+                      "(2) x data-parallel ranks (4)"),
+            std::string::npos);
 }
 
 }  // namespace
