@@ -44,7 +44,7 @@ struct PipelineStepResult {
 // Runs `micro_batches` micro-batches of (B, T) tokens through `model`'s stage:
 // tokens(i) gives micro-batch i, before_backward(i) runs right before its
 // backward pass (the sharding engine learns which is the step's last), and
-// every gradient is scaled by dloss as in Transformer::forward_backward.
+// every gradient is scaled by dloss as in Transformer::stage_forward.
 PipelineStepResult pipeline_step(PipelineSchedule schedule, Transformer& model, UnitProvider& units,
                                  int micro_batches, int B, int T, float dloss,
                                  const std::function<MicroBatchTokens(int)>& tokens,

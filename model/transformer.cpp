@@ -65,9 +65,9 @@ template <class A> struct BlockBuffers {
 template <class A> struct SlotBuffers {
   std::vector<BlockBuffers<A>> blocks;  // the stage's blocks: [i] is block layers.begin + i
   A* residual;       // (layers + 1, n, C): [i] is the input of the stage's block i, [layers] the last output
-  int32_t* inputs;   // (N) the micro-batch's tokens, copied to the device
-  int32_t* targets;  // (N)
+  int32_t* inputs;   // (N) the micro-batch's tokens, copied to the device (first stage only)
   // Last stage only (else null):
+  int32_t* targets;  // (N)
   A* xf;             // (N, C) final-norm output
   float* rstd_f;     // (n)
   A* logits;         // (N, V); becomes dlogits when training
@@ -163,9 +163,9 @@ BufferPlan plan_activations(const ModelConfig& c, int B, int T, ModelSlice slice
   for (SlotBuffers<A>& slot : out.slots) plan.add(slot.residual, (layers.count() + 1) * n * C);
   bytes.residual_stream = role_bytes();
   for (SlotBuffers<A>& slot : out.slots) {
-    plan.add(slot.inputs, N);
-    plan.add(slot.targets, N);
+    if (slice.first_stage()) plan.add(slot.inputs, N);
     if (!last) continue;
+    plan.add(slot.targets, N);
     plan.add(slot.xf, N * C);
     plan.add(slot.rstd_f, n);
     plan.add(slot.logits, N * s.V);
@@ -193,7 +193,6 @@ BufferPlan plan_activations(const ModelConfig& c, int B, int T, ModelSlice slice
   plan.add(g.dg, N * F);
   bytes.backward_scratch = role_bytes();
   bytes.total = plan.bytes();
-  bytes.in_flight = in_flight;
   return plan;
 }
 
@@ -542,12 +541,13 @@ void TransformerImpl<A>::upload_micro_batch(const int32_t* inputs, const int32_t
   if (first_) {
     std::copy_n(inputs, N, staged_inputs);
     memory_.to_device_async(slot_->inputs, staged_inputs, N * sizeof(int32_t));
+    staging_in_flight_ = true;
   }
   if (last_ && targets) {
     std::copy_n(targets, N, staged_targets);
     memory_.to_device_async(slot_->targets, staged_targets, N * sizeof(int32_t));
+    staging_in_flight_ = true;
   }
-  staging_in_flight_ = true;
 }
 
 template <class A>
@@ -598,7 +598,7 @@ float TransformerImpl<A>::stage_forward(UnitProvider& units, int slot, const int
                                        const int32_t* targets, int B, int T, float dloss) {
   LLM_CHECK(slot >= 0 && slot < static_cast<int>(buf_.slots.size()),
             "transformer: activation slot {} of {}", slot, buf_.slots.size());
-  LLM_CHECK(dloss == 0 || targets, "transformer: training needs targets");
+  LLM_CHECK(dloss == 0 || targets || !last_, "transformer: training needs targets");
   slot_ = &buf_.slots[slot];
   upload_micro_batch(inputs, targets, B, T);
   forward_blocks(units, B, T);
@@ -714,16 +714,6 @@ float Transformer::forward(UnitProvider& units, const int32_t* inputs, const int
 }
 
 void Transformer::logits_row(int row, float* out) const { impl_->logits_row(row, out); }
-
-float Transformer::forward_backward(UnitProvider& units, const int32_t* inputs,
-                                    const int32_t* targets, int B, int T, float dloss) {
-  LLM_CHECK(layout_.slice.pp_size == 1,
-            "transformer: forward_backward runs the whole model; pipeline stages run a schedule "
-            "(pipeline_schedule.h)");
-  float loss = impl_->stage_forward(units, 0, inputs, targets, B, T, dloss);
-  impl_->stage_backward(units, 0, B, T);
-  return loss;
-}
 
 float Transformer::stage_forward(UnitProvider& units, int slot, const int32_t* inputs,
                                  const int32_t* targets, int B, int T, float dloss) {

@@ -62,7 +62,6 @@ struct ActivationBytes {
   size_t head_and_loss = 0;  // tokens, final norm, logits (N x V), loss partials, losses, RoPE tables
   size_t backward_scratch = 0;  // gradient buffers reused by every block
   size_t total = 0;
-  int in_flight = 1;  // micro-batches held at once: blocks, residual stream and head per slot
 };
 
 // How a rank's model is split; null groups split nothing.
@@ -111,19 +110,15 @@ class Transformer {
   // every rank (a collective over the tensor and pipeline groups).
   void logits_row(int row, float* out) const;
 
-  // Forward and backward of one micro-batch. Each unit's gradient receives
-  // (+=) d(dloss * sum of per-token losses)/d(params), so dloss = 1/(tokens of
-  // the global batch) makes a sum over micro-batches and ranks the mean
-  // gradient. Returns the micro-batch's mean loss. Without pipeline stages.
-  float forward_backward(UnitProvider& units, const int32_t* inputs, const int32_t* targets, int B,
-                         int T, float dloss);
-
   // --- one pipeline stage (with P = 1 the stage is the whole model) ---------
   // This stage's forward of a micro-batch into activation slot `slot` (<
   // in_flight): from the embedding (first stage) or the activation received
   // into stage_input(slot), through its blocks, to stage_output(slot) or (last
-  // stage) the loss. With dloss != 0 (training, as in forward_backward) the
-  // last stage also turns the logits into their gradient. Returns the
+  // stage) the loss. With dloss != 0 (training) the last stage also turns the
+  // logits into their gradient, so that stage_backward gives each unit's
+  // gradient (+=) d(dloss * sum of per-token losses)/d(params): dloss =
+  // 1/(tokens of the global batch) makes a sum over micro-batches and ranks
+  // the mean gradient. Returns the
   // micro-batch's mean loss on the last stage, 0 elsewhere. `inputs` are read
   // on the first stage, `targets` on the last.
   float stage_forward(UnitProvider& units, int slot, const int32_t* inputs, const int32_t* targets,

@@ -25,6 +25,20 @@ inline std::vector<std::string> comparison_overrides(const std::string& run_dir)
           "checkpoint.dir=" + run_dir};
 }
 
+// fp32 tolerance of a parallel run's losses and parameters against the
+// single process: a reduction across ranks (or a tensor-parallel matmul's
+// partial sums, or a gradient norm summed per stage) adds in another order
+// (~1e-7 relative per step), and AdamW's normalized update passes such
+// differences through at most about lr (here <= 1.2e-3) per element.
+constexpr float kCurveTolerance = 2e-5f;
+
+// The "ragged" model the mpirun suites share: 40 wide (units no world here
+// divides evenly), 4 query heads over `kv_heads`, ffn 100, an untied LM head.
+inline std::vector<std::string> ragged_model_overrides(int kv_heads) {
+  return {"model.dim=40", "model.n_heads=4", "model.n_kv_heads=" + std::to_string(kv_heads),
+          "model.ffn_dim=100", "model.tie_embeddings=false"};
+}
+
 struct RunResult {
   std::vector<float> losses, grad_norms;
   std::vector<float> params;  // the whole model's, after the steps

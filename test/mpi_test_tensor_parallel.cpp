@@ -27,20 +27,13 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr int kSteps = 4;
-// fp32, as in mpi_test_modes.cpp: a tensor-parallel matmul sums its K
-// dimension in T partial sums (another order, ~1e-7 relative), and AdamW
-// passes such differences through at most about lr per element.
-constexpr float kTolerance = 2e-5f;  // losses and parameters
 
 // tiny: tied embeddings, 4 heads / 2 kv heads. ragged: untied LM head, a
 // 40-wide model whose units no world here divides evenly.
 std::vector<std::string> base_overrides(const std::string& model, const std::string& run_dir) {
   std::vector<std::string> o = comparison_overrides(run_dir);
   if (model == "ragged") {
-    for (const char* kv : {"model.dim=40", "model.n_heads=4", "model.n_kv_heads=2",
-                           "model.ffn_dim=100", "model.tie_embeddings=false"}) {
-      o.push_back(kv);
-    }
+    for (const std::string& kv : ragged_model_overrides(2)) o.push_back(kv);
   }
   return o;
 }
@@ -70,7 +63,7 @@ const RunResult& reference(const std::string& model, const std::string& precisio
 void expect_matches_reference(const std::string& model, std::vector<std::string> mode) {
   mode.push_back("parallel.tensor_parallel=2");
   const RunResult& ref = reference(model);
-  expect_same_curve(train(comm_world(), model, mode), ref, kTolerance);
+  expect_same_curve(train(comm_world(), model, mode), ref, kCurveTolerance);
 }
 
 bool world_splits_in_two() { return comm_world().size() % 2 == 0; }
@@ -222,7 +215,7 @@ TEST(TensorParallelCheckpoint, ResumesExactlyAndLoadsWithoutTensorParallelism) {
     std::unique_ptr<Group> alone = world.split(world.rank(), 0);
     expect_continues(resume_steps(single ? *alone : world, config("split", saved, {"parallel.mode=zero3"}),
                                   kSaveAt, kSteps),
-                     straight, kSaveAt, kTolerance);
+                     straight, kSaveAt, kCurveTolerance);
   }
 }
 

@@ -45,6 +45,15 @@ std::vector<int32_t> random_tokens(int n, int vocab, uint64_t seed) {
   return out;
 }
 
+// Forward and backward of one micro-batch through the whole (one-stage)
+// model, accumulating its gradients; returns its mean loss.
+float forward_backward(Transformer& model, UnitProvider& units, const std::vector<int32_t>& inputs,
+                       const std::vector<int32_t>& targets, int B, int T, float dloss) {
+  const float loss = model.stage_forward(units, 0, inputs.data(), targets.data(), B, T, dloss);
+  model.stage_backward(units, 0, B, T);
+  return loss;
+}
+
 // One model shape of the naive comparison.
 struct ModelCase {
   const char* name;
@@ -83,7 +92,7 @@ TEST_P(ModelVsNaive, LossAndEveryParameterGradientMatch) {
   std::vector<int32_t> targets = random_tokens(N, c.model.vocab_size, 2);
 
   engine.zero_grads();
-  float loss = model.forward_backward(engine, inputs.data(), targets.data(), B, T, 1.0f / N);
+  float loss = forward_backward(model, engine, inputs, targets, B, T, 1.0f / N);
   NamedParams params = naive::named_params(model.layout(), engine);
   double expected = naive::loss(c.model, params, inputs, targets, B, T);
   EXPECT_NEAR(loss, expected, 1e-5 * std::abs(expected));
@@ -222,7 +231,7 @@ TEST(ActivationCheckpointing, GradientsAreBitIdenticalAndMemoryShrinks) {
     Transformer model(c.model, B, T, backend_cpu(), plan);
     ShardingEngine engine(model.layout(), c, backend_cpu(), topology);
     engine.zero_grads();
-    model.forward_backward(engine, inputs.data(), targets.data(), B, T, 1.0f / N);
+    forward_backward(model, engine, inputs, targets, B, T, 1.0f / N);
     *bytes = model.activation_bytes().total;
     std::vector<float> all;
     for (size_t u = 0; u < model.layout().units.size(); ++u) {
@@ -300,7 +309,7 @@ TEST(Model, OverfitsOneBatch) {
   int step = 0;
   for (; step < 300; ++step) {
     engine.zero_grads();
-    loss = model.forward_backward(engine, inputs.data(), targets.data(), B, T, 1.0f / N);
+    loss = forward_backward(model, engine, inputs, targets, B, T, 1.0f / N);
     if (loss < 0.05f) break;
     engine.optimizer_step({static_cast<float>(c.training.lr), 1.0f, step + 1});
   }

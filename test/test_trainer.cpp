@@ -341,7 +341,7 @@ TEST(Resume, AFinishedRunSaysSoAndDoesNothing) {
 
 // A model vocabulary larger than the tokenizer's is legal but wasteful: the
 // trainer says so, naming both sizes.
-TEST(Resume, AVocabularyLargerThanTheTokenizerIsNamed) {
+TEST(Trainer, AVocabularyLargerThanTheTokenizerIsNamed) {
   testing::internal::CaptureStdout();
   Trainer trainer(config_load("configs/tiny.toml", {"model.vocab_size=1024", "logging.metrics=false",
                                                    "checkpoint.resume=none"}),

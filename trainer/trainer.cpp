@@ -237,8 +237,12 @@ StepResult Trainer::train_step(int step) {
   const int dp = topology_.dp_size();
   engine_->zero_grads();
   // Micro-batch `micro` of every data-parallel rank, side by side, then the
-  // next: the step's sequences are the same whatever the world size.
+  // next: the step's sequences are the same whatever the world size. Only the
+  // first pipeline stage (inputs) and the last (targets) read them.
+  const ModelSlice& slice = model_->layout().slice;
+  const bool reads_tokens = slice.first_stage() || slice.last_stage();
   auto tokens = [&](int micro) {
+    if (!reads_tokens) return MicroBatchTokens{nullptr, nullptr};
     int64_t position = static_cast<int64_t>(step) * t.batch_size +
                        (static_cast<int64_t>(micro) * dp + topology_.dp_rank()) * mb;
     train_data_->read(position, mb, inputs_.data(), targets_.data());
