@@ -3,6 +3,7 @@
 //   ./train prepare --input PATH... --out DIR [--vocab-size N] ...   text -> shards
 //   ./train bench --config FILE [--bench-steps N] [--modes] [--section.key=value ...]
 //   ./train export --checkpoint DIR --out DIR [--force]   checkpoint -> Hugging Face Llama
+//   ./train generate --checkpoint DIR [--prompt TEXT] ...   sample text from a model
 //   ./train plan --config FILE --world N [--gpu-memory 80GiB]   memory planner
 //   ./train scale [--validate | --calibrate] ...   throughput model, scaling curves
 //   ./train scale --offload --config FILE [--hardware FILE] [--world N]   offload step time
@@ -19,6 +20,7 @@
 
 #include "trainer/benchmark.h"
 #include "trainer/export.h"
+#include "trainer/generate_text.h"
 #include "runtime/cli_values.h"
 #include "config/config.h"
 #include "runtime/error.h"
@@ -79,6 +81,15 @@ constexpr const char* kUsage = R"(usage:
       (tokenizer.model, tokenizer_config.json). A non-empty --out is refused
       unless --force. The reverse: [model] init_from = "DIR" starts training
       from such weights.
+  ./train generate --checkpoint DIR [--prompt TEXT] [--samples N] [--max-new-tokens N]
+                   [--temperature T] [--top-k K] [--top-p P] [--seed N] [--device cpu|cuda]
+      Sample text from a model: DIR is a checkpoint (step_N, or a run directory:
+      its latest) or a Hugging Face directory with tokenizer.model (as export
+      writes). The prompt is encoded after BOS; each of N samples (default 1)
+      ends at EOS, after --max-new-tokens (128) or when the context is full.
+      --temperature 0 is greedy; defaults 0.8, top-k 40 (0: off), top-p 0.95
+      (1: off), seed 0. Prints each sample and the tokens per second. Runs on
+      the run's training.device unless --device says otherwise.
   ./train bench --config FILE [--bench-steps N] [--modes | --memory | --offload] [--peak-tflops P]
                 [--section.key=value ...]
       Time training steps on synthetic tokens; report tokens/s and GFLOP/s
@@ -147,15 +158,7 @@ int run_prepare(const Args& args) {
     if (key == "shard-tokens") options.shard_tokens = llm::parse_integer(value, key);
     if (key == "seed") options.seed = static_cast<uint64_t>(llm::parse_integer(value, key));
     if (key == "quiet") options.quiet = true;
-    if (key == "val-fraction") {
-      size_t used = 0;
-      try {
-        options.val_fraction = std::stod(value, &used);
-      } catch (const std::exception&) {
-      }
-      LLM_CHECK(used == value.size() && !value.empty(), "--val-fraction: expected a number, got '{}'",
-                value);
-    }
+    if (key == "val-fraction") options.val_fraction = llm::parse_number(value, key, 0, 1);
   }
   LLM_CHECK(!options.inputs.empty(), "./train prepare: --input PATH is required");
   LLM_CHECK(!options.out_dir.empty(), "./train prepare: --out DIR is required");
@@ -186,6 +189,45 @@ int run_export(const Args& args) {
               "generation_config.json%s\n",
               result.checkpoint.c_str(), result.parameters, request.dtype.c_str(), out->c_str(),
               result.tokenizer ? ", tokenizer.model, tokenizer_config.json" : " (no tokenizer in the run)");
+  return 0;
+}
+
+int run_generate(const Args& args) {
+  check_options(args, {"checkpoint", "prompt", "samples", "max-new-tokens", "temperature", "top-k",
+                       "top-p", "seed", "device"});
+  LLM_CHECK(args.overrides.empty(), "./train generate takes no config overrides");
+  LLM_CHECK(llm::comm_world().size() == 1,
+            "./train generate runs in one process; start it without mpirun");
+  llm::GenerateRequest request;
+  request.sampling.max_new_tokens = 128;
+  request.sampling.top_p = 0.95f;
+  for (const auto& [key, value] : args.options) {
+    if (key == "checkpoint") request.model = value;
+    if (key == "prompt") request.prompt = value;
+    if (key == "samples") request.samples = static_cast<int>(llm::parse_number(value, key, 1, 4096));
+    if (key == "max-new-tokens") {
+      request.sampling.max_new_tokens = static_cast<int>(llm::parse_number(value, key, 1, 1 << 20));
+    }
+    if (key == "temperature") request.sampling.temperature = static_cast<float>(llm::parse_number(value, key, 0, 100));
+    if (key == "top-k") request.sampling.top_k = static_cast<int>(llm::parse_number(value, key, 0, 1 << 30));
+    if (key == "top-p") request.sampling.top_p = static_cast<float>(llm::parse_number(value, key, 0, 1));
+    if (key == "seed") request.sampling.seed = static_cast<uint64_t>(llm::parse_integer(value, key));
+    if (key == "device") {
+      LLM_CHECK(value == "cpu" || value == "cuda", "--device: expected cpu or cuda, got '{}'", value);
+      request.device = value == "cuda" ? llm::Device::cuda : llm::Device::cpu;
+    }
+  }
+  LLM_CHECK(!request.model.empty(), "./train generate: --checkpoint DIR is required");
+  const llm::GeneratedText out = llm::generate_text(request);
+  for (size_t i = 0; i < out.texts.size(); ++i) {
+    if (out.texts.size() > 1) std::printf("--- sample %zu\n", i + 1);
+    std::printf("%s\n", out.texts[i].c_str());
+  }
+  const std::string full =
+      out.context_full ? "; stopped at the context of " + std::to_string(out.context) + " tokens" : "";
+  std::printf("%s: %d new tokens in %.2f s, %.1f tokens/s (%zu sample(s), prompt %d tokens%s)\n",
+              out.source.c_str(), out.new_tokens, out.seconds, out.new_tokens / out.seconds,
+              out.texts.size(), out.prompt_tokens, full.c_str());
   return 0;
 }
 
@@ -291,8 +333,8 @@ int main(int argc, char** argv) {
       std::fputs(kUsage, stdout);
       return 2;
     }
-    const std::vector<std::string> commands = {"train", "prepare", "bench", "export",
-                                               "plan",  "scale",   "config"};
+    const std::vector<std::string> commands = {"train", "prepare", "bench",  "export",
+                                               "generate", "plan", "scale", "config"};
     alike_on_every_rank([&] {
       LLM_CHECK(std::find(commands.begin(), commands.end(), args.command) != commands.end(),
                 "unknown command '{}'{} (see ./train --help)", args.command,
@@ -302,6 +344,7 @@ int main(int argc, char** argv) {
     if (args.command == "prepare") return run_prepare(args);
     if (args.command == "bench") return run_bench(args);
     if (args.command == "export") return run_export(args);
+    if (args.command == "generate") return run_generate(args);
     if (args.command == "plan") return run_plan(args);
     if (args.command == "config") return run_config(args);
     if (find_option(args, "offload")) return run_scale_offload(args);

@@ -22,6 +22,7 @@
 #include "model/kernels/columns.h"
 #include "model/kernels/cross_entropy.h"
 #include "model/kernels/embedding.h"
+#include "model/kernels/kv_cache.h"
 #include "model/kernels/fill.h"
 #include "model/kernels/matmul.h"
 #include "model/kernels/residual.h"
@@ -43,6 +44,8 @@ namespace llm {
   X(rope_backward)                  \
   X(attention_forward)              \
   X(attention_backward)             \
+  X(kv_cache_write)                 \
+  X(attention_cached)               \
   X(swiglu_forward)                 \
   X(swiglu_backward)                \
   X(matmul_forward)                 \

@@ -208,6 +208,9 @@ class Transformer::Impl {
   virtual StageMessage stage_output(int slot, int B, int T) const = 0;
   virtual StageMessage stage_gradient(int B, int T) const = 0;
   virtual void logits_row(int row, float* out) const = 0;
+  virtual void reserve_kv_cache(int batch, int capacity) = 0;
+  virtual int kv_cache_capacity() const = 0;
+  virtual void decode_stage(UnitProvider& units, const int32_t* inputs, int B, int T, int start) = 0;
   const ActivationBytes& bytes() const { return bytes_; }
 
  protected:
@@ -289,6 +292,9 @@ template <class A> class TransformerImpl : public Transformer::Impl {
     return {own_rows(buf_.grads.dres_full, B * T), static_cast<size_t>(B * T / tp_) * s_.C,
             wire_type()};
   }
+  void reserve_kv_cache(int batch, int capacity) override;
+  int kv_cache_capacity() const override { return kv_capacity_; }
+  void decode_stage(UnitProvider& units, const int32_t* inputs, int B, int T, int start) override;
   void logits_row(int row, float* out) const override {
     const SharedBuffers<A>& h = buf_.shared;
     const A* logits = last_ ? slot_->logits + static_cast<size_t>(row) * s_.V : nullptr;
@@ -415,6 +421,13 @@ template <class A> class TransformerImpl : public Transformer::Impl {
   // else an explicit synchronize).
   std::unique_ptr<int32_t, void (*)(void*)> staging_{nullptr, nullptr};
   mutable bool staging_in_flight_ = false;
+  // Incremental decoding: per block of the stage, its key/value cache
+  // (kv_batch_, kv_capacity_, 2 * KV * D), in kv_arena_; decode_start_ is the
+  // position of the first token of the forward being decoded (-1: not decoding).
+  Arena kv_arena_;
+  std::vector<A*> kv_cache_;
+  int kv_batch_ = 0, kv_capacity_ = 0;
+  int decode_start_ = -1;
 };
 
 template <class A>
@@ -474,8 +487,17 @@ void TransformerImpl<A>::block_forward(int l, const A* p, int B, int T, bool wri
   const A* x = residual(l);
   norm_gathered(b.xn1, b.rstd1, x, p + block_.attn_norm, N);
   ops_.matmul_forward(b.qkv, b.xn1, p + block_.wqkv, N, C, QKV);
-  ops_.rope_forward(b.qkv, buf_.shared.rope_cos, buf_.shared.rope_sin, N, T, H + KV, D, QKV);
-  ops_.attention_forward(b.att, b.lse, b.qkv, B, T, H, KV, D);
+  // Decoding, row t is at position decode_start_ + t: the tables from there.
+  const size_t first_angle = static_cast<size_t>(std::max(decode_start_, 0)) * (D / 2);
+  ops_.rope_forward(b.qkv, buf_.shared.rope_cos + first_angle, buf_.shared.rope_sin + first_angle,
+                    N, T, H + KV, D, QKV);
+  if (decode_start_ >= 0) {
+    A* cache = kv_cache_[l - layers_.begin];
+    ops_.kv_cache_write(cache, b.qkv, B, T, decode_start_, H, KV, D, kv_capacity_);
+    ops_.attention_cached(b.att, b.qkv, cache, B, T, decode_start_, H, KV, D, kv_capacity_);
+  } else {
+    ops_.attention_forward(b.att, b.lse, b.qkv, B, T, H, KV, D);
+  }
   row_parallel_forward(b.x_mid, b.att, p + block_.wo, x, N, H * D);
 
   norm_gathered(b.xn2, b.rstd2, b.x_mid, p + block_.mlp_norm, N);
@@ -609,6 +631,39 @@ float TransformerImpl<A>::stage_forward(UnitProvider& units, int slot, const int
 }
 
 template <class A>
+void TransformerImpl<A>::reserve_kv_cache(int batch, int capacity) {
+  if (!kv_cache_.empty() && batch <= kv_batch_ && capacity <= kv_capacity_) return;
+  LLM_CHECK(kv_cache_.empty(), "transformer: the key/value cache is already reserved for ({}, {})",
+            kv_batch_, kv_capacity_);
+  LLM_CHECK(batch >= 1 && batch <= max_batch_ && capacity >= 1 && capacity <= max_seq_,
+            "transformer: a key/value cache of ({}, {}) exceeds the activation buffers ({}, {})",
+            batch, capacity, max_batch_, max_seq_);
+  const size_t per_block = static_cast<size_t>(batch) * capacity * 2 * s_.KV * s_.D;
+  BufferPlan plan;
+  kv_cache_.resize(layers_.count());
+  for (A*& cache : kv_cache_) plan.add(cache, per_block);
+  kv_arena_ = Arena("kv cache", plan.bytes(), memory_);
+  plan.bind(kv_arena_);
+  kv_batch_ = batch;
+  kv_capacity_ = capacity;
+}
+
+template <class A>
+void TransformerImpl<A>::decode_stage(UnitProvider& units, const int32_t* inputs, int B, int T,
+                                      int start) {
+  LLM_CHECK(!kv_cache_.empty() || layers_.count() == 0,
+            "transformer: decode needs reserve_kv_cache first");
+  LLM_CHECK(B <= kv_batch_ && start >= 0 && start + T <= kv_capacity_,
+            "transformer: decoding {} x {} tokens at position {} exceeds the key/value cache ({}, {})",
+            B, T, start, kv_batch_, kv_capacity_);
+  slot_ = &buf_.slots[0];
+  upload_micro_batch(inputs, nullptr, B, T);
+  decode_start_ = start;
+  forward_blocks(units, B, T);
+  decode_start_ = -1;
+}
+
+template <class A>
 void TransformerImpl<A>::head_backward(UnitProvider& units, int N) {
   const int n = N / tp_, C = static_cast<int>(s_.C), V = static_cast<int>(s_.V);
   const GradBuffers<A>& d = buf_.grads;
@@ -695,22 +750,42 @@ ActivationBytes Transformer::activation_bytes(const ModelConfig& config, int B, 
 
 const ActivationBytes& Transformer::activation_bytes() const { return impl_->bytes(); }
 
-float Transformer::forward(UnitProvider& units, const int32_t* inputs, const int32_t* targets,
-                           int B, int T) {
+template <class StageForward>
+float Transformer::through_pipeline(int B, int T, bool with_loss, StageForward&& stage) {
   Group* pipeline = split_.pipeline && split_.pipeline->size() > 1 ? split_.pipeline : nullptr;
   const ModelSlice& slice = layout_.slice;
   if (pipeline && !slice.first_stage()) {
     StageMessage in = stage_input(0, B, T);
     pipeline->recv(in.data, in.count, in.type, slice.pp_rank - 1);
   }
-  float loss = impl_->stage_forward(units, 0, inputs, targets, B, T, 0.0f);
+  float loss = stage();
   if (!pipeline) return loss;
   if (!slice.last_stage()) {
     StageMessage out = stage_output(0, B, T);
     pipeline->send(out.data, out.count, out.type, slice.pp_rank + 1);
   }
   // The last stage's loss, on every stage (the others add zeros).
-  return targets ? static_cast<float>(pipeline->all_reduce_sum(loss)) : 0.0f;
+  return with_loss ? static_cast<float>(pipeline->all_reduce_sum(loss)) : 0.0f;
+}
+
+float Transformer::forward(UnitProvider& units, const int32_t* inputs, const int32_t* targets,
+                           int B, int T) {
+  return through_pipeline(B, T, targets != nullptr, [&] {
+    return impl_->stage_forward(units, 0, inputs, targets, B, T, 0.0f);
+  });
+}
+
+void Transformer::reserve_kv_cache(int batch, int capacity) {
+  impl_->reserve_kv_cache(batch, capacity);
+}
+
+int Transformer::kv_cache_capacity() const { return impl_->kv_cache_capacity(); }
+
+void Transformer::decode(UnitProvider& units, const int32_t* inputs, int B, int T, int start) {
+  through_pipeline(B, T, false, [&] {
+    impl_->decode_stage(units, inputs, B, T, start);
+    return 0.0f;
+  });
 }
 
 void Transformer::logits_row(int row, float* out) const { impl_->logits_row(row, out); }

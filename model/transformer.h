@@ -106,9 +106,26 @@ class Transformer {
   // targets == nullptr returns 0 and leaves the logits (B, T, V) readable
   // through logits_row().
   float forward(UnitProvider& units, const int32_t* inputs, const int32_t* targets, int B, int T);
-  // The V logits of row `row` (= b * T + t) of the last forward, as fp32 on
-  // every rank (a collective over the tensor and pipeline groups).
+  // The V logits of row `row` (= b * T + t) of the last forward or decode, as
+  // fp32 on every rank (a collective over the tensor and pipeline groups).
   void logits_row(int row, float* out) const;
+
+  // --- incremental decoding (generation) -------------------------------------
+  // Allocates, once, every block's key/value cache for up to `batch`
+  // sequences of `capacity` positions (at most the construction's max_batch
+  // and max_seq); a no-op when one at least that large is there, refused
+  // when a smaller one is.
+  void reserve_kv_cache(int batch, int capacity);
+  // Positions per sequence of the reserved cache (0: none).
+  int kv_cache_capacity() const;
+  // The forward of the next T tokens of B sequences (inputs (B, T), T a
+  // multiple of sequence_multiple()) at positions start .. start + T - 1:
+  // their keys and values go into the cache at those positions and each
+  // attends to the cached positions up to its own, so the logits (readable
+  // through logits_row) equal forward()'s rows for the whole sequence. A
+  // decode at `start` overwrites the cache from there on: start = 0 begins
+  // new sequences.
+  void decode(UnitProvider& units, const int32_t* inputs, int B, int T, int start);
 
   // --- one pipeline stage (with P = 1 the stage is the whole model) ---------
   // This stage's forward of a micro-batch into activation slot `slot` (<
@@ -139,6 +156,12 @@ class Transformer {
   class Impl;
 
  private:
+  // Runs `stage` (this stage's forward of slot 0) between receiving its input
+  // from the previous stage and sending its output to the next; returns the
+  // last stage's loss on every stage when `with_loss`, else 0.
+  template <class StageForward>
+  float through_pipeline(int B, int T, bool with_loss, StageForward&& stage);
+
   ModelConfig config_;
   ParameterLayout layout_;
   Precision precision_;

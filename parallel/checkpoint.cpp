@@ -289,6 +289,16 @@ std::string checkpoint_latest(const std::string& run_dir) {
   return dir.string();
 }
 
+std::string checkpoint_step_directory(const std::string& path, const std::string& command) {
+  if (fs::exists(fs::path(path) / "meta.json")) return path;
+  const std::string latest = fs::is_directory(path) ? checkpoint_latest(path) : "";
+  LLM_CHECK(!latest.empty(),
+            "{}: {} is neither a checkpoint (no meta.json) nor a run directory with a 'latest' "
+            "checkpoint",
+            command, path);
+  return latest;
+}
+
 namespace {
 
 // Typed access to meta.json: every error names the file and the field path.

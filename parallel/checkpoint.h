@@ -37,6 +37,11 @@ std::string checkpoint_save(const std::string& run_dir, int step, Config& config
 // The newest complete checkpoint of run_dir ("" when there is none).
 std::string checkpoint_latest(const std::string& run_dir);
 
+// The step directory `path` names: itself (it holds meta.json), or the
+// `latest` of a run directory; refused, naming `command` and the path, when
+// it is neither.
+std::string checkpoint_step_directory(const std::string& path, const std::string& command);
+
 // Collective over the world. Loads parameters and moments from `path` into
 // `engine` (any saved world size or mode) after checking its index against
 // the engine's layout; returns the saved step. Errors name the file.

@@ -2,6 +2,7 @@
 #include "runtime/cli_values.h"
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include "runtime/error.h"
@@ -48,7 +49,10 @@ long long parse_integer(const std::string& text, const std::string& option) {
   return value;
 }
 
-double parse_positive_number(const std::string& text, const std::string& option) {
+namespace {
+
+// The whole text as a double, or NaN.
+double whole_number(const std::string& text) {
   size_t used = 0;
   double value = 0;
   try {
@@ -56,8 +60,21 @@ double parse_positive_number(const std::string& text, const std::string& option)
   } catch (const std::exception&) {
     used = 0;
   }
-  LLM_CHECK(used == text.size() && !text.empty() && value > 0,
-            "--{}: expected a positive number, got '{}'", option, text);
+  return used == text.size() && !text.empty() ? value : NAN;
+}
+
+}  // namespace
+
+double parse_positive_number(const std::string& text, const std::string& option) {
+  const double value = whole_number(text);
+  LLM_CHECK(value > 0, "--{}: expected a positive number, got '{}'", option, text);
+  return value;
+}
+
+double parse_number(const std::string& text, const std::string& option, double min, double max) {
+  const double value = whole_number(text);
+  LLM_CHECK(value >= min && value <= max, "--{}: expected a number from {} to {}, got '{}'", option,
+            min, max, text);
   return value;
 }
 

@@ -28,6 +28,8 @@ CommandLine parse_command_line(int argc, const char* const* argv,
 long long parse_integer(const std::string& text, const std::string& option);
 // The whole text as a number > 0, else an llm::Error naming --option.
 double parse_positive_number(const std::string& text, const std::string& option);
+// The whole text as a number in [min, max], else an llm::Error naming --option.
+double parse_number(const std::string& text, const std::string& option, double min, double max);
 // "a,b,,c" -> {a, b, c} (empty items dropped).
 std::vector<std::string> split_commas(const std::string& text);
 

@@ -104,6 +104,7 @@ std::vector<OpCase> attention_cases();             // op_cases_attention.cpp
 std::vector<OpCase> matmul_cases();                // op_cases_matmul.cpp
 std::vector<OpCase> cross_entropy_adamw_cases();   // op_cases_loss_adamw.cpp
 std::vector<OpCase> columns_cases();               // op_cases_columns.cpp
+std::vector<OpCase> kv_cache_cases();              // op_cases_kv_cache.cpp
 const std::vector<OpCase>& op_cases();
 
 // ---- tolerances -----------------------------------------------------------------

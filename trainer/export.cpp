@@ -19,18 +19,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The step directory `path` names: itself, or its `latest` when it is a run
-// directory.
-std::string step_directory(const std::string& path) {
-  if (fs::exists(fs::path(path) / "meta.json")) return path;
-  const std::string latest = fs::is_directory(path) ? checkpoint_latest(path) : "";
-  LLM_CHECK(!latest.empty(),
-            "./train export: {} is neither a checkpoint (no meta.json) nor a run directory with a "
-            "'latest' checkpoint",
-            path);
-  return latest;
-}
-
 // transformers' view of the tokenizer: the SentencePiece model as a Llama
 // tokenizer with its special pieces, adding BOS as training did.
 void write_tokenizer(const Tokenizer& tokenizer, int max_length, const fs::path& out) {
@@ -61,7 +49,7 @@ ExportResult export_checkpoint(const ExportRequest& request) {
               request.out);
   }
   ExportResult result;
-  result.checkpoint = step_directory(request.checkpoint);
+  result.checkpoint = checkpoint_step_directory(request.checkpoint, "./train export");
   const Config config = checkpoint_read_config(result.checkpoint);
   const ParameterLayout layout = layout_build(config.model);
   const std::vector<float> params = checkpoint_read_params(result.checkpoint, layout);

@@ -299,9 +299,8 @@ std::string Trainer::sample(int tokens) {
   SamplingOptions options;
   options.max_new_tokens = tokens;
   options.seed = static_cast<uint64_t>(config_.training.seed);
-  std::vector<int32_t> out = generate(*model_, *engine_, {tokenizer.bos_id()},
-                                      config_.training.seq_len, options);
-  return tokenizer.decode(std::vector<int>(out.begin() + 1, out.end()));
+  model_->reserve_kv_cache(1, config_.training.seq_len);
+  return tokenizer.decode(generate(*model_, *engine_, {tokenizer.bos_id()}, 1, options).front());
 }
 
 void Trainer::run() {

@@ -18,6 +18,8 @@
 #   bench_1b    ./train bench --config configs/gpu_1b.toml
 #   bench_offload ./train bench --offload on gpu_1b: device / ZeRO-Offload /
 #               delayed / ZenFlow step times, PCIe bytes and GPU idle (issue 15)
+#   generate_124m  two steps of the 124M shape on the tiny data (bf16), then
+#               ./train generate --device cuda: 8 samples x 256 tokens, tokens/s
 # and, for a rehearsal without a GPU (tools/gpu_kit/rehearse.sh):
 #   cpu_tests   ctest -L cpu -R 'Config|DataPrepare|Bf16|Matmul' (toml++, SentencePiece,
 #               spdlog, OpenBLAS)
@@ -45,7 +47,7 @@ set -uo pipefail
 START=$(date +%s)
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$REPO"
-GPU_STEPS="env,nvidia_smi,mpi_smoke,configure,build,linkage,ctest_gpu,gpu_modes,bench_124m,bench_1b,bench_offload"
+GPU_STEPS="env,nvidia_smi,mpi_smoke,configure,build,linkage,ctest_gpu,gpu_modes,bench_124m,bench_1b,bench_offload,generate_124m"
 KIT=gpu_kit/kit.tar.xz
 DEST=/tmp/gpu_kit
 BUILD=build-gpu
@@ -210,6 +212,12 @@ run_step gpu_modes 300 "$MPI_ENV mpirun -np 2 $(q "$BUILD")/test/llm_mpi_tests -
 run_step bench_124m 240 "./train bench --config configs/gpu_124m.toml"
 run_step bench_1b 300 "./train bench --config configs/gpu_1b.toml"
 run_step bench_offload 300 "./train bench --config configs/gpu_1b.toml --offload --bench-steps 8"
+run_step generate_124m 180 "./train --config configs/gpu_124m.toml --data.train='data/tiny/train_*.bin' \
+  --data.val='data/tiny/val_*.bin' --data.tokenizer=data/tiny/tokenizer.model --model.vocab_size=512 \
+  --training.seq_len=512 --training.batch_size=16 --training.steps=2 --training.eval_interval=0 \
+  --training.sample_tokens=0 --checkpoint.dir=/tmp/generate_124m --checkpoint.resume=none &&
+  ./train generate --checkpoint /tmp/generate_124m --device cuda --samples 8 --max-new-tokens 256 \
+  --temperature 1 --top-k 0 --top-p 1 --prompt 'The'"
 run_step cpu_tests 900 "$(q "$CTEST") --test-dir $(q "$BUILD") -L cpu -R 'Config\\.|DataPrepare\\.|Bf16\\.|[Mm]atmul' \
   --no-tests=error --output-on-failure -j $JOBS --timeout 600"
 run_step mpi_cpu 600 "$MPI_ENV mpirun -np 2 $(q "$BUILD")/test/llm_mpi_tests --gtest_filter='*CommWorld*:*CommCollective*:StagedComm*'"

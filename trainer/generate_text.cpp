@@ -1,0 +1,125 @@
+// Model, tokenizer and context of a checkpoint or Hugging Face directory,
+// then sampling (see generate_text.h).
+#include "trainer/generate_text.h"
+
+#include <chrono>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "data/tokenizer.h"
+#include "interop/hf_llama.h"
+#include "model/transformer.h"
+#include "parallel/checkpoint.h"
+#include "runtime/error.h"
+#include "runtime/file_io.h"
+#include "trainer/inference_params.h"
+
+namespace llm {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kCommand = "./train generate";
+
+// What a source directory gives: the model's shape and parameters, its
+// tokenizer, context length and precision.
+struct LoadedModel {
+  std::string source;
+  ModelConfig config;
+  std::vector<float> params;
+  std::string tokenizer;
+  int context = 0;
+  Device device = Device::cpu;
+  Precision precision = Precision::fp32;
+};
+
+bool is_hugging_face_dir(const fs::path& dir) {
+  return fs::exists(dir / "config.json") && !fs::exists(dir / "meta.json");
+}
+
+LoadedModel load_hugging_face(const fs::path& dir) {
+  LoadedModel m;
+  m.source = dir.string();
+  m.config = hf_read_config(dir.string());
+  const ParameterLayout layout = layout_build(m.config);
+  const HfWeights weights = HfWeights::open(dir.string(), m.config, layout);
+  m.params.resize(layout.total_numel);
+  size_t offset = 0;
+  for (size_t u = 0; u < layout.units.size(); offset += layout.units[u++].numel) {
+    weights.read(static_cast<int>(u), 0, layout.units[u].numel, m.params.data() + offset);
+  }
+  m.tokenizer = (dir / "tokenizer.model").string();
+  LLM_CHECK(fs::exists(m.tokenizer), "{}: {} has no tokenizer.model to encode the prompt with",
+            kCommand, dir.string());
+  const nlohmann::json hf = nlohmann::json::parse(read_file((dir / "config.json").string()));
+  m.context = hf.value("max_position_embeddings", 2048);
+  return m;
+}
+
+LoadedModel load_checkpoint(const std::string& path) {
+  LoadedModel m;
+  m.source = checkpoint_step_directory(path, kCommand);
+  const Config run = checkpoint_read_config(m.source);
+  m.config = run.model;
+  m.params = checkpoint_read_params(m.source, layout_build(m.config));
+  m.tokenizer = run.data.tokenizer;
+  LLM_CHECK(!m.tokenizer.empty(), "{}: the run of {} had no data.tokenizer to encode the prompt with",
+            kCommand, m.source);
+  LLM_CHECK(fs::exists(m.tokenizer),
+            "{}: the run's tokenizer {} is not there (run from the directory the run was started in)",
+            kCommand, m.tokenizer);
+  m.context = run.training.seq_len;
+  m.device = run.device();
+  m.precision = run.precision();
+  return m;
+}
+
+}  // namespace
+
+GeneratedText generate_text(const GenerateRequest& request) {
+  LLM_CHECK(request.samples >= 1, "{}: --samples must be at least 1, got {}", kCommand,
+            request.samples);
+  LoadedModel m = is_hugging_face_dir(request.model) ? load_hugging_face(request.model)
+                                                      : load_checkpoint(request.model);
+  if (request.device) m.device = *request.device;
+  if (m.device == Device::cuda) {
+    LLM_CHECK(cuda_device_count() > 0, "{}: --device cuda, but {}", kCommand,
+              kBuiltWithCuda ? "this machine has no CUDA device" : "this build has no CUDA backend");
+    cuda_use_device(0);
+  }
+  const Tokenizer tokenizer = Tokenizer::load(m.tokenizer);
+  std::vector<int32_t> prompt = {tokenizer.bos_id()};
+  for (int id : tokenizer.encode(request.prompt)) prompt.push_back(id);
+  LLM_CHECK(static_cast<int>(prompt.size()) <= m.context,
+            "{}: the prompt is {} tokens, the model's context only {}", kCommand, prompt.size(),
+            m.context);
+
+  const Backend& backend = backend_for(m.device);
+  Transformer model(m.config, request.samples, m.context, backend, {}, m.precision);
+  InferenceParams params(model.layout(), m.params, backend, m.precision);
+  m.params = {};  // uploaded
+  model.reserve_kv_cache(request.samples, m.context);
+
+  SamplingOptions sampling = request.sampling;
+  sampling.stop_token = tokenizer.eos_id();
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<std::vector<int32_t>> samples =
+      generate(model, params, prompt, request.samples, sampling);
+  GeneratedText out;
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  out.source = m.source;
+  out.prompt_tokens = static_cast<int>(prompt.size());
+  out.context = m.context;
+  for (const std::vector<int32_t>& sample : samples) {
+    out.new_tokens += static_cast<int>(sample.size());
+    const bool ended = !sample.empty() && sample.back() == sampling.stop_token;
+    out.context_full |= !ended && static_cast<int>(sample.size()) < sampling.max_new_tokens;
+    // Decoded with the prompt, so the first new piece keeps its leading space.
+    std::vector<int> text(prompt.begin() + 1, prompt.end());
+    text.insert(text.end(), sample.begin(), ended ? sample.end() - 1 : sample.end());
+    out.texts.push_back(tokenizer.decode(text));
+  }
+  return out;
+}
+
+}  // namespace llm

@@ -1,0 +1,41 @@
+// `./train generate`: text from a trained model. The model comes from a
+// checkpoint (a step directory, or a run directory whose `latest` names one)
+// or a Hugging Face Llama directory (config.json, model.safetensors and
+// tokenizer.model, as `./train export` writes); the prompt is encoded with
+// its tokenizer (SentencePiece's byte fallback covers any text), after BOS,
+// and `samples` continuations are decoded together with a key/value cache
+// (model/generate.h), each ending at EOS or max_new_tokens.
+// Invariant: one process and one device; parameters only (no gradients or
+// optimizer state), in the run's precision (fp32 for a Hugging Face directory).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/generate.h"
+#include "runtime/device.h"
+
+namespace llm {
+
+struct GenerateRequest {
+  std::string model;               // step_N, a run directory, or a Hugging Face directory
+  std::string prompt;              // may be empty: the samples start from BOS alone
+  int samples = 1;
+  SamplingOptions sampling;        // its stop_token is the tokenizer's EOS
+  std::optional<Device> device;    // default: the run's training.device (Hugging Face: cpu)
+};
+
+struct GeneratedText {
+  std::string source;              // the step directory or Hugging Face directory read
+  std::vector<std::string> texts;  // each sample: the prompt and its continuation, decoded together
+  int prompt_tokens = 0;           // BOS included
+  int new_tokens = 0;              // over all samples
+  int context = 0;                 // positions per sample the model attends over
+  bool context_full = false;       // some sample stopped because the context was full
+  double seconds = 0;              // prefill and decoding
+};
+
+GeneratedText generate_text(const GenerateRequest& request);
+
+}  // namespace llm
