@@ -15,7 +15,7 @@ DEB_PACKAGES := build-essential cmake pkg-config python3-pip \
 
 FORTUNES_DATA := data/fortunes/train_000.bin
 
-.PHONY: all deps build demo test bench scaling clean gpu-kit gpu-kit-rehearse
+.PHONY: all deps configure build build-train demo test bench scaling clean gpu-kit gpu-kit-rehearse
 
 all: build
 
@@ -27,14 +27,21 @@ deps:
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $(DEB_PACKAGES); }
 	@if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then bash tools/fetch_cudnn_frontend.sh; fi
 
-build:
+configure:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+
+build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-$(FORTUNES_DATA): | build
+# Only ./train and its library (with the CUDA objects when nvcc is found):
+# what the demo runs, without the test suites.
+build-train: configure
+	cmake --build $(BUILD) -j $(JOBS) --target train
+
+$(FORTUNES_DATA): | build-train
 	./train prepare --input /usr/share/games/fortunes --out data/fortunes --vocab-size 4096
 
-demo: deps build $(FORTUNES_DATA)
+demo: deps build-train $(FORTUNES_DATA)
 	./train --config configs/demo.toml
 
 test: deps build
