@@ -6,16 +6,17 @@ JOBS   ?= $(shell nproc)
 CMAKE_FLAGS ?=
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-# Everything comes from Debian packages; `fortunes` is the demo's English corpus.
+# Everything comes from Debian packages; `fortunes` is the demo's English corpus;
+# protobuf-c encodes TensorBoard's event files (logging.tensorboard).
 # With a CUDA toolkit, the header-only cudnn-frontend comes from PyPI (pip).
 DEB_PACKAGES := build-essential cmake pkg-config python3-pip \
   libopenmpi-dev openmpi-bin libopenblas-openmp-dev \
   libsentencepiece-dev libspdlog-dev libfmt-dev libtomlplusplus-dev nlohmann-json3-dev zlib1g-dev \
-  libgtest-dev fortunes python3-matplotlib
+  libprotobuf-c-dev protobuf-c-compiler libgtest-dev fortunes python3-matplotlib
 
 FORTUNES_DATA := data/fortunes/train_000.bin
 
-.PHONY: all deps configure build build-train demo test bench scaling clean gpu-kit gpu-kit-rehearse
+.PHONY: all deps configure build build-train demo test bench scaling plot clean gpu-kit gpu-kit-rehearse
 
 all: build
 
@@ -65,6 +66,13 @@ scaling: deps build
 	cp results/scaling_cpu/scaling.csv docs/scaling_cpu.csv
 	cp results/validation/validation.csv docs/scaling_validation.csv
 	/usr/bin/python3 tools/plot_scaling.py --out docs/scaling.png docs/scaling.csv docs/scaling_cpu.csv
+
+# Loss curves from runs' metrics.jsonl (tools/plot_metrics.py); by default the
+# demo's, into docs/demo_loss.png: make plot RUNS="checkpoints/a checkpoints/b" PLOT=ab.png
+RUNS ?= checkpoints/demo
+PLOT ?= docs/demo_loss.png
+plot:
+	/usr/bin/python3 tools/plot_metrics.py $(RUNS) --out $(PLOT)
 
 # A lent GPU machine (README "On a lent GPU"): pack the Debian dependencies
 # into gpu_kit/ (carried to it), and rehearse its run here against only the kit.

@@ -364,6 +364,7 @@ struct CheckpointConfig {
 struct LoggingConfig {
   int log_interval = 1;
   bool metrics = true;
+  bool tensorboard = false;
   double peak_tflops = 0;
 
   template <class V> void visit_fields(V&& v) {
@@ -373,6 +374,8 @@ struct LoggingConfig {
       "one rank's peak TFLOP/s, for the log's MFU (0 = on the CPU this machine's measured sgemm "
       "rate per rank, on a GPU no MFU; H100 SXM dense bf16: 989)");
     v("metrics", metrics, "append per-step metrics to <run dir>/metrics.jsonl");
+    v("tensorboard", tensorboard,
+      "also write the metrics records as TensorBoard event files in <run dir>/tensorboard");
   }
 };
 

@@ -37,22 +37,29 @@ std::string lines_up_to_step(const std::string& text, int step) {
 
 }  // namespace
 
-MetricsLog::MetricsLog(const std::string& path, int start_step) : path_(path) {
-  std::filesystem::path p(path);
-  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
-  const bool resumed = start_step > 0 && std::filesystem::is_regular_file(p);
-  if (resumed) write_file_atomically(path, lines_up_to_step(read_file(path), start_step));
-  out_.open(path, resumed ? std::ios::app : std::ios::trunc);
-  LLM_CHECK(out_.is_open(), "{}: cannot open the metrics file for writing: {}", path,
-            std::strerror(errno));
+MetricsLog::MetricsLog(const std::string& path, int start_step,
+                       std::vector<std::unique_ptr<MetricsSink>> sinks)
+    : path_(path), sinks_(std::move(sinks)) {
+  if (!path.empty()) {
+    std::filesystem::path p(path);
+    if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
+    const bool resumed = start_step > 0 && std::filesystem::is_regular_file(p);
+    if (resumed) write_file_atomically(path, lines_up_to_step(read_file(path), start_step));
+    out_.open(path, resumed ? std::ios::app : std::ios::trunc);
+    LLM_CHECK(out_.is_open(), "{}: cannot open the metrics file for writing: {}", path,
+              std::strerror(errno));
+  }
   if (start_step > 0) write({{"event", "resumed"}, {"step", start_step}});
 }
 
 void MetricsLog::write(const nlohmann::json& record) {
-  out_ << record.dump() << '\n';
-  out_.flush();
-  LLM_CHECK(out_.good(), "{}: cannot write the metrics file (disk full?): {}", path_,
-            std::strerror(errno));
+  if (out_.is_open()) {
+    out_ << record.dump() << '\n';
+    out_.flush();
+    LLM_CHECK(out_.good(), "{}: cannot write the metrics file (disk full?): {}", path_,
+              std::strerror(errno));
+  }
+  for (const std::unique_ptr<MetricsSink>& sink : sinks_) sink->write(record);
 }
 
 std::string format_duration(double seconds) {

@@ -14,6 +14,7 @@ import sys
 FLOORS = {
     "runtime": 0,
     "config": 1,
+    "tensorboard": 1,
     "data": 2,
     "model": 2,
     "interop": 3,
@@ -50,7 +51,7 @@ def main() -> int:
     if "--graph" in sys.argv:
         for folder in sorted(FLOORS, key=lambda f: (FLOORS[f], f)):
             used = sorted(uses[folder], key=lambda f: (FLOORS[f], f))
-            print(f"{folder + '/':<10} uses {', '.join(u + '/' for u in used) or 'nothing of ours'}")
+            print(f"{folder + '/':<13} uses {', '.join(u + '/' for u in used) or 'nothing of ours'}")
     for error in errors:
         print(f"layering: {error}", file=sys.stderr)
     if not errors:

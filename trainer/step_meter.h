@@ -36,6 +36,11 @@ class StepMeter {
     wait_ += pipeline_wait_seconds;
   }
 
+  // One step's MFU from its seconds; NAN without a peak.
+  double mfu(double seconds) const {
+    return peak_ > 0 ? flops_per_step_ / seconds / ranks_ / peak_ : NAN;
+  }
+
   StepInterval take() {
     StepInterval i;
     i.steps = steps_;

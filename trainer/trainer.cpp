@@ -12,6 +12,7 @@
 #include "runtime/file_io.h"
 #include "runtime/stop_signal.h"
 #include "runtime/system.h"
+#include "tensorboard/metrics_events.h"
 #include "data/tokenizer.h"
 #include "model/generate.h"
 #include "model/pipeline_schedule.h"
@@ -53,6 +54,22 @@ std::unique_ptr<Group> device_group(const Config& config, Group& world) {
     return make_nccl_group(world);
   }
   return make_staged_group(world, cuda_memory());
+}
+
+// Where the metrics records go: <run dir>/metrics.jsonl and TensorBoard's
+// event files in <run dir>/tensorboard, each when configured.
+MetricsLog open_metrics(Config& config, int start_step) {
+  const std::string run_dir = config.run_dir();
+  std::vector<std::unique_ptr<MetricsSink>> sinks;
+  if (config.logging.tensorboard) {
+    auto tensorboard = std::make_unique<TensorBoardMetrics>(run_dir + "/tensorboard",
+                                                            config_to_toml(config), start_step);
+    spdlog::info("TensorBoard events in {} (view: tensorboard --logdir {})", tensorboard->path(),
+                 run_dir);
+    sinks.push_back(std::move(tensorboard));
+  }
+  return MetricsLog(config.logging.metrics ? run_dir + "/metrics.jsonl" : "", start_step,
+                    std::move(sinks));
 }
 
 }  // namespace
@@ -311,7 +328,7 @@ void Trainer::run() {
     claim_run_dir();
     write_file_atomically((std::filesystem::path(run_dir) / "config.toml").string(),
                           config_to_toml(config_));
-    if (config_.logging.metrics) metrics_ = MetricsLog(run_dir + "/metrics.jsonl", start_step_);
+    metrics_ = open_metrics(config_, start_step_);
   }
   stop_signal_install();
   const int stop_at = t.stop_at_step > 0 ? std::min(t.stop_at_step, t.steps) : t.steps;
@@ -426,10 +443,12 @@ void Trainer::run() {
       }
     }
     if (metrics_.is_open()) {
-      metrics_.write({{"step", done}, {"loss", r.loss}, {"lr", r.lr}, {"grad_norm", r.grad_norm},
-                      {"tokens_per_s", tokens_per_s}, {"ms_per_step", seconds * 1e3},
-                      {"tokens_seen", tokens_seen}, {"epochs", epochs},
-                      {"peak_rss_bytes", peak_resident_bytes()}});
+      nlohmann::json record = {{"step", done}, {"loss", r.loss}, {"lr", r.lr},
+                               {"grad_norm", r.grad_norm}, {"tokens_per_s", tokens_per_s},
+                               {"ms_per_step", seconds * 1e3}, {"tokens_seen", tokens_seen},
+                               {"epochs", epochs}, {"peak_rss_bytes", peak_resident_bytes()}};
+      if (const double mfu = meter.mfu(seconds); !std::isnan(mfu)) record["mfu"] = mfu;
+      metrics_.write(record);
     }
     bool last = done == t.steps;
     if ((t.eval_interval > 0 && done % t.eval_interval == 0) || last) log_eval(done);

@@ -33,10 +33,12 @@ ARCH_LIB=usr/lib/x86_64-linux-gnu
 # The build and test dependencies (Makefile's DEB_PACKAGES) with the runtime
 # packages they pull in. OpenMPI 4.1 on Debian 12 runs its own runtime (ORTE,
 # no prrte) over an external PMIx, hwloc and libevent; libpmix links libmunge.
+# The build runs protoc-c, which links the C++ protobuf and protoc libraries.
 KIT_PACKAGES=(
   libspdlog-dev libspdlog1.10 libfmt-dev libfmt9
   libsentencepiece-dev libsentencepiece0
   libtomlplusplus-dev libtomlplusplus3 nlohmann-json3-dev
+  libprotobuf-c-dev libprotobuf-c1 protobuf-c-compiler libprotoc32 libprotobuf32
   libopenmpi-dev libopenmpi3 openmpi-bin openmpi-common
   libpmix2 libhwloc15 libevent-core-2.1-7 libevent-pthreads-2.1-7 libmunge2
   libopenblas-openmp-dev libopenblas0-openmp
@@ -160,6 +162,7 @@ for must in usr/bin/mpirun usr/bin/mpicxx usr/bin/orterun usr/bin/pkg-config \
             usr/include/spdlog/spdlog.h usr/include/fmt/format.h usr/include/toml++/toml.h \
             usr/include/nlohmann/json.hpp usr/include/gtest/gtest.h usr/include/zlib.h \
             usr/include/sentencepiece_processor.h usr/include/x86_64-linux-gnu/openblas-openmp/cblas.h \
+            usr/bin/protoc-c usr/include/protobuf-c/protobuf-c.h $ARCH_LIB/pkgconfig/libprotobuf-c.pc \
             $ARCH_LIB/openblas-openmp/libopenblas.so $ARCH_LIB/libgtest.a \
             $ARCH_LIB/openmpi/include/mpi.h $ARCH_LIB/cmake/GTest/GTestConfig.cmake \
             $ARCH_LIB/pkgconfig/sentencepiece.pc; do

@@ -41,6 +41,8 @@ HIDE_PACKAGES=(
   libopenblas-openmp-dev libopenblas0-openmp libopenblas-dev libopenblas0
   libopenblas-pthread-dev libopenblas0-pthread libopenblas64-0-openmp libopenblas64-openmp-dev
   libgtest-dev libgmock-dev googletest zlib1g-dev pkgconf pkgconf-bin libpkgconf3 pkg-config
+  libprotobuf-c-dev libprotobuf-c1 protobuf-c-compiler libprotoc32 libprotobuf32
+  libprotobuf-dev libprotoc-dev protobuf-compiler libprotobuf-lite32
 )
 # Not owned by a package (update-alternatives links) or not in the kit on purpose.
 HIDE_EXTRA=(/usr/bin/mpirun /usr/bin/mpiexec /usr/bin/mpicc /usr/bin/mpicxx /usr/bin/mpic++
