@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 
 #include "runtime/error.h"
 #include "runtime/rng.h"
+#include "runtime/system.h"
 
 namespace llm {
 
@@ -65,9 +67,19 @@ std::vector<std::vector<int32_t>> generate(Transformer& model, UnitProvider& uni
   LLM_CHECK(prefill <= cache_capacity,
             "generation: the prompt's {} tokens do not fit the model's context of {}", P,
             cache_capacity);
+  // The forward of T tokens per sample at position `start`; below about a
+  // millisecond of one core's work, on one thread: a team's joins would cost
+  // more than it saves (ThreadLimit), as in a decode step of a small model.
+  auto decode = [&](const std::vector<int32_t>& tokens, int T, int start) {
+    constexpr double kTeamWorthyFlops = 64e6;
+    const double flops = 2.0 * samples * T * static_cast<double>(model.layout().total_numel);
+    std::optional<ThreadLimit> one_thread;
+    if (flops < kTeamWorthyFlops) one_thread.emplace(1);
+    model.decode(units, tokens.data(), samples, T, start);
+  };
   std::vector<int32_t> inputs(static_cast<size_t>(samples) * prefill, 0);
   for (int b = 0; b < samples; ++b) std::copy(prompt.begin(), prompt.end(), &inputs[b * prefill]);
-  model.decode(units, inputs.data(), samples, prefill, 0);
+  decode(inputs, prefill, 0);
 
   Rng rng(options.seed);
   std::vector<float> logits(V);
@@ -92,7 +104,7 @@ std::vector<std::vector<int32_t>> generate(Transformer& model, UnitProvider& uni
     // samples repeat their last token; their logits are not used).
     inputs.assign(static_cast<size_t>(samples) * multiple, 0);
     for (int b = 0; b < samples; ++b) inputs[b * multiple] = out[b].back();
-    model.decode(units, inputs.data(), samples, multiple, length - 1);
+    decode(inputs, multiple, length - 1);
     step_rows = multiple;
     last_row = 0;
   }

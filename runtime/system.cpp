@@ -38,6 +38,17 @@ void configure_threads(int ranks_per_node) {
   openblas_set_num_threads(threads);
 }
 
+ThreadLimit::ThreadLimit(int threads)
+    : omp_threads_(omp_get_max_threads()), blas_threads_(openblas_get_num_threads()) {
+  omp_set_num_threads(std::min(threads, omp_threads_));
+  openblas_set_num_threads(std::min(threads, blas_threads_));
+}
+
+ThreadLimit::~ThreadLimit() {
+  omp_set_num_threads(omp_threads_);
+  openblas_set_num_threads(blas_threads_);
+}
+
 std::string format_bytes(double bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int u = 0;

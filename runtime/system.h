@@ -18,6 +18,21 @@ size_t peak_resident_bytes();
 // (OpenMP and OpenBLAS threads), unless OMP_NUM_THREADS says otherwise.
 void configure_threads(int ranks_per_node);
 
+// At most `threads` OpenMP and OpenBLAS threads while it lives; the previous
+// counts come back when it goes. For work too small to gain from a team: each
+// parallel region costs a fork and a join, and on a busy machine a join waits
+// for a descheduled thread's next time slice (milliseconds).
+class ThreadLimit {
+ public:
+  explicit ThreadLimit(int threads);
+  ~ThreadLimit();
+  ThreadLimit(const ThreadLimit&) = delete;
+  ThreadLimit& operator=(const ThreadLimit&) = delete;
+
+ private:
+  int omp_threads_, blas_threads_;
+};
+
 // "1.50 GiB", "12.0 MiB", "512 B".
 std::string format_bytes(double bytes);
 
