@@ -322,6 +322,9 @@ bool asks_for_help(int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
+  // Lines appear as they are printed, also through a pipe or mpirun (a
+  // benchmark's rows as each is measured), not when a block buffer fills.
+  std::setvbuf(stdout, nullptr, _IOLBF, BUFSIZ);
   llm::log_setup(0);
   try {
     if (asks_for_help(argc, argv)) {

@@ -2,7 +2,8 @@
 // BPE tokenizer (trained on train documents only) -> token shards. Invariant:
 // deterministic: file order is sorted, the split hashes (seed, document index),
 // the trainer is single-threaded and seeded, and every output file is written
-// to a temporary name, synced and renamed into place.
+// to a temporary name, synced and renamed into place. Unless quiet, each phase
+// shows its progress and result on stdout (runtime/progress.h).
 #include "data/prepare.h"
 
 #include <fcntl.h>
@@ -12,6 +13,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -23,7 +25,9 @@
 
 #include "runtime/error.h"
 #include "runtime/file_io.h"
+#include "runtime/progress.h"
 #include "runtime/rng.h"
+#include "runtime/system.h"
 #include "data/shard.h"
 #include "data/tokenizer.h"
 
@@ -267,6 +271,20 @@ std::string list_inputs(const std::vector<std::string>& inputs) {
   return list;
 }
 
+uint64_t bytes_of(const std::vector<std::string>& documents) {
+  uint64_t bytes = 0;
+  for (const std::string& document : documents) bytes += document.size();
+  return bytes;
+}
+
+// A phase of prepare shown with its bytes: its result on its final line.
+ProgressOptions phase_options(const PrepareOptions& options) {
+  ProgressOptions phase;
+  phase.enabled = !options.quiet;
+  phase.unit = ProgressUnit::bytes;
+  return phase;
+}
+
 void check_options(const PrepareOptions& options) {
   LLM_CHECK(!options.inputs.empty(), "prepare: no input given");
   LLM_CHECK(!options.out_dir.empty(), "prepare: no output directory given");
@@ -285,16 +303,24 @@ void check_options(const PrepareOptions& options) {
 void prepare_dataset(const PrepareOptions& options) {
   check_options(options);
   const InputFiles files = collect_input_files(options.inputs);
+  uint64_t input_bytes = 0;
+  for (const std::string& path : files.paths) input_bytes += fs::file_size(path);
   std::vector<std::string> documents;
   int text_files = 0, skipped_not_text = 0;
-  for (const std::string& path : files.paths) {
-    const std::string content = read_file(path);
-    if (!is_text(content)) {
-      ++skipped_not_text;
-      continue;
+  {
+    Progress reading("prepare: reading", input_bytes, phase_options(options));
+    for (const std::string& path : files.paths) {
+      const std::string content = read_file(path);
+      reading.add(content.size());
+      if (!is_text(content)) {
+        ++skipped_not_text;
+        continue;
+      }
+      ++text_files;
+      append_documents(content, documents);
     }
-    ++text_files;
-    append_documents(content, documents);
+    reading.set_detail(fmt::format("{} text file(s), {} skipped as not text, {} as duplicates",
+                                   text_files, skipped_not_text, files.skipped_duplicates));
   }
   LLM_CHECK(!documents.empty(),
             "prepare: no usable text in {}: {} text file(s), {} skipped as not text, {} as "
@@ -313,33 +339,38 @@ void prepare_dataset(const PrepareOptions& options) {
             documents.size(), list_inputs(options.inputs), options.val_fraction, options.seed,
             train_documents.size(), val_documents.size());
   if (!options.quiet) {
-    fmt::print("prepare: {} text file(s) read ({} skipped as not text, {} as duplicates)\n",
-               text_files, skipped_not_text, files.skipped_duplicates);
     fmt::print("prepare: {} documents: {} train, {} val\n", documents.size(),
                train_documents.size(), val_documents.size());
   }
 
   fs::create_directories(options.out_dir);
   if (!options.quiet) {
-    fmt::print("prepare: training a BPE tokenizer of {} pieces on the train documents\n",
-               options.vocab_size);
+    // SentencePiece shows no progress of its own below warnings.
+    fmt::print("prepare: training a BPE tokenizer of {} pieces on the train documents ({}; "
+               "SentencePiece shows no progress)\n",
+               options.vocab_size, format_bytes(static_cast<double>(bytes_of(train_documents))));
     std::fflush(stdout);
   }
+  const auto tokenizer_start = std::chrono::steady_clock::now();
   const Tokenizer tokenizer = Tokenizer::load(train_tokenizer(train_documents, options));
   if (!options.quiet) {
-    fmt::print("prepare: tokenizer {}: vocab size {} (requested {})\n", tokenizer.path(),
-               tokenizer.vocab_size(), options.vocab_size);
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - tokenizer_start;
+    fmt::print("prepare: tokenizer {} trained in {:.1f} s: vocab size {} (requested {})\n",
+               tokenizer.path(), took.count(), tokenizer.vocab_size(), options.vocab_size);
   }
 
   for (const auto& [split, split_documents] :
        {std::pair{"train", &train_documents}, std::pair{"val", &val_documents}}) {
+    Progress encoding(fmt::format("prepare: encoding {}", split), bytes_of(*split_documents),
+                      phase_options(options));
     ShardSequenceWriter writer(options, split, tokenizer);
-    for (const std::string& document : *split_documents) writer.append(document);
-    writer.finish();
-    if (!options.quiet) {
-      fmt::print("prepare: {}: {} tokens in {} shard(s) in {}\n", split, writer.tokens_written(),
-                 writer.shards_written(), options.out_dir);
+    for (const std::string& document : *split_documents) {
+      writer.append(document);
+      encoding.add(document.size());
     }
+    writer.finish();
+    encoding.set_detail(fmt::format("{} tokens in {} shard(s) in {}", writer.tokens_written(),
+                                    writer.shards_written(), options.out_dir));
   }
 }
 

@@ -18,6 +18,7 @@
 
 #include "runtime/error.h"
 #include "runtime/file_io.h"
+#include "runtime/progress.h"
 
 namespace llm {
 namespace {
@@ -27,16 +28,32 @@ using nlohmann::json;
 
 constexpr const char* kFormat = "llm-train checkpoint v1";
 
-uint32_t checksum(const void* data, size_t bytes) {
-  uLong crc = crc32(0L, Z_NULL, 0);
+// The CRC-32 of bytes that follow those whose CRC-32 is `crc` (checksum of
+// a concatenation, piece by piece).
+uint32_t checksum_update(uint32_t crc, const void* data, size_t bytes) {
   const auto* p = static_cast<const Bytef*>(data);
   while (bytes > 0) {  // zlib takes 32-bit lengths
     uInt chunk = static_cast<uInt>(std::min<size_t>(bytes, 1u << 30));
-    crc = crc32(crc, p, chunk);
+    crc = static_cast<uint32_t>(crc32(crc, p, chunk));
     p += chunk;
     bytes -= chunk;
   }
-  return static_cast<uint32_t>(crc);
+  return crc;
+}
+
+uint32_t checksum(const void* data, size_t bytes) {
+  return checksum_update(static_cast<uint32_t>(crc32(0L, Z_NULL, 0)), data, bytes);
+}
+
+// A checkpoint's bytes moving to or from disk, on rank 0's terminal when
+// slow; the caller logs the result.
+ProgressOptions transfer_options(bool enabled) {
+  ProgressOptions options;
+  options.enabled = enabled;
+  options.unit = ProgressUnit::bytes;
+  options.style = ProgressStyle::transient;
+  options.show_after = 2;
+  return options;
 }
 
 std::string step_name(int step) { return "step_" + std::to_string(step); }
@@ -46,37 +63,63 @@ std::string step_name(int step) { return "step_" + std::to_string(step); }
 // to back (3 * repeats * count floats). Each owned slice is written as the
 // whole model's runs it covers (one per tensor piece, a strided one for a
 // row-parallel matrix's columns); replicated tensors only by the first
-// tensor-parallel rank.
+// tensor-parallel rank. Records are streamed to the file one by one (no
+// copy of the whole shard in memory); a slow write shows as `label` on this
+// rank's terminal when `show_progress`.
 json write_shard(const std::string& path, const std::vector<OwnedSlice>& slices,
-                 const ParameterLayout& layout) {
-  std::string bytes;
-  json records = json::array();
-  std::vector<float> state[3];
+                 const ParameterLayout& layout, const std::string& label, bool show_progress) {
+  struct Piece {
+    const OwnedSlice* slice;
+    GlobalRun run;
+    size_t bytes;  // of each of params, m and v
+  };
+  std::vector<Piece> pieces;
+  uint64_t total = 0;
   for (const OwnedSlice& s : slices) {
-    const float* sources[3] = {s.params, s.m, s.v};
-    for (int part = 0; part < 3; ++part) {
-      state[part].resize(s.count);
-      s.memory->to_host(state[part].data(), sources[part], s.count * sizeof(float));
-    }
     for (const GlobalRun& run : layout_global_runs(layout, s.unit, s.begin, s.count)) {
       if (run.replicated && layout.slice.tp_rank > 0) continue;
-      const size_t offset = bytes.size(), n = run.repeats * run.length * sizeof(float);
-      bytes.resize(offset + 3 * n);
-      for (int part = 0; part < 3; ++part) {
-        std::memcpy(bytes.data() + offset + part * n, state[part].data() + run.local, n);
-      }
-      json record = {{"unit", run.unit}, {"begin", run.begin}, {"count", run.length},
-                     {"offset", offset}, {"crc32", checksum(bytes.data() + offset, 3 * n)}};
-      if (run.repeats > 1) {
-        record["repeats"] = run.repeats;
-        record["stride"] = run.stride;
-      }
-      records.push_back(std::move(record));
+      pieces.push_back({&s, run, run.repeats * run.length * sizeof(float)});
+      total += 3 * pieces.back().bytes;
     }
   }
-  write_file_synced(path, bytes);
-  return {{"file", fs::path(path).filename().string()}, {"bytes", bytes.size()},
-          {"crc32", checksum(bytes.data(), bytes.size())}, {"records", records}};
+  Progress progress(label, total, transfer_options(show_progress));
+  SyncedFileWriter file(path);
+  uint32_t file_crc = checksum(nullptr, 0);
+  json records = json::array();
+  std::vector<float> state[3];
+  const OwnedSlice* on_host = nullptr;  // the slice `state` holds
+  std::string record_bytes;
+  for (const Piece& piece : pieces) {
+    const OwnedSlice& s = *piece.slice;
+    if (on_host != &s) {
+      const float* sources[3] = {s.params, s.m, s.v};
+      for (int part = 0; part < 3; ++part) {
+        state[part].resize(s.count);
+        s.memory->to_host(state[part].data(), sources[part], s.count * sizeof(float));
+      }
+      on_host = &s;
+    }
+    const GlobalRun& run = piece.run;
+    const size_t n = piece.bytes;
+    record_bytes.resize(3 * n);
+    for (int part = 0; part < 3; ++part) {
+      std::memcpy(record_bytes.data() + part * n, state[part].data() + run.local, n);
+    }
+    json record = {{"unit", run.unit}, {"begin", run.begin}, {"count", run.length},
+                   {"offset", file.size()}, {"crc32", checksum(record_bytes.data(), 3 * n)}};
+    if (run.repeats > 1) {
+      record["repeats"] = run.repeats;
+      record["stride"] = run.stride;
+    }
+    records.push_back(std::move(record));
+    file.append(record_bytes);
+    file_crc = checksum_update(file_crc, record_bytes.data(), record_bytes.size());
+    progress.add(record_bytes.size());
+  }
+  progress.set_detail("syncing to disk", /*now=*/true);
+  file.finish();
+  return {{"file", fs::path(path).filename().string()}, {"bytes", file.size()},
+          {"crc32", file_crc}, {"records", records}};
 }
 
 // The whole model's tensors, as a layout (whole or a slice) knows them.
@@ -122,10 +165,12 @@ void prune(const std::string& run_dir, const CheckpointConfig& policy, int newes
 }
 
 // Reads records of one checkpoint on demand, verifying each record's
-// checksum the first time it is read.
+// checksum the first time it is read, and counts the bytes it delivers on
+// `progress` (when given).
 class CheckpointReader : public StateSource {
  public:
-  CheckpointReader(std::string dir, const json& meta) : dir_(std::move(dir)) {
+  CheckpointReader(std::string dir, const json& meta, Progress* progress = nullptr)
+      : dir_(std::move(dir)), progress_(progress) {
     for (const json& shard : meta.at("shards")) {
       std::string file = (fs::path(dir_) / shard.at("file").get<std::string>()).string();
       LLM_CHECK(fs::exists(file), "checkpoint {}: shard {} is missing", dir_, file);
@@ -160,6 +205,7 @@ class CheckpointReader : public StateSource {
           if (!out) continue;
           std::memcpy(out + (lo - begin), data.data() + part * n + i * r.count + (lo - block),
                       (hi - lo) * sizeof(float));
+          if (progress_) progress_->add((hi - lo) * sizeof(float));
         }
         covered += hi - lo;
       }
@@ -188,6 +234,7 @@ class CheckpointReader : public StateSource {
   }
 
   std::string dir_;
+  Progress* progress_;
   std::map<int, std::vector<Record>> records_;
 };
 
@@ -211,8 +258,12 @@ std::string checkpoint_save(const std::string& run_dir, int step, Config& config
     // each naming its file by its world rank.
     if (topology.checkpoint_writer()) {
       std::string name = fmt::format("shard_{:05d}", world.rank());
-      json shard = write_shard((tmp_dir / (name + ".bin")).string(), engine.owned_slices(),
-                               engine.layout());
+      const size_t writers = topology.checkpoint_writers().size();
+      json shard = write_shard(
+          (tmp_dir / (name + ".bin")).string(), engine.owned_slices(), engine.layout(),
+          fmt::format("saving {}{}", step_name(step),
+                      writers > 1 ? fmt::format(" (rank 0's shard of {})", writers) : ""),
+          /*show_progress=*/world.rank() == 0);
       write_file_synced((tmp_dir / (name + ".json")).string(), shard.dump());
     }
     world.barrier();
@@ -482,9 +533,12 @@ ConfigChanges checkpoint_config_changes(const std::string& path, Config& current
   return changes;
 }
 
-int checkpoint_load(const std::string& path, ShardingEngine& engine) {
+int checkpoint_load(const std::string& path, ShardingEngine& engine, bool show_progress) {
   json meta = read_meta(path, &engine.layout());
-  CheckpointReader reader(path, meta);
+  Progress progress(fmt::format("loading {}", path),
+                    engine.load_elements(/*with_moments=*/true) * sizeof(float),
+                    transfer_options(show_progress));
+  CheckpointReader reader(path, meta, &progress);
   engine.load_state(reader, /*with_moments=*/true);
   return meta.at("step").get<int>();
 }
@@ -497,7 +551,9 @@ Config checkpoint_read_config(const std::string& path) {
 
 std::vector<float> checkpoint_read_params(const std::string& path, const ParameterLayout& layout) {
   json meta = read_meta(path, &layout);
-  CheckpointReader reader(path, meta);
+  Progress progress(fmt::format("reading {}", path), layout.total_numel * sizeof(float),
+                    transfer_options(/*enabled=*/true));
+  CheckpointReader reader(path, meta, &progress);
   std::vector<float> params(layout.total_numel);
   size_t offset = 0;
   for (size_t u = 0; u < layout.units.size(); ++u) {

@@ -30,7 +30,8 @@ namespace llm {
 
 // Collective over the world. Saves the state after `step` optimizer steps,
 // then prunes old checkpoints per checkpoint.keep_last / keep_every.
-// Returns the checkpoint's directory.
+// Returns the checkpoint's directory. A slow save shows rank 0's shard
+// being written on its terminal.
 std::string checkpoint_save(const std::string& run_dir, int step, Config& config,
                             ShardingEngine& engine, Topology& topology);
 
@@ -44,8 +45,9 @@ std::string checkpoint_step_directory(const std::string& path, const std::string
 
 // Collective over the world. Loads parameters and moments from `path` into
 // `engine` (any saved world size or mode) after checking its index against
-// the engine's layout; returns the saved step. Errors name the file.
-int checkpoint_load(const std::string& path, ShardingEngine& engine);
+// the engine's layout; returns the saved step. Errors name the file. With
+// `show_progress` (rank 0), a slow load shows its bytes on the terminal.
+int checkpoint_load(const std::string& path, ShardingEngine& engine, bool show_progress);
 
 // The resolved config a checkpoint was saved with (its model shape).
 Config checkpoint_read_config(const std::string& path);
@@ -66,7 +68,8 @@ std::vector<std::string> checkpoint_remove_stale_temporaries(const std::string& 
 int checkpoint_step_of(const std::string& directory_name);
 
 // Every unit's parameters, concatenated in unit order, read in one process
-// without an engine (for export); verifies checksums like checkpoint_load.
+// without an engine (for export); verifies checksums like checkpoint_load,
+// and shows a slow read on the terminal.
 std::vector<float> checkpoint_read_params(const std::string& path, const ParameterLayout& layout);
 
 }  // namespace llm

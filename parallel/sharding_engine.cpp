@@ -256,6 +256,18 @@ void ShardingEngine::load_state(StateSource& source, bool with_moments) {
       with_moments);
 }
 
+size_t ShardingEngine::load_elements(bool with_moments) const {
+  // What write_state fills: the host optimizer's owned masters, or the
+  // parameters this rank holds; and the owned moments.
+  size_t elements = 0;
+  for (size_t u = 0; u < shards_.size(); ++u) {
+    const size_t owned = shards_[u].owned;
+    elements += host_ ? owned : params_->held(static_cast<int>(u)).count;
+    if (with_moments) elements += 2 * owned;
+  }
+  return elements;
+}
+
 // --- the step ------------------------------------------------------------------
 
 void ShardingEngine::zero_grads() {

@@ -126,6 +126,9 @@ class ShardingEngine : public UnitProvider {
   // says (in the whole model's units and offsets), each rank reading just the
   // ranges it holds.
   void load_state(StateSource& source, bool with_moments);
+  // The elements load_state asks `source` for on this rank (params, m and v
+  // counted apart): the size of a load, known before it starts.
+  size_t load_elements(bool with_moments) const;
 
  private:
   struct Moments {

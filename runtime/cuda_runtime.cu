@@ -136,10 +136,22 @@ bool gemm_autotune_on = false;
 void cuda_set_gemm_autotune(bool on) { gemm_autotune_on = on; }
 bool cuda::gemm_autotune() { return gemm_autotune_on; }
 
-size_t cuda_free_bytes() {
-  size_t free_bytes = 0, total_bytes = 0;
-  LLM_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-  return free_bytes;
+namespace {
+struct MemoryInfo {
+  size_t free = 0, total = 0;
+};
+MemoryInfo memory_info() {
+  MemoryInfo info;
+  LLM_CUDA_CHECK(cudaMemGetInfo(&info.free, &info.total));
+  return info;
+}
+}  // namespace
+
+size_t cuda_free_bytes() { return memory_info().free; }
+
+size_t cuda_used_bytes() {
+  const MemoryInfo info = memory_info();
+  return info.total - info.free;
 }
 
 }  // namespace llm

@@ -46,5 +46,8 @@ void cuda_set_gemm_autotune(bool on);
 const DeviceMemory& cuda_memory();
 // Free bytes on the current CUDA device.
 size_t cuda_free_bytes();
+// Bytes in use on the current CUDA device (total less free): this process's
+// allocations, its CUDA context and library workspaces, and other processes'.
+size_t cuda_used_bytes();
 
 }  // namespace llm

@@ -13,6 +13,8 @@ void cuda_set_gemm_autotune(bool) {}  // no GEMMs to tune
 
 size_t cuda_free_bytes() { return 0; }
 
+size_t cuda_used_bytes() { return 0; }
+
 const DeviceMemory& cuda_memory() {
   LLM_FAIL("this build has no CUDA backend (nvcc was not found at configure time)");
 }

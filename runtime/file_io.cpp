@@ -35,16 +35,32 @@ class FileDescriptor {
 }  // namespace
 
 void write_file_synced(const std::string& path, std::string_view bytes) {
-  FileDescriptor fd(path, O_WRONLY | O_CREAT | O_TRUNC);
+  SyncedFileWriter file(path);
+  file.append(bytes);
+  file.finish();
+}
+
+SyncedFileWriter::SyncedFileWriter(const std::string& path)
+    : path_(path), fd_(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) {
+  LLM_CHECK(fd_ >= 0, "{}: cannot open: {}", path, std::strerror(errno));
+}
+
+SyncedFileWriter::~SyncedFileWriter() { ::close(fd_); }
+
+void SyncedFileWriter::append(std::string_view bytes) {
   size_t done = 0;
   while (done < bytes.size()) {
-    ssize_t n = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
+    ssize_t n = ::write(fd_, bytes.data() + done, bytes.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    LLM_CHECK(n > 0, "{}: write failed after {} of {} bytes: {}", path, done, bytes.size(),
-              std::strerror(errno));
+    LLM_CHECK(n > 0, "{}: write failed after {} of {} bytes: {}", path_, size_ + done,
+              size_ + bytes.size(), std::strerror(errno));
     done += static_cast<size_t>(n);
   }
-  LLM_CHECK(::fsync(fd.get()) == 0, "{}: fsync failed: {}", path, std::strerror(errno));
+  size_ += bytes.size();
+}
+
+void SyncedFileWriter::finish() {
+  LLM_CHECK(::fsync(fd_) == 0, "{}: fsync failed: {}", path_, std::strerror(errno));
 }
 
 void fsync_directory(const std::string& dir) {

@@ -13,6 +13,26 @@ namespace llm {
 // temporary directory that is renamed as a whole later).
 void write_file_synced(const std::string& path, std::string_view bytes);
 
+// write_file_synced in pieces: a file created (or truncated) at `path`,
+// appended to, and fsynced by finish(); errors name the file. A writer
+// destroyed without finish() leaves what it wrote, unsynced.
+class SyncedFileWriter {
+ public:
+  explicit SyncedFileWriter(const std::string& path);
+  ~SyncedFileWriter();
+  SyncedFileWriter(const SyncedFileWriter&) = delete;
+  SyncedFileWriter& operator=(const SyncedFileWriter&) = delete;
+
+  void append(std::string_view bytes);
+  size_t size() const { return size_; }  // bytes appended so far
+  void finish();
+
+ private:
+  std::string path_;
+  int fd_;
+  size_t size_ = 0;
+};
+
 // Writes `bytes` to path + ".tmp", fsyncs, renames over `path`, fsyncs the directory.
 void write_file_atomically(const std::string& path, std::string_view bytes);
 

@@ -4,6 +4,7 @@
 #include <cblas.h>
 #include <omp.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -29,6 +30,14 @@ size_t peak_resident_bytes() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   return static_cast<size_t>(usage.ru_maxrss) * 1024;
+}
+
+size_t resident_bytes() {
+  // /proc/self/statm: total program size, then resident pages.
+  std::ifstream in("/proc/self/statm");
+  size_t total_pages = 0, resident_pages = 0;
+  if (!(in >> total_pages >> resident_pages)) return 0;
+  return resident_pages * static_cast<size_t>(::sysconf(_SC_PAGESIZE));
 }
 
 void configure_threads(int ranks_per_node) {

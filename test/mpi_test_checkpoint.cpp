@@ -4,6 +4,7 @@
 // training continues on the single-process curve within fp32 tolerance.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -153,6 +154,35 @@ TEST(CheckpointReshard, AnyModeHereLoadsIntoEveryModeAndIntoOneRank) {
     SCOPED_TRACE(mode_name(from) + " -> one rank");
     Trainer t(make_config(own_dir + "_to_single", saved, {}), *alone);
     expect_continues_reference(train(t, kSteps), reference);
+  }
+}
+
+// What a load reads, counted by the source it reads from, is what the engine
+// announces before it starts (the size a checkpoint load's progress shows),
+// in every mode and with the optimizer offloaded.
+TEST(CheckpointLoad, ElementsAnnouncedAreTheElementsRead) {
+  class CountingSource : public StateSource {
+   public:
+    void read(int, size_t, size_t count, float* params, float* m, float* v) override {
+      for (float* out : {params, m, v}) {
+        if (!out) continue;
+        std::fill(out, out + count, 0.0f);
+        elements += count;
+      }
+    }
+    size_t elements = 0;
+  };
+  Group& world = comm_world();
+  std::vector<std::vector<std::string>> variants = modes_of(world.size());
+  variants.push_back({"parallel.mode=zero2", "offload.optimizer=cpu"});
+  for (const auto& variant : variants) {
+    SCOPED_TRACE(mode_name(variant) + (variant.size() > 1 ? " " + variant[1] : ""));
+    Trainer t(make_config(shared_dir(world, "load_elements"), "none", variant), world);
+    for (bool with_moments : {true, false}) {
+      CountingSource source;
+      t.engine().load_state(source, with_moments);
+      EXPECT_EQ(source.elements, t.engine().load_elements(with_moments)) << with_moments;
+    }
   }
 }
 

@@ -229,7 +229,8 @@ TEST(Metrics, WriteToAFullDiskIsAnErrorNamingTheFile) {
 }
 
 // A run killed after step 6 but saved at step 4 re-runs steps 5 and 6 when
-// resumed: the metrics file still holds one line per step, the newer ones.
+// resumed: the metrics file still holds one line per step, the newer ones,
+// each with its rate and memory; each start names the commit built.
 TEST(Metrics, ResumedRunLeavesOneLinePerStep) {
   test_support::TempDir dir("llm_test_trainer_metrics_");
   auto run = [&](std::vector<std::string> overrides) {
@@ -257,8 +258,18 @@ TEST(Metrics, ResumedRunLeavesOneLinePerStep) {
       // tiny's 8-sequence batch of 32-token sequences
       EXPECT_EQ(record["tokens_seen"].get<double>(), step * 8.0 * 32) << line;
       EXPECT_GT(record["epochs"].get<double>(), 0) << line;
+      // The step's own rate (on the CPU against the measured sgemm peak) and
+      // the device's memory: the arenas within what is resident, at most the peak.
+      EXPECT_GT(record["flops_per_rank"].get<double>(), 0) << line;
+      EXPECT_GT(record["mfu"].get<double>(), 0) << line;
+      const auto allocated = record["mem_allocated_bytes"].get<size_t>();
+      const auto reserved = record["mem_reserved_bytes"].get<size_t>();
+      EXPECT_GT(allocated, 0u) << line;
+      EXPECT_LE(allocated, reserved) << line;
+      EXPECT_LE(reserved, record["mem_peak_bytes"].get<size_t>()) << line;
     }
     if (record.value("event", "") == "start") {
+      EXPECT_FALSE(record["commit"].get<std::string>().empty()) << line;
       EXPECT_EQ(record["world_size"], 1);
       EXPECT_EQ(record["mode"], "ddp");
       EXPECT_EQ(record["step"], starts++ == 0 ? 0 : 4) << "each (re)start is marked";

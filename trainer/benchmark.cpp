@@ -14,6 +14,7 @@
 #include <memory>
 #include <vector>
 
+#include "runtime/progress.h"
 #include "runtime/rng.h"
 #include "runtime/system.h"
 #include "trainer/trainer.h"
@@ -87,15 +88,27 @@ std::unique_ptr<Trainer> synthetic_trainer(Config config, Group& world) {
   return trainer;
 }
 
-// Seconds per step over `steps` steps after one warm-up step (slowest rank);
-// `waited` (when given) receives this rank's mean wait per counted step for
-// the neighbouring pipeline stages.
-double time_steps(Trainer& trainer, int steps, double* waited = nullptr) {
+// Seconds per step over `steps` steps after one warm-up step (slowest rank),
+// counted on rank 0's terminal as `label` while they run (the row's result
+// replaces the line); `waited` (when given) receives this rank's mean wait per
+// counted step for the neighbouring pipeline stages.
+double time_steps(Trainer& trainer, int steps, const std::string& label, double* waited = nullptr) {
+  ProgressOptions options;
+  options.enabled = trainer.topology().world.rank() == 0;
+  options.item_name = "steps";
+  options.style = ProgressStyle::transient;
+  options.show_after = 1;
+  Progress progress(label, static_cast<uint64_t>(steps) + 1, options);
   trainer.train_step(0);
+  progress.add(1);
   trainer.topology().world.barrier();
   auto start = Clock::now();
   double wait = 0;
-  for (int s = 1; s <= steps; ++s) wait += trainer.train_step(s).pipeline_wait_seconds;
+  for (int s = 1; s <= steps; ++s) {
+    wait += trainer.train_step(s).pipeline_wait_seconds;
+    progress.add(1);
+  }
+  progress.finish();
   trainer.topology().world.barrier();
   if (waited) *waited = wait / steps;
   return seconds_since(start) / steps;
@@ -107,24 +120,28 @@ void benchmark_run(Config config, Group& world, int steps, double peak_tflops) {
   const TrainingConfig& t = config.training;
   const bool gpu = config.device() == Device::cuda;
   std::unique_ptr<Trainer> trainer = synthetic_trainer(config, world);
+  const bool leader = world.rank() == 0;
+  if (leader) {
+    fmt::print("benchmark {} ({} parameters, {} rank(s) on {}, mode {}, {})\n", config.path,
+               trainer->model().layout().total_numel, world.size(),
+               gpu ? "CUDA" : fmt::format("{} CPU threads", omp_get_max_threads()),
+               trainer->topology().plan.mode, t.precision);
+    fmt::print("  batch {} x {} tokens, micro-batch {}\n", t.batch_size, t.seq_len,
+               t.micro_batch_size);
+  }
   // The reference rate: the GPU's dense peak, or this CPU's measured sgemm.
   double reference = gpu ? peak_tflops * 1e3 : measure_gemm_gflops(2048, 3);
-  double seconds = time_steps(*trainer, steps);
+  if (leader && gpu) {
+    fmt::print("  peak (--peak-tflops)   {:9.1f} TFLOP/s per GPU\n", peak_tflops);
+  } else if (leader) {
+    fmt::print("  sgemm 2048^3 rate      {:9.1f} GFLOP/s per rank\n", reference);
+  }
+  double seconds = time_steps(*trainer, steps, "  timing");
 
-  if (world.rank() != 0) return;
+  if (!leader) return;
   StepFlops flops = step_flops(config);
   double step_tokens = static_cast<double>(t.batch_size) * t.seq_len;
   double achieved = flops.total() / seconds / 1e9 / world.size();
-  fmt::print("benchmark {} ({} parameters, {} rank(s) on {}, mode {}, {})\n", config.path,
-             trainer->model().layout().total_numel, world.size(),
-             gpu ? "CUDA" : fmt::format("{} CPU threads", omp_get_max_threads()),
-             trainer->topology().plan.mode, t.precision);
-  fmt::print("  batch {} x {} tokens, micro-batch {}\n", t.batch_size, t.seq_len, t.micro_batch_size);
-  if (gpu) {
-    fmt::print("  peak (--peak-tflops)   {:9.1f} TFLOP/s per GPU\n", peak_tflops);
-  } else {
-    fmt::print("  sgemm 2048^3 rate      {:9.1f} GFLOP/s per rank\n", reference);
-  }
   fmt::print("  step time              {:9.1f} ms\n", seconds * 1e3);
   fmt::print("  tokens/s               {:9.0f}\n", step_tokens / seconds);
   fmt::print("  FLOPs per step         {:9.3g} (matmul {:.3g}, attention {:.3g})\n", flops.total(),
@@ -178,11 +195,16 @@ void benchmark_modes(Config config, Group& world, int steps) {
     config.parallel.shard_group_size = row.shard_group_size;
     std::unique_ptr<Trainer> trainer = synthetic_trainer(config, world);
     Topology& topo = trainer->topology();
-    time_steps(*trainer, 1);  // warm-up before the counted steps
+    std::string name = row.mode == ParallelMode::hybrid
+                           ? fmt::format("hybrid/{}", row.shard_group_size)
+                           : to_string(row.mode);
+    const std::string label =
+        fmt::format("{:<3} {:<3} {:<10}", row.tensor_parallel, row.pipeline_parallel, name);
+    time_steps(*trainer, 1, label + " warm-up");  // before the counted steps
     Group* groups[] = {topo.shard.get(), topo.replicate.get(), topo.tensor.get(), topo.pipeline.get()};
     for (Group* group : groups) group->reset_stats();
     double waited = 0;
-    const double seconds = time_steps(*trainer, steps, &waited);
+    const double seconds = time_steps(*trainer, steps, label, &waited);
     CommStats comm;
     for (Group* group : groups) comm.add(group->stats());
     double sent = static_cast<double>(comm.sent_bytes) / (steps + 1);  // + the warm-up step
@@ -191,9 +213,6 @@ void benchmark_modes(Config config, Group& world, int steps) {
     }
     StateBytes b = trainer->engine().bytes();
     if (world.rank() != 0) continue;
-    std::string name = row.mode == ParallelMode::hybrid
-                           ? fmt::format("hybrid/{}", row.shard_group_size)
-                           : to_string(row.mode);
     const bool staged = row.pipeline_parallel > 1;
     const std::string bubble =
         staged ? fmt::format("{:.0f}%", 100 * pipeline_bubble_fraction(row.pipeline_parallel,
@@ -253,9 +272,10 @@ void benchmark_offload(Config config, Group& world, int steps) {
     config.offload.delayed_update = v.delayed;
     config.zenflow.enabled = v.zenflow;
     std::unique_ptr<Trainer> trainer = synthetic_trainer(config, world);
-    time_steps(*trainer, 1);  // warm-up before the counted steps
+    const std::string label = fmt::format("{:<16}", v.name);
+    time_steps(*trainer, 1, label + " warm-up");  // before the counted steps
     const OffloadStats before = trainer->engine().offload_stats();
-    const double seconds = time_steps(*trainer, steps);
+    const double seconds = time_steps(*trainer, steps, label);
     const OffloadStats after = trainer->engine().offload_stats();
     const int counted = steps + 1;  // time_steps' own warm-up step, then `steps`
     const StateBytes b = trainer->engine().bytes();
@@ -292,7 +312,8 @@ void benchmark_memory(Config config, Group& world, int steps) {
       config.training.precision = precision;
       config.training.activation_checkpointing = recompute;
       std::unique_ptr<Trainer> trainer = synthetic_trainer(config, world);
-      double seconds = time_steps(*trainer, steps);
+      double seconds =
+          time_steps(*trainer, steps, fmt::format("{:<6} {:<10}", precision, recompute));
       const ActivationBytes& a = trainer->model().activation_bytes();
       if (!leader) continue;
       fmt::print("{:<6} {:<10} {:>9.0f} {:>12} {:>14} {:>14} {:>12}\n", precision, recompute,

@@ -36,10 +36,12 @@ class StepMeter {
     wait_ += pipeline_wait_seconds;
   }
 
-  // One step's MFU from its seconds; NAN without a peak.
-  double mfu(double seconds) const {
-    return peak_ > 0 ? flops_per_step_ / seconds / ranks_ / peak_ : NAN;
+  // Achieved model FLOP/s per rank of `steps` steps taking `seconds`, and
+  // what share of the peak that is (NAN without a peak).
+  double flops_per_rank(int steps, double seconds) const {
+    return flops_per_step_ * steps / seconds / ranks_;
   }
+  double mfu(double flops_per_rank) const { return peak_ > 0 ? flops_per_rank / peak_ : NAN; }
 
   StepInterval take() {
     StepInterval i;
@@ -48,8 +50,8 @@ class StepMeter {
       i.mean_loss = loss_sum_ / steps_;
       i.tokens_per_s = tokens_per_step_ * steps_ / seconds_;
       i.ms_per_step = seconds_ / steps_ * 1e3;
-      i.flops_per_rank = flops_per_step_ * steps_ / seconds_ / ranks_;
-      if (peak_ > 0) i.mfu = i.flops_per_rank / peak_;
+      i.flops_per_rank = flops_per_rank(steps_, seconds_);
+      i.mfu = mfu(i.flops_per_rank);
       i.pipeline_wait = wait_ / seconds_;
     }
     steps_ = 0;

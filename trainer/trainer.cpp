@@ -8,8 +8,10 @@
 #include <cmath>
 #include <filesystem>
 
+#include "runtime/build_info.h"
 #include "runtime/error.h"
 #include "runtime/file_io.h"
+#include "runtime/memory_usage.h"
 #include "runtime/stop_signal.h"
 #include "runtime/system.h"
 #include "tensorboard/metrics_events.h"
@@ -23,6 +25,7 @@
 #include "trainer/benchmark.h"
 #include "trainer/hf_weights_source.h"
 #include "trainer/step_meter.h"
+#include "trainer/step_progress.h"
 
 namespace llm {
 namespace {
@@ -184,7 +187,7 @@ void Trainer::restore_state() {
       "to start fresh instead, pass --checkpoint.resume=none or use a new checkpoint.dir";
   if (!path.empty()) {
     auto start = Clock::now();
-    start_step_ = checkpoint_load(path, *engine_);
+    start_step_ = checkpoint_load(path, *engine_, /*show_progress=*/topology_.world.rank() == 0);
     load_seconds_ = seconds_since(start);
     resumed_from_ = path;
     const ConfigChanges changes = checkpoint_config_changes(path, config_);
@@ -247,18 +250,22 @@ std::string Trainer::save_checkpoint(int steps_done) {
   return checkpoint_save(config_.run_dir(), steps_done, config_, *engine_, topology_);
 }
 
-StepResult Trainer::train_step(int step) {
+StepResult Trainer::train_step(int step, bool show_progress) {
   const TrainingConfig& t = config_.training;
   const int mb = t.micro_batch_size;
   const float dloss = 1.0f / (static_cast<float>(t.batch_size) * t.seq_len);
   const int dp = topology_.dp_size();
   engine_->zero_grads();
+  StepProgress progress(*engine_, model_->layout(), fmt::format("step {}/{}", step + 1, t.steps),
+                        accumulation_steps_, t.activation_checkpointing == Recompute::full,
+                        show_progress && topology_.world.rank() == 0);
   // Micro-batch `micro` of every data-parallel rank, side by side, then the
   // next: the step's sequences are the same whatever the world size. Only the
   // first pipeline stage (inputs) and the last (targets) read them.
   const ModelSlice& slice = model_->layout().slice;
   const bool reads_tokens = slice.first_stage() || slice.last_stage();
   auto tokens = [&](int micro) {
+    progress.forward(micro);
     if (!reads_tokens) return MicroBatchTokens{nullptr, nullptr};
     int64_t position = static_cast<int64_t>(step) * t.batch_size +
                        (static_cast<int64_t>(micro) * dp + topology_.dp_rank()) * mb;
@@ -266,10 +273,11 @@ StepResult Trainer::train_step(int step) {
     return MicroBatchTokens{inputs_.data(), targets_.data()};
   };
   auto before_backward = [&](int micro) {
+    progress.backward(micro);
     engine_->begin_micro_batch(micro == accumulation_steps_ - 1);
   };
   const PipelineStepResult run =
-      pipeline_step(config_.parallel.pipeline_schedule, *model_, *engine_, accumulation_steps_, mb,
+      pipeline_step(config_.parallel.pipeline_schedule, *model_, progress, accumulation_steps_, mb,
                     t.seq_len, dloss, tokens, before_backward);
   StepResult result;
   result.pipeline_wait_seconds = run.wait_seconds;
@@ -350,11 +358,11 @@ void Trainer::run() {
   const int stages = topology_.pipeline->size();
   spdlog::info("config {} | {} parameters | batch {} x {} tokens | {} ranks: tensor parallel {} x "
                "pipeline parallel {} x data parallel {}, mode {} (shard group {}) | {} "
-               "micro-batches of {} per rank",
+               "micro-batches of {} per rank | commit {}",
                config_.path, layout_build(config_.model).total_numel, t.batch_size, t.seq_len,
                topology_.world.size(), topology_.tensor->size(), stages, topology_.dp_size(),
                topology_.plan.mode, topology_.plan.shard_group_size, accumulation_steps_,
-               t.micro_batch_size);
+               t.micro_batch_size, build_commit());
   if (stages > 1) {
     const LayerRange layers = model_->layout().layers;
     spdlog::info("pipeline stage {} of {}: blocks {}..{}{}{} | schedule {}, {} micro-batches in "
@@ -378,7 +386,8 @@ void Trainer::run() {
                  config_.zenflow.enabled ? ", accumulator" : "");
   }
   if (metrics_.is_open()) {
-    metrics_.write({{"event", "start"}, {"step", start_step_}, {"world_size", topology_.world.size()},
+    metrics_.write({{"event", "start"}, {"step", start_step_}, {"commit", build_commit()},
+                    {"world_size", topology_.world.size()},
                     {"tensor_parallel", topology_.tensor->size()}, {"pipeline_parallel", stages},
                     {"data_parallel", topology_.dp_size()},
                     {"mode", to_string(topology_.plan.mode)}, {"precision", to_string(t.precision)},
@@ -410,14 +419,19 @@ void Trainer::run() {
   };
   StepMeter meter(step_flops(config_).total(), tokens_per_step, topology_.world.size(),
                   peak_flops_per_rank());
+  // The arenas' bytes on the device (on the CPU the offloaded optimizer's
+  // host memory is the same memory).
+  MemoryMonitor memory(config_.device(), state.total() + activations +
+                                             (config_.device() == Device::cpu ? state.host : 0));
   const double samples = static_cast<double>(std::max<int64_t>(1, train_data_->num_samples()));
   for (int step = start_step_; step < stop_at; ++step) {
     auto step_start = Clock::now();
-    StepResult r = train_step(step);
+    StepResult r = train_step(step, /*show_progress=*/true);
     double seconds = seconds_since(step_start);
     double tokens_per_s = tokens_per_step / seconds;
     int done = step + 1;
     meter.add(r.loss, seconds, r.pipeline_wait_seconds);
+    const MemoryUsage mem = memory.sample();
     const double tokens_seen = tokens_per_step * done;
     const double epochs = static_cast<double>(done) * t.batch_size / samples;
     if (done % config_.logging.log_interval == 0 || done == t.steps) {
@@ -427,11 +441,15 @@ void Trainer::run() {
       if (!std::isnan(i.mfu)) extra += fmt::format(", MFU {:.1f}%", 100 * i.mfu);
       if (stages > 1) extra += fmt::format(" | pipeline wait {:.0f}%", 100 * i.pipeline_wait);
       spdlog::info("step {:>5}/{} | loss {:.4f}{} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | "
-                   "{:.1f} ms/step{} | {} tokens, {:.2f} epochs | ETA {}",
+                   "{:.1f} ms/step{} | mem {} alloc / {} resv / {} peak | {} tokens, {:.2f} "
+                   "epochs | ETA {}",
                    done, t.steps, i.mean_loss,
                    i.steps > 1 ? fmt::format(" (mean of {})", i.steps) : std::string(), r.lr,
                    r.grad_norm, i.tokens_per_s, i.ms_per_step, extra,
-                   format_si(tokens_seen, ""), epochs, format_duration(eta));
+                   format_bytes(static_cast<double>(mem.allocated)),
+                   format_bytes(static_cast<double>(mem.reserved)),
+                   format_bytes(static_cast<double>(mem.peak)), format_si(tokens_seen, ""), epochs,
+                   format_duration(eta));
     }
     if (r.skipped) {
       spdlog::warn("step {} | update skipped by the spike guard: {}", done, r.skipped->reason);
@@ -443,11 +461,15 @@ void Trainer::run() {
       }
     }
     if (metrics_.is_open()) {
-      nlohmann::json record = {{"step", done}, {"loss", r.loss}, {"lr", r.lr},
-                               {"grad_norm", r.grad_norm}, {"tokens_per_s", tokens_per_s},
-                               {"ms_per_step", seconds * 1e3}, {"tokens_seen", tokens_seen},
-                               {"epochs", epochs}, {"peak_rss_bytes", peak_resident_bytes()}};
-      if (const double mfu = meter.mfu(seconds); !std::isnan(mfu)) record["mfu"] = mfu;
+      const double flops = meter.flops_per_rank(1, seconds);
+      nlohmann::json record = {
+          {"step", done}, {"loss", r.loss}, {"lr", r.lr}, {"grad_norm", r.grad_norm},
+          {"tokens_per_s", tokens_per_s}, {"ms_per_step", seconds * 1e3},
+          {"tokens_seen", tokens_seen}, {"epochs", epochs},
+          {"peak_rss_bytes", peak_resident_bytes()}, {"flops_per_rank", flops},
+          {"mem_allocated_bytes", mem.allocated}, {"mem_reserved_bytes", mem.reserved},
+          {"mem_peak_bytes", mem.peak}};
+      if (!std::isnan(meter.mfu(flops))) record["mfu"] = meter.mfu(flops);
       metrics_.write(record);
     }
     bool last = done == t.steps;

@@ -75,8 +75,10 @@ class Trainer {
   // directory. Throws unless the state is after exactly that many steps, so a
   // checkpoint's name never lies about its weights.
   std::string save_checkpoint(int steps_done);
-  // One optimizer step (all micro-batches of the global batch).
-  StepResult train_step(int step);
+  // One optimizer step (all micro-batches of the global batch); with
+  // `show_progress`, a step slower than a few seconds shows its micro-batches
+  // on rank 0's terminal (trainer/step_progress.h).
+  StepResult train_step(int step, bool show_progress = false);
   // Mean loss over the first training.eval_sequences sequences of data.val.
   float evaluate();
   // Text generated from the BOS token (needs data.tokenizer).
