@@ -54,6 +54,15 @@ void read_node(const toml::node& node, std::string& out, const std::string& key)
   out = *value;
 }
 void read_text(const std::string& text, AutoCount& out, const std::string& key);
+void read_node(const toml::node& node, SwitchOrPath& out, const std::string& key) {
+  if (auto on = node.value_exact<bool>()) {
+    out = {*on, ""};
+    return;
+  }
+  auto path = node.value_exact<std::string>();
+  LLM_CHECK(path.has_value() && !path->empty(), "{}: expected true, false or a directory", key);
+  out = {true, *path};
+}
 void read_node(const toml::node& node, AutoCount& out, const std::string& key) {
   if (auto text = node.value_exact<std::string>()) return read_text(*text, out, key);
   auto value = node.value_exact<int64_t>();
@@ -101,6 +110,11 @@ void read_text(const std::string& text, AutoCount& out, const std::string& key) 
   }
   out.value = parse_number<int>(text, key, "a positive integer or auto");
   LLM_CHECK(out.value >= 1, "{}: expected a positive integer or auto, got '{}'", key, text);
+}
+void read_text(const std::string& text, SwitchOrPath& out, const std::string& key) {
+  LLM_CHECK(!text.empty(), "{}: expected true, false or a directory", key);
+  if (text == "true" || text == "false") out = {text == "true", ""};
+  else out = {true, text};
 }
 template <NamedEnum E> void read_text(const std::string& text, E& out, const std::string& key) {
   out = parse_enum<E>(text, key);
@@ -185,6 +199,10 @@ void write_value(std::ostream& out, AutoCount value) {
 }
 void write_value(std::ostream& out, const std::string& value) {
   out << toml::value<std::string>(value);
+}
+void write_value(std::ostream& out, const SwitchOrPath& value) {
+  if (value.path.empty()) write_value(out, value.on);
+  else write_value(out, value.path);
 }
 template <NamedEnum E> void write_value(std::ostream& out, E value) {
   out << toml::value<std::string>(to_string(value));
@@ -421,6 +439,7 @@ const char* type_name(bool) { return "bool"; }
 const char* type_name(double) { return "float"; }
 const char* type_name(const std::string&) { return "string"; }
 const char* type_name(AutoCount) { return "integer or \"auto\""; }
+const char* type_name(const SwitchOrPath&) { return "bool or a directory"; }
 template <NamedEnum E> std::string type_name(E) { return "one of " + enum_choices<E>(); }
 
 std::string escape_table_cell(std::string text) {

@@ -160,6 +160,15 @@ struct AutoCount {
   bool operator==(const AutoCount&) const = default;
 };
 
+// A switch that may also say where: false (off), true (on, in its default
+// place) or a path (on, there); written as such in TOML and on the command
+// line (any other text is the path).
+struct SwitchOrPath {
+  bool on = false;
+  std::string path;  // empty: the default place
+  bool operator==(const SwitchOrPath&) const = default;
+};
+
 struct ModelConfig {
   int dim = 256;
   int n_layers = 4;
@@ -364,7 +373,7 @@ struct CheckpointConfig {
 struct LoggingConfig {
   int log_interval = 1;
   bool metrics = true;
-  bool tensorboard = false;
+  SwitchOrPath tensorboard;
   double peak_tflops = 0;
 
   template <class V> void visit_fields(V&& v) {
@@ -375,7 +384,8 @@ struct LoggingConfig {
       "rate per rank, on a GPU no MFU; H100 SXM dense bf16: 989)");
     v("metrics", metrics, "append per-step metrics to <run dir>/metrics.jsonl");
     v("tensorboard", tensorboard,
-      "also write the metrics records as TensorBoard event files in <run dir>/tensorboard");
+      "also write the metrics records as TensorBoard event files: true (in <run dir>/tensorboard) "
+      "or a directory");
   }
 };
 

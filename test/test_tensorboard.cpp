@@ -10,6 +10,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
 
 #include "config/config.h"
 #include "parallel/comm.h"
@@ -210,6 +211,33 @@ TEST(TensorBoardMetrics, TrainingRunMatchesMetricsFileAcrossAResume) {
   ASSERT_GE(first.size(), 2u);
   EXPECT_STREQ(value_of(first[1]).tag, "config");
   EXPECT_NE(text_of(value_of(first[1])).find("    [model]"), std::string::npos);
+}
+
+// logging.tensorboard is a switch or a directory: false, true (the run
+// directory's tensorboard/), or a path, where the events then go; the
+// resolved config writes back what was read.
+TEST(TensorBoardMetrics, TheSwitchMayNameADirectory) {
+  test_support::TempDir dir("llm_test_tensorboard_dir_");
+  const std::string elsewhere = dir.file("elsewhere");
+  for (const auto& [text, on, path] : {std::tuple{"false", false, ""}, std::tuple{"true", true, ""},
+                                       std::tuple{elsewhere.c_str(), true, elsewhere.c_str()}}) {
+    Config c = config_load("configs/tiny.toml", {std::string("logging.tensorboard=") + text});
+    EXPECT_EQ(c.logging.tensorboard.on, on) << text;
+    EXPECT_EQ(c.logging.tensorboard.path, path) << text;
+    EXPECT_NE(config_to_toml(c).find(path[0] ? "tensorboard = '" + elsewhere + "'"
+                                             : std::string("tensorboard = ") + text),
+              std::string::npos)
+        << config_to_toml(c);
+  }
+  Trainer trainer(config_load("configs/tiny.toml",
+                              {"training.steps=2", "training.eval_interval=0",
+                               "checkpoint.dir=" + dir.file("run"), "checkpoint.resume=none",
+                               "logging.tensorboard=" + elsewhere}),
+                  comm_world());
+  trainer.run();
+  EXPECT_EQ(test_support::event_files(elsewhere).size(), 1u);
+  EXPECT_FALSE(std::filesystem::exists(dir.file("run") + "/tensorboard"));
+  EXPECT_EQ(scalar_series(elsewhere)["train/loss"].size(), 2u);
 }
 
 }  // namespace

@@ -60,15 +60,17 @@ std::unique_ptr<Group> device_group(const Config& config, Group& world) {
 }
 
 // Where the metrics records go: <run dir>/metrics.jsonl and TensorBoard's
-// event files in <run dir>/tensorboard, each when configured.
+// event files (in <run dir>/tensorboard or the directory logging.tensorboard
+// names), each when configured.
 MetricsLog open_metrics(Config& config, int start_step) {
   const std::string run_dir = config.run_dir();
   std::vector<std::unique_ptr<MetricsSink>> sinks;
-  if (config.logging.tensorboard) {
-    auto tensorboard = std::make_unique<TensorBoardMetrics>(run_dir + "/tensorboard",
-                                                            config_to_toml(config), start_step);
+  if (config.logging.tensorboard.on) {
+    const std::string& named = config.logging.tensorboard.path;
+    const std::string dir = named.empty() ? run_dir + "/tensorboard" : named;
+    auto tensorboard = std::make_unique<TensorBoardMetrics>(dir, config_to_toml(config), start_step);
     spdlog::info("TensorBoard events in {} (view: tensorboard --logdir {})", tensorboard->path(),
-                 run_dir);
+                 named.empty() ? run_dir : dir);
     sinks.push_back(std::move(tensorboard));
   }
   return MetricsLog(config.logging.metrics ? run_dir + "/metrics.jsonl" : "", start_step,
