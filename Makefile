@@ -51,10 +51,11 @@ bench: deps build
 	./train bench --config configs/demo.toml
 	./train bench --config configs/25m.toml
 
-# Scaling curves (docs/scaling.*): the T5 sizes on the paper's A100 cluster
-# (predicted), this machine calibrated (planning/hardware/cpu_dev_vm.toml) and its
-# measured points against that profile, and the validation table
-# (docs/scaling_validation.csv). Timings want a quiet machine.
+# Scaling curves (docs/scaling.*): the FSDP paper's two figures on its A100
+# cluster (predicted: T5 611M / 2.28B / 11.3B x four strategies; 11.3B at
+# batch 8 and 16 per GPU), this machine calibrated (planning/hardware/
+# cpu_dev_vm.toml) and its measured step times against that profile, and the
+# validation table (docs/scaling_validation.csv). Timings want a quiet machine.
 scaling: deps build
 	./train scale --calibrate
 	./train scale --hardware planning/hardware/a100_80gb_roce.toml --out results/scaling --no-plot
@@ -64,7 +65,7 @@ scaling: deps build
 	cp results/scaling/scaling.csv docs/scaling.csv
 	cp results/scaling_cpu/scaling.csv docs/scaling_cpu.csv
 	cp results/validation/validation.csv docs/scaling_validation.csv
-	/usr/bin/python3 tools/plot_scaling.py --out docs/scaling.png docs/scaling.csv docs/scaling_cpu.csv
+	/usr/bin/python3 tools/plot_scaling.py --out docs/scaling.png docs/scaling.csv --step-time docs/scaling_cpu.csv
 
 # A lent GPU machine (README "On a lent GPU"): pack the Debian dependencies
 # into gpu_kit/ (carried to it), and rehearse its run here against only the kit.

@@ -488,6 +488,58 @@ TEST(Scaling, T5ConfigsReproduceThePapersOutOfMemoryPoints) {
 }
 
 
+// A T5 config as `./train scale` runs it: `batch` sequences per GPU in one
+// micro-batch on `gpus` A100s under a paper strategy.
+StepPrediction t5_point(const char* config, const char* strategy, int gpus, int batch = 8,
+                        const char* recompute = "none") {
+  const StrategyMode m = strategy_mode(strategy, gpus, 8);
+  std::vector<std::string> o = {
+      fmt::format("parallel.mode={}", m.mode), fmt::format("training.batch_size={}", batch * gpus),
+      fmt::format("training.micro_batch_size={}", batch),
+      fmt::format("training.activation_checkpointing={}", recompute)};
+  if (m.mode == ParallelMode::hybrid) o.push_back(fmt::format("parallel.shard_group_size={}", m.shard_group_size));
+  ThroughputOptions options;
+  if (m.ddp_buckets) options.ddp_bucket_bytes = 25u << 20;
+  return throughput_predict(with(config, o), gpus, a100(), options);
+}
+
+// Finding (a), as the model explains it: at 611M on one node full sharding
+// is ahead of DDP by DDP's whole-model optimizer step less full sharding's
+// extra contention (its gathers in flight); full replication is DDP's
+// traffic in other all-reduces and lands within 1%.
+TEST(Scaling, FullShardAheadOfDdpByTheReplicatedOptimizerStep) {
+  const StepPrediction ddp = t5_point("configs/t5_611m.toml", "ddp", 8);
+  const StepPrediction replication = t5_point("configs/t5_611m.toml", "full_replication", 8);
+  const StepPrediction shard = t5_point("configs/t5_611m.toml", "full_shard", 8);
+  EXPECT_NEAR(replication.step_seconds, ddp.step_seconds, 0.01 * ddp.step_seconds);
+  EXPECT_GT(shard.contention_seconds, ddp.contention_seconds);
+  const double explained = (ddp.optimizer_seconds - shard.optimizer_seconds) -
+                           (shard.contention_seconds - ddp.contention_seconds);
+  EXPECT_NEAR(ddp.step_seconds - shard.step_seconds, explained, 0.01 * ddp.step_seconds);
+  EXPECT_GT(shard.tflops_per_rank, 1.05 * ddp.tflops_per_rank);
+}
+
+// Finding (d), as the model explains it: from 8 to 512 GPUs 11.3B's
+// collectives are in flight longer and contention grows, while the
+// optimizer step shrinks with the shard; a communication cost is the same
+// per step at batch 8 and 16, so relative to compute it halves at 16.
+TEST(Scaling, ElevenBContentionGrowsWithScaleAndHalvesWithTwiceTheBatch) {
+  const StepPrediction at8 = t5_point("configs/t5_11.3b.toml", "full_shard", 8);
+  const StepPrediction at512 = t5_point("configs/t5_11.3b.toml", "full_shard", 512);
+  EXPECT_GT(at512.comm_in_flight_seconds, 2 * at8.comm_in_flight_seconds);
+  EXPECT_GT(at512.contention_seconds, at8.contention_seconds);
+  EXPECT_LT(at512.optimizer_seconds, at8.optimizer_seconds / 50);
+  EXPECT_LT(at512.tflops_per_rank, at8.tflops_per_rank);
+  const StepPrediction big8 = t5_point("configs/t5_11.3b.toml", "full_shard", 8, 16, "selective");
+  const StepPrediction big512 = t5_point("configs/t5_11.3b.toml", "full_shard", 512, 16, "selective");
+  EXPECT_NEAR(big512.contention_seconds - big8.contention_seconds,
+              at512.contention_seconds - at8.contention_seconds, 1e-9);
+  const double drop8 = 1 - at512.tflops_per_rank / at8.tflops_per_rank;
+  const double drop16 = 1 - big512.tflops_per_rank / big8.tflops_per_rank;
+  EXPECT_GT(drop16, 0);
+  EXPECT_LT(drop16, 0.6 * drop8);
+}
+
 // --- the offload model (offload_model.h) -------------------------------------
 
 // A made-up GPU node: round numbers; the host and PCIe rates are the test's.
