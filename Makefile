@@ -59,8 +59,8 @@ bench: deps build
 scaling: deps build
 	./train scale --calibrate
 	./train scale --hardware planning/hardware/a100_80gb_roce.toml --out results/scaling --no-plot
-	./train scale --hardware planning/hardware/cpu_dev_vm.toml --configs configs/scale_cpu.toml --gpus 1,2,4 --measure --out results/scaling_cpu --no-plot
-	./train scale --validate --out results/validation
+	./train scale --hardware planning/hardware/cpu_dev_vm.toml --configs configs/scale_cpu.toml --gpus 1,2,4 --measure --repeats 3 --out results/scaling_cpu --no-plot
+	./train scale --validate --repeats 3 --out results/validation
 	mkdir -p docs
 	cp results/scaling/scaling.csv docs/scaling.csv
 	cp results/scaling_cpu/scaling.csv docs/scaling_cpu.csv

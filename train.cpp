@@ -67,9 +67,10 @@ constexpr const char* kUsage = R"(usage:
       into DIR/scaling.csv and DIR/scaling.png. --measure also runs the points
       this machine can run (mpirun) and overlays them. --section.key=value
       applies to every config (predicted and measured).
-  ./train scale --validate [--configs A,B] [--ranks 1,2,4] [--modes ddp,zero3]
+  ./train scale --validate [--configs A,B] [--ranks 1,2,4] [--modes ddp,zero3] [--repeats R]
       Every mode at each rank count on this machine: predicted (planning/hardware/
-      cpu_dev_vm.toml) against measured step time, with the error.
+      cpu_dev_vm.toml) against measured step time, with the error; --repeats
+      (also with --measure) runs each point R times and keeps the fastest.
   ./train scale --calibrate [--out planning/hardware/cpu_dev_vm.toml] [--config FILE]
       Measure this machine (sgemm, memory, MPI, host AdamW, copies) into a hardware profile.
   ./train scale --offload --config FILE [--hardware FILE] [--world N] [--section.key=value ...]

@@ -6,13 +6,17 @@
 namespace llm {
 
 void ComputeTimeline::hold(double start, double end, int blocks) {
-  if (end > start && blocks > 0) holds_.push_back({start, end, blocks});
+  if (end <= start || blocks <= 0) return;
+  holds_.push_back({start, end, blocks});
+  active_.push_back({start, end, blocks});
 }
 
 double ComputeTimeline::run(double start, double seconds) {
+  // Holds that ended before this run cannot touch it or any later one.
+  std::erase_if(active_, [&](const Hold& h) { return h.end <= start; });
   // Breakpoints after `start` where the held units change.
   std::vector<double> points;
-  for (const Hold& h : holds_) {
+  for (const Hold& h : active_) {
     if (h.end <= start) continue;
     if (h.start > start) points.push_back(h.start);
     points.push_back(h.end);
@@ -22,7 +26,7 @@ double ComputeTimeline::run(double start, double seconds) {
   size_t next = 0;
   while (left > 0) {
     int held = 0;
-    for (const Hold& h : holds_) {
+    for (const Hold& h : active_) {
       if (h.start <= t && t < h.end) held += h.blocks;
     }
     const double rate = std::max(0.0, 1.0 - static_cast<double>(held) / units_);

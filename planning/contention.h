@@ -25,6 +25,7 @@ class ComputeTimeline {
   // A collective that runs over [start, end) holding `blocks` units.
   void hold(double start, double end, int blocks);
   // Runs `seconds` of full-rate compute from `start`; returns when it ends.
+  // Compute is one timeline: each run starts no earlier than the last began.
   double run(double start, double seconds);
 
   double contention_seconds() const { return contention_; }   // time added to compute
@@ -39,7 +40,8 @@ class ComputeTimeline {
     int blocks;
   };
   int units_;
-  std::vector<Hold> holds_;
+  std::vector<Hold> holds_;   // every hold, for in_flight_seconds
+  std::vector<Hold> active_;  // those not yet ended when compute last ran
   double contention_ = 0, overlapped_ = 0;
 };
 

@@ -446,6 +446,7 @@ int scale_command(const std::vector<std::pair<std::string, std::string>>& option
     else if (key == "no-plot") o.plot = false;
     else if (key == "measure-max-ranks") o.measure_max_ranks = to_int(value, key);
     else if (key == "steps") o.run.steps = to_int(value, key);
+    else if (key == "repeats") o.run.repeats = to_int(value, key);
     else if (key == "launcher") o.run.launcher = value;
     else if (key == "train-binary") o.run.train_binary = value;
     else if (key == "hybrid-group") o.hybrid_group = to_int(value, key);

@@ -298,8 +298,9 @@ StepPrediction throughput_predict(const Config& config, int world, const Hardwar
   t += p.pipeline_bubble_seconds + p.pipeline_comm_seconds;
   p.comm_seconds += p.pipeline_comm_seconds;
   p.step_seconds = t;
-  p.exposed_comm_seconds = std::max(0.0, t - p.compute_seconds - p.contention_seconds -
-                                               p.optimizer_seconds - p.pipeline_bubble_seconds);
+  p.exposed_comm_seconds = t - p.compute_seconds - p.contention_seconds - p.optimizer_seconds -
+                           p.pipeline_bubble_seconds;
+  if (p.exposed_comm_seconds < 1e-12 * t) p.exposed_comm_seconds = 0;  // nothing but rounding
   p.model_flops = step_flops(config).total();
   p.tflops_per_rank = p.model_flops / world / p.step_seconds / 1e12;
   return p;
