@@ -184,7 +184,7 @@ def main():
                                      lambda name, i: (CURVE_COLOURS[i % len(CURVE_COLOURS)], "D"))))
         first = curve_name(batch_scale[0])
         points = [r for r in batch_scale if curve_name(r) == first and r["fits"] == "1"]
-        draws.append((breakdown_panel, (f"{config} {first}: the step's parts", points)))
+        draws.append((breakdown_panel, (f"{config} {first}:\nthe step's parts (axis from 90% of compute)", points)))
     for (hardware, config), panel in custom.items():
         draws.append((tflops_panel, (f"{config} ({size_label(panel)}) on {hardware}", panel,
                                      lambda r: r["strategy"], lambda name, i: strategy_style(name))))
