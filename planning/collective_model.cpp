@@ -180,6 +180,8 @@ CollectiveCost nccl_cost(CollectiveOp op, const GroupSpan& span, double payload_
     bus = std::min(bus * (nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0), kLL128MaxBandwidthPerChannel * channels);
   }
   const int steps = all_reduce ? 2 * (n - 1) : n - 1;
+  // 2.14 counts 2 x nodes network steps for a multi-node all-reduce (more than
+  // its 2(n - 1) steps when every rank has a node of its own); kept as NCCL has it.
   const int inter_steps = all_reduce ? (nodes > 1 ? 2 * nodes : 0) : nodes - 1;
   double algorithm_bandwidth = bus * (a == kTree ? 0.5 : static_cast<double>(n) / steps);
 
