@@ -52,20 +52,21 @@ bench: deps build
 	./train bench --config configs/demo.toml
 	./train bench --config configs/25m.toml
 
-# Scaling curves (docs/scaling.*): the T5 sizes on the paper's A100 cluster
-# (predicted), this machine calibrated (planning/hardware/cpu_dev_vm.toml) and its
-# measured points against that profile, and the validation table
-# (docs/scaling_validation.csv). Timings want a quiet machine.
+# Scaling curves (docs/scaling.*): the FSDP paper's two figures on its A100
+# cluster (predicted: T5 611M / 2.28B / 11.3B x four strategies; 11.3B at
+# batch 8 and 16 per GPU), this machine calibrated (planning/hardware/
+# cpu_dev_vm.toml) and its measured step times against that profile, and the
+# validation table (docs/scaling_validation.csv). Timings want a quiet machine.
 scaling: deps build
 	./train scale --calibrate
 	./train scale --hardware planning/hardware/a100_80gb_roce.toml --out results/scaling --no-plot
-	./train scale --hardware planning/hardware/cpu_dev_vm.toml --configs configs/scale_cpu.toml --gpus 1,2,4 --measure --out results/scaling_cpu --no-plot
-	./train scale --validate --out results/validation
+	./train scale --hardware planning/hardware/cpu_dev_vm.toml --configs configs/scale_cpu.toml --gpus 1,2,4 --measure --repeats 3 --out results/scaling_cpu --no-plot
+	./train scale --validate --repeats 3 --out results/validation
 	mkdir -p docs
 	cp results/scaling/scaling.csv docs/scaling.csv
 	cp results/scaling_cpu/scaling.csv docs/scaling_cpu.csv
 	cp results/validation/validation.csv docs/scaling_validation.csv
-	/usr/bin/python3 tools/plot_scaling.py --out docs/scaling.png docs/scaling.csv docs/scaling_cpu.csv
+	/usr/bin/python3 tools/plot_scaling.py --out docs/scaling.png docs/scaling.csv --step-time docs/scaling_cpu.csv
 
 # Loss curves from runs' metrics.jsonl (tools/plot_metrics.py); by default the
 # demo's, into docs/demo_loss.png: make plot RUNS="checkpoints/a checkpoints/b" PLOT=ab.png

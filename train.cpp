@@ -57,16 +57,20 @@ constexpr const char* kUsage = R"(usage:
       3GiB by default; or this machine's available memory), and the setting
       with the least communication that fits with 10% to spare.
   ./train scale [--hardware FILE] [--configs A,B] [--strategies S,T] [--gpus 8,16]
+                [--batch-per-gpu 8,16] [--precision bf16,fp32]
                 [--out DIR] [--measure] [--measure-max-ranks N] [--hybrid-group G]
-      Scaling curves: per config, strategy (ddp, full_replication, hybrid,
-      full_shard) and GPU count, memory from the planner and step time /
-      TFLOPS per GPU from the throughput model, into DIR/scaling.csv and
-      DIR/scaling.png. --measure also runs the points this machine can run
-      (mpirun) and overlays them. --section.key=value applies to every config
-      (predicted and measured).
-  ./train scale --validate [--configs A,B] [--ranks 1,2,4] [--modes ddp,zero3]
+      Scaling curves: by default the FSDP paper's two figures (T5 611M / 2.28B
+      / 11.3B x ddp, full_replication, hybrid, full_shard; 11.3B full_shard at
+      batch 8 and 16 per GPU), else the grid the options name; per GPU count,
+      memory from the planner and step time (compute, contention, exposed
+      communication, optimizer) and TFLOPS per GPU from the throughput model,
+      into DIR/scaling.csv and DIR/scaling.png. --measure also runs the points
+      this machine can run (mpirun) and overlays them. --section.key=value
+      applies to every config (predicted and measured).
+  ./train scale --validate [--configs A,B] [--ranks 1,2,4] [--modes ddp,zero3] [--repeats R]
       Every mode at each rank count on this machine: predicted (planning/hardware/
-      cpu_dev_vm.toml) against measured step time, with the error.
+      cpu_dev_vm.toml) against measured step time, with the error; --repeats
+      (also with --measure) runs each point R times and keeps the fastest.
   ./train scale --calibrate [--out planning/hardware/cpu_dev_vm.toml] [--config FILE]
       Measure this machine (sgemm, memory, MPI, host AdamW, copies) into a hardware profile.
   ./train scale --offload --config FILE [--hardware FILE] [--world N] [--section.key=value ...]

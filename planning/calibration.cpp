@@ -164,9 +164,10 @@ void calibrate_machine(const CalibrationOptions& options) {
   hw.device.sustained_fraction = 1.0;
   hw.device.memory_bandwidth_gbs = copy / 1e9;
   hw.device.shared_by_node = true;
+  hw.device.compute_units = omp_get_num_procs();
   hw.node.devices_per_node = 64;
   hw.intra_node = hw.inter_node = {comm.bandwidth_gbs, comm.alpha_us};
-  hw.collective = {0.0, false};
+  hw.collective = {"mpi", 0.0, false};
   hw.host = {host.adamw_params_per_s, host.accumulate_params_per_s};
   hw.pcie = {host.copy_bytes_per_s / 1e9, 0.0};
 
@@ -198,6 +199,7 @@ peak_tflops_fp32 = {peak:.6f}  # the same measurement
 sustained_fraction = {sustained:.4f}  # {config} at 1 rank: {measured:.1f} ms/step measured vs {compute:.1f} ms of modeled compute at the peak (+ {optimizer:.1f} ms optimizer)
 memory_bandwidth_gbs = {copy:.2f}  # parallel copy of 256 MiB, read + write bytes per second
 shared_by_node = true
+compute_units = {cores}  # cores (omp_get_num_procs); an MPI collective is driven by its rank's own process
 
 [node]
 devices_per_node = 64  # every rank of a run here is on this one machine
@@ -211,6 +213,7 @@ bandwidth_gbs = {bw:.4f}
 latency_us = {alpha:.3f}
 
 [collective]
+library = "mpi"  # one ring with the latency and bandwidth measured above
 base_latency_us = 0.0  # folded into the per-step latency above
 async_progress = false  # Open MPI's nonblocking collectives progress only inside MPI calls, i.e. when waited on
 

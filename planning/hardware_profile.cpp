@@ -52,6 +52,18 @@ void validate(const HardwareProfile& p) {
             "{}: host.adamw_params_per_s and host.accumulate_params_per_s must be positive", f);
   LLM_CHECK(p.pcie.bandwidth_gbs > 0, "{}: pcie.bandwidth_gbs must be positive", f);
   LLM_CHECK(p.pcie.latency_us >= 0, "{}: pcie.latency_us must not be negative", f);
+  LLM_CHECK(p.device.compute_units >= 1, "{}: device.compute_units must be at least 1", f);
+  LLM_CHECK(p.collective.library == "nccl" || p.collective.library == "mpi",
+            "{}: collective.library must be \"nccl\" or \"mpi\", got \"{}\"", f, p.collective.library);
+  if (p.uses_nccl()) {
+    const NcclProfile& n = p.nccl;
+    LLM_CHECK(n.gpu_arch == "volta" || n.gpu_arch == "ampere" || n.gpu_arch == "hopper",
+              "{}: nccl.gpu_arch must be volta, ampere or hopper, got \"{}\"", f, n.gpu_arch);
+    LLM_CHECK(n.host_cpu == "amd" || n.host_cpu == "intel", "{}: nccl.host_cpu must be amd or intel", f);
+    LLM_CHECK(n.intra_link == "nvlink" || n.intra_link == "pci", "{}: nccl.intra_link must be nvlink or pci", f);
+    LLM_CHECK(n.intra_channels >= 1 && n.inter_channels >= 1,
+              "{}: nccl.intra_channels and nccl.inter_channels must be at least 1", f);
+  }
   parse_bytes(p.device.memory, f + ": device.memory");
   if (p.device.reserved_memory != "0") parse_bytes(p.device.reserved_memory, f + ": device.reserved_memory");
 }
@@ -72,6 +84,11 @@ HardwareProfile hardware_parse(const std::string& toml_text, const std::string& 
   profile.visit_tables([&](const char* table_name, auto& section) {
     known.insert(table_name);
     const toml::node* node = root.get(table_name);
+    if (std::string(table_name) == "nccl" && !profile.uses_nccl()) {
+      // [collective] comes first: [nccl] belongs to the NCCL model only.
+      LLM_CHECK(!node, "{}: [nccl] is read only with collective.library = \"nccl\"", origin);
+      return;
+    }
     LLM_CHECK(node && node->is_table(), "{}: missing table [{}]", origin, table_name);
     const toml::table& table = *node->as_table();
     std::set<std::string> fields;

@@ -1,11 +1,13 @@
 // A hardware profile: the few numbers the throughput model needs about a
 // cluster (device compute and memory, devices per node, intra- and
-// inter-node links, and for offloaded optimizers the host's AdamW and
+// inter-node links, the collective library and, for NCCL, what its topology
+// search finds, and for offloaded optimizers the host's AdamW and
 // accumulation rates and the host <-> device link), read from a TOML file in
 // planning/hardware/. Every key is listed
 // once in its table's visit_fields(); unknown keys and missing files are
 // errors naming the file and key, so a profile cannot silently fall back to
-// defaults it did not mean.
+// defaults it did not mean. The [nccl] table is required exactly when
+// collective.library = "nccl".
 #pragma once
 
 #include <string>
@@ -22,6 +24,7 @@ struct DeviceProfile {
   double sustained_fraction = 1.0;
   double memory_bandwidth_gbs = 0;
   bool shared_by_node = false;
+  int compute_units = 1;
 
   template <class V> void visit_fields(V&& v) {
     v("memory", memory, "memory of one device (for a shared node: of the whole node)");
@@ -32,6 +35,9 @@ struct DeviceProfile {
     v("memory_bandwidth_gbs", memory_bandwidth_gbs, "memory bandwidth (optimizer step), GB/s");
     v("shared_by_node", shared_by_node,
       "true: compute and memory are the node's, shared by the ranks on it (CPU)");
+    v("compute_units", compute_units,
+      "streaming multiprocessors (GPU) or cores (CPU) of one device; a collective's CUDA blocks "
+      "hold some of them while it runs (contention.h)");
   }
 };
 
@@ -57,13 +63,43 @@ struct LinkProfile {
 };
 
 struct CollectiveProfile {
+  std::string library = "mpi";
   double base_latency_us = 0;
   bool async_progress = true;
 
   template <class V> void visit_fields(V&& v) {
-    v("base_latency_us", base_latency_us, "fixed cost of launching one collective, microseconds");
+    v("library", library,
+      "\"nccl\": NCCL's algorithm and protocol choice (collective_model.h, needs [nccl]); "
+      "\"mpi\": one ring with the links' latency and bandwidth");
+    v("base_latency_us", base_latency_us,
+      "fixed cost of launching one collective, microseconds (mpi rings and point-to-point)");
     v("async_progress", async_progress,
       "true: collectives run while compute runs (NCCL streams); false: they run when waited on");
+  }
+};
+
+// What NCCL's topology search (src/graph/search.cc) finds on this cluster,
+// and the hardware facts its tuning tables (src/graph/tuning.cc) key on.
+// Used only with collective.library = "nccl".
+struct NcclProfile {
+  std::string gpu_arch = "ampere";
+  std::string host_cpu = "amd";
+  std::string intra_link = "nvlink";
+  int intra_channels = 1;
+  int inter_channels = 1;
+
+  template <class V> void visit_fields(V&& v) {
+    v("gpu_arch", gpu_arch,
+      "\"volta\", \"ampere\" or \"hopper\": picks NCCL's per-architecture bandwidth caps and whether "
+      "LL128 is on by default");
+    v("host_cpu", host_cpu, "\"amd\" or \"intel\": NCCL's LL bandwidth cap across nodes depends on it");
+    v("intra_link", intra_link, "\"nvlink\" or \"pci\": the link between GPUs of a node");
+    v("intra_channels", intra_channels,
+      "channels of the ring graph NCCL's search builds inside one node (intra_node.bandwidth_gbs is "
+      "their bus bandwidth together)");
+    v("inter_channels", inter_channels,
+      "channels of the ring graph across nodes when a node's every device is in the group (one per "
+      "NIC; inter_node.bandwidth_gbs is their bus bandwidth together)");
   }
 };
 
@@ -106,6 +142,9 @@ struct HardwareProfile {
   CollectiveProfile collective;
   HostProfile host;
   PcieProfile pcie;
+  NcclProfile nccl;  // read only with collective.library = "nccl"
+
+  bool uses_nccl() const { return collective.library == "nccl"; }
 
   template <class V> void visit_tables(V&& v) {
     v("device", device);
@@ -115,6 +154,7 @@ struct HardwareProfile {
     v("collective", collective);
     v("host", host);
     v("pcie", pcie);
+    v("nccl", nccl);
   }
 
   // Sustained matmul rate of one rank, FLOP/s, for a config's precision and

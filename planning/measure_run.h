@@ -5,7 +5,8 @@
 // `--measure` and `--calibrate`.
 // Invariant: the measured time is the median ms_per_step of the steps after
 // the first (which pays for allocation and warm-up), as the trainer itself
-// logged it on rank 0.
+// logged it on rank 0; with repeats > 1, the least such median of that many
+// runs (on a shared machine, the run other jobs disturbed least).
 #pragma once
 
 #include <string>
@@ -22,6 +23,7 @@ struct MeasureOptions {
   std::string launcher = "mpirun --oversubscribe --bind-to none";
   std::string train_binary = "./train";
   int steps = 6;                  // measured: steps - 1
+  int repeats = 1;                // runs per point; the fastest run's median counts
   // Run directories and logs (metrics.jsonl, run.log), kept for inspection.
   std::string work_dir = default_work_dir();
 };

@@ -3,7 +3,6 @@
 #include "planning/throughput_model.h"
 
 #include <algorithm>
-#include <set>
 #include <vector>
 
 #include "trainer/benchmark.h"
@@ -12,6 +11,7 @@
 #include "model/pipeline_schedule.h"
 #include "model/transformer.h"
 #include "parallel/topology.h"
+#include "planning/contention.h"
 #include "planning/tensor_parallel_model.h"
 
 namespace llm {
@@ -26,7 +26,7 @@ struct SizedCollective {
   bool scalar;
   size_t count;          // elements
   size_t element_bytes;
-  double seconds = 0;
+  CollectiveCost cost;
 };
 
 // Payload and ring bytes sent, with the comm layer's own formulas (comm.h).
@@ -99,55 +99,7 @@ void bucket_gradients(std::vector<SizedCollective>& collectives, std::vector<Ste
   events = std::move(merged);
 }
 
-// Bus bandwidth of a group's ring, bytes/s: the intra-node link's, or across
-// nodes the group's ranks' share of their node's NICs (rail-optimized: each
-// rank drives its own), if that is slower.
-double span_bandwidth(const GroupSpan& span, const HardwareProfile& hw) {
-  const double intra = hw.intra_node.bandwidth_gbs * 1e9;
-  if (span.nodes == 1) return intra;
-  return std::min(intra, hw.inter_node.bandwidth_gbs * 1e9 * span.ranks_per_node /
-                             hw.node.devices_per_node);
-}
-
 }  // namespace
-
-GroupSpan group_span(GroupRole role, int world, int shard_group_size, int devices_per_node) {
-  std::vector<int> ranks;
-  if (role == GroupRole::world) {
-    for (int r = 0; r < world; ++r) ranks.push_back(r);
-  } else if (role == GroupRole::shard) {
-    for (int r = 0; r < shard_group_size; ++r) ranks.push_back(r);
-  } else {
-    for (int r = 0; r < world; r += shard_group_size) ranks.push_back(r);
-  }
-  std::set<int> nodes;
-  for (int r : ranks) nodes.insert(r / devices_per_node);
-  GroupSpan span;
-  span.size = static_cast<int>(ranks.size());
-  span.nodes = static_cast<int>(nodes.size());
-  span.ranks_per_node = (span.size + span.nodes - 1) / span.nodes;
-  return span;
-}
-
-double collective_seconds(CollectiveOp op, const GroupSpan& span, double payload_bytes,
-                          const HardwareProfile& hw) {
-  if (span.size <= 1) return 0;
-  const double n = span.size;
-  const bool all_reduce = op == CollectiveOp::all_reduce;
-  const double steps = all_reduce ? 2 * (n - 1) : n - 1;
-  const double inter_steps = all_reduce ? 2.0 * (span.nodes - 1) : span.nodes - 1.0;
-  const double latency = 1e-6 * (hw.collective.base_latency_us +
-                                 (steps - inter_steps) * hw.intra_node.latency_us +
-                                 inter_steps * hw.inter_node.latency_us);
-  const double sent = (all_reduce ? 2 * (n - 1) / n : (n - 1) / n) * payload_bytes;
-  return latency + sent / span_bandwidth(span, hw);
-}
-
-double point_to_point_seconds(const GroupSpan& link, double bytes, const HardwareProfile& hw) {
-  if (link.size <= 1) return 0;
-  const double hop = link.nodes > 1 ? hw.inter_node.latency_us : hw.intra_node.latency_us;
-  return 1e-6 * (hw.collective.base_latency_us + hop) + bytes / span_bandwidth(link, hw);
-}
 
 int pipeline_compute_stage(const Config& config) {
   const int stages = config.parallel.pipeline_parallel;
@@ -227,7 +179,7 @@ StepPrediction throughput_predict(const Config& config, int world, const Hardwar
   };
   std::vector<SizedCollective> collectives;
   for (const TracedCollective& c : trace.collectives) {
-    SizedCollective x{c.op, c.group, c.kind == UnitKind::scalar, 0, 0};
+    SizedCollective x{c.op, c.group, c.kind == UnitKind::scalar, 0, 0, {}};
     x.count = x.scalar ? 1 : unit_shard_elements(numel_of(c.kind), S);
     x.element_bytes = x.scalar ? kScalarBytes : wire_bytes(c.type);
     collectives.push_back(x);
@@ -247,7 +199,7 @@ StepPrediction throughput_predict(const Config& config, int world, const Hardwar
   for (SizedCollective& c : collectives) {
     const GroupSpan& span = spans[static_cast<int>(c.group)];
     const double payload = static_cast<double>(traffic_of(c.op, c.count, c.element_bytes, span.size).payload);
-    c.seconds = collective_seconds(c.op, span, payload, hw);
+    c.cost = collective_cost(c.op, span, payload, hw);
   }
 
   // Replay: one compute timeline, one channel per group.
@@ -269,19 +221,21 @@ StepPrediction throughput_predict(const Config& config, int world, const Hardwar
   std::vector<bool> issued(collectives.size(), false);
   double channel_free[3] = {0, 0, 0};
   double t = 0;
+  ComputeTimeline timeline(hw.device.compute_units);
   auto run = [&](int id, double from) {
     SizedCollective& c = collectives[id];
     double& channel = channel_free[static_cast<int>(c.group)];
     double start = std::max(from, channel);
-    ends[id] = start + c.seconds;
+    ends[id] = start + c.cost.seconds;
     channel = ends[id];
+    timeline.hold(start, ends[id], c.cost.blocks);
   };
   for (const StepEvent& e : events) {
     switch (e.type) {
       case StepEvent::Type::compute: {
         const int i = 2 * e.unit + (e.pass == Pass::backward);
         const double seconds = flops_by_unit_pass[i] / flops_rate;
-        t += seconds + tensor_seconds[i];
+        t = timeline.run(t, seconds) + tensor_seconds[i];
         p.compute_seconds += seconds;
         p.tensor_comm_seconds += tensor_seconds[i];
         p.comm_seconds += tensor_seconds[i];
@@ -305,17 +259,26 @@ StepPrediction throughput_predict(const Config& config, int world, const Hardwar
         break;
     }
   }
+  double largest[3] = {-1, -1, -1};
   for (size_t id = 0; id < collectives.size(); ++id) {
     const SizedCollective& c = collectives[id];
     if (!issued[id]) continue;  // a bucket member whose bucket was issued instead
     if (ends[id] < 0) run(static_cast<int>(id), t);  // never waited: finishes after the step
     t = std::max(t, ends[id]);
-    p.comm_seconds += c.seconds;
+    p.comm_seconds += c.cost.seconds;
     if (c.scalar) continue;
     const int op = static_cast<int>(c.op);
     add_traffic(p.traffic[op], c.op, c.count, c.element_bytes, spans[static_cast<int>(c.group)].size);
-    p.traffic[op].busy_seconds += c.seconds;
+    p.traffic[op].busy_seconds += c.cost.seconds;
+    const double bytes = static_cast<double>(c.count) * c.element_bytes;
+    if (bytes > largest[op]) {
+      largest[op] = bytes;
+      p.algorithm[op] = c.cost.name();
+    }
   }
+  p.contention_seconds = timeline.contention_seconds();
+  p.overlapped_compute_seconds = timeline.overlapped_seconds();
+  p.comm_in_flight_seconds = timeline.in_flight_seconds(t);
   // Pipeline: P - 1 idle slots of this stage's forward + backward (with its
   // tensor collectives), and two messages in line with each of the M + P - 1
   // slots, over the inter-node link when the pipeline group (ranks T x D
@@ -335,8 +298,9 @@ StepPrediction throughput_predict(const Config& config, int world, const Hardwar
   t += p.pipeline_bubble_seconds + p.pipeline_comm_seconds;
   p.comm_seconds += p.pipeline_comm_seconds;
   p.step_seconds = t;
-  p.exposed_comm_seconds =
-      std::max(0.0, t - p.compute_seconds - p.optimizer_seconds - p.pipeline_bubble_seconds);
+  p.exposed_comm_seconds = t - p.compute_seconds - p.contention_seconds - p.optimizer_seconds -
+                           p.pipeline_bubble_seconds;
+  if (p.exposed_comm_seconds < 1e-12 * t) p.exposed_comm_seconds = 0;  // nothing but rounding
   p.model_flops = step_flops(config).total();
   p.tflops_per_rank = p.model_flops / world / p.step_seconds / 1e12;
   return p;

@@ -5,12 +5,11 @@
 //    (peak x sustained_fraction, shared by the node's ranks on a CPU); the
 //    optimizer step from the bytes AdamW touches at memory bandwidth.
 //  - Communication: the collectives the engine issues (recorded by
-//    step_trace, re-sized for this config), each costed with NCCL's ring
-//    alpha-beta model: base + (steps - inter_steps) a_intra + inter_steps
-//    a_inter + bytes sent per rank / bus bandwidth, where steps are 2(n-1)
-//    for all-reduce and n-1 for reduce-scatter / all-gather, inter_steps the
-//    same over the nodes the group spans, and a group that spans nodes gets
-//    its ranks' share of the node's NICs.
+//    step_trace, re-sized for this config), each costed as the profile's
+//    library runs it (collective_model.h: NCCL's own choice of ring or tree
+//    and LL, LL128 or Simple, with its latencies and bandwidths; or an MPI
+//    ring), a group that spans nodes getting its ranks' share of the node's
+//    NICs.
 //  - Tensor parallelism (T > 1): each rank computes 1/T of every unit's
 //    FLOPs, the data-parallel trace is that of D = world / T ranks moving
 //    their slice, and the tensor group's collectives (tensor_parallel_model.h)
@@ -32,11 +31,18 @@
 //    share of its node's NICs), the pipeline running at the pace of its
 //    slowest boundary.
 //  - Overlap: the trace is replayed on one compute timeline and one comm
-//    channel per group: a collective starts when issued (or, without
-//    asynchronous progress, when waited on) and its channel is free; compute
-//    after a wait starts when the collective ends. So the model overlaps
-//    exactly what the engine overlaps (one prefetched gather, reductions
-//    in flight while the next units compute) and exposes the rest.
+//    channel per group (a process group's collectives share one stream):
+//    a collective starts when issued (or, without asynchronous progress,
+//    when waited on) and its channel is free; compute after a wait starts
+//    when the collective ends. So the model overlaps exactly what the engine
+//    overlaps (one prefetched gather, reductions in flight while the next
+//    units compute) and exposes the rest.
+//  - Contention (contention.h): while collectives are in flight beside
+//    compute, their blocks hold SMs and the compute runs on the rest, so
+//    overlap is not free: contention_seconds is what it adds to compute.
+//    The optimizer step (memory-bound) is not slowed.
+//  Parts: step = compute + contention + optimizer + exposed communication
+//  (+ the pipeline bubble).
 // Invariant: traffic per collective type equals what the engine's CommStats
 // (shard and replicate groups) count for the same config and world on a rank
 // of the predicted stage (tested under mpirun).
@@ -46,6 +52,7 @@
 #include <string>
 
 #include "config/config.h"
+#include "planning/collective_model.h"
 #include "planning/hardware_profile.h"
 #include "planning/pipeline_model.h"
 #include "planning/step_trace.h"
@@ -64,12 +71,16 @@ struct StepPrediction {
   double compute_seconds = 0;    // forward + backward + recomputation
   double optimizer_seconds = 0;
   double comm_seconds = 0;       // sum of collective durations (overlapped or not)
-  double exposed_comm_seconds = 0;  // step - compute - optimizer - pipeline bubble
+  double contention_seconds = 0;    // compute slowed by collectives beside it (contention.h)
+  double exposed_comm_seconds = 0;  // step - compute - contention - optimizer - pipeline bubble
+  double comm_in_flight_seconds = 0;  // time any data-parallel collective runs (union)
+  double overlapped_compute_seconds = 0;  // compute time with a collective beside it
   double tensor_comm_seconds = 0;   // the tensor group's collectives (all exposed)
   double model_flops = 0;        // step_flops of the global batch (no recomputation)
   double tflops_per_rank = 0;    // model_flops / world / step_seconds / 1e12
   int micro_batches = 0;         // M, per data-parallel rank and step
   OpTraffic traffic[3];          // indexed by CollectiveOp; the predicted stage's
+  std::string algorithm[3];      // per CollectiveOp: the library's choice for its largest call ("ring/LL128")
   // Pipeline parallelism (zero with P = 1).
   int pipeline_stage = 0;                // the stage predicted for (most compute)
   double pipeline_bubble_fraction = 0;   // (P - 1) / (M + P - 1)
@@ -86,21 +97,6 @@ struct ThroughputOptions {
 
 StepPrediction throughput_predict(const Config& config, int world, const HardwareProfile& hardware,
                                   const ThroughputOptions& options = {});
-
-// Which ranks a group holds, in nodes of the profile: shard groups are blocks
-// of consecutive ranks, replicate groups every S-th rank (topology.h).
-struct GroupSpan {
-  int size = 1, nodes = 1, ranks_per_node = 1;
-};
-GroupSpan group_span(GroupRole role, int world, int shard_group_size, int devices_per_node);
-
-// Seconds of one ring collective whose full logical buffer is payload_bytes.
-double collective_seconds(CollectiveOp op, const GroupSpan& span, double payload_bytes,
-                          const HardwareProfile& hardware);
-
-// Seconds of one point-to-point message of `bytes` over `link` (2 ranks, on
-// one node or two): base latency + the link's latency + bytes / bandwidth.
-double point_to_point_seconds(const GroupSpan& link, double bytes, const HardwareProfile& hardware);
 
 // The pipeline stage with the most forward + backward FLOPs per micro-batch
 // (the first on a tie); 0 with one stage.

@@ -18,6 +18,8 @@
 #include <fmt/format.h>
 
 #include "model/layout.h"
+#include "planning/collective_model.h"
+#include "planning/contention.h"
 #include "planning/hardware_profile.h"
 #include "planning/pipeline_model.h"
 #include "parallel/zenflow.h"
@@ -69,6 +71,7 @@ peak_tflops_fp32 = 1.0
 sustained_fraction = 0.5
 memory_bandwidth_gbs = 1.0
 shared_by_node = true
+compute_units = 2
 [node]
 devices_per_node = 4
 [intra_node]
@@ -78,6 +81,7 @@ latency_us = 1.0
 bandwidth_gbs = 1.0
 latency_us = 1.0
 [collective]
+library = "mpi"
 base_latency_us = 0.0
 async_progress = false
 [host]
@@ -114,6 +118,27 @@ latency_us = 0.0
   fraction.replace(fraction.find("0.5"), 3, "1.5");
   EXPECT_NE(error_of([&] { hardware_parse(fraction, "x.toml"); }).find("sustained_fraction"),
             std::string::npos);
+  // [nccl] belongs to library = "nccl": required there, refused elsewhere.
+  const std::string nccl_table = R"(
+[nccl]
+gpu_arch = "ampere"
+host_cpu = "amd"
+intra_link = "nvlink"
+intra_channels = 12
+inter_channels = 8
+)";
+  EXPECT_NE(error_of([&] { hardware_parse(text + nccl_table, "x.toml"); }).find("only with collective.library"),
+            std::string::npos);
+  std::string nccl = text;
+  nccl.replace(nccl.find("library = \"mpi\""), 15, "library = \"nccl\"");
+  EXPECT_NE(error_of([&] { hardware_parse(nccl, "x.toml"); }).find("missing table [nccl]"), std::string::npos);
+  EXPECT_EQ(hardware_parse(nccl + nccl_table, "x.toml").nccl.intra_channels, 12);
+  std::string arch = nccl + nccl_table;
+  arch.replace(arch.find("ampere"), 6, "kepler");
+  EXPECT_NE(error_of([&] { hardware_parse(arch, "x.toml"); }).find("nccl.gpu_arch"), std::string::npos);
+  std::string library = text;
+  library.replace(library.find("\"mpi\""), 5, "\"gloo\"");
+  EXPECT_NE(error_of([&] { hardware_parse(library, "x.toml"); }).find("collective.library"), std::string::npos);
 }
 
 // The model's per-unit FLOPs are the benchmark's step FLOPs, split.
@@ -149,20 +174,104 @@ TEST(ThroughputModel, GroupsSpanNodesAsTheTopologyPlacesThem) {
   EXPECT_EQ(world.ranks_per_node, 8);
 }
 
-TEST(ThroughputModel, RingCostFollowsTheAlphaBetaFormula) {
-  const HardwareProfile hw = a100();
+// The "mpi" library: one ring, the profile's per-step latencies and bus
+// bandwidth (a group spanning nodes gets its ranks' share of the NICs).
+TEST(CollectiveModel, MpiRingFollowsTheAlphaBetaFormula) {
+  HardwareProfile hw = a100();
+  hw.collective.library = "mpi";
   const double gb = 1e9;
   EXPECT_EQ(collective_seconds(CollectiveOp::all_gather, {1, 1, 1}, gb, hw), 0);
-  // 16 ranks on 2 nodes: 15 steps of which 1 crosses nodes; the NICs (250
-  // GB/s per node) are faster than NVLink's 235 bus bandwidth here.
-  double expected = 1e-6 * (8.4 + 14 * 3.4 + 1 * 9.6) + (15.0 / 16.0) * gb / 235e9;
+  // 16 ranks on 2 nodes: 15 steps of which 1 crosses nodes; the NICs (192
+  // GB/s per node) are slower than NVLink's 235 bus bandwidth.
+  double expected = 1e-6 * (8.4 + 14 * 3.4 + 1 * 9.6) + (15.0 / 16.0) * gb / 192e9;
   EXPECT_NEAR(collective_seconds(CollectiveOp::all_gather, {16, 2, 8}, gb, hw), expected, 1e-12);
   // All-reduce: twice the steps and twice the bytes.
-  double all_reduce = 1e-6 * (8.4 + 28 * 3.4 + 2 * 9.6) + 2 * (15.0 / 16.0) * gb / 235e9;
+  double all_reduce = 1e-6 * (8.4 + 28 * 3.4 + 2 * 9.6) + 2 * (15.0 / 16.0) * gb / 192e9;
   EXPECT_NEAR(collective_seconds(CollectiveOp::all_reduce, {16, 2, 8}, gb, hw), all_reduce, 1e-12);
-  // One rank per node drives one NIC of eight: 250 / 8 GB/s.
-  double replicas = 1e-6 * (8.4 + 0 * 3.4 + 14 * 9.6) + 2 * (7.0 / 8.0) * gb / (250e9 / 8);
+  // One rank per node drives one NIC of eight: 192 / 8 GB/s.
+  double replicas = 1e-6 * (8.4 + 0 * 3.4 + 14 * 9.6) + 2 * (7.0 / 8.0) * gb / (192e9 / 8);
   EXPECT_NEAR(collective_seconds(CollectiveOp::all_reduce, {8, 8, 1}, gb, hw), replicas, 1e-12);
+  EXPECT_EQ(collective_cost(CollectiveOp::all_reduce, {8, 8, 1}, gb, hw).blocks, 1);
+}
+
+// NCCL's ring with the Simple protocol on one node is the same alpha-beta
+// ring, with NCCL's Simple latencies (8.4 us + 3.4 us a step on NVLink).
+TEST(CollectiveModel, NcclRingSimpleIsTheAlphaBetaRingOnOneNode) {
+  const HardwareProfile hw = a100();
+  for (double bytes : {1e3, 1e6, 1e9}) {
+    const CollectiveCost ring = nccl_cost(CollectiveOp::all_gather, {8, 1, 8}, bytes, hw,
+                                          CollectiveAlgorithm::ring, CollectiveProtocol::simple);
+    EXPECT_NEAR(ring.seconds, 1e-6 * (8.4 + 7 * 3.4) + (7.0 / 8.0) * bytes / 235e9, 1e-12);
+    const CollectiveCost ar = nccl_cost(CollectiveOp::all_reduce, {8, 1, 8}, bytes, hw,
+                                        CollectiveAlgorithm::ring, CollectiveProtocol::simple);
+    EXPECT_NEAR(ar.seconds, 1e-6 * (8.4 + 14 * 3.4) + 2 * (7.0 / 8.0) * bytes / 235e9, 1e-12);
+  }
+}
+
+// The choice is the fastest enabled pair: tiny messages go LL, a gigabyte on
+// one node goes ring / Simple; all-gather has no tree; LL128 needs NVLink
+// and Volta / Ampere.
+TEST(CollectiveModel, NcclPicksTheFastestAlgorithmAndProtocol) {
+  const HardwareProfile hw = a100();
+  const GroupSpan node{8, 1, 8}, world{512, 64, 8};
+  for (const GroupSpan& span : {node, world}) {
+    for (CollectiveOp op : {CollectiveOp::all_gather, CollectiveOp::reduce_scatter, CollectiveOp::all_reduce}) {
+      for (double bytes : {1e3, 6.5e4, 2.6e7, 3.9e8, 4e9}) {
+        const CollectiveCost chosen = collective_cost(op, span, bytes, hw);
+        ASSERT_GT(chosen.seconds, 0);
+        for (CollectiveAlgorithm a : {CollectiveAlgorithm::tree, CollectiveAlgorithm::ring}) {
+          for (CollectiveProtocol p : {CollectiveProtocol::ll, CollectiveProtocol::ll128, CollectiveProtocol::simple}) {
+            const CollectiveCost other = nccl_cost(op, span, bytes, hw, a, p);
+            if (other.seconds >= 0) EXPECT_LE(chosen.seconds, other.seconds);
+          }
+        }
+      }
+    }
+  }
+  EXPECT_LT(nccl_cost(CollectiveOp::all_gather, node, 1e6, hw, CollectiveAlgorithm::tree,
+                      CollectiveProtocol::simple).seconds, 0);
+  EXPECT_EQ(collective_cost(CollectiveOp::all_gather, node, 6.5e4, hw).name(), "ring/LL");
+  EXPECT_EQ(collective_cost(CollectiveOp::all_gather, node, 4e9, hw).name(), "ring/Simple");
+  const HardwareProfile pcie = hardware_load("planning/hardware/a100_80gb_pcie4x4.toml");
+  EXPECT_LT(nccl_cost(CollectiveOp::all_gather, {4, 1, 4}, 1e6, pcie, CollectiveAlgorithm::ring,
+                      CollectiveProtocol::ll128).seconds, 0);
+  const HardwareProfile h100 = hardware_load("planning/hardware/h100_sxm.toml");
+  EXPECT_LT(nccl_cost(CollectiveOp::all_gather, node, 1e6, h100, CollectiveAlgorithm::ring,
+                      CollectiveProtocol::ll128).seconds, 0);
+}
+
+// At 512 GPUs a ring pays 2 x 511 steps of latency, a tree 2 x (7 NVLink +
+// log2(64) network) hops: the tree's latency is far lower, so NCCL
+// all-reduces small and medium buffers with a tree.
+TEST(CollectiveModel, TreeBeatsRingLatencyAt512ForSmallMessages) {
+  const HardwareProfile hw = a100();
+  const GroupSpan world{512, 64, 8};
+  for (CollectiveProtocol p : {CollectiveProtocol::ll, CollectiveProtocol::ll128, CollectiveProtocol::simple}) {
+    const double ring = nccl_cost(CollectiveOp::all_reduce, world, 64, hw, CollectiveAlgorithm::ring, p).seconds;
+    const double tree = nccl_cost(CollectiveOp::all_reduce, world, 64, hw, CollectiveAlgorithm::tree, p).seconds;
+    EXPECT_LT(5 * tree, ring) << collective_protocol_name(p);
+  }
+  for (double bytes : {8.0, 6.5e4, 2.6e7}) {
+    EXPECT_EQ(collective_cost(CollectiveOp::all_reduce, world, bytes, hw).algorithm, CollectiveAlgorithm::tree);
+  }
+  // On one node the ring's 14 steps are cheap: large buffers take the ring.
+  EXPECT_EQ(collective_cost(CollectiveOp::all_reduce, {8, 1, 8}, 4e8, hw).algorithm, CollectiveAlgorithm::ring);
+}
+
+// CUDA blocks: twice the search's channels (24 on a node, 16 across nodes,
+// 2 for one rank per node), fewer for messages below channels x threads x
+// the per-thread threshold.
+TEST(CollectiveModel, NcclBlocksAreChannelsShrunkForSmallMessages) {
+  const HardwareProfile hw = a100();
+  auto blocks = [&](const GroupSpan& span, double bytes) {
+    return nccl_cost(CollectiveOp::all_gather, span, bytes, hw, CollectiveAlgorithm::ring,
+                     CollectiveProtocol::simple).blocks;
+  };
+  EXPECT_EQ(blocks({8, 1, 8}, 1e9), 24);
+  EXPECT_EQ(blocks({512, 64, 8}, 1e9), 16);
+  EXPECT_EQ(blocks({8, 8, 1}, 1e9), 2);
+  EXPECT_EQ(blocks({8, 1, 8}, 10 * 512 * 64.0), 10);  // Simple: 512 threads x 64 bytes a block
+  EXPECT_EQ(blocks({8, 1, 8}, 100), 1);
 }
 
 // With a free network the step is exactly compute + optimizer; without
@@ -187,10 +296,61 @@ TEST(ThroughputModel, ReplayOverlapsOnlyWhatTheEngineOverlaps) {
   HardwareProfile free = hw;
   free.intra_node = free.inter_node = {1e12, 0};
   free.collective.base_latency_us = 0;
+  free.collective.library = "mpi";
   const StepPrediction ideal = throughput_predict(c, 16, free);
   EXPECT_NEAR(ideal.step_seconds, ideal.compute_seconds + ideal.optimizer_seconds,
               1e-6 * ideal.step_seconds);
   EXPECT_DOUBLE_EQ(ideal.compute_seconds, overlapped.compute_seconds);
+}
+
+// Contention: compute with nothing held beside it runs at full rate; with
+// half the units held over [0, 1) a second of work takes 1.5 s; every unit
+// held stalls it until the hold ends.
+TEST(Contention, ComputeRunsOnTheUnitsCollectivesLeave) {
+  ComputeTimeline idle(108);
+  EXPECT_DOUBLE_EQ(idle.run(2.0, 1.0), 3.0);
+  EXPECT_EQ(idle.contention_seconds(), 0);
+  ComputeTimeline half(108);
+  half.hold(0.0, 1.0, 54);
+  EXPECT_DOUBLE_EQ(half.run(0.0, 1.0), 1.5);
+  EXPECT_DOUBLE_EQ(half.contention_seconds(), 0.5);
+  EXPECT_DOUBLE_EQ(half.overlapped_seconds(), 1.0);
+  EXPECT_DOUBLE_EQ(half.run(1.5, 1.0), 2.5);  // after the hold: full rate again
+  EXPECT_DOUBLE_EQ(half.contention_seconds(), 0.5);
+  ComputeTimeline full(8);
+  full.hold(1.0, 2.0, 4);
+  full.hold(1.5, 3.0, 4);  // two collectives at once hold all 8 over [1.5, 2)
+  // [1, 1.5) at half rate: 0.25 done; [1.5, 2) stalled; [2, 3) at half
+  // rate: 0.5 more; the last 0.25 at full rate after 3.
+  EXPECT_DOUBLE_EQ(full.run(1.0, 1.0), 3.25);
+  EXPECT_DOUBLE_EQ(full.in_flight_seconds(10), 2.0);
+}
+
+// Under MPI (no asynchronous progress) collectives run while the rank waits
+// in them, so nothing overlaps and the contention term is exactly zero, in
+// every mode; NCCL overlaps and pays it.
+TEST(Contention, ZeroWhenNothingOverlaps) {
+  const HardwareProfile cpu = hardware_load("planning/hardware/cpu_dev_vm.toml");
+  for (const char* mode : {"ddp", "zero1", "zero2", "zero3"}) {
+    SCOPED_TRACE(mode);
+    const Config c = with("configs/scale_cpu.toml", {std::string("parallel.mode=") + mode});
+    const StepPrediction p = throughput_predict(c, 4, cpu);
+    EXPECT_GT(p.comm_in_flight_seconds, 0);
+    EXPECT_EQ(p.contention_seconds, 0);
+    EXPECT_EQ(p.overlapped_compute_seconds, 0);
+    EXPECT_NEAR(p.step_seconds, p.compute_seconds + p.optimizer_seconds + p.exposed_comm_seconds,
+                1e-9 * p.step_seconds);
+  }
+  const Config zero3 = with("configs/tiny.toml",
+                            {"parallel.mode=zero3", "training.batch_size=16", "training.micro_batch_size=1"});
+  const StepPrediction gpu = throughput_predict(zero3, 16, a100());
+  EXPECT_GT(gpu.contention_seconds, 0);
+  EXPECT_GT(gpu.overlapped_compute_seconds, 0);
+  // At most every overlapped second slowed by the most blocks two groups hold.
+  EXPECT_LT(gpu.contention_seconds, gpu.overlapped_compute_seconds);
+  EXPECT_NEAR(gpu.step_seconds,
+              gpu.compute_seconds + gpu.contention_seconds + gpu.optimizer_seconds + gpu.exposed_comm_seconds,
+              1e-9 * gpu.step_seconds);
 }
 
 TEST(ThroughputModel, HybridOverOneGroupIsFullSharding) {
@@ -257,6 +417,7 @@ TEST(ThroughputModel, PipelineBubbleIsPMinusOneMoreSlots) {
   HardwareProfile free = a100();
   free.intra_node = free.inter_node = {1e12, 0};
   free.collective.base_latency_us = 0;
+  free.collective.library = "mpi";
   for (const char* mode : {"ddp", "zero3"}) {
     SCOPED_TRACE(mode);
     const Config c = two_stages(4, mode);
@@ -280,7 +441,7 @@ TEST(ThroughputModel, PipelineBubbleIsPMinusOneMoreSlots) {
 
 // Every slot waits for two messages of B x T x C fp32 (1 x 32 x 64 x 4
 // bytes): inside a node at 235 GB/s when the stages' T x D ranks leave the
-// pipeline group on one node; else over one rank's NIC (250 / 8 GB/s).
+// pipeline group on one node; else over one rank's NIC (192 / 8 GB/s).
 TEST(ThroughputModel, PipelineMessagesCostTheLinkBetweenStages) {
   const HardwareProfile hw = a100();
   const Config c = two_stages(4);
@@ -290,13 +451,14 @@ TEST(ThroughputModel, PipelineMessagesCostTheLinkBetweenStages) {
   EXPECT_NEAR(near.pipeline_comm_seconds, 2 * (8 + 1) * intra, 1e-15);
   const StepPrediction far = throughput_predict(c, 32, hw);  // D = 16: stage 1 on the next nodes
   ASSERT_EQ(far.micro_batches, 1);
-  const double inter = 1e-6 * (8.4 + 9.6) + 8192 / (250e9 / 8);
+  const double inter = 1e-6 * (8.4 + 9.6) + 8192 / (192e9 / 8);
   EXPECT_NEAR(far.pipeline_comm_seconds, 2 * (1 + 1) * inter, 1e-15);
   EXPECT_EQ(near.pipeline_traffic.sends, pipeline_step_traffic(c, 8).sends);
   EXPECT_EQ(near.pipeline_traffic.sent_bytes, 2u * 8 * 8192);
   EXPECT_GE(near.comm_seconds, near.pipeline_comm_seconds);
   EXPECT_NEAR(near.exposed_comm_seconds,
-              near.step_seconds - near.compute_seconds - near.optimizer_seconds - near.pipeline_bubble_seconds,
+              near.step_seconds - near.compute_seconds - near.contention_seconds - near.optimizer_seconds -
+                  near.pipeline_bubble_seconds,
               1e-12);
 }
 
@@ -326,6 +488,58 @@ TEST(Scaling, T5ConfigsReproduceThePapersOutOfMemoryPoints) {
 }
 
 
+// A T5 config as `./train scale` runs it: `batch` sequences per GPU in one
+// micro-batch on `gpus` A100s under a paper strategy.
+StepPrediction t5_point(const char* config, const char* strategy, int gpus, int batch = 8,
+                        const char* recompute = "none") {
+  const StrategyMode m = strategy_mode(strategy, gpus, 8);
+  std::vector<std::string> o = {
+      fmt::format("parallel.mode={}", m.mode), fmt::format("training.batch_size={}", batch * gpus),
+      fmt::format("training.micro_batch_size={}", batch),
+      fmt::format("training.activation_checkpointing={}", recompute)};
+  if (m.mode == ParallelMode::hybrid) o.push_back(fmt::format("parallel.shard_group_size={}", m.shard_group_size));
+  ThroughputOptions options;
+  if (m.ddp_buckets) options.ddp_bucket_bytes = 25u << 20;
+  return throughput_predict(with(config, o), gpus, a100(), options);
+}
+
+// Finding (a), as the model explains it: at 611M on one node full sharding
+// is ahead of DDP by DDP's whole-model optimizer step less full sharding's
+// extra contention (its gathers in flight); full replication is DDP's
+// traffic in other all-reduces and lands within 1%.
+TEST(Scaling, FullShardAheadOfDdpByTheReplicatedOptimizerStep) {
+  const StepPrediction ddp = t5_point("configs/t5_611m.toml", "ddp", 8);
+  const StepPrediction replication = t5_point("configs/t5_611m.toml", "full_replication", 8);
+  const StepPrediction shard = t5_point("configs/t5_611m.toml", "full_shard", 8);
+  EXPECT_NEAR(replication.step_seconds, ddp.step_seconds, 0.01 * ddp.step_seconds);
+  EXPECT_GT(shard.contention_seconds, ddp.contention_seconds);
+  const double explained = (ddp.optimizer_seconds - shard.optimizer_seconds) -
+                           (shard.contention_seconds - ddp.contention_seconds);
+  EXPECT_NEAR(ddp.step_seconds - shard.step_seconds, explained, 0.01 * ddp.step_seconds);
+  EXPECT_GT(shard.tflops_per_rank, 1.05 * ddp.tflops_per_rank);
+}
+
+// Finding (d), as the model explains it: from 8 to 512 GPUs 11.3B's
+// collectives are in flight longer and contention grows, while the
+// optimizer step shrinks with the shard; a communication cost is the same
+// per step at batch 8 and 16, so relative to compute it halves at 16.
+TEST(Scaling, ElevenBContentionGrowsWithScaleAndHalvesWithTwiceTheBatch) {
+  const StepPrediction at8 = t5_point("configs/t5_11.3b.toml", "full_shard", 8);
+  const StepPrediction at512 = t5_point("configs/t5_11.3b.toml", "full_shard", 512);
+  EXPECT_GT(at512.comm_in_flight_seconds, 2 * at8.comm_in_flight_seconds);
+  EXPECT_GT(at512.contention_seconds, at8.contention_seconds);
+  EXPECT_LT(at512.optimizer_seconds, at8.optimizer_seconds / 50);
+  EXPECT_LT(at512.tflops_per_rank, at8.tflops_per_rank);
+  const StepPrediction big8 = t5_point("configs/t5_11.3b.toml", "full_shard", 8, 16, "selective");
+  const StepPrediction big512 = t5_point("configs/t5_11.3b.toml", "full_shard", 512, 16, "selective");
+  EXPECT_NEAR(big512.contention_seconds - big8.contention_seconds,
+              at512.contention_seconds - at8.contention_seconds, 1e-9);
+  const double drop8 = 1 - at512.tflops_per_rank / at8.tflops_per_rank;
+  const double drop16 = 1 - big512.tflops_per_rank / big8.tflops_per_rank;
+  EXPECT_GT(drop16, 0);
+  EXPECT_LT(drop16, 0.6 * drop8);
+}
+
 // --- the offload model (offload_model.h) -------------------------------------
 
 // A made-up GPU node: round numbers; the host and PCIe rates are the test's.
@@ -340,6 +554,7 @@ peak_tflops_fp32 = 50.0
 sustained_fraction = 1.0
 memory_bandwidth_gbs = 1000.0
 shared_by_node = false
+compute_units = 100
 [node]
 devices_per_node = 8
 [intra_node]
@@ -349,6 +564,7 @@ latency_us = 1.0
 bandwidth_gbs = 100.0
 latency_us = 1.0
 [collective]
+library = "mpi"
 base_latency_us = 1.0
 async_progress = true
 [host]
