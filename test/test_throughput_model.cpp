@@ -222,7 +222,9 @@ TEST(CollectiveModel, NcclPicksTheFastestAlgorithmAndProtocol) {
         for (CollectiveAlgorithm a : {CollectiveAlgorithm::tree, CollectiveAlgorithm::ring}) {
           for (CollectiveProtocol p : {CollectiveProtocol::ll, CollectiveProtocol::ll128, CollectiveProtocol::simple}) {
             const CollectiveCost other = nccl_cost(op, span, bytes, hw, a, p);
-            if (other.seconds >= 0) EXPECT_LE(chosen.seconds, other.seconds);
+            if (other.seconds >= 0) {
+              EXPECT_LE(chosen.seconds, other.seconds);
+            }
           }
         }
       }
