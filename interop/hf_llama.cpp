@@ -255,10 +255,23 @@ void hf_export(const ModelConfig& config, const ParameterLayout& layout, const f
   write_file_atomically((fs::path(out_dir) / kConfigFile).string(), json.dump(2) + "\n");
 }
 
+namespace {
+
+// config.json itself, given it or its directory.
+std::string config_json_path(const std::string& dir_or_config_json) {
+  return fs::is_directory(dir_or_config_json) ? (fs::path(dir_or_config_json) / kConfigFile).string()
+                                              : dir_or_config_json;
+}
+
+}  // namespace
+
+int hf_read_context_length(const std::string& dir_or_config_json) {
+  const std::string path = config_json_path(dir_or_config_json);
+  return ConfigKeys(read_json(path), path).positive_int("max_position_embeddings", 2048);
+}
+
 ModelConfig hf_read_config(const std::string& dir_or_config_json) {
-  const std::string path = fs::is_directory(dir_or_config_json)
-                               ? (fs::path(dir_or_config_json) / kConfigFile).string()
-                               : dir_or_config_json;
+  const std::string path = config_json_path(dir_or_config_json);
   const nlohmann::json json = read_json(path);
   const ConfigKeys keys(json, path);
   keys.require("model_type", "llama");

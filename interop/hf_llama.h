@@ -48,6 +48,9 @@ void hf_export(const ModelConfig& config, const ParameterLayout& layout, const f
 // head_dim other than hidden_size / num_attention_heads, ...); errors name the
 // file and the key.
 ModelConfig hf_read_config(const std::string& dir_or_config_json);
+// The context length the same config.json declares: max_position_embeddings
+// (LlamaConfig's default, 2048, when absent); errors name the file and key.
+int hf_read_context_length(const std::string& dir_or_config_json);
 
 // An opened HF checkpoint, validated against our config: the config.json
 // beside the weights exists and describes `config` (shapes alone cannot tell 8

@@ -17,7 +17,6 @@ double ComputeTimeline::run(double start, double seconds) {
   // Breakpoints after `start` where the held units change.
   std::vector<double> points;
   for (const Hold& h : active_) {
-    if (h.end <= start) continue;
     if (h.start > start) points.push_back(h.start);
     points.push_back(h.end);
   }

@@ -227,6 +227,23 @@ double measured(std::map<std::string, double>& cache, const std::string& config_
   return cache[key] = measure_step_seconds(config_path, overrides, ranks, run);
 }
 
+// What a row knows of `c` (its mode applied) at `gpus` ranks before any
+// measurement: the run's shape, memory per GPU by the planner against the
+// profile's, and the step predicted by the throughput model.
+void plan_row(Row& r, const Config& c, int gpus, const HardwareProfile& hw,
+              const ThroughputOptions& options = {}) {
+  r.gpus = gpus;
+  r.parameters = layout_build(c.model).total_numel;
+  r.batch_per_gpu = c.training.batch_size / gpus;
+  r.precision = to_string(c.precision());
+  r.recompute = to_string(c.training.activation_checkpointing);
+  r.reduce_dtype = to_string(c.parallel.reduce_dtype);
+  r.bytes_per_gpu = memory_plan(c, sharding_plan(c.parallel, data_parallel_size(c.parallel, gpus))).total();
+  r.memory_limit = hw.rank_memory_bytes(std::min(gpus, hw.node.devices_per_node));
+  r.fits = r.bytes_per_gpu <= r.memory_limit;
+  r.predicted = throughput_predict(c, gpus, hw, options);
+}
+
 // The row of one curve at one GPU count: memory by the planner, step time
 // by the throughput model, and (with --measure, where it can run here) the
 // measured step time.
@@ -236,22 +253,12 @@ Row sweep_point(const ScaleOptions& o, const HardwareProfile& hw, const Curve& c
   r.figure = curve.figure;
   r.config = std::filesystem::path(curve.config).stem().string();
   r.strategy = curve.strategy;
-  r.gpus = gpus;
   r.mode = strategy_mode(curve.strategy, gpus, node);
   Config c = curve_config(curve, o.overrides, gpus);
   apply_mode(c, r.mode);
-  r.parameters = layout_build(c.model).total_numel;
-  r.batch_per_gpu = c.training.batch_size / gpus;
-  r.precision = to_string(c.precision());
-  r.recompute = to_string(c.training.activation_checkpointing);
-  r.reduce_dtype = to_string(c.parallel.reduce_dtype);
-  const int ranks_per_node = std::min(gpus, hw.node.devices_per_node);
-  r.bytes_per_gpu = memory_plan(c, sharding_plan(c.parallel, data_parallel_size(c.parallel, gpus))).total();
-  r.memory_limit = hw.rank_memory_bytes(ranks_per_node);
-  r.fits = r.bytes_per_gpu <= r.memory_limit;
   ThroughputOptions options;
   if (r.mode.ddp_buckets) options.ddp_bucket_bytes = kDdpBucketBytes;
-  r.predicted = throughput_predict(c, gpus, hw, options);
+  plan_row(r, c, gpus, hw, options);
   // Runnable here: within the rank limit and, by the profile (which
   // describes the machine measured on), within memory.
   if (o.measure && r.fits && gpus <= o.measure_max_ranks) {
@@ -372,19 +379,9 @@ void run_validation(const ScaleOptions& o) {
         }
         Row r;
         r.config = c.name;
-        r.batch_per_gpu = c.training.batch_size / ranks;
-        r.precision = to_string(c.precision());
-        r.recompute = to_string(c.training.activation_checkpointing);
-        r.reduce_dtype = to_string(c.parallel.reduce_dtype);
         r.strategy = mode == ParallelMode::hybrid ? fmt::format("hybrid/{}", m.shard_group_size) : to_string(mode);
         r.mode = m;
-        r.gpus = ranks;
-        r.parameters = layout_build(c.model).total_numel;
-        r.bytes_per_gpu =
-        memory_plan(c, sharding_plan(c.parallel, data_parallel_size(c.parallel, ranks))).total();
-        r.memory_limit = hw.rank_memory_bytes(std::min(ranks, hw.node.devices_per_node));
-        r.fits = r.bytes_per_gpu <= r.memory_limit;
-        r.predicted = throughput_predict(c, ranks, hw);
+        plan_row(r, c, ranks, hw);
         std::vector<std::string> overrides = o.overrides;
         for (const std::string& mo : mode_overrides(m)) overrides.push_back(mo);
         r.measured_seconds = measured(cache, path, overrides, ranks, o.run);

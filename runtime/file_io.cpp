@@ -13,26 +13,13 @@
 #include "runtime/error.h"
 
 namespace llm {
-namespace {
 
-class FileDescriptor {
- public:
-  FileDescriptor(const std::string& path, int flags, mode_t mode = 0644)
-      : fd_(::open(path.c_str(), flags | O_CLOEXEC, mode)) {
-    LLM_CHECK(fd_ >= 0, "{}: cannot open: {}", path, std::strerror(errno));
-  }
-  ~FileDescriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  int get() const { return fd_; }
+FileDescriptor::FileDescriptor(const std::string& path, int flags, unsigned mode)
+    : fd_(::open(path.c_str(), flags | O_CLOEXEC, static_cast<mode_t>(mode))) {
+  LLM_CHECK(fd_ >= 0, "{}: cannot open: {}", path, std::strerror(errno));
+}
 
- private:
-  int fd_;
-};
-
-}  // namespace
+FileDescriptor::~FileDescriptor() { ::close(fd_); }
 
 void write_file_synced(const std::string& path, std::string_view bytes) {
   SyncedFileWriter file(path);
@@ -41,16 +28,12 @@ void write_file_synced(const std::string& path, std::string_view bytes) {
 }
 
 SyncedFileWriter::SyncedFileWriter(const std::string& path)
-    : path_(path), fd_(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) {
-  LLM_CHECK(fd_ >= 0, "{}: cannot open: {}", path, std::strerror(errno));
-}
-
-SyncedFileWriter::~SyncedFileWriter() { ::close(fd_); }
+    : path_(path), fd_(path, O_WRONLY | O_CREAT | O_TRUNC) {}
 
 void SyncedFileWriter::append(std::string_view bytes) {
   size_t done = 0;
   while (done < bytes.size()) {
-    ssize_t n = ::write(fd_, bytes.data() + done, bytes.size() - done);
+    ssize_t n = ::write(fd_.get(), bytes.data() + done, bytes.size() - done);
     if (n < 0 && errno == EINTR) continue;
     LLM_CHECK(n > 0, "{}: write failed after {} of {} bytes: {}", path_, size_ + done,
               size_ + bytes.size(), std::strerror(errno));
@@ -60,7 +43,7 @@ void SyncedFileWriter::append(std::string_view bytes) {
 }
 
 void SyncedFileWriter::finish() {
-  LLM_CHECK(::fsync(fd_) == 0, "{}: fsync failed: {}", path_, std::strerror(errno));
+  LLM_CHECK(::fsync(fd_.get()) == 0, "{}: fsync failed: {}", path_, std::strerror(errno));
 }
 
 void fsync_directory(const std::string& dir) {

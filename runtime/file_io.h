@@ -13,15 +13,26 @@ namespace llm {
 // temporary directory that is renamed as a whole later).
 void write_file_synced(const std::string& path, std::string_view bytes);
 
+// An open file descriptor, closed when it goes; opening fails with an
+// llm::Error naming the path. `flags` as for open(2) (O_CLOEXEC is added).
+class FileDescriptor {
+ public:
+  FileDescriptor(const std::string& path, int flags, unsigned mode = 0644);
+  ~FileDescriptor();
+  FileDescriptor(const FileDescriptor&) = delete;
+  FileDescriptor& operator=(const FileDescriptor&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
 // write_file_synced in pieces: a file created (or truncated) at `path`,
 // appended to, and fsynced by finish(); errors name the file. A writer
 // destroyed without finish() leaves what it wrote, unsynced.
 class SyncedFileWriter {
  public:
   explicit SyncedFileWriter(const std::string& path);
-  ~SyncedFileWriter();
-  SyncedFileWriter(const SyncedFileWriter&) = delete;
-  SyncedFileWriter& operator=(const SyncedFileWriter&) = delete;
 
   void append(std::string_view bytes);
   size_t size() const { return size_; }  // bytes appended so far
@@ -29,7 +40,7 @@ class SyncedFileWriter {
 
  private:
   std::string path_;
-  int fd_;
+  FileDescriptor fd_;
   size_t size_ = 0;
 };
 

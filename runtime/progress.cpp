@@ -52,14 +52,20 @@ bool stdout_is_terminal() {
 }  // namespace
 
 ProgressOutput progress_stdout() {
-  const bool terminal = stdout_is_terminal();
-  winsize size{};
-  const int width = terminal && ::ioctl(::fileno(stdout), TIOCGWINSZ, &size) == 0 ? size.ws_col : 0;
-  auto now = [] {
-    using std::chrono::steady_clock;
-    return std::chrono::duration<double>(steady_clock::now().time_since_epoch()).count();
-  };
-  return {stdout, terminal, width, now};
+  // Decided once per process (a training step asks at every step): whether
+  // stdout is a terminal, and its width then.
+  static const ProgressOutput output = [] {
+    const bool terminal = stdout_is_terminal();
+    winsize size{};
+    const int width =
+        terminal && ::ioctl(::fileno(stdout), TIOCGWINSZ, &size) == 0 ? size.ws_col : 0;
+    auto now = [] {
+      using std::chrono::steady_clock;
+      return std::chrono::duration<double>(steady_clock::now().time_since_epoch()).count();
+    };
+    return ProgressOutput{stdout, terminal, width, now};
+  }();
+  return output;
 }
 
 Progress::Progress(std::string label, uint64_t total, ProgressOptions options,

@@ -33,7 +33,7 @@ struct ProgressOutput {
 // except under an MPI launcher (mpirun hands each rank a pty of its own even
 // when its own output goes to a file, so a rank cannot tell), where it is not;
 // LLM_PROGRESS=terminal or =plain decides instead (any other value is an
-// error naming it).
+// error naming it). Decided at the first call, for the whole process.
 ProgressOutput progress_stdout();
 
 enum class ProgressUnit {

@@ -39,12 +39,12 @@ void append_event(TfRecordWriter& file, Tensorboard__Event& event) {
   file.append(bytes);
 }
 
-// An event whose summary is the one `value` (tag and value set) at `step`.
-void append_summary(TfRecordWriter& file, int64_t step, Tensorboard__Summary__Value& value) {
-  Tensorboard__Summary__Value* values[] = {&value};
+// An event whose summary is `values` (tags and values set) at `step`.
+void append_summary(TfRecordWriter& file, int64_t step,
+                    std::vector<Tensorboard__Summary__Value*> values) {
   Tensorboard__Summary summary = TENSORBOARD__SUMMARY__INIT;
-  summary.n_value = 1;
-  summary.value = values;
+  summary.n_value = values.size();
+  summary.value = values.data();
   Tensorboard__Event event = TENSORBOARD__EVENT__INIT;
   event.step = step;
   event.what_case = TENSORBOARD__EVENT__WHAT_SUMMARY;
@@ -61,12 +61,19 @@ EventFileWriter::EventFileWriter(const std::string& dir) : file_(new_event_file_
   append_event(file_, event);
 }
 
-void EventFileWriter::write_scalar(const std::string& tag, int64_t step, float value) {
-  Tensorboard__Summary__Value v = TENSORBOARD__SUMMARY__VALUE__INIT;
-  v.tag = const_cast<char*>(tag.c_str());
-  v.value_case = TENSORBOARD__SUMMARY__VALUE__VALUE_SIMPLE_VALUE;
-  v.simple_value = value;
-  append_summary(file_, step, v);
+void EventFileWriter::write_scalars(int64_t step, const std::vector<TaggedScalar>& scalars) {
+  if (scalars.empty()) return;
+  std::vector<Tensorboard__Summary__Value> values(scalars.size());
+  std::vector<Tensorboard__Summary__Value*> pointers;
+  for (size_t i = 0; i < scalars.size(); ++i) {
+    Tensorboard__Summary__Value& v = values[i];
+    v = TENSORBOARD__SUMMARY__VALUE__INIT;
+    v.tag = const_cast<char*>(scalars[i].tag.c_str());
+    v.value_case = TENSORBOARD__SUMMARY__VALUE__VALUE_SIMPLE_VALUE;
+    v.simple_value = static_cast<float>(scalars[i].value);
+    pointers.push_back(&v);
+  }
+  append_summary(file_, step, std::move(pointers));
 }
 
 void EventFileWriter::write_text(const std::string& tag, int64_t step, const std::string& text) {
@@ -87,7 +94,7 @@ void EventFileWriter::write_text(const std::string& tag, int64_t step, const std
   v.metadata = &metadata;
   v.value_case = TENSORBOARD__SUMMARY__VALUE__VALUE_TENSOR;
   v.tensor = &tensor;
-  append_summary(file_, step, v);
+  append_summary(file_, step, {&v});
 }
 
 void EventFileWriter::write_session_start(int64_t step) {

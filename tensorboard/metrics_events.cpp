@@ -40,9 +40,7 @@ void TensorBoardMetrics::write(const nlohmann::json& record) {
   const int64_t step = record["step"].get<int64_t>();
   // metrics.jsonl keeps the steps up to N of the earlier run; so does TensorBoard.
   if (record.value("event", "") == "resumed") events_.write_session_start(step + 1);
-  for (const TaggedScalar& scalar : metrics_record_scalars(record)) {
-    events_.write_scalar(scalar.tag, step, static_cast<float>(scalar.value));
-  }
+  events_.write_scalars(step, metrics_record_scalars(record));
 }
 
 }  // namespace llm

@@ -15,11 +15,6 @@
 
 namespace llm {
 
-struct TaggedScalar {
-  std::string tag;
-  double value;
-};
-
 // The scalars of one record: every numeric field but "step", tagged
 // "<group>/<field>" where the group is the record's "event" (e.g.
 // "memory/params_bytes"), else "train" ("train/loss"); a field "val_X" is
@@ -31,7 +26,8 @@ class TensorBoardMetrics : public MetricsSink {
   // A new event file in `dir` whose first summary is `config_toml` (the
   // resolved config) as text tagged "config" at step `start_step`.
   TensorBoardMetrics(const std::string& dir, const std::string& config_toml, int start_step);
-  // The record's scalars at its "step" (records without one are skipped);
+  // The record's scalars at its "step", as one event (records without a step
+  // are skipped);
   // {"event": "resumed", "step": N} is a restart after step N.
   void write(const nlohmann::json& record) override;
   const std::string& path() const { return events_.path(); }

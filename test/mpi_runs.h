@@ -9,12 +9,22 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
+#include "parallel/comm.h"
 #include "trainer/trainer.h"
 
 namespace llm {
+
+// A directory of suite `suite` under the system's temporary directory, one
+// per world size (ctest runs a suite at several sizes side by side).
+inline std::string mpi_temp_dir(const std::string& suite, const std::string& name) {
+  return (std::filesystem::temp_directory_path() /
+          ("llm_mpi_" + suite + "_np" + std::to_string(comm_world().size()) + "_" + name))
+      .string();
+}
 
 // Overrides every comparison shares: a global batch of 12 sequences in
 // micro-batches of 1 (the same sample set at any world size), a short warm-up,

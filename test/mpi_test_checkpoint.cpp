@@ -12,6 +12,7 @@
 
 #include "trainer/trainer.h"
 #include "parallel/comm.h"
+#include "test/mpi_runs.h"
 
 namespace llm {
 namespace {
@@ -110,11 +111,7 @@ TEST(CheckpointReshard, AnyModeHereLoadsIntoEveryModeAndIntoOneRank) {
   std::unique_ptr<Group> alone = world.split(world.rank(), 0);
   // The single-process reference, computed by each rank alone, saving its own
   // checkpoint halfway (saving does not change the state).
-  auto alone_dir = [&](int rank) {  // unique per world size: ctest runs np2 and np3 side by side
-    return (fs::temp_directory_path() / ("llm_mpi_ckpt_np" + std::to_string(world.size()) +
-                                         "_alone_rank" + std::to_string(rank)))
-        .string();
-  };
+  auto alone_dir = [&](int rank) { return mpi_temp_dir("ckpt", "alone_rank" + std::to_string(rank)); };
   const std::string own_dir = alone_dir(world.rank());
   fs::remove_all(own_dir);
   TrainedRun reference;

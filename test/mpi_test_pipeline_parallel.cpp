@@ -44,12 +44,6 @@ std::vector<std::string> base_overrides(const std::string& model, const std::str
   return o;
 }
 
-std::string temp_dir(const std::string& name) {
-  return (fs::temp_directory_path() /
-          ("llm_mpi_pp_np" + std::to_string(comm_world().size()) + "_" + name))
-      .string();
-}
-
 Config make_config(const std::string& model, const std::string& run_dir,
                    const std::vector<std::string>& overrides) {
   std::vector<std::string> all = base_overrides(model, run_dir);
@@ -58,7 +52,7 @@ Config make_config(const std::string& model, const std::string& run_dir,
 }
 
 RunResult train(Group& world, const std::string& model, const std::vector<std::string>& overrides) {
-  return run_steps(world, make_config(model, temp_dir("runs"), overrides), kSteps);
+  return run_steps(world, make_config(model, mpi_temp_dir("pp", "runs"), overrides), kSteps);
 }
 
 const RunResult& reference(const std::string& model) {
@@ -181,7 +175,7 @@ TEST(PipelineSchedules, OneFOneBAndGPipeGiveTheSameBits) {
 // stage's; evaluation and generation run through the stages.
 TEST(PipelineSchedules, ActivationSlotsEvaluationAndSampling) {
   REQUIRE_WORLD(2);
-  Config one_f_one_b = make_config("tiny", temp_dir("runs"), {stages(2), "training.eval_sequences=4",
+  Config one_f_one_b = make_config("tiny", mpi_temp_dir("pp", "runs"), {stages(2), "training.eval_sequences=4",
                                                              "training.sample_tokens=4"});
   Config gpipe = one_f_one_b;
   gpipe.parallel.pipeline_schedule = PipelineSchedule::gpipe;
@@ -197,7 +191,7 @@ TEST(PipelineSchedules, ActivationSlotsEvaluationAndSampling) {
       << "stage 0 holds the embedding and two micro-batches: the largest";
 
   std::unique_ptr<Group> alone = comm_world().split(comm_world().rank(), 0);
-  Config single = make_config("tiny", temp_dir("runs"), {"training.eval_sequences=4",
+  Config single = make_config("tiny", mpi_temp_dir("pp", "runs"), {"training.eval_sequences=4",
                                                        "training.sample_tokens=4"});
   Trainer reference_run(single, *alone);
   EXPECT_NEAR(a.evaluate(), reference_run.evaluate(), 1e-6f);
@@ -211,7 +205,7 @@ TEST(PipelineParallelCheckpoint, ResumesExactlyAndLoadsIntoOtherMeshes) {
   REQUIRE_WORLD(4);
   Group& world = comm_world();
   constexpr int kSaveAt = 2;
-  const std::string dir = temp_dir("ckpt");
+  const std::string dir = mpi_temp_dir("pp", "ckpt");
   if (world.rank() == 0) fs::remove_all(dir);
   world.barrier();
   const std::vector<std::string> mesh = {stages(2), "parallel.tensor_parallel=2"};
@@ -246,9 +240,9 @@ TEST(PipelineParallelCheckpoint, ResumesExactlyAndLoadsIntoOtherMeshes) {
 TEST(PipelineParallelHuggingFace, InitFromFillsEveryStageAndSlice) {
   REQUIRE_WORLD(2);
   Group& world = comm_world();
-  const std::string dir = temp_dir("hf");
+  const std::string dir = mpi_temp_dir("pp", "hf");
   std::unique_ptr<Group> alone = world.split(world.rank(), 0);
-  Config trained = make_config("tiny", temp_dir("runs"), {});
+  Config trained = make_config("tiny", mpi_temp_dir("pp", "runs"), {});
   std::vector<float> exported;
   {
     Trainer single(trained, *alone);
@@ -259,7 +253,7 @@ TEST(PipelineParallelHuggingFace, InitFromFillsEveryStageAndSlice) {
   world.barrier();
   for (const std::string& mesh : {stages(2), std::string("parallel.tensor_parallel=2")}) {
     SCOPED_TRACE(mesh);
-    Trainer loaded(make_config("tiny", temp_dir("runs"), {mesh, "model.init_from=" + dir}), world);
+    Trainer loaded(make_config("tiny", mpi_temp_dir("pp", "runs"), {mesh, "model.init_from=" + dir}), world);
     const std::vector<float> params = loaded.engine().gather_all_params();
     ASSERT_EQ(params.size(), exported.size());
     EXPECT_EQ(0, std::memcmp(params.data(), exported.data(), params.size() * sizeof(float)));

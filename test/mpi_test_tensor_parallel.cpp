@@ -38,14 +38,8 @@ std::vector<std::string> base_overrides(const std::string& model, const std::str
   return o;
 }
 
-std::string temp_dir(const std::string& name) {
-  return (fs::temp_directory_path() /
-          ("llm_mpi_tp_np" + std::to_string(comm_world().size()) + "_" + name))
-      .string();
-}
-
 RunResult train(Group& world, const std::string& model, std::vector<std::string> overrides) {
-  std::vector<std::string> all = base_overrides(model, temp_dir("runs"));
+  std::vector<std::string> all = base_overrides(model, mpi_temp_dir("tp", "runs"));
   all.insert(all.end(), overrides.begin(), overrides.end());
   return run_steps(world, config_load("configs/tiny.toml", all), kSteps);
 }
@@ -128,7 +122,7 @@ TEST(TensorParallelTraffic, EqualsTheThroughputModel) {
                                      {"training.activation_checkpointing=selective"}}) {
     SCOPED_TRACE(o.empty() ? "fp32" : o[0]);
     o.push_back("parallel.tensor_parallel=2");
-    std::vector<std::string> all = base_overrides("ragged", temp_dir("runs"));
+    std::vector<std::string> all = base_overrides("ragged", mpi_temp_dir("tp", "runs"));
     all.insert(all.end(), o.begin(), o.end());
     const Config config = config_load("configs/tiny.toml", all);
     Trainer trainer(config, comm_world());
@@ -186,7 +180,7 @@ TEST(TensorParallelBf16, MatchesTheSingleProcessBf16Run) {
 // rank's kv heads. The seeded samples equal the single process's.
 TEST(TensorParallelGeneration, SamplesMatchTheSingleProcess) {
   REQUIRE_EVEN_WORLD();
-  const std::vector<std::string> base = base_overrides("tiny", temp_dir("generate"));
+  const std::vector<std::string> base = base_overrides("tiny", mpi_temp_dir("tp", "generate"));
   std::vector<std::string> split = base;
   split.push_back("parallel.tensor_parallel=2");
   Trainer parallel(config_load("configs/tiny.toml", split), comm_world());
@@ -204,7 +198,7 @@ TEST(TensorParallelCheckpoint, ResumesExactlyAndLoadsWithoutTensorParallelism) {
   REQUIRE_EVEN_WORLD();
   Group& world = comm_world();
   constexpr int kSaveAt = 2;
-  const std::string dir = temp_dir("ckpt");
+  const std::string dir = mpi_temp_dir("tp", "ckpt");
   if (world.rank() == 0) fs::remove_all(dir);
   world.barrier();
   const std::vector<std::string> tp = {"parallel.tensor_parallel=2", "parallel.mode=zero3"};

@@ -90,18 +90,10 @@ constexpr AttentionShape kCudaShapes[] = {
     {2, 9, 2, 2, 5},      // odd D
 };
 
-// cuda f32 against the CPU twin: the same math in another order (the GPU's
-// tiles, FMAs and warp sums against the CPU's 8-wide vector blocks) and with
-// another 2-ulp exp (exp2f against a Cephes polynomial). A score sums <= 128
-// products of inputs in [-2, 2]; its rounding (~1e-5 absolute at worst) moves
-// a probability by ~1e-6 relative after the 1/sqrt(D) scale, and each output
-// sums at most H/KV * T = 1032 terms whose own roundings stay near 1e-6 of
-// their magnitudes. 1e-4 absolute + relative keeps a wide margin over that,
-// while one wrong or missing term (about 1/T of an output: >= 4e-3 of it
-// here) fails. lse is fp32 in both precisions and the GPU sums the unrounded
-// P for it: this holds for lse in bf16 too.
-constexpr Tolerance kCudaFp32Tolerance{1e-4, 1e-4};
-// cuda bf16: everything kCudaFp32Tolerance allows, plus
+// cuda f32: kCudaAttentionTolerance (op_harness.h). lse is fp32 in both
+// precisions and the GPU sums the unrounded P for it: that bound holds for
+// lse in bf16 too.
+// cuda bf16: everything kCudaAttentionTolerance allows, plus
 //  - the GPU rounds P (in out = P V / l and dV = P^T dO) and dS (in dQ = dS K
 //    and dK = dS^T Q) to bf16 before multiplying: each rounded factor moves by
 //    at most half an ulp, 2^-8 of itself, so a result moves by at most 2^-8
@@ -177,9 +169,9 @@ RoundedTermMagnitudes rounded_term_magnitudes(const Doubles& qkv, const Doubles&
   return m;
 }
 
-// kCudaFp32Tolerance, plus for bf16 the rounded factors' bound and two ulps.
+// kCudaAttentionTolerance, plus for bf16 the rounded factors' bound and two ulps.
 Doubles cuda_bounds(const Doubles& expected, const Doubles* rounded_term_magnitude) {
-  Doubles bound = tolerance_bounds(expected, kCudaFp32Tolerance);
+  Doubles bound = tolerance_bounds(expected, kCudaAttentionTolerance);
   if (rounded_term_magnitude) {
     for (size_t i = 0; i < bound.size(); i++)
       bound[i] += kBf16Rounding * (*rounded_term_magnitude)[i] + 2.0 * kBf16Ulp * std::fabs(expected[i]);

@@ -142,6 +142,18 @@ inline const Tolerance kOneRoundingAcrossDevices{kReassociation.abs,
 // magnitude (8 significant bits). Twice kOneRounding's half ulp.
 inline const Tolerance kOneBf16Ulp{kReassociation.abs, std::ldexp(1.0, -7) + 2 * kReassociation.rel};
 
+// cuda f32 attention (op_cases_attention.cpp, op_cases_kv_cache.cpp) against
+// the CPU twin: the same math in another order (the GPU's tiles or chunks,
+// FMAs and warp sums against the CPU's vector blocks) and with another 2-ulp
+// exp (exp2f / expf against a Cephes polynomial). A score sums <= 128
+// products of inputs in [-2, 2]; its rounding (~1e-5 absolute at worst) moves
+// a probability by ~1e-6 relative after the 1/sqrt(D) scale, and each output
+// sums at most H/KV * T = 1032 terms whose own roundings stay near 1e-6 of
+// their magnitudes. 1e-4 absolute + relative keeps a wide margin over that,
+// while one wrong or missing term (about 1/T of an output: >= 3e-3 of it in
+// the shapes tested) fails.
+inline constexpr Tolerance kCudaAttentionTolerance{1e-4, 1e-4};
+
 // Thread counts compared by the CPU determinism checks; 3 gives uneven splits.
 inline constexpr int kThreadCounts[] = {1, 2, 3};
 

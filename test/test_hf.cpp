@@ -389,6 +389,7 @@ TEST(HfConfig, ExportedConfigReadsBack) {
     options.max_position_embeddings = 512;
     hf_export(model.config, model.layout, model.params.data(), dir.str(), options);
     const ModelConfig back = hf_read_config(dir.str());
+    EXPECT_EQ(hf_read_context_length(dir.str()), 512);
     EXPECT_EQ(back.dim, model.config.dim);
     EXPECT_EQ(back.n_layers, model.config.n_layers);
     EXPECT_EQ(back.n_heads, model.config.n_heads);

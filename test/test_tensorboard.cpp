@@ -63,8 +63,8 @@ TEST(EventFile, ScalarsTextAndRestartReadBack) {
   {
     EventFileWriter writer(dir.file("tb"));
     path = writer.path();
-    writer.write_scalar("train/loss", 1, 2.5f);
-    writer.write_scalar("train/loss", 2, 2.25f);
+    writer.write_scalars(1, {{"train/loss", 2.5}});
+    writer.write_scalars(2, {{"train/loss", 2.25}, {"train/lr", 1e-3}});
     writer.write_text("config", 0, "    [model]\n    dim = 8\n");
     writer.write_session_start(3);
   }
@@ -80,8 +80,13 @@ TEST(EventFile, ScalarsTextAndRestartReadBack) {
   EXPECT_STREQ(value_of(events[1]).tag, "train/loss");
   EXPECT_EQ(value_of(events[1]).value_case, TENSORBOARD__SUMMARY__VALUE__VALUE_SIMPLE_VALUE);
   EXPECT_EQ(value_of(events[1]).simple_value, 2.5f);
+  // A step's scalars travel in one event.
   EXPECT_EQ(events[2]->step, 2);
-  EXPECT_EQ(value_of(events[2]).simple_value, 2.25f);
+  ASSERT_EQ(events[2]->summary->n_value, 2u);
+  EXPECT_STREQ(events[2]->summary->value[0]->tag, "train/loss");
+  EXPECT_EQ(events[2]->summary->value[0]->simple_value, 2.25f);
+  EXPECT_STREQ(events[2]->summary->value[1]->tag, "train/lr");
+  EXPECT_EQ(events[2]->summary->value[1]->simple_value, 1e-3f);
 
   const Tensorboard__Summary__Value& text = value_of(events[3]);
   EXPECT_STREQ(text.tag, "config");
@@ -102,7 +107,7 @@ TEST(EventFile, SecondWriterGetsItsOwnFile) {
   test_support::TempDir dir("llm_test_tensorboard_");
   EventFileWriter first(dir.str()), second(dir.str());
   EXPECT_NE(first.path(), second.path());
-  first.write_scalar("a", 0, 1);
+  first.write_scalars(0, {{"a", 1}});
   EXPECT_EQ(read_event_file(first.path()).size(), 2u);
   EXPECT_EQ(read_event_file(second.path()).size(), 1u);
 }

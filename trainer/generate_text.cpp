@@ -4,14 +4,12 @@
 
 #include <chrono>
 #include <filesystem>
-#include <nlohmann/json.hpp>
 
 #include "data/tokenizer.h"
 #include "interop/hf_llama.h"
 #include "model/transformer.h"
 #include "parallel/checkpoint.h"
 #include "runtime/error.h"
-#include "runtime/file_io.h"
 #include "trainer/inference_params.h"
 
 namespace llm {
@@ -51,8 +49,7 @@ LoadedModel load_hugging_face(const fs::path& dir) {
   m.tokenizer = (dir / "tokenizer.model").string();
   LLM_CHECK(fs::exists(m.tokenizer), "{}: {} has no tokenizer.model to encode the prompt with",
             kCommand, dir.string());
-  const nlohmann::json hf = nlohmann::json::parse(read_file((dir / "config.json").string()));
-  m.context = hf.value("max_position_embeddings", 2048);
+  m.context = hf_read_context_length(dir.string());
   return m;
 }
 

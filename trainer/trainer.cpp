@@ -471,7 +471,7 @@ void Trainer::run() {
           {"peak_rss_bytes", peak_resident_bytes()}, {"flops_per_rank", flops},
           {"mem_allocated_bytes", mem.allocated}, {"mem_reserved_bytes", mem.reserved},
           {"mem_peak_bytes", mem.peak}};
-      if (!std::isnan(meter.mfu(flops))) record["mfu"] = meter.mfu(flops);
+      if (const double mfu = meter.mfu(flops); !std::isnan(mfu)) record["mfu"] = mfu;
       metrics_.write(record);
     }
     bool last = done == t.steps;
