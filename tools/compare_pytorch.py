@@ -457,7 +457,7 @@ def pytorch_measure(torch, spec: dict) -> dict:
     flops = step_flops(m, batch, T)
     return {
         "oom": False,
-        "gpu": torch.cuda.get_device_name() if cuda else "cpu (smoke test)",
+        "gpu": torch.cuda.get_device_name() if cuda else "cpu",
         "torch_version": torch.__version__,
         "compiled": bool(spec["compile"]),
         "gqa": gqa,

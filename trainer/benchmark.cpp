@@ -1,7 +1,6 @@
 // `./train bench`: tokens/s and achieved GFLOP/s of a training step.
 #include "trainer/benchmark.h"
 
-#include <cblas.h>
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -19,6 +18,7 @@
 #include "runtime/system.h"
 #include "trainer/trainer.h"
 #include "data/shard.h"
+#include "model/kernels/cpu_sgemm.h"
 #include "model/pipeline_schedule.h"
 
 namespace llm {
@@ -59,8 +59,7 @@ double measure_gemm_gflops(int n, int repeats) {
   double best = 1e30;
   for (int r = 0; r < repeats + 1; ++r) {  // first run warms up
     auto start = Clock::now();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1.0f, a.data(), n, b.data(), n,
-                0.0f, c.data(), n);
+    cpu::sgemm({CblasNoTrans, CblasTrans, n, n, n, a.data(), n, b.data(), n, 0.0f, c.data(), n});
     if (r > 0) best = std::min(best, seconds_since(start));
   }
   return 2.0 * n * n * n / best / 1e9;

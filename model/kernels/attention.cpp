@@ -1,10 +1,11 @@
 // Causal grouped-query attention on the CPU, flash-style: forward keeps only
 // the log-sum-exp of each query's scores; backward recomputes probabilities.
-// Work is tiled into blocks of kBlock queries x kBlock keys; each head's keys
+// Work is tiled into blocks of kBlock queries x kBlock keys. A kv head's keys
 // and values, and each tile's queries, are first copied into contiguous
 // per-thread fp32 scratch (qkv rows are kilobytes apart, which thrashes cache
-// sets), and every product is an accumulate_rows call: a register-blocked sum
-// of scaled contiguous rows. One template serves fp32 and bf16 storage: the
+// sets), keys (and in backward values) also as per-tile transposes, and every
+// product (Q K^T, P V, dO V^T, dS K, dS^T Q, P^T dO) is one register-blocked
+// tile_gemm over that scratch. One template serves fp32 and bf16 storage: the
 // copies into scratch widen, all math is fp32, and each output is rounded to
 // its storage type once, when a finished fp32 row is stored.
 // Invariant: backward gives each (batch, kv head) to one thread, which sums
@@ -15,64 +16,16 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
-#include <vector>
 
 #include "model/kernels/cpu_exp.h"
+#include "model/kernels/cpu_scratch.h"
+#include "model/kernels/cpu_tile_gemm.h"
 
 namespace llm::cpu {
 
 namespace {
 
-using Vec8 = float __attribute__((vector_size(32)));  // 8 floats: one AVX register
-constexpr int kLanes = 8;
 constexpr int kBlock = 64;  // queries and keys per tile; a tile of keys (64 x D) stays in L1
-
-// out[0, 8 NV) += sum_i coeffs[i] * rows[i * stride + (0, 8 NV)], with the NV
-// partial sums held in registers for the whole loop over i.
-template <int NV>
-inline void accumulate_block(float* out, const float* coeffs, const float* rows, int stride,
-                             int n) {
-  // memcpy is an unaligned vector load or store (and keeps vector types out of
-  // function signatures, whose ABI depends on the target's vector extensions).
-  Vec8 acc[NV];
-  for (int v = 0; v < NV; v++) std::memcpy(&acc[v], out + v * kLanes, sizeof(Vec8));
-  for (int i = 0; i < n; i++) {
-    const float c = coeffs[i];
-    const float* row = rows + (size_t)i * stride;
-    for (int v = 0; v < NV; v++) {
-      Vec8 x;
-      std::memcpy(&x, row + v * kLanes, sizeof x);
-      acc[v] += c * x;
-    }
-  }
-  for (int v = 0; v < NV; v++) std::memcpy(out + v * kLanes, &acc[v], sizeof(Vec8));
-}
-
-// out[j] += sum_{i < n} coeffs[i] * rows[i * stride + j] for j < width: a
-// vector-matrix product over contiguous rows, widest register blocks first.
-void accumulate_rows(float* out, const float* coeffs, const float* rows, int stride, int n,
-                     int width) {
-  int j = 0;
-  for (; j + 8 * kLanes <= width; j += 8 * kLanes)
-    accumulate_block<8>(out + j, coeffs, rows + j, stride, n);
-  if (j + 4 * kLanes <= width) {
-    accumulate_block<4>(out + j, coeffs, rows + j, stride, n);
-    j += 4 * kLanes;
-  }
-  if (j + 2 * kLanes <= width) {
-    accumulate_block<2>(out + j, coeffs, rows + j, stride, n);
-    j += 2 * kLanes;
-  }
-  if (j + kLanes <= width) {
-    accumulate_block<1>(out + j, coeffs, rows + j, stride, n);
-    j += kLanes;
-  }
-  for (; j < width; j++) {
-    float sum = out[j];
-    for (int i = 0; i < n; i++) sum += coeffs[i] * rows[(size_t)i * stride + j];
-    out[j] = sum;
-  }
-}
 
 template <class Storage>
 inline float dot(const float* a, const Storage* b, int D) {
@@ -105,31 +58,95 @@ void store_rows(Storage* dst, size_t stride, const float* src, int rows, int D) 
   }
 }
 
-// dst[(kb * D + d) * kBlock + j] = row kb * kBlock + j, element d, of src (zero
-// past T): per key tile, the transpose (D, kBlock), contiguous, so a query's
-// scores against a tile are accumulate_rows over D rows of kBlock floats.
-template <class Storage>
-void transpose_tiles(float* dst, const Storage* src, size_t stride, int T, int T_pad, int D) {
-  for (int s = 0; s < T_pad; s++) {
-    float* tile = dst + (size_t)(s / kBlock) * D * kBlock + s % kBlock;
-    for (int d = 0; d < D; d++)
-      tile[(size_t)d * kBlock] = s < T ? to_float(src[s * stride + d]) : 0.0f;
+// dst[(kb * D + d) * kBlock + j] = src[(kb * kBlock + j) * D + d] for the
+// T_pad contiguous rows of src: per key tile, the transpose (D, kBlock),
+// contiguous, so the scores against a tile are a product whose right operand
+// is one block of kBlock * D floats.
+void transpose_tiles(float* dst, const float* src, int T_pad, int D) {
+  for (int s0 = 0; s0 < T_pad; s0 += kBlock) {
+    float* tile = dst + (size_t)s0 * D;
+    const float* rows = src + (size_t)s0 * D;
+    for (int j = 0; j < kBlock; j++)
+      for (int d = 0; d < D; d++) tile[(size_t)d * kBlock + j] = rows[(size_t)j * D + d];
   }
 }
 
-// scores[i][s] (stride T_pad) = q_i . k_s for the queries of tile [t0, t0 + n)
-// and the key tiles up to the diagonal; queries (n, D) contiguous.
+// One (batch row, kv head)'s keys or values in per-thread scratch: rows
+// (T_pad, D) contiguous and zero past T, and their per-tile transposes.
+struct HeadRows {
+  float* rows;
+  float* tiled;
+};
+
+template <class Storage>
+void load_head(HeadRows head, const Storage* src, size_t stride, int T, int T_pad, int D,
+               bool tiled) {
+  copy_rows(head.rows, src, stride, T, T_pad, D);
+  if (tiled) transpose_tiles(head.tiled, head.rows, T_pad, D);
+}
+
+// Causal skipping inside the diagonal tile: its queries go in chunks of
+// kChunk, and a chunk's products stop at the last key its last query sees.
+// The keys skipped would only add zero terms (probability 0, score gradient
+// 0), so the results are those of the whole tile.
+constexpr int kChunk = 16;
+
+// Keys [0, keys_seen(t0, i)) hold every key that query t0 + i (of the tile
+// starting at t0) and the others of its chunk see: t0 plus its chunk's end.
+inline int keys_seen(int t0, int i) {
+  const int chunk_end = (i / kChunk + 1) * kChunk;
+  return t0 + (chunk_end < kBlock ? chunk_end : kBlock);
+}
+
+// scores[i][s] (stride T_pad) = q_i . k_s for the n queries of tile [t0,
+// t0 + n) and s < keys_seen(t0, i); queries (n, D) contiguous, keys as
+// transpose_tiles lays them out.
 void score_tile(float* scores, const float* queries, const float* keys_tiled, int t0, int n,
                 int T_pad, int D) {
-  for (int kb = 0; kb <= t0 / kBlock; kb++) {
-    const float* tile = keys_tiled + (size_t)kb * D * kBlock;
-    for (int i = 0; i < n; i++) {
-      float* out = scores + (size_t)i * T_pad + kb * kBlock;
-      std::memset(out, 0, sizeof(float) * kBlock);
-      accumulate_rows(out, queries + i * D, tile, kBlock, D, kBlock);
-    }
+  for (int i = 0; i < n; i++) std::memset(scores + (size_t)i * T_pad, 0, sizeof(float) * keys_seen(t0, i));
+  for (int kb = 0; kb < t0 / kBlock; kb++) {  // the tiles left of the diagonal: all queries
+    tile_gemm({scores + kb * kBlock, (size_t)T_pad}, {queries, (size_t)D, 1},
+              {keys_tiled + (size_t)kb * D * kBlock, kBlock}, n, kBlock, D);
+  }
+  for (int i0 = 0; i0 < n; i0 += kChunk) {  // the diagonal tile, chunk by chunk
+    const int rows = n - i0 < kChunk ? n - i0 : kChunk;
+    tile_gemm({scores + (size_t)i0 * T_pad + t0, (size_t)T_pad}, {queries + (size_t)i0 * D, (size_t)D, 1},
+              {keys_tiled + (size_t)t0 * D, kBlock}, rows, keys_seen(t0, i0) - t0, D);
   }
 }
+
+// C rows [0, n) += A rows (n, keys) B (keys, D), where row i needs only the
+// keys [0, keys_seen(t0, i)): P V and dS K, chunk by chunk of rows.
+void rows_times_keys(float* c, const float* a, size_t a_stride, const float* b, int t0, int n, int D) {
+  for (int i0 = 0; i0 < n; i0 += kChunk) {
+    const int rows = n - i0 < kChunk ? n - i0 : kChunk;
+    tile_gemm({c + (size_t)i0 * D, (size_t)D}, {a + i0 * a_stride, a_stride, 1}, {b, (size_t)D}, rows, D,
+              keys_seen(t0, i0));
+  }
+}
+
+// C rows [0, n_keys) (keys) += A^T B, the transpose of A (n queries, keys;
+// stride T_pad) times B (n, D): dS^T Q and P^T dO. A key of the diagonal
+// tile's chunk [t0 + i0, t0 + i0 + kChunk) is seen only from query t0 + i0
+// on, so its sum starts there (the terms before are zeros).
+void keys_times_rows(float* c, const float* a, const float* b, int t0, int n, int n_keys, int T_pad,
+                     int D) {
+  tile_gemm({c, (size_t)D}, {a, 1, (size_t)T_pad}, {b, (size_t)D}, t0, D, n);
+  for (int i0 = 0; i0 < n && t0 + i0 < n_keys; i0 += kChunk) {
+    const int rows = n_keys - (t0 + i0) < kChunk ? n_keys - (t0 + i0) : kChunk;
+    tile_gemm({c + (size_t)(t0 + i0) * D, (size_t)D}, {a + (size_t)i0 * T_pad + t0 + i0, 1, (size_t)T_pad},
+              {b + (size_t)i0 * D, (size_t)D}, rows, D, n - i0);
+  }
+}
+
+// Tags of the two kernels' scratch buffers (cpu_scratch.h).
+struct ForwardScratch;
+enum ForwardSlot { kFwdKeys, kFwdKeysTiled, kFwdValues, kFwdQueries, kFwdOuts, kFwdProbs, kFwdSlots };
+struct BackwardScratch;
+enum BackwardSlot {
+  kBwdKeys, kBwdKeysTiled, kBwdValues, kBwdValuesTiled, kBwdKeyGrads, kBwdValueGrads,
+  kBwdQueries, kBwdOutGrads, kBwdQueryGrads, kBwdProbs, kBwdScoreGrads, kBwdSlots
+};
 
 }  // namespace
 
@@ -141,29 +158,39 @@ void attention_forward(Storage* out, float* lse, const Storage* qkv, int B, int 
   const int group = H / KV;  // query heads per kv head
   const float scale = 1.0f / std::sqrt((float)D);
   const int T_pad = round_up(T, kBlock);
+  const size_t head_floats = (size_t)T_pad * D, tile_floats = (size_t)kBlock * D;
 #pragma omp parallel
   {
-    // Per-thread scratch: this head's keys (tiled transpose) and values
-    // (contiguous); one query tile's queries, their scores then
+    // Per-thread scratch: the current kv head's keys (rows and tiled
+    // transpose) and values; one query tile's queries, their scores then
     // probabilities, and their unnormalized outputs.
-    std::vector<float> keys_tiled((size_t)T_pad * D), values((size_t)T_pad * D);
-    std::vector<float> queries((size_t)kBlock * D), outs((size_t)kBlock * D);
-    std::vector<float> probs((size_t)kBlock * T_pad);
+    auto buffer = [](ForwardSlot slot, size_t n) { return thread_scratch<ForwardScratch, kFwdSlots>(slot, n); };
+    const HeadRows keys{buffer(kFwdKeys, head_floats), buffer(kFwdKeysTiled, head_floats)};
+    float* values = buffer(kFwdValues, head_floats);
+    float* queries = buffer(kFwdQueries, tile_floats);
+    float* outs = buffer(kFwdOuts, tile_floats);
+    float* probs = buffer(kFwdProbs, (size_t)kBlock * T_pad);
     float inv_sums[kBlock];  // 1 / sum of each query's unnormalized probabilities
+    int loaded = -1;         // b * KV + kv head of the keys and values in scratch
+    // Query heads (b, h): a static schedule hands each thread consecutive
+    // heads, so the query heads of one kv head mostly load it once.
 #pragma omp for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
       for (int h = 0; h < H; h++) {
-        const Storage* keys = qkv + (size_t)b * T * row + (size_t)(H + h / group) * D;
-        transpose_tiles(keys_tiled.data(), keys, row, T, T_pad, D);
-        copy_rows(values.data(), keys + (size_t)KV * D, row, T, T_pad, D);
+        if (b * KV + h / group != loaded) {
+          const Storage* k_src = qkv + (size_t)b * T * row + (size_t)(H + h / group) * D;
+          load_head(keys, k_src, row, T, T_pad, D, true);
+          copy_rows(values, k_src + (size_t)KV * D, row, T, T_pad, D);
+          loaded = b * KV + h / group;
+        }
         for (int t0 = 0; t0 < T; t0 += kBlock) {
           const int n = T - t0 < kBlock ? T - t0 : kBlock;
-          copy_rows(queries.data(), qkv + (size_t)(b * T + t0) * row + (size_t)h * D, row, n, n, D);
-          score_tile(probs.data(), queries.data(), keys_tiled.data(), t0, n, T_pad, D);
-          const int n_keys = t0 + kBlock;  // keys of the tiles up to the diagonal
+          copy_rows(queries, qkv + (size_t)(b * T + t0) * row + (size_t)h * D, row, n, n, D);
+          score_tile(probs, queries, keys.tiled, t0, n, T_pad, D);
           for (int i = 0; i < n; i++) {
             const int t = t0 + i;
-            float* p = probs.data() + (size_t)i * T_pad;
+            const int n_keys = keys_seen(t0, i);
+            float* p = probs + (size_t)i * T_pad;
             float max = p[0];
 #pragma omp simd reduction(max : max)
             for (int s = 0; s <= t; s++) max = p[s] > max ? p[s] : max;
@@ -173,20 +200,14 @@ void attention_forward(Storage* out, float* lse, const Storage* qkv, int B, int 
               p[s] = s <= t ? exp_vectorizable((p[s] - max) * scale) : 0.0f;
               sum += p[s];
             }
-            std::memset(outs.data() + (size_t)i * D, 0, sizeof(float) * D);
             inv_sums[i] = 1.0f / sum;
             lse[((size_t)b * H + h) * T + t] = max * scale + std::log(sum);
           }
-          for (int kb = 0; kb <= t0 / kBlock; kb++) {
-            for (int i = 0; i < n; i++) {
-              accumulate_rows(outs.data() + (size_t)i * D,
-                              probs.data() + (size_t)i * T_pad + kb * kBlock,
-                              values.data() + (size_t)kb * kBlock * D, D, kBlock, D);
-            }
-          }
+          std::memset(outs, 0, sizeof(float) * n * D);
+          rows_times_keys(outs, probs, T_pad, values, t0, n, D);
           Storage* o0 = out + (size_t)(b * T + t0) * out_row + (size_t)h * D;
           for (int i = 0; i < n; i++) {
-            const float* o = outs.data() + (size_t)i * D;
+            const float* o = outs + (size_t)i * D;
 #pragma omp simd
             for (int d = 0; d < D; d++) store(o0 + i * out_row + d, o[d] * inv_sums[i]);
           }
@@ -204,81 +225,69 @@ void attention_backward(Storage* dqkv, const Storage* dout, const Storage* qkv, 
   const int group = H / KV;
   const float scale = 1.0f / std::sqrt((float)D);
   const int T_pad = round_up(T, kBlock);
+  const size_t head_floats = (size_t)T_pad * D, tile_floats = (size_t)kBlock * D;
 #pragma omp parallel
   {
-    // Per-thread scratch. Whole kv head: keys and values as tiled transposes,
-    // keys contiguous, and the key and value gradients being summed. One query
-    // tile: its queries, output gradients and query gradients (contiguous),
-    // probabilities and score gradients query-major, then key-major so that a
-    // key's gradient sums over the tile with contiguous coefficients.
-    const size_t head = (size_t)T_pad * D, tile = (size_t)kBlock * T_pad;
-    std::vector<float> keys_tiled(head), values_tiled(head), keys(head), dkeys(head), dvalues(head);
-    std::vector<float> queries((size_t)kBlock * D), douts((size_t)kBlock * D),
-        dqueries((size_t)kBlock * D);
-    std::vector<float> probs(tile), dscores(tile), probs_t(tile), dscores_t(tile);
+    // Per-thread scratch. Whole kv head: keys and values (rows and tiled
+    // transposes) and the key and value gradients being summed. One query
+    // tile: its queries, output gradients and query gradients, probabilities
+    // and score gradients (query-major; the key gradients read them
+    // transposed through the strides of tile_gemm's left operand).
+    auto buffer = [](BackwardSlot slot, size_t n) { return thread_scratch<BackwardScratch, kBwdSlots>(slot, n); };
+    const HeadRows keys{buffer(kBwdKeys, head_floats), buffer(kBwdKeysTiled, head_floats)};
+    const HeadRows values{buffer(kBwdValues, head_floats), buffer(kBwdValuesTiled, head_floats)};
+    float* dkeys = buffer(kBwdKeyGrads, head_floats);
+    float* dvalues = buffer(kBwdValueGrads, head_floats);
+    float* queries = buffer(kBwdQueries, tile_floats);
+    float* douts = buffer(kBwdOutGrads, tile_floats);
+    float* dqueries = buffer(kBwdQueryGrads, tile_floats);
+    float* probs = buffer(kBwdProbs, (size_t)kBlock * T_pad);
+    float* dscores = buffer(kBwdScoreGrads, (size_t)kBlock * T_pad);
 #pragma omp for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
       for (int g = 0; g < KV; g++) {
         const Storage* k_src = qkv + (size_t)b * T * row + (size_t)(H + g) * D;
-        const Storage* v_src = k_src + (size_t)KV * D;
-        transpose_tiles(keys_tiled.data(), k_src, row, T, T_pad, D);
-        transpose_tiles(values_tiled.data(), v_src, row, T, T_pad, D);
-        copy_rows(keys.data(), k_src, row, T, T_pad, D);
-        std::memset(dkeys.data(), 0, sizeof(float) * head);
-        std::memset(dvalues.data(), 0, sizeof(float) * head);
+        load_head(keys, k_src, row, T, T_pad, D, true);
+        load_head(values, k_src + (size_t)KV * D, row, T, T_pad, D, true);
+        std::memset(dkeys, 0, sizeof(float) * head_floats);
+        std::memset(dvalues, 0, sizeof(float) * head_floats);
         for (int h = g * group; h < (g + 1) * group; h++) {
           for (int t0 = 0; t0 < T; t0 += kBlock) {
             const int n = T - t0 < kBlock ? T - t0 : kBlock;
-            const int n_keys = t0 + kBlock;
+            const int n_keys = t0 + n;  // the keys these queries see
             const size_t token0 = (size_t)b * T + t0;
-            copy_rows(queries.data(), qkv + token0 * row + (size_t)h * D, row, n, kBlock, D);
-            copy_rows(douts.data(), dout + token0 * out_row + (size_t)h * D, out_row, n, kBlock, D);
-            score_tile(probs.data(), queries.data(), keys_tiled.data(), t0, n, T_pad, D);
-            score_tile(dscores.data(), douts.data(), values_tiled.data(), t0, n, T_pad, D);
-            for (int i = 0; i < kBlock; i++) {
-              const int t = t0 + i;  // queries past T (i >= n) get zero rows
-              float* p = probs.data() + (size_t)i * T_pad;
-              float* ds = dscores.data() + (size_t)i * T_pad;  // holds dp = dout_t . v_s
-              const float lse_t = i < n ? lse[((size_t)b * H + h) * T + t] : 0.0f;
+            copy_rows(queries, qkv + token0 * row + (size_t)h * D, row, n, n, D);
+            copy_rows(douts, dout + token0 * out_row + (size_t)h * D, out_row, n, n, D);
+            score_tile(probs, queries, keys.tiled, t0, n, T_pad, D);
+            score_tile(dscores, douts, values.tiled, t0, n, T_pad, D);
+            for (int i = 0; i < n; i++) {
+              const int t = t0 + i;
+              const int seen = keys_seen(t0, i);
+              float* p = probs + (size_t)i * T_pad;
+              float* ds = dscores + (size_t)i * T_pad;  // holds dp = dout_t . v_s
+              const float lse_t = lse[((size_t)b * H + h) * T + t];
               const float delta =
-                  i < n ? dot(douts.data() + i * D, out + (token0 + i) * out_row + (size_t)h * D, D)
-                        : 0.0f;  // sum_s p_s dp_s
+                  dot(douts + i * D, out + (token0 + i) * out_row + (size_t)h * D, D);  // sum_s p_s dp_s
 #pragma omp simd
-              for (int s = 0; s < n_keys; s++) {
-                const bool visible = i < n && s <= t;
+              for (int s = 0; s < seen; s++) {
+                const bool visible = s <= t;
                 const float p_s = visible ? exp_vectorizable(p[s] * scale - lse_t) : 0.0f;
                 p[s] = p_s;
                 ds[s] = visible ? p_s * (ds[s] - delta) * scale : 0.0f;  // dL / d(q_t . k_s)
               }
             }
             // dq_t = sum_s dscore[t][s] k_s
-            std::memset(dqueries.data(), 0, sizeof(float) * kBlock * D);
-            for (int kb = 0; kb <= t0 / kBlock; kb++) {
-              for (int i = 0; i < n; i++) {
-                accumulate_rows(dqueries.data() + i * D,
-                                dscores.data() + (size_t)i * T_pad + kb * kBlock,
-                                keys.data() + (size_t)kb * kBlock * D, D, kBlock, D);
-              }
-            }
-            store_rows(dqkv + token0 * row + (size_t)h * D, row, dqueries.data(), n, D);
+            std::memset(dqueries, 0, sizeof(float) * n * D);
+            rows_times_keys(dqueries, dscores, T_pad, keys.rows, t0, n, D);
+            store_rows(dqkv + token0 * row + (size_t)h * D, row, dqueries, n, D);
             // dk_s += sum_t dscore[t][s] q_t; dv_s += sum_t p[t][s] dout_t
-            for (int i = 0; i < kBlock; i++) {
-              for (int s = 0; s < n_keys; s++) {
-                probs_t[(size_t)s * kBlock + i] = probs[(size_t)i * T_pad + s];
-                dscores_t[(size_t)s * kBlock + i] = dscores[(size_t)i * T_pad + s];
-              }
-            }
-            for (int s = 0; s < n_keys && s < T; s++) {
-              accumulate_rows(dkeys.data() + s * D, dscores_t.data() + (size_t)s * kBlock,
-                              queries.data(), D, kBlock, D);
-              accumulate_rows(dvalues.data() + s * D, probs_t.data() + (size_t)s * kBlock,
-                              douts.data(), D, kBlock, D);
-            }
+            keys_times_rows(dkeys, dscores, queries, t0, n, n_keys, T_pad, D);
+            keys_times_rows(dvalues, probs, douts, t0, n, n_keys, T_pad, D);
           }
         }
         Storage* dk_dst = dqkv + (size_t)b * T * row + (size_t)(H + g) * D;
-        store_rows(dk_dst, row, dkeys.data(), T, D);
-        store_rows(dk_dst + (size_t)KV * D, row, dvalues.data(), T, D);
+        store_rows(dk_dst, row, dkeys, T, D);
+        store_rows(dk_dst + (size_t)KV * D, row, dvalues, T, D);
       }
     }
   }

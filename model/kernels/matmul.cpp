@@ -1,24 +1,24 @@
-// Bias-free linear layers on the CPU through OpenBLAS sgemm (row-major).
+// Bias-free linear layers on the CPU through sgemm (cpu_sgemm.h: OpenBLAS,
+// threaded by blocks of the output).
 // The BLAS has no bf16 GEMM, so the Bf16 instantiations widen their operands
 // into fp32 scratch (exact), run the fp32 kernels on them, and round the
 // results once. They go through the rows in chunks, so the scratch stays
 // bounded (about kChunkFloats floats per operand plus the widened weight)
 // however many rows there are: the LM head's logits are never held in fp32.
-// Scratch is grow-only and per thread: no allocation once warmed up.
+// Scratch is grow-only and per thread (cpu_scratch.h): no allocation once warmed up.
 // Invariant: dweight accumulates (beta = 1), dinp is overwritten (beta = 0);
 // the residual forward is the plain forward with beta = 1 onto a copy of the
 // residual (in bf16: onto its widened rows), so both round once.
 #include "model/kernels/matmul.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 #include <cstring>
 #include <cstddef>
 #include <type_traits>
-#include <vector>
 
 #include "model/kernels/cast.h"
+#include "model/kernels/cpu_scratch.h"
+#include "model/kernels/cpu_sgemm.h"
 
 namespace llm::cpu {
 
@@ -36,12 +36,8 @@ int chunk_rows(int N, int C, int OC) {
 // The fp32 scratch buffers of the bf16 path, one per operand role.
 enum ScratchRole { kWeight, kInputRows, kOutputRows, kInputGradRows, kScratchRoles };
 
-float* scratch(ScratchRole role, size_t n) {
-  thread_local std::vector<float> buffers[kScratchRoles];
-  std::vector<float>& buffer = buffers[role];
-  if (buffer.size() < n) buffer.resize(n);
-  return buffer.data();
-}
+struct MatmulScratch;
+float* scratch(ScratchRole role, size_t n) { return thread_scratch<MatmulScratch, kScratchRoles>(role, n); }
 
 float* widened(ScratchRole role, const Bf16* x, size_t n) {
   float* wide = scratch(role, n);
@@ -52,8 +48,7 @@ float* widened(ScratchRole role, const Bf16* x, size_t n) {
 // out (N, OC) = inp (N, C) @ weight (OC, C)^T + beta * out.
 void sgemm_forward(float* out, const float* inp, const float* weight, int N, int C, int OC,
                    float beta) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, C, 1.0f, inp, C, weight, C, beta,
-              out, OC);
+  sgemm({CblasNoTrans, CblasTrans, N, OC, C, inp, C, weight, C, beta, out, OC});
 }
 
 // The bf16 forward, chunk by chunk of rows: widened operands, one fp32 sgemm
@@ -102,12 +97,10 @@ void matmul_backward(T* dinp, float* dweight, const T* dout, const T* inp, const
   if constexpr (std::is_same_v<T, float>) {
     if (dinp != nullptr) {
       // dinp (N, C) = dout (N, OC) @ weight (OC, C)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, C, OC, 1.0f, dout, OC, weight, C,
-                  0.0f, dinp, C);
+      sgemm({CblasNoTrans, CblasNoTrans, N, C, OC, dout, OC, weight, C, 0.0f, dinp, C});
     }
     // dweight (OC, C) += dout (N, OC)^T @ inp (N, C)
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f,
-                dweight, C);
+    sgemm({CblasTrans, CblasNoTrans, OC, C, N, dout, OC, inp, C, 1.0f, dweight, C});
   } else {
     const float* weight_f32 = dinp != nullptr ? widened(kWeight, weight, (size_t)OC * C) : nullptr;
     const int rows = chunk_rows(N, C, OC);
