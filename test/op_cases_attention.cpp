@@ -70,9 +70,11 @@ void on_each_kernel(const OpRow& row, Body body) {
 // cpu rows: grouped query, H == KV (multi-head), KV == 1 (multi-query) with an
 // odd D, T == 1; small enough for finite differences.
 constexpr AttentionShape kCpuShapes[] = {{2, 5, 4, 2, 6}, {1, 6, 3, 3, 4}, {2, 4, 4, 1, 5}, {3, 1, 2, 1, 8}};
-// The CPU kernel tiles 64 queries x 64 keys and blocks D by 64, 32, 16, 8 and
-// single floats: these span several tiles, a partial last tile, and every D
-// block (64 + 32 + 16 + 8 + 3 = 123).
+// The CPU kernel tiles 64 queries x 64 keys, cuts the diagonal tile into
+// chunks of 16 queries, and its tile GEMM blocks rows by 6 or 8 and D by two
+// vectors, one vector and single floats: these span several tiles, a partial
+// last tile (130 = 2 x 64 + 2: a chunk of 2 rows) and every D block (123 =
+// 3 x 32 + 16 + 11 with 16-float vectors, 7 x 16 + 8 + 3 with 8-float ones).
 constexpr AttentionShape kCpuLargeShapes[] = {{1, 130, 4, 2, 64}, {1, 70, 2, 1, 123}};
 // cuda rows: the kernels tile 32 or 64 queries x 32 or 64 keys and pad the
 // head dim to 16, 32, 64 or 128: T == 1, partial last tiles (17, 33, 40, 70,

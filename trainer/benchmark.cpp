@@ -129,7 +129,7 @@ void benchmark_run(Config config, Group& world, int steps, double peak_tflops) {
                t.micro_batch_size);
   }
   // The reference rate: the GPU's dense peak, or this CPU's measured sgemm.
-  double reference = gpu ? peak_tflops * 1e3 : measure_gemm_gflops(2048, 3);
+  double reference = gpu ? peak_tflops * 1e3 : measure_gemm_gflops(2048, 10);
   if (leader && gpu) {
     fmt::print("  peak (--peak-tflops)   {:9.1f} TFLOP/s per GPU\n", peak_tflops);
   } else if (leader) {

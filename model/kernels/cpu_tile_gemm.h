@@ -9,6 +9,7 @@
 // caller's thread: results are bitwise reproducible.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstring>
 
@@ -61,6 +62,18 @@ inline void block(TileC c, TileA a, TileB b, int k) {
     for (int v = 0; v < NV; v++) std::memcpy(c.c + r * c.row_stride + v * kLanes, &acc[r][v], sizeof(Vec));
 }
 
+// sum + a * b as the vector blocks compute each term: fused where the target
+// has FMA (GNU C++ contracts their acc += a * b into one then), else a
+// product and a sum. Written out, so the single columns do not depend on
+// whether the compiler contracts or vectorizes their loop.
+inline float add_product(float sum, float a, float b) {
+#ifdef __FMA__
+  return std::fma(a, b, sum);
+#else
+  return sum + a * b;
+#endif
+}
+
 // All m rows of one column block of NV vectors: kRows at a time, then the rest.
 template <int NV>
 inline void column_block(TileC c, TileA a, TileB b, int m, int k) {
@@ -99,7 +112,7 @@ inline void tile_gemm(TileC c, TileA a, TileB b, int m, int n, int k) {
   for (; j < n; j++) {
     for (int i = 0; i < m; i++) {
       float sum = c.c[i * c.row_stride + j];
-      for (int p = 0; p < k; p++) sum += a.a[i * a.row_stride + p * a.col_stride] * b.b[p * b.row_stride + j];
+      for (int p = 0; p < k; p++) sum = add_product(sum, a.a[i * a.row_stride + p * a.col_stride], b.b[p * b.row_stride + j]);
       c.c[i * c.row_stride + j] = sum;
     }
   }
