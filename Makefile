@@ -10,7 +10,7 @@ SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # protobuf-c encodes TensorBoard's event files (logging.tensorboard).
 # With a CUDA toolkit, the header-only cudnn-frontend comes from PyPI (pip).
 DEB_PACKAGES := build-essential cmake pkg-config python3-pip \
-  libopenmpi-dev openmpi-bin libopenblas-openmp-dev \
+  libopenmpi-dev openmpi-bin libdnnl-dev \
   libsentencepiece-dev libspdlog-dev libfmt-dev libtomlplusplus-dev nlohmann-json3-dev zlib1g-dev \
   libprotobuf-c-dev protobuf-c-compiler libgtest-dev fortunes python3-matplotlib
 

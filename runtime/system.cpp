@@ -1,7 +1,6 @@
 // /proc and getrusage readers behind core/system.h.
 #include "runtime/system.h"
 
-#include <cblas.h>
 #include <omp.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -44,19 +43,13 @@ void configure_threads(int ranks_per_node) {
   if (ranks_per_node <= 1 || std::getenv("OMP_NUM_THREADS")) return;
   int threads = std::max(1, omp_get_num_procs() / ranks_per_node);
   omp_set_num_threads(threads);
-  openblas_set_num_threads(threads);
 }
 
-ThreadLimit::ThreadLimit(int threads)
-    : omp_threads_(omp_get_max_threads()), blas_threads_(openblas_get_num_threads()) {
+ThreadLimit::ThreadLimit(int threads) : omp_threads_(omp_get_max_threads()) {
   omp_set_num_threads(std::min(threads, omp_threads_));
-  openblas_set_num_threads(std::min(threads, blas_threads_));
 }
 
-ThreadLimit::~ThreadLimit() {
-  omp_set_num_threads(omp_threads_);
-  openblas_set_num_threads(blas_threads_);
-}
+ThreadLimit::~ThreadLimit() { omp_set_num_threads(omp_threads_); }
 
 std::string format_bytes(double bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};

@@ -18,11 +18,12 @@ size_t peak_resident_bytes();
 size_t resident_bytes();
 
 // Shares this machine's cores among the `ranks_per_node` processes on it
-// (OpenMP and OpenBLAS threads), unless OMP_NUM_THREADS says otherwise.
+// (OpenMP threads, which the CPU matmuls' library uses too), unless
+// OMP_NUM_THREADS says otherwise.
 void configure_threads(int ranks_per_node);
 
-// At most `threads` OpenMP and OpenBLAS threads while it lives; the previous
-// counts come back when it goes. For work too small to gain from a team: each
+// At most `threads` OpenMP threads (the matmuls' too) while it lives; the
+// previous count comes back when it goes. For work too small to gain from a team: each
 // parallel region costs a fork and a join, and on a busy machine a join waits
 // for a descheduled thread's next time slice (milliseconds).
 class ThreadLimit {
@@ -33,7 +34,7 @@ class ThreadLimit {
   ThreadLimit& operator=(const ThreadLimit&) = delete;
 
  private:
-  int omp_threads_, blas_threads_;
+  int omp_threads_;
 };
 
 // "1.50 GiB", "12.0 MiB", "512 B".

@@ -5,7 +5,7 @@
 // f32), the fp32 twin within one bf16 rounding (cpu bf16), the CPU twin within
 // a reassociation bound built from each result's sum of |terms| (cuda); plus
 // bit-identical repeats.
-// Invariant: the matmuls go through OpenBLAS / cuBLASLt, whose kernels and
+// Invariant: the matmuls go through oneDNN (or OpenBLAS) / cuBLASLt, whose kernels and
 // splits depend on the machine and thread count, so no check assumes bits
 // across thread counts; a repeat on one backend at one thread count gives the
 // same bits, and the bf16 entry point is the fp32 one on widened operands.

@@ -117,13 +117,13 @@ TEST(TileGemm, BlockingDoesNotChangeAnyBit) {
 }
 
 struct SgemmCase {
-  CBLAS_TRANSPOSE trans_a, trans_b;
+  Op trans_a, trans_b;
   int M, N, K;
   float beta;
 };
 
 std::string describe(const SgemmCase& g, int threads) {
-  return std::string(g.trans_a == CblasTrans ? "T" : "N") + (g.trans_b == CblasTrans ? "T" : "N") +
+  return std::string(g.trans_a == Op::kTranspose ? "T" : "N") + (g.trans_b == Op::kTranspose ? "T" : "N") +
          " M=" + std::to_string(g.M) + " N=" + std::to_string(g.N) + " K=" + std::to_string(g.K) +
          " beta=" + std::to_string((int)g.beta) + " threads=" + std::to_string(threads);
 }
@@ -132,14 +132,14 @@ std::string describe(const SgemmCase& g, int threads) {
 // the 16-row block boundary, too small to split, and the layer shapes' forms:
 // NT forward, NN input gradient, TN weight gradient (beta = 1).
 constexpr SgemmCase kSgemmCases[] = {
-    {CblasNoTrans, CblasTrans, 75, 20, 33, 0.0f},  {CblasNoTrans, CblasNoTrans, 21, 70, 19, 0.0f},
-    {CblasTrans, CblasNoTrans, 50, 37, 64, 1.0f},  {CblasTrans, CblasTrans, 18, 99, 7, 1.0f},
-    {CblasNoTrans, CblasTrans, 31, 5, 9, 0.0f},    {CblasNoTrans, CblasNoTrans, 130, 129, 40, 1.0f},
+    {Op::kNone, Op::kTranspose, 75, 20, 33, 0.0f},  {Op::kNone, Op::kNone, 21, 70, 19, 0.0f},
+    {Op::kTranspose, Op::kNone, 50, 37, 64, 1.0f},  {Op::kTranspose, Op::kTranspose, 18, 99, 7, 1.0f},
+    {Op::kNone, Op::kTranspose, 31, 5, 9, 0.0f},    {Op::kNone, Op::kNone, 130, 129, 40, 1.0f},
 };
 
 void check_sgemm(const SgemmCase& g, int threads) {
   SCOPED_TRACE(describe(g, threads));
-  const int lda = g.trans_a == CblasNoTrans ? g.K : g.M, ldb = g.trans_b == CblasNoTrans ? g.N : g.K;
+  const int lda = g.trans_a == Op::kNone ? g.K : g.M, ldb = g.trans_b == Op::kNone ? g.N : g.K;
   const std::vector<float> a = random_floats((size_t)g.M * g.K, 7), b = random_floats((size_t)g.K * g.N, 8);
   const std::vector<float> c0 = g.beta == 0.0f ? std::vector<float>((size_t)g.M * g.N, NAN)  // beta 0 ignores C
                                                : random_floats((size_t)g.M * g.N, 9);
@@ -147,8 +147,8 @@ void check_sgemm(const SgemmCase& g, int threads) {
   omp_set_num_threads(threads);
   sgemm({g.trans_a, g.trans_b, g.M, g.N, g.K, a.data(), lda, b.data(), ldb, g.beta, c.data(), g.N});
   sgemm({g.trans_a, g.trans_b, g.M, g.N, g.K, a.data(), lda, b.data(), ldb, g.beta, again.data(), g.N});
-  auto a_at = [&](int i, int p) { return g.trans_a == CblasNoTrans ? a[(size_t)i * lda + p] : a[(size_t)p * lda + i]; };
-  auto b_at = [&](int p, int j) { return g.trans_b == CblasNoTrans ? b[(size_t)p * ldb + j] : b[(size_t)j * ldb + p]; };
+  auto a_at = [&](int i, int p) { return g.trans_a == Op::kNone ? a[(size_t)i * lda + p] : a[(size_t)p * lda + i]; };
+  auto b_at = [&](int p, int j) { return g.trans_b == Op::kNone ? b[(size_t)p * ldb + j] : b[(size_t)j * ldb + p]; };
   const std::vector<float> start = g.beta == 0.0f ? std::vector<float>(c0.size(), 0.0f) : c0;
   expect_product(c, start, g.N, g.M, g.N, g.K, a_at, b_at, describe(g, threads));
   EXPECT_EQ(std::memcmp(c.data(), again.data(), c.size() * sizeof(float)), 0) << "a repeat changed bits";

@@ -1,20 +1,19 @@
-// Row-major fp32 GEMM on the CPU, C = op(A) op(B) + beta C, threaded by us:
-// C is cut into one block per OpenMP thread and each block is a
-// single-threaded OpenBLAS call. OpenBLAS's own threading makes its threads
-// share packed panels and wait for each other inside every call; separate
-// blocks need no synchronization until the join (on the model's shapes, two
-// threads: 2-12% faster, and steadier when a thread is descheduled).
-// Invariant: each element of C is computed by one single-threaded sgemm over
-// all of K, so how C is cut does not change the order of its sum over K.
-// Called inside a parallel region, it runs on the calling thread alone.
+// Row-major fp32 GEMM on the CPU, C = op(A) op(B) + beta C: the one entry
+// point of the linear layers' products, with two builds (CMake LLM_ONEDNN):
+// cpu_sgemm_onednn.cpp (the default: oneDNN's matmul, JIT kernels for the
+// CPU found at run time) and cpu_sgemm_openblas.cpp (OpenBLAS, for builds
+// without oneDNN). Both thread over the OpenMP team of the caller.
+// Invariant: a product of the same shapes on the same thread count gives the
+// same bits every time; called inside a parallel region, it runs on the
+// calling thread alone.
 #pragma once
-
-#include <cblas.h>
 
 namespace llm::cpu {
 
+enum class Op { kNone, kTranspose };  // op(X) = X or X^T
+
 struct SgemmArgs {
-  CBLAS_TRANSPOSE trans_a, trans_b;
+  Op op_a, op_b;
   int M, N, K;
   const float* a;  // op(A) is (M, K): A is (M, K) or, transposed, (K, M), leading dimension lda
   int lda;

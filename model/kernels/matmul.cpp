@@ -1,6 +1,6 @@
-// Bias-free linear layers on the CPU through sgemm (cpu_sgemm.h: OpenBLAS,
-// threaded by blocks of the output).
-// The BLAS has no bf16 GEMM, so the Bf16 instantiations widen their operands
+// Bias-free linear layers on the CPU through sgemm (cpu_sgemm.h: oneDNN, or
+// OpenBLAS in a build without it).
+// The Bf16 instantiations widen their operands
 // into fp32 scratch (exact), run the fp32 kernels on them, and round the
 // results once. They go through the rows in chunks, so the scratch stays
 // bounded (about kChunkFloats floats per operand plus the widened weight)
@@ -48,7 +48,7 @@ float* widened(ScratchRole role, const Bf16* x, size_t n) {
 // out (N, OC) = inp (N, C) @ weight (OC, C)^T + beta * out.
 void sgemm_forward(float* out, const float* inp, const float* weight, int N, int C, int OC,
                    float beta) {
-  sgemm({CblasNoTrans, CblasTrans, N, OC, C, inp, C, weight, C, beta, out, OC});
+  sgemm({Op::kNone, Op::kTranspose, N, OC, C, inp, C, weight, C, beta, out, OC});
 }
 
 // The bf16 forward, chunk by chunk of rows: widened operands, one fp32 sgemm
@@ -97,10 +97,10 @@ void matmul_backward(T* dinp, float* dweight, const T* dout, const T* inp, const
   if constexpr (std::is_same_v<T, float>) {
     if (dinp != nullptr) {
       // dinp (N, C) = dout (N, OC) @ weight (OC, C)
-      sgemm({CblasNoTrans, CblasNoTrans, N, C, OC, dout, OC, weight, C, 0.0f, dinp, C});
+      sgemm({Op::kNone, Op::kNone, N, C, OC, dout, OC, weight, C, 0.0f, dinp, C});
     }
     // dweight (OC, C) += dout (N, OC)^T @ inp (N, C)
-    sgemm({CblasTrans, CblasNoTrans, OC, C, N, dout, OC, inp, C, 1.0f, dweight, C});
+    sgemm({Op::kTranspose, Op::kNone, OC, C, N, dout, OC, inp, C, 1.0f, dweight, C});
   } else {
     const float* weight_f32 = dinp != nullptr ? widened(kWeight, weight, (size_t)OC * C) : nullptr;
     const int rows = chunk_rows(N, C, OC);

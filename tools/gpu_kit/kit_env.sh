@@ -88,6 +88,7 @@ gpu_kit_activate() {
     "-DMPI_C_COMPILER=$k/usr/bin/mpicc"
     "-DMPIEXEC_EXECUTABLE=$k/usr/bin/mpiexec"
     "-DPKG_CONFIG_EXECUTABLE=$k/usr/bin/pkg-config"
+    "-DLLM_ONEDNN=OFF"
     "-DOPENBLAS_INCLUDE_DIR=$k/usr/include/x86_64-linux-gnu/openblas-openmp"
     "-DOPENBLAS_LIBRARY=$lib/openblas-openmp/libopenblas.so"
     "-DZLIB_INCLUDE_DIR=$k/usr/include"
