@@ -49,6 +49,7 @@ test: deps build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 bench: deps build
+	./train bench --config configs/3m.toml
 	./train bench --config configs/demo.toml
 	./train bench --config configs/25m.toml
 

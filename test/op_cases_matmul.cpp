@@ -9,12 +9,17 @@
 // splits depend on the machine and thread count, so no check assumes bits
 // across thread counts; a repeat on one backend at one thread count gives the
 // same bits, and the bf16 entry point is the fp32 one on widened operands.
+// Where the CPU multiplies bf16 natively (cpu_gemm.h), the cases above run
+// the widening path (forced), and one more checks the native path: the
+// widened results within the bounds of another summation order, and repeats
+// with the same bits.
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "model/kernels/cpu_gemm.h"
 #include "test/op_harness.h"
 
 namespace llm::op_test {
@@ -83,6 +88,16 @@ MatmulMagnitudes matmul_magnitudes(const Doubles& inp, const Doubles& weight, co
   return m;
 }
 
+// The CPU's bf16 matmuls take the widening path while it lives (they may
+// take the native one where the CPU has it otherwise).
+class WidenedBf16Gemm {
+ public:
+  WidenedBf16Gemm() { cpu::set_bf16_gemm_native(false); }
+  ~WidenedBf16Gemm() { cpu::set_bf16_gemm_native(true); }
+  WidenedBf16Gemm(const WidenedBf16Gemm&) = delete;
+  WidenedBf16Gemm& operator=(const WidenedBf16Gemm&) = delete;
+};
+
 std::vector<MatmulShape> matmul_shapes(const OpRow& row) {
   std::vector<MatmulShape> shapes = shapes_for(row, kCpuShapes, kCudaShapes);
   if (row.cpu() && row.dtype == Dtype::bf16) shapes.push_back(kCpuBf16ChunkedShape);
@@ -100,6 +115,7 @@ std::vector<MatmulShape> matmul_shapes(const OpRow& row) {
 // second run, and the dinp == nullptr dweight the same bits as with dinp.
 template <class T>
 void matmul_forward_backward(const OpRow& row) {
+  const WidenedBf16Gemm widened_path;
   constexpr bool bf16 = std::is_same_v<T, Bf16>;
   std::mt19937 rng(row.cuda() ? (bf16 ? 102 : 101) : (bf16 ? 113 : 15));
   const Backend& be = row.backend();
@@ -188,6 +204,7 @@ void matmul_forward_backward(const OpRow& row) {
 // (the residual is one more), bf16 plus two ulps (bf16_result_bounds).
 template <class T>
 void matmul_forward_residual(const OpRow& row) {
+  const WidenedBf16Gemm widened_path;
   constexpr bool bf16 = std::is_same_v<T, Bf16>;
   std::mt19937 rng(row.cuda() ? (bf16 ? 104 : 103) : (bf16 ? 116 : 115));
   const Backend& be = row.backend();
@@ -257,6 +274,7 @@ void matmul_forward_residual(const OpRow& row) {
 // and the bf16 entry point is exactly the fp32 one on the widened operands,
 // rounded once (one chunk of rows here, so the same sgemm calls).
 void matmul_backward_repeats(const OpRow& row) {
+  const WidenedBf16Gemm widened_path;
   std::mt19937 rng(114);
   const int N = 97, C = 70, OC = 45;
   const Floats inp = random_bf16_values((size_t)N * C, rng);
@@ -288,6 +306,65 @@ void matmul_backward_repeats(const OpRow& row) {
   }
 }
 
+// The native bf16 path (where this CPU has one) against the widening path on
+// the same bf16 operands, forward, residual forward and backward: out and
+// dinp within bf16_result_bounds (another fp32 summation order, then one
+// rounding each), dweight within reassociation_bounds; and at 1, 2 and 3
+// threads a repeat gives the same bits.
+void matmul_native_bf16(const OpRow& row) {
+  if (!cpu::bf16_gemm_native()) {
+    GTEST_SKIP() << "this CPU or build has no native bf16 matmul (AVX512-BF16 or AMX, with oneDNN)";
+  }
+  std::mt19937 rng(117);
+  for (const MatmulShape& s : {MatmulShape{97, 70, 45}, MatmulShape{33, 17, 9}, MatmulShape{256, 128, 384}}) {
+    const auto [N, C, OC] = s;
+    SCOPED_TRACE(describe(s));
+    const Floats inp = random_bf16_values((size_t)N * C, rng), weight = random_bf16_values((size_t)OC * C, rng);
+    const Floats dout = random_bf16_values((size_t)N * OC, rng), residual = random_bf16_values((size_t)N * OC, rng);
+    const Bf16s inp16 = to_bf16s(inp), weight16 = to_bf16s(weight), dout16 = to_bf16s(dout);
+    const Bf16s residual16 = to_bf16s(residual);
+    auto run = [&] {  // out, out + residual, dinp and dweight (from zero), as floats
+      const Backend& be = row.backend();
+      Buffer<Bf16> d_inp(be, inp16), d_weight(be, weight16), d_dout(be, dout16), d_sum(be, residual16);
+      Buffer<Bf16> d_out(be, Bf16s(dout.size())), d_dinp(be, Bf16s(inp.size()));
+      Buffer<float> d_dweight(be, Floats(weight.size(), 0.0f));
+      be.bf16.matmul_forward(d_out.get(), d_inp.get(), d_weight.get(), N, C, OC);
+      be.bf16.matmul_forward_residual(d_sum.get(), d_inp.get(), d_weight.get(), d_sum.get(), N, C, OC);
+      be.bf16.matmul_backward(d_dinp.get(), d_dweight.get(), d_dout.get(), d_inp.get(), d_weight.get(), N, C, OC);
+      Floats all = to_floats(d_out.download());
+      append(all, to_floats(d_sum.download()));
+      append(all, to_floats(d_dinp.download()));
+      append(all, d_dweight.download());
+      return all;
+    };
+    const Floats native = run();
+    Floats widened;
+    {
+      const WidenedBf16Gemm widened_path;
+      widened = run();
+    }
+    const MatmulMagnitudes magnitude =
+        matmul_magnitudes(to_doubles(inp), to_doubles(weight), to_doubles(dout), Doubles(weight.size(), 0.0), N, C, OC);
+    Doubles sum_magnitude = magnitude.out;
+    for (size_t i = 0; i < sum_magnitude.size(); i++) sum_magnitude[i] += std::fabs(residual[i]);
+    const size_t n_out = dout.size(), n_inp = inp.size();
+    auto part = [](const Floats& all, size_t begin, size_t count) {
+      return to_doubles(Floats(all.begin() + begin, all.begin() + begin + count));
+    };
+    const Doubles out = part(widened, 0, n_out), sum = part(widened, n_out, n_out);
+    const Doubles dinp = part(widened, 2 * n_out, n_inp), dweight = part(widened, 2 * n_out + n_inp, weight.size());
+    expect_within(part(native, 0, n_out), out, bf16_result_bounds(magnitude.out, C, out), "out");
+    expect_within(part(native, n_out, n_out), sum, bf16_result_bounds(sum_magnitude, C + 1, sum), "out + residual");
+    expect_within(part(native, 2 * n_out, n_inp), dinp, bf16_result_bounds(magnitude.dinp, OC, dinp), "dinp");
+    expect_within(part(native, 2 * n_out + n_inp, weight.size()), dweight, reassociation_bounds(magnitude.dweight, N),
+                  "dweight");
+    for (int threads : kThreadCounts) {
+      const Floats first = with_threads(threads, run);
+      expect_identical(with_threads(threads, run), first, "repeat, threads " + std::to_string(threads));
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<OpCase> matmul_cases() {
@@ -298,6 +375,8 @@ std::vector<OpCase> matmul_cases() {
        LLM_BY_DTYPE(matmul_forward_residual)},
       {"matmul", "backward_repeats_at_each_thread_count", kCpuBf16, {"matmul_backward"},
        matmul_backward_repeats},
+      {"matmul", "native_bf16_within_reassociation_of_widened", kCpuBf16,
+       {"matmul_forward", "matmul_forward_residual", "matmul_backward"}, matmul_native_bf16},
   };
 }
 

@@ -1,7 +1,7 @@
 // The CPU kernels' two matrix-product helpers against a double-precision
 // reference: tile_gemm (cpu_tile_gemm.h, attention's tiles) with A read
 // directly and transposed, over sizes that leave every row and column
-// remainder of its register blocks; and sgemm (cpu_sgemm.h, the linear
+// remainder of its register blocks; and sgemm (cpu_gemm.h, the linear
 // layers) for all four transposition pairs, beta 0 and 1, split by rows and by
 // columns over 1 to 3 threads, and inside a parallel region.
 // Invariant: each fp32 result is within the standard bound of a k-term sum,
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "model/kernels/cpu_sgemm.h"
+#include "model/kernels/cpu_gemm.h"
 #include "model/kernels/cpu_tile_gemm.h"
 
 namespace llm::cpu {
@@ -145,8 +145,8 @@ void check_sgemm(const SgemmCase& g, int threads) {
                                                : random_floats((size_t)g.M * g.N, 9);
   std::vector<float> c = c0, again = c0;
   omp_set_num_threads(threads);
-  sgemm({g.trans_a, g.trans_b, g.M, g.N, g.K, a.data(), lda, b.data(), ldb, g.beta, c.data(), g.N});
-  sgemm({g.trans_a, g.trans_b, g.M, g.N, g.K, a.data(), lda, b.data(), ldb, g.beta, again.data(), g.N});
+  gemm({g.trans_a, g.trans_b, g.M, g.N, g.K, a.data(), lda, b.data(), ldb, g.beta, c.data(), g.N});
+  gemm({g.trans_a, g.trans_b, g.M, g.N, g.K, a.data(), lda, b.data(), ldb, g.beta, again.data(), g.N});
   auto a_at = [&](int i, int p) { return g.trans_a == Op::kNone ? a[(size_t)i * lda + p] : a[(size_t)p * lda + i]; };
   auto b_at = [&](int p, int j) { return g.trans_b == Op::kNone ? b[(size_t)p * ldb + j] : b[(size_t)j * ldb + p]; };
   const std::vector<float> start = g.beta == 0.0f ? std::vector<float>(c0.size(), 0.0f) : c0;
@@ -171,7 +171,7 @@ TEST(Sgemm, RunsOnTheCallingThreadInsideAParallelRegion) {
 #pragma omp parallel num_threads(2)
   {
 #pragma omp single
-    sgemm({g.trans_a, g.trans_b, g.M, g.N, g.K, a.data(), g.K, b.data(), g.N, 0.0f, c.data(), g.N});
+    gemm({g.trans_a, g.trans_b, g.M, g.N, g.K, a.data(), g.K, b.data(), g.N, 0.0f, c.data(), g.N});
   }
   auto a_at = [&](int i, int p) { return a[(size_t)i * g.K + p]; };
   auto b_at = [&](int p, int j) { return b[(size_t)p * g.N + j]; };

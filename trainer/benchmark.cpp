@@ -18,7 +18,7 @@
 #include "runtime/system.h"
 #include "trainer/trainer.h"
 #include "data/shard.h"
-#include "model/kernels/cpu_sgemm.h"
+#include "model/kernels/cpu_gemm.h"
 #include "model/pipeline_schedule.h"
 
 namespace llm {
@@ -59,7 +59,7 @@ double measure_gemm_gflops(int n, int repeats) {
   double best = 1e30;
   for (int r = 0; r < repeats + 1; ++r) {  // first run warms up
     auto start = Clock::now();
-    cpu::sgemm({cpu::Op::kNone, cpu::Op::kTranspose, n, n, n, a.data(), n, b.data(), n, 0.0f, c.data(), n});
+    cpu::gemm({cpu::Op::kNone, cpu::Op::kTranspose, n, n, n, a.data(), n, b.data(), n, 0.0f, c.data(), n});
     if (r > 0) best = std::min(best, seconds_since(start));
   }
   return 2.0 * n * n * n / best / 1e9;

@@ -20,7 +20,7 @@ struct StepFlops {
 StepFlops step_flops(const Config& config);
 
 // GFLOP/s of square sgemm of size n (the model's own CPU matmul path,
-// cpu_sgemm.h), best of `repeats`.
+// cpu_gemm.h), best of `repeats`.
 double measure_gemm_gflops(int n, int repeats);
 
 // Times `steps` training steps (after one warm-up step) and prints the
