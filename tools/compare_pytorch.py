@@ -585,6 +585,13 @@ def run_ours(args, cfg: dict, micro: int, batch: int) -> dict:
     return dict(result, oom=False, **parsed)
 
 
+def write_json_report(path: str, report: dict) -> None:
+    with open(path, "w") as f:
+        json.dump(report, f, indent=2)
+        f.write("\n")
+    print(f"results written to {path}")
+
+
 def ok(r: dict | None) -> bool:
     return bool(r) and not r.get("oom") and not r.get("error")
 
@@ -811,10 +818,7 @@ def main() -> int:
                 if one and one.get("command"):
                     print(f"  {key}: {one['command']}")
     if args.json_out:
-        with open(args.json_out, "w") as f:
-            json.dump(report, f, indent=2)
-            f.write("\n")
-        print(f"results written to {args.json_out}")
+        write_json_report(args.json_out, report)
     return 0 if all_good else 1
 
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import importlib.util
-import json
 import os
 import re
 import shlex
@@ -176,10 +175,7 @@ def main() -> int:
             if entry.get(key):
                 print(f"  {key}: {entry[key]['command']}")
     if args.json_out:
-        with open(args.json_out, "w") as f:
-            json.dump(report, f, indent=2)
-            f.write("\n")
-        print(f"results written to {args.json_out}")
+        gpu_compare.write_json_report(args.json_out, report)
     return 0 if all_good else 1
 
 

@@ -4,13 +4,14 @@
 // runtime, so they thread over the caller's team) and JIT-compiles them when
 // a primitive is made, which takes milliseconds: each thread keeps the
 // primitives it made, one per distinct call (types, transpositions, sizes,
-// leading dimensions, beta). op(A) and op(B) are described by strides, so a
+// leading dimensions, beta, thread count). op(A) and op(B) are described by strides, so a
 // transposed operand is read in place; beta != 0 is a sum post-op on C.
 // bf16 is native when oneDNN's kernel for a bf16 product uses the CPU's bf16
 // instructions (its implementation name says bf16 or amx), probed once.
 // Invariant: one primitive per call shape, so a repeated call runs the same
 // kernels with the same blocking and gives the same bits.
 #include <oneapi/dnnl/dnnl.hpp>
+#include <omp.h>
 
 #include <atomic>
 #include <cstddef>
@@ -63,12 +64,14 @@ dnnl::matmul::primitive_desc describe(Op op_a, Op op_b, int M, int N, int K, int
 // This thread's primitives, one per distinct call.
 struct Primitives {
   dnnl::stream stream{cpu_engine()};
-  std::map<std::tuple<DataType, DataType, Op, Op, int, int, int, int, int, int, float>, dnnl::matmul> cache;
+  std::map<std::tuple<DataType, DataType, Op, Op, int, int, int, int, int, int, float, int>, dnnl::matmul> cache;
 
+  // A primitive splits its work for the thread count it was made under, so
+  // that count is part of the call's identity (ThreadLimit changes it).
   template <class In, class Out>
   dnnl::matmul& get(const GemmArgs<In, Out>& g) {
     const auto key = std::make_tuple(data_type<In>(), data_type<Out>(), g.op_a, g.op_b, g.M, g.N, g.K,
-                                     g.lda, g.ldb, g.ldc, g.beta);
+                                     g.lda, g.ldb, g.ldc, g.beta, omp_get_max_threads());
     auto found = cache.find(key);
     if (found != cache.end()) return found->second;
     const auto desc = describe(g.op_a, g.op_b, g.M, g.N, g.K, g.lda, g.ldb, g.ldc, g.beta, data_type<In>(),
