@@ -12,6 +12,7 @@
 #include <fstream>
 #include <vector>
 
+#include "model/kernels/cpu_gemm.h"
 #include "trainer/benchmark.h"
 #include "config/config.h"
 #include "model/kernels/adamw.h"
@@ -146,7 +147,11 @@ void comm_bench(Group& world) {
 void calibrate_machine(const CalibrationOptions& options) {
   fmt::print("calibrating this machine into {} ({} cores)\n", options.out, omp_get_num_procs());
   const double gemm = measure_gemm_gflops(2048, 3) * 1e9;
+  const double gemm_bf16 = measure_bf16_gemm_gflops(2048, 3) * 1e9;
+  const bool native_bf16 = cpu::bf16_gemm_native();
   fmt::print("  sgemm 2048^3 on all cores      {:8.1f} GFLOP/s\n", gemm / 1e9);
+  fmt::print("  bf16 gemm 2048^3               {:8.1f} GFLOP/s ({})\n", gemm_bf16 / 1e9,
+             native_bf16 ? "native" : "widened to fp32");
   const double copy = measure_copy_bandwidth();
   fmt::print("  parallel copy                  {:8.1f} GB/s\n", copy / 1e9);
   const CommCalibration comm = run_comm_bench(options);
@@ -160,7 +165,8 @@ void calibrate_machine(const CalibrationOptions& options) {
   hw.path = options.out;
   hw.name = "this machine (calibrated)";
   hw.device.memory = fmt::format("{}B", memory_available_bytes());
-  hw.device.peak_tflops_bf16 = hw.device.peak_tflops_fp32 = gemm / 1e12;
+  hw.device.peak_tflops_fp32 = gemm / 1e12;
+  hw.device.peak_tflops_bf16 = gemm_bf16 / 1e12;
   hw.device.sustained_fraction = 1.0;
   hw.device.memory_bandwidth_gbs = copy / 1e9;
   hw.device.shared_by_node = true;
@@ -194,8 +200,8 @@ name = "CPU development machine ({cores} cores, calibrated {date})"
 [device]
 memory = "{memory}"  # bytes available (MemAvailable) when calibrated
 reserved_memory = "0"
-peak_tflops_bf16 = {peak:.6f}  # sgemm 2048^3 on all cores ({gemm:.1f} GFLOP/s); bf16 is widened to fp32 on CPU
-peak_tflops_fp32 = {peak:.6f}  # the same measurement
+peak_tflops_bf16 = {peak_bf16:.6f}  # bf16 gemm 2048^3 on all cores ({gemm_bf16:.1f} GFLOP/s, {bf16_path})
+peak_tflops_fp32 = {peak:.6f}  # sgemm 2048^3 on all cores ({gemm:.1f} GFLOP/s)
 sustained_fraction = {sustained:.4f}  # {config} at 1 rank: {measured:.1f} ms/step measured vs {compute:.1f} ms of modeled compute at the peak (+ {optimizer:.1f} ms optimizer)
 memory_bandwidth_gbs = {copy:.2f}  # parallel copy of 256 MiB, read + write bytes per second
 shared_by_node = true
@@ -227,7 +233,9 @@ latency_us = 0.0  # a memcpy has no launch cost worth modelling
 )toml",
       fmt::arg("date", today()), fmt::arg("cores", omp_get_num_procs()),
       fmt::arg("memory", memory_available_bytes()), fmt::arg("peak", gemm / 1e12),
-      fmt::arg("gemm", gemm / 1e9), fmt::arg("sustained", sustained), fmt::arg("config", options.config),
+      fmt::arg("gemm", gemm / 1e9), fmt::arg("peak_bf16", gemm_bf16 / 1e12),
+      fmt::arg("gemm_bf16", gemm_bf16 / 1e9), fmt::arg("bf16_path", native_bf16 ? "native" : "widened to fp32"),
+      fmt::arg("sustained", sustained), fmt::arg("config", options.config),
       fmt::arg("measured", measured * 1e3), fmt::arg("compute", at_peak.compute_seconds * 1e3),
       fmt::arg("optimizer", at_peak.optimizer_seconds * 1e3), fmt::arg("copy", copy / 1e9),
       fmt::arg("bw", comm.bandwidth_gbs), fmt::arg("ranks", comm.ranks), fmt::arg("alpha", comm.alpha_us),

@@ -1,8 +1,8 @@
 // `./train scale --calibrate`: measures this machine and writes its hardware
 // profile (planning/hardware/cpu_dev_vm.toml by default), each number with a comment
 // saying how it was measured:
-//  - matmul peak: sgemm 2048^3 on all cores (bf16 is widened to fp32 on CPU,
-//    so both peaks are that rate);
+//  - matmul peaks: fp32 and bf16 GEMM 2048^3 on all cores (bf16 natively
+//    where the CPU has bf16 dot products, else widened: the fp32 rate);
 //  - sustained fraction: a real 1-rank training run of the calibration
 //    config, its modeled compute time at the peak over its measured step
 //    time less the modeled optimizer time;

@@ -49,20 +49,34 @@ StepFlops step_flops(const Config& config) {
   return f;
 }
 
-double measure_gemm_gflops(int n, int repeats) {
-  std::vector<float> a(static_cast<size_t>(n) * n), b(a.size()), c(a.size());
+namespace {
+
+// GFLOP/s of C (n, n) = A B^T on In operands through cpu::gemm, best of `repeats`.
+template <class In>
+double gemm_gflops(int n, int repeats) {
+  std::vector<In> a(static_cast<size_t>(n) * n), b(a.size());
+  std::vector<float> c(a.size());
   Rng rng(1);
   for (size_t i = 0; i < a.size(); ++i) {
-    a[i] = static_cast<float>(rng.next_uniform() - 0.5);
-    b[i] = static_cast<float>(rng.next_uniform() - 0.5);
+    store(&a[i], static_cast<float>(rng.next_uniform() - 0.5));
+    store(&b[i], static_cast<float>(rng.next_uniform() - 0.5));
   }
   double best = 1e30;
   for (int r = 0; r < repeats + 1; ++r) {  // first run warms up
     auto start = Clock::now();
-    cpu::gemm({cpu::Op::kNone, cpu::Op::kTranspose, n, n, n, a.data(), n, b.data(), n, 0.0f, c.data(), n});
+    cpu::gemm(cpu::GemmArgs<In, float>{cpu::Op::kNone, cpu::Op::kTranspose, n, n, n, a.data(), n, b.data(), n,
+                                       0.0f, c.data(), n});
     if (r > 0) best = std::min(best, seconds_since(start));
   }
   return 2.0 * n * n * n / best / 1e9;
+}
+
+}  // namespace
+
+double measure_gemm_gflops(int n, int repeats) { return gemm_gflops<float>(n, repeats); }
+
+double measure_bf16_gemm_gflops(int n, int repeats) {
+  return cpu::bf16_gemm_native() ? gemm_gflops<Bf16>(n, repeats) : measure_gemm_gflops(n, repeats);
 }
 
 namespace {

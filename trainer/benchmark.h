@@ -23,6 +23,10 @@ StepFlops step_flops(const Config& config);
 // cpu_gemm.h), best of `repeats`.
 double measure_gemm_gflops(int n, int repeats);
 
+// The same with bf16 operands where the CPU multiplies them natively
+// (cpu_gemm.h); elsewhere bf16 is widened to fp32, and this is the fp32 rate.
+double measure_bf16_gemm_gflops(int n, int repeats);
+
 // Times `steps` training steps (after one warm-up step) and prints the
 // report; on a GPU (training.device = cuda) the achieved rate is given as MFU
 // against `peak_tflops` (dense bf16 peak per GPU), on the CPU against the
