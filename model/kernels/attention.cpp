@@ -79,10 +79,9 @@ struct HeadRows {
 };
 
 template <class Storage>
-void load_head(HeadRows head, const Storage* src, size_t stride, int T, int T_pad, int D,
-               bool tiled) {
+void load_head(HeadRows head, const Storage* src, size_t stride, int T, int T_pad, int D) {
   copy_rows(head.rows, src, stride, T, T_pad, D);
-  if (tiled) transpose_tiles(head.tiled, head.rows, T_pad, D);
+  transpose_tiles(head.tiled, head.rows, T_pad, D);
 }
 
 // Causal skipping inside the diagonal tile: its queries go in chunks of
@@ -179,7 +178,7 @@ void attention_forward(Storage* out, float* lse, const Storage* qkv, int B, int 
       for (int h = 0; h < H; h++) {
         if (b * KV + h / group != loaded) {
           const Storage* k_src = qkv + (size_t)b * T * row + (size_t)(H + h / group) * D;
-          load_head(keys, k_src, row, T, T_pad, D, true);
+          load_head(keys, k_src, row, T, T_pad, D);
           copy_rows(values, k_src + (size_t)KV * D, row, T, T_pad, D);
           loaded = b * KV + h / group;
         }
@@ -247,8 +246,8 @@ void attention_backward(Storage* dqkv, const Storage* dout, const Storage* qkv, 
     for (int b = 0; b < B; b++) {
       for (int g = 0; g < KV; g++) {
         const Storage* k_src = qkv + (size_t)b * T * row + (size_t)(H + g) * D;
-        load_head(keys, k_src, row, T, T_pad, D, true);
-        load_head(values, k_src + (size_t)KV * D, row, T, T_pad, D, true);
+        load_head(keys, k_src, row, T, T_pad, D);
+        load_head(values, k_src + (size_t)KV * D, row, T, T_pad, D);
         std::memset(dkeys, 0, sizeof(float) * head_floats);
         std::memset(dvalues, 0, sizeof(float) * head_floats);
         for (int h = g * group; h < (g + 1) * group; h++) {
