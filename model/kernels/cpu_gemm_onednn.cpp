@@ -6,8 +6,9 @@
 // primitives it made, one per distinct call (types, transpositions, sizes,
 // leading dimensions, beta, thread count). op(A) and op(B) are described by strides, so a
 // transposed operand is read in place; beta != 0 is a sum post-op on C.
-// bf16 is native when oneDNN's kernel for a bf16 product uses the CPU's bf16
-// instructions (its implementation name says bf16 or amx), probed once.
+// bf16 is native when the CPU has bf16 dot products and oneDNN's kernel for a
+// bf16 product uses them (its implementation name says bf16 or amx), probed
+// once.
 // Invariant: one primitive per call shape, so a repeated call runs the same
 // kernels with the same blocking and gives the same bits.
 #include <oneapi/dnnl/dnnl.hpp>
@@ -109,8 +110,12 @@ void run(const GemmArgs<In, Out>& g) {
   }
 }
 
-// Whether oneDNN runs a bf16 product on this CPU's bf16 instructions.
+// Whether oneDNN runs a bf16 product on this CPU's bf16 instructions: the
+// CPU has them (AVX512-BF16 or AMX) and the kernel oneDNN picks for a bf16
+// product uses them (not an emulation).
 bool cpu_has_native_bf16() {
+  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+  if (isa != dnnl::cpu_isa::avx512_core_bf16 && isa != dnnl::cpu_isa::avx512_core_amx) return false;
   try {
     const std::string impl =
         describe(Op::kNone, Op::kNone, 64, 64, 64, 64, 64, 64, 0.0f, DataType::bf16, DataType::f32).impl_info_str();
