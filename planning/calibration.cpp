@@ -147,8 +147,8 @@ void comm_bench(Group& world) {
 void calibrate_machine(const CalibrationOptions& options) {
   fmt::print("calibrating this machine into {} ({} cores)\n", options.out, omp_get_num_procs());
   const double gemm = measure_gemm_gflops(2048, 3) * 1e9;
-  const double gemm_bf16 = measure_bf16_gemm_gflops(2048, 3) * 1e9;
   const bool native_bf16 = cpu::bf16_gemm_native();
+  const double gemm_bf16 = native_bf16 ? measure_bf16_gemm_gflops(2048, 3) * 1e9 : gemm;
   fmt::print("  sgemm 2048^3 on all cores      {:8.1f} GFLOP/s\n", gemm / 1e9);
   fmt::print("  bf16 gemm 2048^3               {:8.1f} GFLOP/s ({})\n", gemm_bf16 / 1e9,
              native_bf16 ? "native" : "widened to fp32");

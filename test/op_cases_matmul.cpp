@@ -309,8 +309,9 @@ void matmul_backward_repeats(const OpRow& row) {
 // The native bf16 path (where this CPU has one) against the widening path on
 // the same bf16 operands, forward, residual forward and backward: out and
 // dinp within bf16_result_bounds (another fp32 summation order, then one
-// rounding each), dweight within reassociation_bounds; and at 1, 2 and 3
-// threads a repeat gives the same bits.
+// rounding each), dweight within reassociation_bounds, not the same bits (or
+// the native path did not run); the residual forward into another buffer as
+// in place; and at 1, 2 and 3 threads a repeat gives the same bits.
 void matmul_native_bf16(const OpRow& row) {
   if (!cpu::bf16_gemm_native()) {
     GTEST_SKIP() << "this CPU or build has no native bf16 matmul (AVX512-BF16 or AMX, with oneDNN)";
@@ -327,9 +328,15 @@ void matmul_native_bf16(const OpRow& row) {
       const Backend& be = row.backend();
       Buffer<Bf16> d_inp(be, inp16), d_weight(be, weight16), d_dout(be, dout16), d_sum(be, residual16);
       Buffer<Bf16> d_out(be, Bf16s(dout.size())), d_dinp(be, Bf16s(inp.size()));
+      Buffer<Bf16> d_residual(be, residual16), d_sum_apart(be, Bf16s(dout.size()));
       Buffer<float> d_dweight(be, Floats(weight.size(), 0.0f));
       be.bf16.matmul_forward(d_out.get(), d_inp.get(), d_weight.get(), N, C, OC);
       be.bf16.matmul_forward_residual(d_sum.get(), d_inp.get(), d_weight.get(), d_sum.get(), N, C, OC);
+      be.bf16.matmul_forward_residual(d_sum_apart.get(), d_inp.get(), d_weight.get(), d_residual.get(), N, C,
+                                      OC);
+      // Into a separate buffer: the same bits as in place, the residual untouched.
+      expect_identical(d_sum_apart.download(), d_sum.download(), "out + residual, not in place");
+      expect_identical(d_residual.download(), residual16, "residual");
       be.bf16.matmul_backward(d_dinp.get(), d_dweight.get(), d_dout.get(), d_inp.get(), d_weight.get(), N, C, OC);
       Floats all = to_floats(d_out.download());
       append(all, to_floats(d_sum.download()));
@@ -343,6 +350,10 @@ void matmul_native_bf16(const OpRow& row) {
       const WidenedBf16Gemm widened_path;
       widened = run();
     }
+    // Another summation order changes some fp32 dweight bits: equal results
+    // would mean the native path never ran.
+    EXPECT_NE(std::memcmp(native.data(), widened.data(), native.size() * sizeof(float)), 0)
+        << "the native and widening paths gave the same bits";
     const MatmulMagnitudes magnitude =
         matmul_magnitudes(to_doubles(inp), to_doubles(weight), to_doubles(dout), Doubles(weight.size(), 0.0), N, C, OC);
     Doubles sum_magnitude = magnitude.out;

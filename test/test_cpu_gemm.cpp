@@ -1,9 +1,9 @@
 // The CPU kernels' two matrix-product helpers against a double-precision
 // reference: tile_gemm (cpu_tile_gemm.h, attention's tiles) with A read
 // directly and transposed, over sizes that leave every row and column
-// remainder of its register blocks; and sgemm (cpu_gemm.h, the linear
+// remainder of its register blocks; and the fp32 gemm (cpu_gemm.h, the linear
 // layers) for all four transposition pairs, beta 0 and 1, split by rows and by
-// columns over 1 to 3 threads, and inside a parallel region.
+// columns over 1 to 3 threads, and from every thread of a team at once.
 // Invariant: each fp32 result is within the standard bound of a k-term sum,
 // (k + 1) 2^-24 sum |terms|, of the exact one; tile_gemm's blocking does not
 // change any bit (a whole product equals the same product row by row and
@@ -162,20 +162,25 @@ TEST(Sgemm, MatchesTheExactProductOverThreadCounts) {
   omp_set_num_threads(saved);
 }
 
-// Called from one thread of a team (as a kernel inside a parallel loop
-// would), it computes the whole product there, without a nested team.
-TEST(Sgemm, RunsOnTheCallingThreadInsideAParallelRegion) {
+// Called from every thread of a team at once (as a kernel inside a parallel
+// loop would), each on its own output: every thread gets the whole, correct
+// product (each thread keeps its own library state).
+TEST(Sgemm, EveryThreadOfATeamComputesItsOwnProduct) {
   const SgemmCase g = kSgemmCases[5];
   const std::vector<float> a = random_floats((size_t)g.M * g.K, 10), b = random_floats((size_t)g.K * g.N, 11);
-  std::vector<float> c((size_t)g.M * g.N, NAN);
-#pragma omp parallel num_threads(2)
+  constexpr int kTeam = 2;
+  std::vector<std::vector<float>> c(kTeam, std::vector<float>((size_t)g.M * g.N, NAN));
+#pragma omp parallel num_threads(kTeam)
   {
-#pragma omp single
-    gemm({g.trans_a, g.trans_b, g.M, g.N, g.K, a.data(), g.K, b.data(), g.N, 0.0f, c.data(), g.N});
+    std::vector<float>& mine = c[omp_get_thread_num()];
+    gemm({g.trans_a, g.trans_b, g.M, g.N, g.K, a.data(), g.K, b.data(), g.N, 0.0f, mine.data(), g.N});
   }
   auto a_at = [&](int i, int p) { return a[(size_t)i * g.K + p]; };
   auto b_at = [&](int p, int j) { return b[(size_t)p * g.N + j]; };
-  expect_product(c, std::vector<float>(c.size(), 0.0f), g.N, g.M, g.N, g.K, a_at, b_at, "inside a team");
+  for (int t = 0; t < kTeam; t++) {
+    expect_product(c[t], std::vector<float>(c[t].size(), 0.0f), g.N, g.M, g.N, g.K, a_at, b_at,
+                   "thread " + std::to_string(t));
+  }
 }
 
 }  // namespace

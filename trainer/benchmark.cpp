@@ -75,9 +75,7 @@ double gemm_gflops(int n, int repeats) {
 
 double measure_gemm_gflops(int n, int repeats) { return gemm_gflops<float>(n, repeats); }
 
-double measure_bf16_gemm_gflops(int n, int repeats) {
-  return cpu::bf16_gemm_native() ? gemm_gflops<Bf16>(n, repeats) : measure_gemm_gflops(n, repeats);
-}
+double measure_bf16_gemm_gflops(int n, int repeats) { return gemm_gflops<Bf16>(n, repeats); }
 
 namespace {
 

@@ -23,8 +23,8 @@ StepFlops step_flops(const Config& config);
 // cpu_gemm.h), best of `repeats`.
 double measure_gemm_gflops(int n, int repeats);
 
-// The same with bf16 operands where the CPU multiplies them natively
-// (cpu_gemm.h); elsewhere bf16 is widened to fp32, and this is the fp32 rate.
+// The same with bf16 operands; only where the CPU multiplies them natively
+// (cpu_gemm.h bf16_gemm_native: elsewhere bf16 is widened, at the fp32 rate).
 double measure_bf16_gemm_gflops(int n, int repeats);
 
 // Times `steps` training steps (after one warm-up step) and prints the
