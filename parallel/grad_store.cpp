@@ -74,24 +74,25 @@ void ReplicatedGrads::release(int unit, bool last_micro_batch) {
   } else {  // ddp
     state.pending = topo_.replicate->all_reduce_async(const_cast<void*>(send), s.padded, reduce_type_);
   }
+  // Over one member the reduction is a copy: the gradient is final now.
+  if ((scatter_ ? topo_.shard : topo_.replicate)->size() == 1) finish_reduction(unit);
 }
 
-void ReplicatedGrads::unpack_bf16_reduction(int unit) {
+void ReplicatedGrads::finish_reduction(int unit) {
   Unit& state = units_[unit];
-  if (!state.reduce_bf16) return;
+  state.pending.wait();
   const UnitShard& s = shards_[unit];
   if (state.landing_bf16) {
     be_.cast_bf16_to_f32(state.reduced_grads, state.landing_bf16, s.shard);
-  } else {
+  } else if (state.reduce_bf16) {
     be_.cast_bf16_to_f32(state.local_grads, state.reduce_bf16, s.padded);
   }
+  announce_final(unit);
 }
 
 void ReplicatedGrads::wait() {
   for (size_t u = 0; u < units_.size(); ++u) {
-    if (!units_[u].pending.pending()) continue;
-    units_[u].pending.wait();
-    unpack_bf16_reduction(static_cast<int>(u));
+    if (units_[u].pending.pending()) finish_reduction(static_cast<int>(u));
   }
 }
 
@@ -194,16 +195,26 @@ void ShardedGrads::complete_reduction(GradSlot& slot) {
     landing = slot.full;
   }
   be_.f32.add_vectors(state.reduced_grads, state.reduced_grads, landing, n);
-  if (slot.last_micro_batch && topo_.replicate->size() > 1) {
-    state.pending = topo_.replicate->all_reduce_async(state.reduced_grads, n, WireType::f32);
-  }
   slot.unit = -1;
   slot.reducing = false;
+  if (!slot.last_micro_batch) return;
+  if (topo_.replicate->size() > 1) {
+    state.pending = topo_.replicate->all_reduce_async(state.reduced_grads, n, WireType::f32);
+    state.replica_reducing = true;
+  } else {
+    announce_final(unit);
+  }
 }
 
 void ShardedGrads::wait() {
   while (GradSlot* slot = oldest_reduction()) complete_reduction(*slot);
-  for (Unit& state : units_) state.pending.wait();
+  for (size_t u = 0; u < units_.size(); ++u) {
+    Unit& state = units_[u];
+    if (!state.replica_reducing) continue;
+    state.pending.wait();
+    state.replica_reducing = false;
+    announce_final(static_cast<int>(u));
+  }
 }
 
 void ShardedGrads::zero() {

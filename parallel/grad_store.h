@@ -8,11 +8,16 @@
 //    buffer that is reduce-scattered into the owned slice as soon as the
 //    unit's backward releases it, every micro-batch; only the slice is kept
 //    (hybrid then all-reduces it across replicas on the last micro-batch).
+// A listener (on_final) hears of each unit's gradient once per step, as soon as
+// it is final: during the backward where its reduction completes there
+// (zero2 / zero3: when its slot is reused; a one-member group: at release),
+// else in wait(). The offloaded optimizer starts its copy to the host then.
 // Invariant: every member of a group releases units in the same order, so the
 // reductions are issued in the same order everywhere.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -35,6 +40,17 @@ class GradStore {
   // The reduced gradient of the owned elements [begin, begin + owned) of
   // `unit` (ddp owns the whole unit), complete after wait().
   virtual float* reduced(int unit) = 0;
+  // Called with a unit when its reduced() gradient of the step is final: its
+  // last change is queued on the device (the listener may queue a copy of it).
+  void on_final(std::function<void(int unit)> listener) { on_final_ = std::move(listener); }
+
+ protected:
+  void announce_final(int unit) {
+    if (on_final_) on_final_(unit);
+  }
+
+ private:
+  std::function<void(int)> on_final_;
 };
 
 // The store `plan` calls for; its buffers are listed into `plans` and usable
@@ -67,8 +83,9 @@ class ReplicatedGrads final : public GradStore {
   float* reduced(int unit) override;
 
  private:
-  // Turns a finished bf16 reduction back into fp32.
-  void unpack_bf16_reduction(int unit);
+  // Waits for the unit's reduction, turns a bf16 result back into fp32, and
+  // announces the gradient final.
+  void finish_reduction(int unit);
 
   const std::vector<UnitShard>& shards_;
   const Backend& be_;
@@ -94,6 +111,7 @@ class ShardedGrads final : public GradStore {
     float* reduced_grads = nullptr;  // (s) the owned slice, summed over micro-batches
     GradSlot* grad_slot = nullptr;   // the slot the model accumulates into, while it does
     CommHandle pending;              // hybrid: the all-reduce across replicas
+    bool replica_reducing = false;   // hybrid: that all-reduce is not yet waited for
   };
   static void list_buffers(const std::vector<UnitShard>& shards, WireType reduce_type,
                            std::vector<Unit>& units, std::vector<GradSlot>& slots,

@@ -1,6 +1,7 @@
 // The host executor of an offloaded optimizer (see host_optimizer.h).
 #include "parallel/host_optimizer.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "runtime/error.h"
@@ -32,11 +33,23 @@ HostOptimizer::HostOptimizer(const ParameterLayout& layout, const Config& config
       grads_(grads),
       precision_(config.precision()),
       delayed_(config.offload.delayed_update),
+      grads_copy_(shards.size()),
+      grads_reader_(shards.size(), 0),
+      update_job_(shards.size(), 0),
+      upload_mark_(shards.size(), 0),
       worker_(device.device == Device::cpu ? 1 : 0, /*yielding=*/device.device == Device::cpu) {
   BufferPlan plan;
   list_buffers(shards, precision_, config.zenflow.enabled, units_, plan);
   arena_ = Arena::staging("offloaded optimizer", plan.bytes(), *device.memory);
   plan.bind(arena_);
+}
+
+HostOptimizer::~HostOptimizer() {
+  try {
+    device_.memory->wait_for_transfers(last_mark_);
+  } catch (...) {
+    // Unwinding from a device error already being reported: nothing to add.
+  }
 }
 
 OffloadStats HostOptimizer::stats() {
@@ -45,63 +58,130 @@ OffloadStats HostOptimizer::stats() {
   return now;
 }
 
+void HostOptimizer::wait_for_job(uint64_t job) {
+  const auto start = std::chrono::steady_clock::now();
+  worker_.wait_for(job);
+  const std::chrono::duration<double> waited = std::chrono::steady_clock::now() - start;
+  stats_.wait_seconds += waited.count();
+}
+
 void HostOptimizer::wait_for_worker() {
   const auto start = std::chrono::steady_clock::now();
   worker_.wait();
   const std::chrono::duration<double> waited = std::chrono::steady_clock::now() - start;
   stats_.wait_seconds += waited.count();
+  device_.memory->wait_for_transfers(last_mark_);
+}
+
+void HostOptimizer::copy_grads(int u) {
+  const size_t bytes = shards_[u].owned * sizeof(float);
+  device_.memory->to_host_queued(units_[u].grads, grads_.reduced(u), bytes);
+  last_mark_ = device_.memory->transfer_mark();
+  grads_copy_[u] = last_mark_;
+  copies_started_.push_back(u);
+  stats_.to_host_bytes += bytes;
+}
+
+std::vector<int> HostOptimizer::landing_order() const {
+  std::vector<int> order = copies_started_;
+  for (size_t u = 0; u < units_.size(); ++u) {
+    if (!grads_copy_[u]) order.push_back(static_cast<int>(u));
+  }
+  return order;
+}
+
+void HostOptimizer::forget_copy(int u) {
+  grads_copy_[u].reset();
+  copies_started_.erase(std::find(copies_started_.begin(), copies_started_.end(), u));
+}
+
+void HostOptimizer::gradient_final(int u) {
+  if (grads_copy_[u] || !worker_.finished(grads_reader_[u])) return;
+  copy_grads(u);
+  stats_.to_host_early_bytes += shards_[u].owned * sizeof(float);
 }
 
 void HostOptimizer::fetch_grads(int u) {
-  const size_t bytes = shards_[u].owned * sizeof(float);
-  device_.memory->to_host(units_[u].grads, grads_.reduced(u), bytes);
-  stats_.to_host_bytes += bytes;
+  if (!grads_copy_[u]) {
+    wait_for_job(grads_reader_[u]);
+    copy_grads(u);
+  }
+  device_.memory->wait_for_transfers(*grads_copy_[u]);
+  forget_copy(u);
+}
+
+void HostOptimizer::begin_step() {
+  for (size_t u = 0; u < units_.size(); ++u) {
+    if (!grads_copy_[u]) continue;
+    device_.memory->wait_for_transfers(*grads_copy_[u]);
+    forget_copy(static_cast<int>(u));
+  }
 }
 
 void HostOptimizer::queue_update(int u, const AdamWStep& step, const float* grads) {
   const UnitShard& s = shards_[u];
   if (s.owned == 0) return;
-  worker_.submit([this, u, step, grads, &s] {
+  device_.memory->wait_for_transfers(upload_mark_[u]);  // the update rewrites what it uploads
+  const uint64_t job = worker_.submit([this, u, step, grads, &s] {
     const Unit& state = units_[u];
     optimizer_update_slice(backend_cpu(), layout_, training_, step, u, s.begin, s.begin + s.owned,
                            state.masters, state.compute, grads, state.m, state.v);
   });
+  update_job_[u] = job;
+  if (grads == units_[u].grads) grads_reader_[u] = job;
+}
+
+void HostOptimizer::queue(std::function<void()> job, int reads_grads_of) {
+  const uint64_t number = worker_.submit(std::move(job));
+  if (reads_grads_of >= 0) grads_reader_[reads_grads_of] = number;
 }
 
 void HostOptimizer::publish(int u) {
+  wait_for_job(update_job_[u]);
   const Unit& state = units_[u];
   const size_t owned = shards_[u].owned;
   const void* source = state.compute ? static_cast<const void*>(state.compute) : state.masters;
   const size_t bytes = owned * (state.compute ? sizeof(Bf16) : sizeof(float));
-  device_.memory->to_device_async(params_.owned_compute(u), source, bytes);
+  device_.memory->to_device_queued(params_.owned_compute(u), source, bytes);
+  last_mark_ = device_.memory->transfer_mark();
+  upload_mark_[u] = last_mark_;
   stats_.to_device_bytes += bytes;
 }
 
-void HostOptimizer::publish_all() {
-  for (size_t u = 0; u < units_.size(); ++u) publish(static_cast<int>(u));
+void HostOptimizer::upload_all(const std::vector<int>& order) {
+  if (order.empty()) {
+    for (size_t u = 0; u < units_.size(); ++u) publish(static_cast<int>(u));
+  } else {
+    for (int u : order) publish(u);
+  }
+  device_.memory->device_waits_for_transfers();
+}
+
+void HostOptimizer::publish_all(const std::vector<int>& order) {
+  upload_all(order);
   params_.after_update();
 }
 
 void HostOptimizer::step(const AdamWStep& step) {
   publish_pending();
-  // The worker updates unit u while this thread copies unit u + 1's gradient.
-  for (size_t u = 0; u < units_.size(); ++u) {
-    const int unit = static_cast<int>(u);
+  // The worker updates each unit as soon as its gradient has landed, while
+  // the later units' copies go on; the uploads follow in the same order.
+  const std::vector<int> order = landing_order();
+  for (int unit : order) {
     fetch_grads(unit);
-    queue_update(unit, step, units_[u].grads);
+    queue_update(unit, step, units_[unit].grads);
   }
   if (delayed_) {
     pending_ = true;
+    pending_order_ = order;
     return;
   }
-  wait_for_worker();
-  publish_all();
+  publish_all(order);
 }
 
 void HostOptimizer::publish_pending() {
   if (!pending_) return;
-  wait_for_worker();
-  publish_all();
+  publish_all(pending_order_);
   pending_ = false;
 }
 

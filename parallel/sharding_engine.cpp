@@ -93,6 +93,10 @@ ShardingEngine::ShardingEngine(const ParameterLayout& layout, const Config& conf
   if (offloaded) {
     host_ = std::make_unique<HostOptimizer>(layout_, config, shards_, be_, *params_, *grads_);
   }
+  grads_->on_final([this](int unit) {
+    if (host_) host_->gradient_final(unit);
+    if (final_observer_) final_observer_(unit);
+  });
   if (config.zenflow.enabled) {
     zenflow_ = std::make_unique<ZenFlow>(layout_, config, shards_, be_, topo_, *params_, *grads_,
                                          *host_, plans);
@@ -272,6 +276,7 @@ size_t ShardingEngine::load_elements(bool with_moments) const {
 
 void ShardingEngine::zero_grads() {
   grads_->wait();
+  if (host_) host_->begin_step();
   grads_->zero();
 }
 

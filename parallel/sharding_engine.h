@@ -20,15 +20,17 @@
 //  - Offload (offload.optimizer = cpu, ZenFlow) is one more property of the
 //    mode: the masters and moments of the owned elements live with a host
 //    optimizer (host_optimizer.h; ZenFlow: zenflow.h) instead of the device,
-//    the parameter store keeps only the compute copy, and the optimizer step
-//    hands each reduced gradient shard to the host and takes the compute
-//    copy back. Deferred host work (delayed_update, overlap_step) is applied
+//    the parameter store keeps only the compute copy; each reduced gradient
+//    shard goes to the host as soon as it is final (during the backward
+//    where the reduction completes there), and the optimizer step takes the
+//    compute copy back. Deferred host work (delayed_update, overlap_step) is applied
 //    by settle(), which a checkpoint save calls.
 // Invariant: every member of a group issues the same collectives in the same
 // order, because they all follow the model's deterministic unit order.
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -91,6 +93,12 @@ class ShardingEngine : public UnitProvider {
   // last of the step (and always when gradients are sharded).
   void begin_micro_batch(bool last) { last_micro_batch_ = last; }
   void zero_grads();
+  // Hears each unit's reduced gradient become final, once per step, as the
+  // gradient store announces it (the step trace records when; an offloaded
+  // optimizer starts the unit's copy to the host then, before the observer).
+  void on_gradient_final(std::function<void(int unit)> observer) {
+    final_observer_ = std::move(observer);
+  }
   // Global L2 norm of the reduced gradient (waits for pending reductions).
   float grad_norm();
   void optimizer_step(const AdamWStep& step);
@@ -173,6 +181,7 @@ class ShardingEngine : public UnitProvider {
   std::unique_ptr<ZenFlow> zenflow_;     // ZenFlow, else null
   StateBytes bytes_;
   bool last_micro_batch_ = true;
+  std::function<void(int)> final_observer_;
 };
 
 }  // namespace llm

@@ -166,6 +166,7 @@ void ZenFlow::chosen_to_host(const Piece& p, const float* compact, float* host_s
 }
 
 void ZenFlow::hand_back_columns() {
+  host_.wait_for_worker();  // the host slices are rewritten: no upload may still read them
   for (const Piece& p : pieces_) {
     const HostOptimizer::Unit& h = host_.unit(p.unit);
     for (auto [device, host] : {std::pair{p.masters, h.masters}, std::pair{p.m, h.m}, std::pair{p.v, h.v}}) {
@@ -218,13 +219,13 @@ void ZenFlow::scatter_chosen() {
 }
 
 void ZenFlow::accumulate_on_host(const AdamWStep& step) {
-  for (size_t u = 0; u < shards_.size(); ++u) {
-    const int unit = static_cast<int>(u);
+  for (int unit : host_.landing_order()) {
     host_.fetch_grads(unit);
-    const size_t owned = shards_[u].owned;
+    const size_t owned = shards_[unit].owned;
     const HostOptimizer::Unit& h = host_.unit(unit);
     const float scale = step.grad_scale;
-    host_.queue([&h, owned, scale] { accumulate_scaled(h.accumulated, h.grads, scale, owned); });
+    host_.queue([&h, owned, scale] { accumulate_scaled(h.accumulated, h.grads, scale, owned); },
+                /*reads_grads_of=*/unit);
   }
 }
 
@@ -246,7 +247,7 @@ void ZenFlow::queue_host_update(const AdamWStep& step, int steps) {
 }
 
 void ZenFlow::publish_host_update() {
-  for (size_t u = 0; u < shards_.size(); ++u) host_.publish(static_cast<int>(u));
+  host_.upload_all();
   if (chosen_) scatter_chosen();  // the host's copies of chosen columns are stale
 }
 

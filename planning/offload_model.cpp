@@ -26,20 +26,46 @@ double copy_seconds(double bytes, double bandwidth, double latency) {
   return bytes > 0 ? latency + bytes / bandwidth : 0.0;
 }
 
-// The host's part of a step: gradients down (a), host work (b), uploads (up).
-struct HostPath {
-  double seconds = 0;  // added to F + device work
-  double exposed = 0;  // host work the step waits for
-};
+// The rank's units in landing order (the replay's announcements, then any
+// unit never announced, final at the optimizer phase F) with their copies
+// and the host work `work` picks for each.
+template <class Work>
+std::vector<HostPathUnit> host_path_units(const StepPrediction& offloaded, double F,
+                                          const std::vector<double>& down,
+                                          const std::vector<double>& up, Work&& work) {
+  std::vector<HostPathUnit> units;
+  std::vector<bool> announced(down.size(), false);
+  auto add = [&](int u, double ready) {
+    units.push_back({ready, down[u], work(u), up[u]});
+    announced[u] = true;
+  };
+  for (const GradientFinal& g : offloaded.gradient_final) {
+    if (!announced[g.unit]) add(g.unit, g.seconds);
+  }
+  for (size_t u = 0; u < down.size(); ++u) {
+    if (!announced[u]) add(static_cast<int>(u), F);
+  }
+  return units;
+}
 
-HostPath host_path(const std::vector<double>& down, const std::vector<double>& work,
-                   const std::vector<double>& up, bool overlapped, double window) {
-  const double pipe = offload_pipeline_seconds(down, work);
-  const double copies = sum(down) + sum(up);
-  HostPath path;
-  path.exposed = overlapped ? std::max(0.0, pipe - sum(down) - window) : pipe - sum(down);
-  path.seconds = copies + path.exposed;
-  return path;
+std::vector<HostPathUnit> without_uploads(std::vector<HostPathUnit> units) {
+  for (HostPathUnit& unit : units) unit.up = 0;
+  return units;
+}
+
+// A step whose host work is waited for one step later (delayed_update,
+// ZenFlow's accumulation, overlap_step): the phase ends once every gradient
+// has landed and `device_end`, plus what of the host work the next F did
+// not hide, plus `uploads`.
+struct Deferred {
+  double step = 0, exposed = 0;
+};
+Deferred deferred_step(const HostTimeline& t, double F, double device_end, double uploads) {
+  const double landed = std::max(F, t.downs_end);
+  Deferred d;
+  d.exposed = std::max(0.0, t.work_end - landed - F);
+  d.step = std::max(device_end, t.downs_end) + d.exposed + uploads;
+  return d;
 }
 
 }  // namespace
@@ -60,15 +86,19 @@ OffloadMode offload_mode_of(const Config& config) {
   return config.offload.delayed_update ? OffloadMode::offload_delayed : OffloadMode::offload;
 }
 
-double offload_pipeline_seconds(const std::vector<double>& copy, const std::vector<double>& work) {
-  LLM_CHECK(copy.size() == work.size(), "offload pipeline: {} copies for {} units of work",
-            copy.size(), work.size());
-  double landed = 0, done = 0;
-  for (size_t u = 0; u < copy.size(); ++u) {
-    landed += copy[u];
-    done = std::max(landed, done) + work[u];
+HostTimeline offload_host_timeline(const std::vector<HostPathUnit>& units, double phase,
+                                   double uploads_after) {
+  HostTimeline t;
+  t.work_end = phase;
+  for (const HostPathUnit& u : units) t.downs_end = std::max(u.ready, t.downs_end) + u.down;
+  t.uploads_end = std::max(t.downs_end, uploads_after);
+  double landed = 0;
+  for (const HostPathUnit& u : units) {
+    landed = std::max(u.ready, landed) + u.down;
+    t.work_end = std::max(landed, t.work_end) + u.work;
+    t.uploads_end = std::max(t.work_end, t.uploads_end) + u.up;
   }
-  return done;
+  return t;
 }
 
 OffloadPrediction offload_predict(const Config& config, int world, const HardwareProfile& hw) {
@@ -121,23 +151,30 @@ OffloadPrediction offload_predict(const Config& config, int world, const Hardwar
           ? collective_seconds(CollectiveOp::all_reduce, shard_span, 4.0 * columns, hw) / select_every
           : 0.0;
   const double compute = p.device.compute_seconds;
-  const std::vector<double> no_upload(units, 0.0);
 
   OffloadModePrediction& none = p.modes[static_cast<int>(OffloadMode::none)];
   none.step_seconds = p.device.step_seconds;
   none.device_optimizer_seconds = O;
   none.gpu_idle_seconds = none.step_seconds - compute - O;
 
+  auto units_with = [&](auto work) { return host_path_units(p.offloaded, F, down, up, work); };
+  const std::vector<HostPathUnit> adamw_units = units_with([&](int u) { return adamw[u]; });
   for (OffloadMode mode : {OffloadMode::offload, OffloadMode::offload_delayed}) {
-    const bool delayed = mode == OffloadMode::offload_delayed;
-    const HostPath path = host_path(down, adamw, up, delayed, F);
     OffloadModePrediction& m = p.modes[static_cast<int>(mode)];
-    m.step_seconds = F + path.seconds;
+    if (mode == OffloadMode::offload) {
+      const HostTimeline t = offload_host_timeline(adamw_units, F, F);
+      m.step_seconds = std::max(F, t.uploads_end);
+      m.exposed_host_seconds = std::max(0.0, t.work_end - std::max(F, t.downs_end));
+    } else {
+      const HostTimeline t = offload_host_timeline(without_uploads(adamw_units), F, F);
+      const Deferred d = deferred_step(t, F, F, sum(up));
+      m.step_seconds = d.step;
+      m.exposed_host_seconds = d.exposed;
+    }
     m.host_adamw_seconds = sum(adamw);
     m.to_host_seconds = sum(down);
     m.to_device_seconds = sum(up);
-    m.exposed_host_seconds = path.exposed;
-    m.host_stall_seconds = path.seconds;
+    m.host_stall_seconds = m.step_seconds - F;
     m.gpu_idle_seconds = m.step_seconds - compute;
     m.pcie_bytes = (4 + copy_bytes) * owned;
   }
@@ -145,21 +182,32 @@ OffloadPrediction offload_predict(const Config& config, int world, const Hardwar
   const double D = k * O + (kColumnNormBytes + kSelectedColumnBytes * k) * owned /
                                hw.rank_memory_bandwidth(ranks_per_node) +
                    norm_all_reduce;
-  const bool overlap = config.zenflow.overlap_step;
-  const HostPath ordinary = host_path(down, accumulate, no_upload, overlap, F);
-  const HostPath update = host_path(down, zen_update, up, overlap, F);
+  const double device_end = F + D;
+  const HostTimeline accumulated =
+      offload_host_timeline(without_uploads(units_with([&](int u) { return accumulate[u]; })), F, F);
+  const Deferred ordinary = deferred_step(accumulated, F, device_end, 0);
+  const std::vector<HostPathUnit> update_units = units_with([&](int u) { return zen_update[u]; });
+  Deferred update;
+  if (config.zenflow.overlap_step) {
+    update = deferred_step(offload_host_timeline(without_uploads(update_units), F, F), F, device_end,
+                           sum(up));
+  } else {
+    const HostTimeline t = offload_host_timeline(update_units, F, device_end);
+    update.step = std::max(device_end, t.uploads_end);
+    update.exposed = std::max(0.0, t.work_end - std::max(F, t.downs_end));
+  }
   auto average = [&](double ordinary_value, double update_value) {
     return ((U - 1) * ordinary_value + update_value) / U;
   };
   OffloadModePrediction& z = p.modes[static_cast<int>(OffloadMode::zenflow)];
-  z.step_seconds = F + D + average(ordinary.seconds, update.seconds);
+  z.step_seconds = average(ordinary.step, update.step);
   z.device_optimizer_seconds = D;
   z.host_adamw_seconds = sum(adamw) / U;
   z.host_accumulate_seconds = sum(accumulate);
   z.to_host_seconds = sum(down);
   z.to_device_seconds = sum(up) / U;
   z.exposed_host_seconds = average(ordinary.exposed, update.exposed);
-  z.host_stall_seconds = average(ordinary.seconds, update.seconds);
+  z.host_stall_seconds = z.step_seconds - F - D;
   z.gpu_idle_seconds = z.step_seconds - compute - D;
   z.pcie_bytes = 4 * owned + copy_bytes * owned / U;
   return p;

@@ -21,48 +21,59 @@
 //    way, so F = T0 - O as long as the traces agree). F is also the window
 //    the host's work can hide behind.
 //  - copies: down_u = L + 4 s_u / P (the reduced fp32 gradient to the host),
-//    up_u(x) = L + c x s_u / P (a fraction x of the compute copy back; 0 when
-//    x = 0).
-//  - pipe(a, b): unit u's gradient lands on the host at A_u = a_0 + ... + a_u
-//    (copies back to back), the host worker takes units in order: B_u =
-//    max(A_u, B_{u-1}) + b_u; pipe = B_last. So max(sum a, sum b) <= pipe <=
-//    sum a + sum b.
-//  - offload: T = F + pipe(down, s_u / R_a) + sum up(1). The device's
-//    optimizer step O is gone; the uploads follow the last update
-//    (HostOptimizer::step: wait for the worker, then publish every unit).
-//  - offload + delayed_update: T = F + sum down + sum up(1) + max(0, pipe(down,
-//    s_u / R_a) - sum down - F): step N's updates run while step N + 1
-//    computes; step N + 1's optimizer phase waits for what is left, uploads
-//    step N's compute copy and sends its own gradient.
+//    up_u = L + c s_u / P (the compute copy back); both on one transfer
+//    queue, so the uploads follow every copy down.
+//  - r_u: when unit u's gradient became final in the offloaded step's
+//    replay (StepPrediction::gradient_final: during the backward for zero2 /
+//    zero3 and one-member groups, at the reductions' wait otherwise); units
+//    are taken in that landing order, as HostOptimizer::landing_order does.
+//  - timeline(w, up, start): the copies down back to back from r_u, A_u =
+//    max(r_u, A_{u-1}) + down_u; the host worker from the optimizer phase F
+//    in landing order, B_u = max(A_u, B_{u-1}) + w_u with B_{-1} = F; each
+//    upload after its unit's work and after every copy down, C_u = max(B_u,
+//    C_{u-1}) + up_u with C_{-1} = max(A_last, start). "landed" = max(F,
+//    A_last): the host has every gradient.
+//  - offload: T = max(F, C_last) of timeline(s_u / R_a, up, F). The device's
+//    optimizer step O is gone.
+//  - offload + delayed_update: step N's updates run while step N + 1
+//    computes; step N + 1's optimizer phase waits for what is left and
+//    uploads step N's compute copy: T = landed + exposed + sum up, exposed =
+//    max(0, B_last - landed - F), of timeline(s_u / R_a, 0, F).
 //  - zenflow: device work D = k O + (4 + 14 k) s / B_mem + allreduce(4
 //    bytes x every matrix column, shard group) / R: AdamW on the top-k
 //    elements, the column norms read the gradient (4 B), the chosen columns'
 //    gradient gathered (read 4, write 4) and their compute copy scattered
 //    (read 4, write 2), and every R steps one buffer of column norms
-//    all-reduced (ZenFlow::column_norm_offsets).
+//    all-reduced (ZenFlow::column_norm_offsets); it runs on the device from
+//    F while the host works.
 //    Every step the whole gradient comes down and is added to the host's
 //    accumulator; every U-th step the host runs AdamW over its whole owned
 //    slice (the chosen columns' results are discarded: the device's state
 //    replaces them) and sends the whole compute copy up (ZenFlow: the chosen
-//    columns are scattered over it again on the device):
-//      ordinary step  T_o = F + D + path(down, s_u / R_c, 0)
-//      update step    T_u = F + D + path(down, s_u / R_c + s_u / R_a, up(1))
-//    with path(a, b, up) = pipe(a, b) + sum up without overlap_step, and
-//    sum a + sum up + max(0, pipe(a, b) - sum a - F) with it (the host work
-//    of step N hides behind step N + 1's forward and backward; the upload
-//    is on the critical path). T = ((U - 1) T_o + T_u) / U, and each part is
-//    averaged the same way.
-//  - exposed host = the path less its copies (pipe - sum down, or what the
-//    window did not hide); host stall = copies + exposed host (the host
-//    path's time on the critical path; 0 without offload); GPU idle = T -
-//    compute - device optimizer work (O, 0, 0, D): the time the device waits
-//    for the network, PCIe or host.
+//    columns are scattered over it again on the device). The accumulation
+//    is waited for at the next step's optimizer phase, so it hides behind F:
+//      ordinary step  T_o = max(F + D, A_last) + max(0, B_last - landed - F)
+//                     of timeline(s_u / R_c, 0, F)
+//      update step    without overlap_step, T_u = max(F + D, C_last) of
+//                     timeline(s_u / R_c + s_u / R_a, up, F + D); with it,
+//                     T_u = max(F + D, A_last) + max(0, B_last - landed - F)
+//                     + sum up, of timeline(s_u / R_c + s_u / R_a, 0, F).
+//    T = ((U - 1) T_o + T_u) / U, and each part is averaged the same way.
+//  - exposed host = max(0, B_last - landed) less what the window F hid (the
+//    delayed forms): host work after the last gradient landed; host stall =
+//    T - F - device optimizer work (the host path's time on the critical
+//    path; 0 without offload); GPU idle = T - compute - device optimizer
+//    work (O, 0, 0, D): the time the device waits for the network, PCIe or
+//    host.
 //  - PCIe bytes per step: offload (4 + c) s; zenflow 4 s + c s / U.
 // Not modeled: ZenFlow's warm-up rounds and the copies of the chosen columns'
-// state at a new choice (beyond the norm all-reduce), contention between the ranks' copies and
-// the host AdamW for host memory, the device's gradient norm under offload.
-// Invariant: every part is a sum over the rank's units of the quantities
-// above, so each can be checked by hand (test_throughput_model.cpp does).
+// state at a new choice (beyond the norm all-reduce), contention between the
+// ranks' copies and the host AdamW for host memory, copies sharing PCIe with
+// the backward's collectives (GPUs without NVLink), the device's gradient
+// norm under offload; ZenFlow's update pass (accumulate in landing order,
+// then AdamW in unit order) is modeled as one pass in landing order.
+// Invariant: every part follows from the per-unit recurrences above, so each
+// can be checked by hand (test_throughput_model.cpp does).
 #pragma once
 
 #include <vector>
@@ -107,8 +118,18 @@ struct OffloadPrediction {
 
 OffloadPrediction offload_predict(const Config& config, int world, const HardwareProfile& hardware);
 
-// pipe(copy, work) above: the end of the last unit's host work when unit u's
-// data lands after copy[0] + ... + copy[u] and the host takes units in order.
-double offload_pipeline_seconds(const std::vector<double>& copy, const std::vector<double>& work);
+// One unit of the host path, in landing order: when its gradient became
+// final (r), its copy down, its host work, its upload (seconds).
+struct HostPathUnit {
+  double ready = 0, down = 0, work = 0, up = 0;
+};
+struct HostTimeline {
+  double downs_end = 0;    // A_last (0 without units)
+  double work_end = 0;     // B_last (the phase start without units)
+  double uploads_end = 0;  // C_last
+};
+// timeline(w, up, start) above, from the optimizer phase `phase` (F).
+HostTimeline offload_host_timeline(const std::vector<HostPathUnit>& units, double phase,
+                                   double uploads_after);
 
 }  // namespace llm

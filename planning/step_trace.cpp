@@ -99,6 +99,7 @@ class Recorder {
   void wait(int id) { push({StepEvent::Type::wait, -1, Pass::forward, id}); }
   void compute(int unit, Pass pass) { push({StepEvent::Type::compute, unit, pass, -1}); }
   void optimizer() { push({StepEvent::Type::optimizer, -1, Pass::forward, -1}); }
+  void gradient_final(int unit) { push({StepEvent::Type::gradient_final, unit, Pass::forward, -1}); }
   // Events count from start() (not the engine's construction: with the
   // optimizer offloaded it gathers the initial compute copy) to stop().
   void start() { recording_ = true; }
@@ -277,6 +278,7 @@ StepTrace step_trace_record(const Config& config, int world, int stage) {
                     ModelSplit{nullptr, topology.pipeline.get(),
                                pipeline_in_flight(schedule, stages, stage, trace.micro_batches)});
   ShardingEngine engine(model.layout(), stand_in, backend_cpu(), topology);
+  engine.on_gradient_final([&](int unit) { recorder.gradient_final(unit); });
   RecordingProvider provider(engine, recorder, num_units);
 
   // The order of Trainer::train_step.

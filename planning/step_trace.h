@@ -44,10 +44,13 @@ struct TracedCollective {
   WireType type;  // ignored for scalars (8-byte doubles)
 };
 
+// gradient_final: the engine announced the unit's reduced gradient final
+// (ShardingEngine::on_gradient_final), where an offloaded optimizer starts
+// the unit's copy to the host.
 struct StepEvent {
-  enum class Type { compute, optimizer, issue, wait };
+  enum class Type { compute, optimizer, issue, wait, gradient_final };
   Type type;
-  int unit = -1;               // compute: the unit (index into the layout)
+  int unit = -1;               // compute, gradient_final: the unit (index into the layout)
   Pass pass = Pass::forward;   // compute
   int collective = -1;         // issue / wait: index into StepTrace::collectives
 };

@@ -257,6 +257,9 @@ StepPrediction throughput_predict(const Config& config, int world, const Hardwar
         if (ends[e.collective] < 0) run(e.collective, t);
         t = std::max(t, ends[e.collective]);
         break;
+      case StepEvent::Type::gradient_final:
+        p.gradient_final.push_back({e.unit, t});
+        break;
     }
   }
   double largest[3] = {-1, -1, -1};

@@ -50,6 +50,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "config/config.h"
 #include "planning/collective_model.h"
@@ -64,6 +65,12 @@ namespace llm {
 struct OpTraffic {
   uint64_t calls = 0, payload_bytes = 0, sent_bytes = 0;
   double busy_seconds = 0;  // sum of the modeled durations
+};
+
+// When a unit's reduced gradient became final, from the step's start.
+struct GradientFinal {
+  int unit;
+  double seconds;
 };
 
 struct StepPrediction {
@@ -87,6 +94,9 @@ struct StepPrediction {
   double pipeline_bubble_seconds = 0;    // P - 1 idle slots of the stage's forward + backward
   double pipeline_comm_seconds = 0;      // the stage's messages, waited for in line
   PipelineTraffic pipeline_traffic;      // one pipeline group's messages (pipeline_model.h)
+  // The stage's units in the order the engine announced their gradients
+  // final (the trace's gradient_final events), on the compute timeline.
+  std::vector<GradientFinal> gradient_final;
 };
 
 struct ThroughputOptions {

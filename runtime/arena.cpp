@@ -49,13 +49,18 @@ void* staging_allocate(size_t bytes) {
   return p;
 }
 void staging_release(void* p) { std::free(p); }
+// The CPU's transfers are done when queued, so every mark is already passed.
+uint64_t no_mark() { return 0; }
+void no_transfers_to_wait_for(uint64_t) {}
 
 }  // namespace
 
 const DeviceMemory& host_memory() {
-  static const DeviceMemory memory{host_allocate,  host_release,         host_copy,
-                                   host_copy,      host_copy,            host_synchronize,
-                                   staging_allocate, staging_release,    host_copy};
+  static const DeviceMemory memory{host_allocate,    host_release,    host_copy,
+                                   host_copy,        host_copy,       host_synchronize,
+                                   staging_allocate, staging_release, host_copy,
+                                   host_copy,        host_copy,       no_mark,
+                                   no_transfers_to_wait_for,          host_synchronize};
   return memory;
 }
 

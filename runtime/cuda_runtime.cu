@@ -1,9 +1,15 @@
-// The CUDA runtime of the backend: device count and choice, the compute and
-// communication streams, grow-only scratch, and the device-memory table
-// (cudaMalloc, copies on the compute stream).
-// Invariant: device memory is only allocated when arenas are built, at
-// start-up; nothing here is called per step except the copies.
+// The CUDA runtime of the backend: device count and choice, the compute,
+// communication and transfer streams, grow-only scratch, and the
+// device-memory table (cudaMalloc, copies on the compute stream, queued
+// copies on the transfer stream).
+// Invariants: device memory is only allocated when arenas are built, at
+// start-up; nothing here is called per step except the copies; a transfer
+// mark is an event recorded on the transfer stream, kept until the host has
+// waited past it.
 #include <cstdio>
+#include <deque>
+#include <utility>
+#include <vector>
 
 #include "runtime/cuda_runtime.cuh"
 #include "runtime/device.h"
@@ -18,11 +24,13 @@ struct Streams {
   cudaStream_t gather = nullptr;
   cudaStream_t reduce = nullptr;
   cudaStream_t p2p = nullptr;
+  cudaStream_t transfer = nullptr;
   Streams() {
     LLM_CUDA_CHECK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
     LLM_CUDA_CHECK(cudaStreamCreateWithFlags(&gather, cudaStreamNonBlocking));
     LLM_CUDA_CHECK(cudaStreamCreateWithFlags(&reduce, cudaStreamNonBlocking));
     LLM_CUDA_CHECK(cudaStreamCreateWithFlags(&p2p, cudaStreamNonBlocking));
+    LLM_CUDA_CHECK(cudaStreamCreateWithFlags(&transfer, cudaStreamNonBlocking));
   }
 };
 
@@ -91,6 +99,78 @@ void to_device_async(void* dst, const void* src, size_t bytes) {
   LLM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, compute_stream()));
 }
 
+// The transfer queue: copies on the transfer stream, each behind the compute
+// stream's work queued before it, and marks the host can wait for.
+class TransferQueue {
+ public:
+  ~TransferQueue() {
+    for (cudaEvent_t event : free_) cudaEventDestroy(event);  // at exit the context may be gone
+    for (auto& [mark, event] : marks_) cudaEventDestroy(event);
+  }
+
+  void copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+    if (bytes == 0) return;
+    after(compute_stream(), streams().transfer);
+    LLM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, streams().transfer));
+  }
+
+  uint64_t mark() {
+    cudaEvent_t event = acquire();
+    LLM_CUDA_CHECK(cudaEventRecord(event, streams().transfer));
+    marks_.emplace_back(++marked_, event);
+    return marked_;
+  }
+
+  void wait_for(uint64_t mark) {
+    while (!marks_.empty() && marks_.front().first <= mark) {
+      LLM_CUDA_CHECK(cudaEventSynchronize(marks_.front().second));
+      free_.push_back(marks_.front().second);
+      marks_.pop_front();
+    }
+  }
+
+  void device_waits() { after(streams().transfer, compute_stream()); }
+
+ private:
+  cudaEvent_t acquire() {
+    if (free_.empty()) {
+      cudaEvent_t event = nullptr;
+      LLM_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+      return event;
+    }
+    cudaEvent_t event = free_.back();
+    free_.pop_back();
+    return event;
+  }
+  // `waiting` runs its later work after what `first` has queued so far. The
+  // wait captures the record, so the event is free again at once.
+  void after(cudaStream_t first, cudaStream_t waiting) {
+    cudaEvent_t event = acquire();
+    LLM_CUDA_CHECK(cudaEventRecord(event, first));
+    LLM_CUDA_CHECK(cudaStreamWaitEvent(waiting, event, 0));
+    free_.push_back(event);
+  }
+
+  uint64_t marked_ = 0;
+  std::deque<std::pair<uint64_t, cudaEvent_t>> marks_;  // recorded, not yet waited past
+  std::vector<cudaEvent_t> free_;
+};
+
+TransferQueue& transfers() {
+  static TransferQueue queue;
+  return queue;
+}
+
+void to_host_queued(void* dst, const void* src, size_t bytes) {
+  transfers().copy(dst, src, bytes, cudaMemcpyDeviceToHost);
+}
+void to_device_queued(void* dst, const void* src, size_t bytes) {
+  transfers().copy(dst, src, bytes, cudaMemcpyHostToDevice);
+}
+uint64_t transfer_mark() { return transfers().mark(); }
+void wait_for_transfers(uint64_t mark) { transfers().wait_for(mark); }
+void device_waits_for_transfers() { transfers().device_waits(); }
+
 }  // namespace
 
 cudaStream_t compute_stream() { return streams().compute; }
@@ -115,7 +195,9 @@ const DeviceMemory& cuda_memory() {
                                    cuda::to_device,        cuda::to_host,
                                    cuda::copy,             cuda::synchronize,
                                    cuda::allocate_staging, cuda::release_staging,
-                                   cuda::to_device_async};
+                                   cuda::to_device_async,  cuda::to_host_queued,
+                                   cuda::to_device_queued, cuda::transfer_mark,
+                                   cuda::wait_for_transfers, cuda::device_waits_for_transfers};
   return memory;
 }
 

@@ -11,7 +11,8 @@
 // reduce_stream() (reduce-scatter, all-reduce), point-to-point messages on
 // p2p_stream(), ordered against compute with events, so a parameter prefetch
 // never queues behind a gradient reduction, nor a pipeline message behind
-// either; a failed CUDA call throws llm::Error naming the call, the CUDA
+// either; the offloaded optimizer's copies run on a transfer stream of their
+// own (cuda_memory()'s queued copies), so they overlap compute; a failed CUDA call throws llm::Error naming the call, the CUDA
 // error, file and line (main() adds the rank and takes the job down).
 #pragma once
 

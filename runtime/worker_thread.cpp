@@ -17,25 +17,42 @@ WorkerThread::WorkerThread(int threads, bool yielding)
 WorkerThread::~WorkerThread() {
   {
     std::unique_lock lock(mutex_);
-    work_done_.wait(lock, [&] { return jobs_.empty() && !running_job_; });
+    work_done_.wait(lock, [&] { return finished_ == submitted_; });
     stopping_ = true;
   }
   work_ready_.notify_all();
   thread_.join();
 }
 
-void WorkerThread::submit(std::function<void()> job) {
+uint64_t WorkerThread::submit(std::function<void()> job) {
+  uint64_t number;
   {
     std::lock_guard lock(mutex_);
     jobs_.push_back(std::move(job));
+    number = ++submitted_;
   }
   work_ready_.notify_one();
+  return number;
 }
 
 void WorkerThread::wait() {
+  uint64_t last;
+  {
+    std::lock_guard lock(mutex_);
+    last = submitted_;
+  }
+  wait_for(last);
+}
+
+void WorkerThread::wait_for(uint64_t job) {
   std::unique_lock lock(mutex_);
-  work_done_.wait(lock, [&] { return jobs_.empty() && !running_job_; });
+  work_done_.wait(lock, [&] { return finished_ >= job; });
   if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+}
+
+bool WorkerThread::finished(uint64_t job) {
+  std::lock_guard lock(mutex_);
+  return finished_ >= job;
 }
 
 double WorkerThread::busy_seconds() {
@@ -53,7 +70,6 @@ void WorkerThread::run(int threads, bool yielding) {
     if (jobs_.empty()) return;  // stopping
     std::function<void()> job = std::move(jobs_.front());
     jobs_.pop_front();
-    running_job_ = true;
     const bool skip = static_cast<bool>(error_);
     lock.unlock();
     const auto start = std::chrono::steady_clock::now();
@@ -69,8 +85,8 @@ void WorkerThread::run(int threads, bool yielding) {
     lock.lock();
     busy_seconds_ += took.count();
     if (error && !error_) error_ = error;
-    running_job_ = false;
-    if (jobs_.empty()) work_done_.notify_all();
+    ++finished_;
+    work_done_.notify_all();
   }
 }
 

@@ -1,12 +1,16 @@
 // One background thread running jobs in submission order: the host side of an
 // offloaded optimizer, which works while the caller's thread drives the
-// device. wait() returns once every submitted job has finished, and rethrows
-// the first exception a job threw (later jobs of the batch are skipped).
+// device. Jobs are numbered from 1 in submission order; wait() returns once
+// every submitted job has finished, wait_for(job) once that one has, and
+// both rethrow the first exception a job threw (later jobs of the batch are
+// skipped).
 // Invariant: jobs never run concurrently with each other, and a job's writes
-// are visible to the caller after wait() returns (the mutex orders them).
+// are visible to the caller after a wait that covers it, or after finished()
+// said it is done (the mutex orders them).
 #pragma once
 
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <exception>
 #include <functional>
@@ -27,8 +31,13 @@ class WorkerThread {
   WorkerThread(const WorkerThread&) = delete;
   WorkerThread& operator=(const WorkerThread&) = delete;
 
-  void submit(std::function<void()> job);
+  // Queues `job` and returns its number.
+  uint64_t submit(std::function<void()> job);
   void wait();
+  // Waits for job `job` and those before it (0: none).
+  void wait_for(uint64_t job);
+  // Whether job `job` and those before it have finished (0: none), without waiting.
+  bool finished(uint64_t job);
   // Seconds the thread has spent running jobs since construction.
   double busy_seconds();
 
@@ -38,7 +47,7 @@ class WorkerThread {
   std::mutex mutex_;
   std::condition_variable work_ready_, work_done_;
   std::deque<std::function<void()>> jobs_;
-  bool running_job_ = false;
+  uint64_t submitted_ = 0, finished_ = 0;  // job counts
   bool stopping_ = false;
   std::exception_ptr error_;
   double busy_seconds_ = 0;

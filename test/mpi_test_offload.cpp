@@ -2,6 +2,9 @@
 //  - the offloaded optimizer (host worker thread, separate host buffers,
 //    the same hand-offs as on a GPU) gives the same bits as the device's in
 //    ddp, zero2, zero3 and hybrid, and holds the bytes the planner says;
+//  - each gradient leaves for the host as soon as it is final: during the
+//    last micro-batch's backward (zero2 / zero3, or a one-member group),
+//    else when the reductions are waited for; never twice;
 //  - ZenFlow with every column chosen every step is AdamW;
 //  - ZenFlow's choice moves per-column norms across ranks, never gradients;
 //  - a checkpoint saved with offload or ZenFlow resumes bit-identically (a
@@ -17,7 +20,11 @@
 #include <string>
 #include <vector>
 
+#include "model/backend.h"
+#include "model/transformer.h"
 #include "parallel/comm.h"
+#include "parallel/sharding_engine.h"
+#include "parallel/topology.h"
 #include "trainer/trainer.h"
 
 namespace llm {
@@ -113,6 +120,59 @@ TEST(Offload, SameBitsAsTheDeviceOptimizerInEveryMode) {
         EXPECT_EQ(offloaded.bytes.params, device.bytes.params);  // fp32 masters -> fp32 copy
       }
     }
+  }
+}
+
+// The engine driven by hand over two micro-batches, to see when the copies
+// start: nothing leaves during the first micro-batch (its gradient is not
+// final); during the last one's backward, without replicas, zero2 / zero3 /
+// hybrid send every unit whose reduce-scatter finished there (all but the
+// ones still reducing) and ddp every unit (its one-member all-reduce is a
+// copy); an all-reduce across replicas finishes only when waited for, before
+// the gradient norm. After the step every owned element came down exactly once.
+TEST(Offload, GradientsLeaveForTheHostAsSoonAsTheyAreFinal) {
+  Group& world = comm_world();
+  const int B = 1, T = 32;
+  for (const auto& mode : modes_of(world.size())) {
+    SCOPED_TRACE(mode[0]);
+    const Config config = make_config(with(mode, {"offload.optimizer=cpu"}));
+    Transformer model(config.model, B, T, backend_cpu());
+    Topology topology(world, config.parallel);
+    ShardingEngine engine(model.layout(), config, backend_cpu(), topology);
+    uint64_t owned_bytes = 0;
+    for (const OwnedSlice& slice : engine.owned_slices()) owned_bytes += slice.count * sizeof(float);
+    ASSERT_GT(owned_bytes, 0u);
+    std::vector<int32_t> inputs(B * T), targets(B * T);
+    for (int i = 0; i < B * T; ++i) {
+      inputs[i] = (i * 7 + world.rank()) % config.model.vocab_size;
+      targets[i] = (i * 5 + 3) % config.model.vocab_size;
+    }
+    auto micro_batch = [&](bool last) {
+      engine.begin_micro_batch(last);
+      model.stage_forward(engine, 0, inputs.data(), targets.data(), B, T, 1.0f / (2 * B * T));
+      model.stage_backward(engine, 0, B, T);
+    };
+    engine.zero_grads();
+    micro_batch(false);
+    EXPECT_EQ(engine.offload_stats().to_host_bytes, 0u) << "a gradient left before it was final";
+    micro_batch(true);
+    const OffloadStats backward = engine.offload_stats();
+    EXPECT_EQ(backward.to_host_bytes, backward.to_host_early_bytes);
+    const bool one_replica = topology.replicate->size() == 1;
+    if (mode[0] == "parallel.mode=ddp") {
+      EXPECT_EQ(backward.to_host_bytes, one_replica ? owned_bytes : 0u);
+    } else if (one_replica) {  // zero2, zero3, hybrid of one group
+      EXPECT_GT(backward.to_host_bytes, 0u) << "no copy started during the backward";
+      EXPECT_LT(backward.to_host_bytes, owned_bytes);  // the last units are still reducing
+    } else {
+      EXPECT_EQ(backward.to_host_bytes, 0u) << "copied before the all-reduce was waited for";
+    }
+    const float norm = engine.grad_norm();
+    EXPECT_EQ(engine.offload_stats().to_host_early_bytes, owned_bytes);
+    engine.optimizer_step({1e-3f, clip_scale(norm, 1.0f), 1});
+    const OffloadStats step = engine.offload_stats();
+    EXPECT_EQ(step.to_host_bytes, owned_bytes) << "a gradient was copied twice";
+    EXPECT_EQ(step.to_host_early_bytes, owned_bytes);
   }
 }
 

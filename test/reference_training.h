@@ -146,6 +146,24 @@ struct AdamW {
   }
 };
 
+// offload.delayed_update written out: step t's update reaches the masters at
+// once, but the forward and backward of step t + 1 still compute with the
+// parameters from before it (they are uploaded at step t + 1's optimizer
+// phase), so each step's gradient is taken one update behind.
+struct DelayedAdamW : AdamW {
+  NamedParams seen;
+
+  void start(const NamedParams& initial) {
+    AdamW::start(initial);
+    seen = initial;
+  }
+  const NamedParams& visible() const { return seen; }
+  void step(const TrainingConfig& c, const NamedParams& grads, double lr, double clip, int t) {
+    seen = params;
+    AdamW::step(c, grads, lr, clip, t);
+  }
+};
+
 inline double global_norm(const NamedParams& grads) {
   double sum = 0;
   for (const auto& [name, g] : grads)

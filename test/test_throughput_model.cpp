@@ -596,26 +596,99 @@ double total(const std::vector<double>& x) {
   return sum;
 }
 
-TEST(OffloadModel, PipelineFollowsItsRecurrence) {
-  EXPECT_DOUBLE_EQ(offload_pipeline_seconds({1, 1, 1}, {2, 2, 2}), 1 + 2 + 2 + 2);  // host-bound
-  EXPECT_DOUBLE_EQ(offload_pipeline_seconds({3, 3}, {1, 1}), 3 + 3 + 1);           // copy-bound
-  EXPECT_DOUBLE_EQ(offload_pipeline_seconds({1, 5}, {4, 1}), 7);  // unit 1 lands at 6, after unit 0's work (5)
-  EXPECT_DOUBLE_EQ(offload_pipeline_seconds({}, {}), 0);
-  EXPECT_NE(error_of([] { offload_pipeline_seconds({1}, {1, 2}); }).find("2 units"), std::string::npos);
+// When the last gradient has landed on the host: the copies down, back to
+// back on the transfer queue, each from when its gradient became final in
+// the offloaded step's replay (the model's A_last, written out again here).
+double last_landing(const OffloadPrediction& p, const std::vector<double>& s, double pcie_bytes_per_s) {
+  double landed = 0;
+  for (const GradientFinal& g : p.offloaded.gradient_final) {
+    landed = std::max(g.seconds, landed) + 4 * s[g.unit] / pcie_bytes_per_s;
+  }
+  return landed;
 }
 
-TEST(OffloadModel, ModeOfAConfig) {
-  EXPECT_EQ(offload_mode_of(with("configs/tiny.toml", {})), OffloadMode::none);
-  EXPECT_EQ(offload_mode_of(with("configs/tiny.toml", {"offload.optimizer=cpu"})), OffloadMode::offload);
-  EXPECT_EQ(offload_mode_of(with("configs/tiny.toml", {"offload.optimizer=cpu", "offload.delayed_update=true"})),
-            OffloadMode::offload_delayed);
-  EXPECT_EQ(offload_mode_of(with("configs/tiny.toml", {"zenflow.enabled=true"})), OffloadMode::zenflow);
+// When the host has done `elements_per_s` work on every unit, taking them in
+// landing order from the optimizer phase F (the model's B_last).
+double host_work_end(const OffloadPrediction& p, const std::vector<double>& s, double pcie_bytes_per_s,
+                     double F, double elements_per_s) {
+  double landed = 0, done = F;
+  for (const GradientFinal& g : p.offloaded.gradient_final) {
+    landed = std::max(g.seconds, landed) + 4 * s[g.unit] / pcie_bytes_per_s;
+    done = std::max(landed, done) + s[g.unit] / elements_per_s;
+  }
+  return done;
 }
 
-// ddp on one rank gathers nothing after the update, so F = none - O and the
-// offloaded step is the device-only step without its optimizer plus the host
-// path: with a slow host, the first unit's copy, then every update back to
-// back, then the uploads; with a fast one, every copy, then the last update.
+TEST(OffloadModel, HostTimelineFollowsItsRecurrence) {
+  // {ready, down, work, up}. Host-bound: copies land at 1, 2, 3; the work
+  // runs back to back from the first landing.
+  HostTimeline t = offload_host_timeline({{0, 1, 2, 0}, {0, 1, 2, 0}, {0, 1, 2, 0}}, 0, 0);
+  EXPECT_DOUBLE_EQ(t.downs_end, 3);
+  EXPECT_DOUBLE_EQ(t.work_end, 1 + 2 + 2 + 2);
+  EXPECT_DOUBLE_EQ(t.uploads_end, 7);
+  // Copy-bound: unit 1 lands at 6, after unit 0's work (4).
+  t = offload_host_timeline({{0, 3, 1, 0}, {0, 3, 1, 0}}, 0, 0);
+  EXPECT_DOUBLE_EQ(t.downs_end, 6);
+  EXPECT_DOUBLE_EQ(t.work_end, 7);
+  // A copy starts when its gradient is final (unit 1 at 10), the work at
+  // the optimizer phase (12), each upload after its unit's work.
+  t = offload_host_timeline({{2, 1, 1, 1}, {10, 1, 1, 1}}, 12, 12);
+  EXPECT_DOUBLE_EQ(t.downs_end, 11);
+  EXPECT_DOUBLE_EQ(t.work_end, 14);
+  EXPECT_DOUBLE_EQ(t.uploads_end, 15);
+  // Uploads queue behind every copy down (one transfer queue).
+  t = offload_host_timeline({{0, 1, 0, 1}, {0, 5, 0, 1}}, 0, 0);
+  EXPECT_DOUBLE_EQ(t.uploads_end, 6 + 1 + 1);
+  // ... and behind `uploads_after` (ZenFlow's device work).
+  t = offload_host_timeline({{0, 1, 0, 1}}, 0, 9);
+  EXPECT_DOUBLE_EQ(t.uploads_end, 10);
+  t = offload_host_timeline({}, 4, 5);
+  EXPECT_DOUBLE_EQ(t.downs_end, 0);
+  EXPECT_DOUBLE_EQ(t.work_end, 4);
+  EXPECT_DOUBLE_EQ(t.uploads_end, 5);
+}
+
+// The replay announces each unit's gradient once, in time order, where the
+// engine does: a one-member ddp and zero2 during the backward (the first
+// announcement before the last backward compute of the trace), a ddp over 4
+// ranks only at the all-reduces' wait (after all of it).
+TEST(OffloadModel, GradientsBecomeFinalWhereTheEngineSays) {
+  auto check = [](const char* mode, int world, bool during_backward) {
+    SCOPED_TRACE(std::string(mode) + " on " + std::to_string(world));
+    const Config c = with("configs/tiny.toml", {"training.precision=bf16", "offload.optimizer=cpu",
+                                                std::string("parallel.mode=") + mode});
+    const OffloadPrediction p = offload_predict(c, world, offload_profile(1e9, 1e9, 10.0));
+    const std::vector<GradientFinal>& finals = p.offloaded.gradient_final;
+    const size_t units = layout_build(c.model).units.size();
+    ASSERT_EQ(finals.size(), units);
+    std::vector<bool> seen(units, false);
+    for (size_t i = 0; i < finals.size(); ++i) {
+      EXPECT_FALSE(seen[finals[i].unit]) << "unit " << finals[i].unit << " announced twice";
+      seen[finals[i].unit] = true;
+      EXPECT_LE(finals[i].seconds, p.forward_backward_seconds);
+      if (i > 0) EXPECT_GE(finals[i].seconds, finals[i - 1].seconds);
+    }
+    const StepTrace trace = step_trace_record(c, world, 0);
+    int first_final = -1, last_compute = -1;
+    for (size_t i = 0; i < trace.events.size(); ++i) {
+      const StepEvent& e = trace.events[i];
+      if (e.type == StepEvent::Type::gradient_final && first_final < 0) first_final = static_cast<int>(i);
+      if (e.type == StepEvent::Type::compute) last_compute = static_cast<int>(i);
+    }
+    ASSERT_GE(first_final, 0);
+    EXPECT_EQ(first_final < last_compute, during_backward);
+  };
+  check("ddp", 1, true);
+  check("zero2", 4, true);
+  check("ddp", 4, false);
+}
+
+// ddp on one rank gathers nothing after the update, so F = none - O. Its
+// gradients become final during the backward, so their copies overlap it.
+// With a slow host every copy has landed before the host needs it: the host
+// works back to back from F, and only the last unit's upload follows. With
+// slow PCIe and a fast host the step ends when the copies down (from the
+// announcements on) and then the uploads are done, before F + every copy.
 TEST(OffloadModel, OffloadIsTheStepLessTheDeviceOptimizerPlusTheHostPath) {
   const Config c = with("configs/tiny.toml", {"training.precision=bf16"});
   const std::vector<double> s = owned_elements(c, 1);
@@ -634,40 +707,51 @@ TEST(OffloadModel, OffloadIsTheStepLessTheDeviceOptimizerPlusTheHostPath) {
   EXPECT_DOUBLE_EQ(off.device_optimizer_seconds, 0);
   EXPECT_DOUBLE_EQ(off.pcie_bytes, 6 * n);  // fp32 gradient down, bf16 copy up
   const double F = none.step_seconds - none.device_optimizer_seconds;
-  EXPECT_NEAR(off.step_seconds, F + 4 * s[0] / P + host + up, 1e-9 * off.step_seconds);
-  EXPECT_NEAR(off.exposed_host_seconds, 4 * s[0] / P + host - down, 1e-12);
+  const int last = slow.offloaded.gradient_final.back().unit;
+  EXPECT_NEAR(off.step_seconds, F + host + 2 * s[last] / P, 1e-9 * off.step_seconds);
+  EXPECT_NEAR(off.exposed_host_seconds, F + host - std::max(F, last_landing(slow, s, P)), 1e-12);
   EXPECT_NEAR(off.host_stall_seconds, off.step_seconds - F, 1e-12);
   EXPECT_NEAR(off.gpu_idle_seconds, off.step_seconds - slow.device.compute_seconds, 1e-12);
-  // Serial copies and updates bound the pipeline from above, the slower of the two from below.
   EXPECT_LE(off.step_seconds, F + down + host + up + 1e-12);
-  EXPECT_GE(off.step_seconds, F + std::max(down, host) + up - 1e-12);
+  EXPECT_GE(off.step_seconds, F + host - 1e-12);
 
-  const OffloadPrediction fast = offload_predict(c, 1, offload_profile(1e15, 1e15, 10.0));
-  EXPECT_NEAR(fast[OffloadMode::offload].step_seconds, F + down + s.back() / 1e15 + up, 1e-9 * F);
+  // PCIe at 4 n / F bytes per second: the copies down take F.
+  const double slow_pcie = 4 * n / F;
+  const OffloadPrediction copy_bound = offload_predict(c, 1, offload_profile(1e15, 1e15, slow_pcie / 1e9));
+  const double landed = last_landing(copy_bound, s, slow_pcie);
+  ASSERT_GT(landed, F);
+  EXPECT_NEAR(copy_bound[OffloadMode::offload].step_seconds, landed + 2 * n / slow_pcie,
+              1e-6 * copy_bound[OffloadMode::offload].step_seconds);
+  EXPECT_LT(copy_bound[OffloadMode::offload].step_seconds, F + 6 * n / slow_pcie - 0.01 * F)
+      << "the copies down did not overlap the backward";
 }
 
 // Delayed: step N's updates run during step N + 1's forward and backward, so
 // exactly F of host work disappears from a host-bound step, and a host that
-// finishes within F costs only the copies.
+// finishes within F costs only the copies the backward did not hide and the
+// uploads.
 TEST(OffloadModel, DelayedUpdateHidesHostWorkUpToTheForwardBackward) {
   const Config c = with("configs/tiny.toml", {"training.precision=bf16"});
-  const double n = total(owned_elements(c, 1)), P = 10e9;
+  const std::vector<double> s = owned_elements(c, 1);
+  const double n = total(s), P = 10e9;
   const OffloadPrediction slow = offload_predict(c, 1, offload_profile(1e6, 1e9, 10.0));
   const double F = slow.forward_backward_seconds;
   const OffloadModePrediction& off = slow[OffloadMode::offload];
   const OffloadModePrediction& delayed = slow[OffloadMode::offload_delayed];
   ASSERT_GT(off.exposed_host_seconds, 2 * F);  // host-bound
-  EXPECT_NEAR(delayed.step_seconds, off.step_seconds - F, 1e-9 * off.step_seconds);
   EXPECT_NEAR(delayed.exposed_host_seconds, off.exposed_host_seconds - F, 1e-12);
+  EXPECT_NEAR(delayed.step_seconds, n / 1e6 + 2 * n / P, 1e-9 * delayed.step_seconds);
   EXPECT_DOUBLE_EQ(delayed.host_adamw_seconds, off.host_adamw_seconds);
 
-  // A host whose whole update takes F / 2 hides behind the next step.
-  const double rate = n / (0.5 * F);
-  const OffloadPrediction quick = offload_predict(c, 1, offload_profile(rate, 1e15, 10.0));
+  // A host whose whole update takes F / 2 hides behind the next step (PCIe
+  // fast enough that the copies do not hide it anyway).
+  const double rate = n / (0.5 * F), fast_pcie = 1e15;
+  const OffloadPrediction quick = offload_predict(c, 1, offload_profile(rate, 1e15, fast_pcie / 1e9));
   const OffloadModePrediction& hidden = quick[OffloadMode::offload_delayed];
   EXPECT_DOUBLE_EQ(hidden.exposed_host_seconds, 0);
-  EXPECT_NEAR(hidden.step_seconds, F + 4 * n / P + 2 * n / P, 1e-9 * F);
-  EXPECT_GT(quick[OffloadMode::offload].step_seconds, hidden.step_seconds);
+  EXPECT_NEAR(hidden.step_seconds, std::max(F, last_landing(quick, s, fast_pcie)) + 2 * n / fast_pcie,
+              1e-9 * F);
+  EXPECT_GT(quick[OffloadMode::offload].step_seconds, hidden.step_seconds + 0.4 * F);
 }
 
 // Every column chosen: every element's AdamW runs on the device, yet the
@@ -711,12 +795,19 @@ TEST(OffloadModel, ZenFlowAveragesItsHostUpdateOverTheInterval) {
   EXPECT_NEAR(z4.host_accumulate_seconds, n / A, 1e-12);
   EXPECT_NEAR(z4.to_device_seconds, 2 * n / P / 4, 1e-15);
   EXPECT_DOUBLE_EQ(z4.pcie_bytes, 4 * n + 2 * n / 4);
-  // No overlap, host-bound: every step waits for the first copy and all the
-  // host work; the update step adds AdamW and the uploads.
+  // No overlap, host-bound. An ordinary step leaves its accumulation to
+  // hide behind the next step's forward and backward (F of it does); the
+  // update step waits for the accumulation, AdamW and the last unit's
+  // upload (with AdamW this slow every copy has landed before the host
+  // needs it).
   const double F = p4.forward_backward_seconds, D = z4.device_optimizer_seconds;
-  const double ordinary = 4 * s[0] / P + n / A;
-  const double update = 4 * s[0] / P + n / A + n / R + 2 * n / P;
-  EXPECT_NEAR(z4.step_seconds, F + D + (3 * ordinary + update) / 4, 1e-9 * z4.step_seconds);
+  const double landed = std::max(F, last_landing(p4, s, P));
+  const double accumulated = host_work_end(p4, s, P, F, A);
+  ASSERT_GT(accumulated - landed, F);
+  const double ordinary = std::max(F + D, last_landing(p4, s, P)) + (accumulated - landed - F);
+  const int last = p4.offloaded.gradient_final.back().unit;
+  const double update = F + n / A + n / R + 2 * s[last] / P;
+  EXPECT_NEAR(z4.step_seconds, (3 * ordinary + update) / 4, 1e-9 * z4.step_seconds);
 }
 
 // The choice all-reduces one float per matrix column over the shard group,

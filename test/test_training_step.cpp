@@ -21,6 +21,25 @@ TEST(TrainingStepReference, EveryParameterFollowsTheHandWrittenLoop) {
   }
 }
 
+// ZeRO-Offload with offload.delayed_update against its hand-written
+// semantics (a one-step-stale forward, reference_training::DelayedAdamW),
+// with micro-batches accumulated: the gradients go to the host as they
+// become final while the worker may still run the last step's update. The
+// same tolerances: the host runs the same AdamW on the same values.
+TEST(TrainingStepReference, DelayedOffloadUpdateFollowsItsWrittenSemantics) {
+  test_support::TempDir dir("llm_reference_delayed_");
+  const std::string shard = dir.file("train_000.bin");
+  reference_training::write_reference_shard(shard);
+  for (const char* mode : {"parallel.mode=ddp", "parallel.mode=zero3"}) {
+    SCOPED_TRACE(mode);
+    reference_training::DelayedAdamW delayed;
+    reference_training::check_trainer_against_reference(
+        comm_world(), shard,
+        {mode, "training.micro_batch_size=4", "offload.optimizer=cpu", "offload.delayed_update=true"},
+        delayed);
+  }
+}
+
 // ZenFlow against its hand-written semantics (test/reference_zenflow.h):
 // chosen columns updated every step, the rest summed and applied every
 // second step, with and without warm-up and overlap, over two choices. The

@@ -270,9 +270,9 @@ void benchmark_offload(Config config, Group& world, int steps) {
                config.zenflow.update_interval.automatic() ? std::string("auto")
                                                           : std::to_string(config.zenflow.update_interval.value),
                config.zenflow.overlap_step);
-    fmt::print("{:<16} {:>9} {:>9} {:>11} {:>11} {:>12} {:>12} {:>11} {:>11}\n", "optimizer",
-               "ms/step", "tokens/s", "device", "host", "to host/st", "to dev/st", "host ms/st",
-               "waited ms/st");
+    fmt::print("{:<16} {:>9} {:>9} {:>11} {:>11} {:>12} {:>7} {:>12} {:>11} {:>11}\n", "optimizer",
+               "ms/step", "tokens/s", "device", "host", "to host/st", "early", "to dev/st",
+               "host ms/st", "waited ms/st");
   }
   struct Variant {
     const char* name;
@@ -295,18 +295,21 @@ void benchmark_offload(Config config, Group& world, int steps) {
     const int counted = steps + 1;  // time_steps' own warm-up step, then `steps`
     const StateBytes b = trainer->engine().bytes();
     if (!leader) continue;
-    fmt::print("{:<16} {:>9.1f} {:>9.0f} {:>11} {:>11} {:>12} {:>12} {:>11.2f} {:>11.2f}\n", v.name,
-               seconds * 1e3, t.batch_size * t.seq_len / seconds, format_bytes(b.total()),
-               format_bytes(b.host),
-               format_bytes(static_cast<double>(after.to_host_bytes - before.to_host_bytes) / counted),
+    const uint64_t to_host = after.to_host_bytes - before.to_host_bytes;
+    const uint64_t early = after.to_host_early_bytes - before.to_host_early_bytes;
+    fmt::print("{:<16} {:>9.1f} {:>9.0f} {:>11} {:>11} {:>12} {:>7} {:>12} {:>11.2f} {:>11.2f}\n",
+               v.name, seconds * 1e3, t.batch_size * t.seq_len / seconds, format_bytes(b.total()),
+               format_bytes(b.host), format_bytes(static_cast<double>(to_host) / counted),
+               to_host ? fmt::format("{:.0f}%", 100.0 * early / to_host) : "-",
                format_bytes(static_cast<double>(after.to_device_bytes - before.to_device_bytes) / counted),
                (after.host_seconds - before.host_seconds) * 1e3 / counted,
                (after.wait_seconds - before.wait_seconds) * 1e3 / counted);
   }
   if (leader) {
     fmt::print("device = the device's state + buffers per rank; host = the offloaded optimizer's "
-               "host memory; host ms = the worker's busy time, waited ms = the time the step "
-               "blocked on it (on a GPU: device idle)\n");
+               "host memory; early = the share of the bytes to host whose copy started before the "
+               "optimizer step, as each gradient became final; host ms = the worker's busy time, "
+               "waited ms = the time the step blocked on it (on a GPU: device idle)\n");
   }
 }
 
