@@ -53,19 +53,22 @@ std::vector<HostPathUnit> without_uploads(std::vector<HostPathUnit> units) {
   return units;
 }
 
+// A step's end and the host work it waits for after the last gradient landed.
+struct HostPhase {
+  double step = 0, exposed = 0;
+};
+// The step waits for its own host work and uploads (plain offload, ZenFlow's
+// update step without overlap_step), and for the device until `device_end`.
+HostPhase waited_step(const HostTimeline& t, double F, double device_end) {
+  return {std::max(device_end, t.uploads_end), std::max(0.0, t.work_end - std::max(F, t.downs_end))};
+}
 // A step whose host work is waited for one step later (delayed_update,
 // ZenFlow's accumulation, overlap_step): the phase ends once every gradient
 // has landed and `device_end`, plus what of the host work the next F did
 // not hide, plus `uploads`.
-struct Deferred {
-  double step = 0, exposed = 0;
-};
-Deferred deferred_step(const HostTimeline& t, double F, double device_end, double uploads) {
-  const double landed = std::max(F, t.downs_end);
-  Deferred d;
-  d.exposed = std::max(0.0, t.work_end - landed - F);
-  d.step = std::max(device_end, t.downs_end) + d.exposed + uploads;
-  return d;
+HostPhase deferred_step(const HostTimeline& t, double F, double device_end, double uploads) {
+  const double exposed = std::max(0.0, t.work_end - std::max(F, t.downs_end) - F);
+  return {std::max(device_end, t.downs_end) + exposed + uploads, exposed};
 }
 
 }  // namespace
@@ -161,16 +164,12 @@ OffloadPrediction offload_predict(const Config& config, int world, const Hardwar
   const std::vector<HostPathUnit> adamw_units = units_with([&](int u) { return adamw[u]; });
   for (OffloadMode mode : {OffloadMode::offload, OffloadMode::offload_delayed}) {
     OffloadModePrediction& m = p.modes[static_cast<int>(mode)];
-    if (mode == OffloadMode::offload) {
-      const HostTimeline t = offload_host_timeline(adamw_units, F, F);
-      m.step_seconds = std::max(F, t.uploads_end);
-      m.exposed_host_seconds = std::max(0.0, t.work_end - std::max(F, t.downs_end));
-    } else {
-      const HostTimeline t = offload_host_timeline(without_uploads(adamw_units), F, F);
-      const Deferred d = deferred_step(t, F, F, sum(up));
-      m.step_seconds = d.step;
-      m.exposed_host_seconds = d.exposed;
-    }
+    const HostPhase phase =
+        mode == OffloadMode::offload
+            ? waited_step(offload_host_timeline(adamw_units, F, F), F, F)
+            : deferred_step(offload_host_timeline(without_uploads(adamw_units), F, F), F, F, sum(up));
+    m.step_seconds = phase.step;
+    m.exposed_host_seconds = phase.exposed;
     m.host_adamw_seconds = sum(adamw);
     m.to_host_seconds = sum(down);
     m.to_device_seconds = sum(up);
@@ -185,17 +184,13 @@ OffloadPrediction offload_predict(const Config& config, int world, const Hardwar
   const double device_end = F + D;
   const HostTimeline accumulated =
       offload_host_timeline(without_uploads(units_with([&](int u) { return accumulate[u]; })), F, F);
-  const Deferred ordinary = deferred_step(accumulated, F, device_end, 0);
+  const HostPhase ordinary = deferred_step(accumulated, F, device_end, 0);
   const std::vector<HostPathUnit> update_units = units_with([&](int u) { return zen_update[u]; });
-  Deferred update;
-  if (config.zenflow.overlap_step) {
-    update = deferred_step(offload_host_timeline(without_uploads(update_units), F, F), F, device_end,
-                           sum(up));
-  } else {
-    const HostTimeline t = offload_host_timeline(update_units, F, device_end);
-    update.step = std::max(device_end, t.uploads_end);
-    update.exposed = std::max(0.0, t.work_end - std::max(F, t.downs_end));
-  }
+  const HostPhase update =
+      config.zenflow.overlap_step
+          ? deferred_step(offload_host_timeline(without_uploads(update_units), F, F), F, device_end,
+                          sum(up))
+          : waited_step(offload_host_timeline(update_units, F, device_end), F, device_end);
   auto average = [&](double ordinary_value, double update_value) {
     return ((U - 1) * ordinary_value + update_value) / U;
   };
