@@ -1,12 +1,22 @@
 // The host executor of an offloaded optimizer (see host_optimizer.h).
 #include "parallel/host_optimizer.h"
 
-#include <algorithm>
 #include <chrono>
 
 #include "runtime/error.h"
 
 namespace llm {
+namespace {
+
+// Seconds `wait` took.
+template <class Wait>
+double seconds_of(Wait&& wait) {
+  const auto start = std::chrono::steady_clock::now();
+  wait();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
 
 void HostOptimizer::list_buffers(const std::vector<UnitShard>& shards, Precision precision,
                                  bool accumulator, std::vector<Unit>& units, BufferPlan& host) {
@@ -33,7 +43,6 @@ HostOptimizer::HostOptimizer(const ParameterLayout& layout, const Config& config
       grads_(grads),
       precision_(config.precision()),
       delayed_(config.offload.delayed_update),
-      grads_copy_(shards.size()),
       grads_reader_(shards.size(), 0),
       update_job_(shards.size(), 0),
       upload_mark_(shards.size(), 0),
@@ -59,63 +68,57 @@ OffloadStats HostOptimizer::stats() {
 }
 
 void HostOptimizer::wait_for_job(uint64_t job) {
-  const auto start = std::chrono::steady_clock::now();
-  worker_.wait_for(job);
-  const std::chrono::duration<double> waited = std::chrono::steady_clock::now() - start;
-  stats_.wait_seconds += waited.count();
+  stats_.wait_seconds += seconds_of([&] { worker_.wait_for(job); });
 }
 
 void HostOptimizer::wait_for_worker() {
-  const auto start = std::chrono::steady_clock::now();
-  worker_.wait();
-  const std::chrono::duration<double> waited = std::chrono::steady_clock::now() - start;
-  stats_.wait_seconds += waited.count();
+  stats_.wait_seconds += seconds_of([&] { worker_.wait(); });
   device_.memory->wait_for_transfers(last_mark_);
 }
 
-void HostOptimizer::copy_grads(int u) {
+const HostOptimizer::GradsCopy* HostOptimizer::grads_copy(int u) const {
+  for (const GradsCopy& copy : grads_copies_) {
+    if (copy.unit == u) return &copy;
+  }
+  return nullptr;
+}
+
+const HostOptimizer::GradsCopy& HostOptimizer::copy_grads(int u) {
   const size_t bytes = shards_[u].owned * sizeof(float);
   device_.memory->to_host_queued(units_[u].grads, grads_.reduced(u), bytes);
   last_mark_ = device_.memory->transfer_mark();
-  grads_copy_[u] = last_mark_;
-  copies_started_.push_back(u);
   stats_.to_host_bytes += bytes;
+  return grads_copies_.emplace_back(GradsCopy{u, last_mark_});
 }
 
 std::vector<int> HostOptimizer::landing_order() const {
-  std::vector<int> order = copies_started_;
+  std::vector<int> order;
+  for (const GradsCopy& copy : grads_copies_) order.push_back(copy.unit);
   for (size_t u = 0; u < units_.size(); ++u) {
-    if (!grads_copy_[u]) order.push_back(static_cast<int>(u));
+    if (!grads_copy(static_cast<int>(u))) order.push_back(static_cast<int>(u));
   }
   return order;
 }
 
-void HostOptimizer::forget_copy(int u) {
-  grads_copy_[u].reset();
-  copies_started_.erase(std::find(copies_started_.begin(), copies_started_.end(), u));
-}
-
 void HostOptimizer::gradient_final(int u) {
-  if (grads_copy_[u] || !worker_.finished(grads_reader_[u])) return;
+  if (grads_copy(u) || !worker_.finished(grads_reader_[u])) return;
   copy_grads(u);
   stats_.to_host_early_bytes += shards_[u].owned * sizeof(float);
 }
 
 void HostOptimizer::fetch_grads(int u) {
-  if (!grads_copy_[u]) {
+  const GradsCopy* copy = grads_copy(u);
+  if (!copy) {
     wait_for_job(grads_reader_[u]);
-    copy_grads(u);
+    copy = &copy_grads(u);
   }
-  device_.memory->wait_for_transfers(*grads_copy_[u]);
-  forget_copy(u);
+  device_.memory->wait_for_transfers(copy->mark);
+  grads_copies_.erase(grads_copies_.begin() + (copy - grads_copies_.data()));
 }
 
 void HostOptimizer::begin_step() {
-  for (size_t u = 0; u < units_.size(); ++u) {
-    if (!grads_copy_[u]) continue;
-    device_.memory->wait_for_transfers(*grads_copy_[u]);
-    forget_copy(static_cast<int>(u));
-  }
+  for (const GradsCopy& copy : grads_copies_) device_.memory->wait_for_transfers(copy.mark);
+  grads_copies_.clear();
 }
 
 void HostOptimizer::queue_update(int u, const AdamWStep& step, const float* grads) {

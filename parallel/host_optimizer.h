@@ -27,7 +27,6 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <vector>
 
 #include "config/config.h"
@@ -119,8 +118,15 @@ class HostOptimizer {
   void gather_masters(Group& shard_group, int u, const float* owned, float* out);
 
  private:
-  void copy_grads(int u);
-  void forget_copy(int u);
+  // A copy of a unit's reduced gradient to its landing buffer, started this
+  // step and not yet used by an update.
+  struct GradsCopy {
+    int unit;
+    uint64_t mark;  // its transfer mark
+  };
+  const GradsCopy* grads_copy(int u) const;  // null: none started
+  const GradsCopy& copy_grads(int u);        // starts one
+
   void wait_for_job(uint64_t job);
 
   const ParameterLayout& layout_;
@@ -136,12 +142,10 @@ class HostOptimizer {
   bool pending_ = false;  // a delayed step's updates are queued, not yet uploaded
   std::vector<int> pending_order_;  // the order they were queued in
   OffloadStats stats_;
-  // Per unit: the transfer mark of its gradient's copy this step (none: not
-  // started), the last job reading its landing buffer, the last job writing
+  std::vector<GradsCopy> grads_copies_;  // in start order: the landing order
+  // Per unit: the last job reading its landing buffer, the last job writing
   // its compute copy, and the mark of its last upload (worker job numbers and
   // transfer marks; 0: none).
-  std::vector<std::optional<uint64_t>> grads_copy_;
-  std::vector<int> copies_started_;  // units with a copy in grads_copy_, in start order
   std::vector<uint64_t> grads_reader_, update_job_, upload_mark_;
   uint64_t last_mark_ = 0;  // the last transfer this optimizer queued
   // On a GPU the host's cores are the worker's; on the CPU backend they also

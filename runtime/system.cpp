@@ -1,4 +1,4 @@
-// /proc and getrusage readers behind core/system.h.
+// /proc and getrusage readers behind runtime/system.h.
 #include "runtime/system.h"
 
 #include <omp.h>

@@ -666,7 +666,9 @@ TEST(OffloadModel, GradientsBecomeFinalWhereTheEngineSays) {
       EXPECT_FALSE(seen[finals[i].unit]) << "unit " << finals[i].unit << " announced twice";
       seen[finals[i].unit] = true;
       EXPECT_LE(finals[i].seconds, p.forward_backward_seconds);
-      if (i > 0) EXPECT_GE(finals[i].seconds, finals[i - 1].seconds);
+      if (i > 0) {
+        EXPECT_GE(finals[i].seconds, finals[i - 1].seconds);
+      }
     }
     const StepTrace trace = step_trace_record(c, world, 0);
     int first_final = -1, last_compute = -1;

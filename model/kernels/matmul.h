@@ -1,4 +1,4 @@
-// Linear layers without bias, y = x W^T, through sgemm (cpu_gemm.h), with
+// Linear layers without bias, y = x W^T, through gemm (cpu_gemm.h), with
 // operands of storage type T (float or Bf16). Every product accumulates in
 // fp32; bf16 results are rounded once, and dweight is an fp32 buffer in both
 // precisions. matmul_forward_residual adds the residual stream in the GEMM's
