@@ -5,9 +5,7 @@
 // attention: cuDNN's fused attention (model/cudnn/) or the flash kernel, one
 // table each.
 #include "model/backend.h"
-#ifdef LLM_WITH_CUDNN
 #include "model/cudnn/attention_cudnn.h"
-#endif
 
 namespace llm {
 
@@ -54,6 +52,11 @@ Backend cuda_backend(bool with_cudnn) {
 }
 
 }  // namespace
+
+#ifndef LLM_WITH_CUDNN
+// Without cuDNN nothing falls back (model/cudnn/attention_cudnn.cpp counts them).
+size_t cudnn::attention_fallback_calls() { return 0; }
+#endif
 
 // In a build without cuDNN every choice is the flash kernel (the trainer
 // refuses training.attention = cudnn there, naming the key).

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "runtime/bf16.h"
+#include "runtime/device.h"
 #include "runtime/error.h"
 #include "parallel/comm.h"
 
@@ -213,10 +214,12 @@ MPI_Comm init_mpi_world() {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
-    // Only the main thread calls MPI (OpenMP threads never do).
+    // Only the main thread calls MPI (OpenMP threads never do), except under
+    // the CUDA emulation, whose NCCL runs on MPI from its stream threads.
+    const int needed = kCudaEmulated ? MPI_THREAD_MULTIPLE : MPI_THREAD_FUNNELED;
     int provided = 0;
-    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
-    LLM_CHECK(provided >= MPI_THREAD_FUNNELED, "MPI provides thread level {}, need FUNNELED", provided);
+    MPI_Init_thread(nullptr, nullptr, needed, &provided);
+    LLM_CHECK(provided >= needed, "MPI provides thread level {}, need {}", provided, needed);
     // Registered during the world's construction, so it runs after the
     // world's destructor.
     std::atexit(finalize_mpi);

@@ -111,7 +111,7 @@ class NcclGroup : public Group {
     // The ids are opaque bytes; they travel as f32 elements, which the MPI
     // group copies bit for bit (a broadcast never does arithmetic).
     static_assert(sizeof(ids) % sizeof(float) == 0, "NCCL ids are not a whole number of f32");
-    host_->broadcast(ids, sizeof(ids) / sizeof(float), WireType::f32, /*root=*/0);
+    host_->broadcast(ids, sizeof(ids) / (sizeof(float)), WireType::f32, /*root=*/0);
     LLM_NCCL_CHECK(ncclCommInitRank(&gather_comm_, size_, ids[0], rank_));
     LLM_NCCL_CHECK(ncclCommInitRank(&reduce_comm_, size_, ids[1], rank_));
     LLM_NCCL_CHECK(ncclCommInitRank(&p2p_comm_, size_, ids[2], rank_));

@@ -16,6 +16,19 @@
 #include "runtime/device_memory.h"
 
 namespace llm {
+
+const bool kBuiltWithCuda = true;
+#ifdef LLM_CUDA_EMULATION
+const bool kCudaEmulated = true;
+#else
+const bool kCudaEmulated = false;
+#endif
+#ifdef LLM_WITH_CUDNN
+const bool kBuiltWithCudnn = true;
+#else
+const bool kBuiltWithCudnn = false;
+#endif
+
 namespace cuda {
 namespace {
 

@@ -20,6 +20,8 @@
 
 #include <cstddef>
 
+#include "runtime/cuda_launch.cuh"
+
 namespace llm::cuda {
 
 [[noreturn]] void throw_cuda_error(const char* call, const char* error, const char* file, int line);

@@ -10,12 +10,12 @@ namespace llm {
 
 enum class Device { cpu, cuda };
 
-// Whether this build has the CUDA backend (LLM_WITH_CUDA comes from CMake).
-#ifdef LLM_WITH_CUDA
-inline constexpr bool kBuiltWithCuda = true;
-#else
-inline constexpr bool kBuiltWithCuda = false;
-#endif
+// Whether this build has the CUDA backend, and whether that backend is the
+// emulation that runs its kernels on the CPU (cuda_emulation/, CMake
+// LLM_CUDA_EMULATION): defined by the backend's sources, so that everything
+// else is compiled once for every backend.
+extern const bool kBuiltWithCuda;
+extern const bool kCudaEmulated;
 
 // training.attention: which GPU kernel runs attention on bf16 storage (fp32
 // storage and the CPU always run the hand-written kernels). cudnn: cuDNN's
@@ -25,12 +25,8 @@ inline constexpr bool kBuiltWithCuda = false;
 // cuDNN refuses runs the flash kernel (one warning per shape).
 enum class AttentionKernel { automatic, cudnn, flash };
 
-// Whether this build has cuDNN attention (LLM_WITH_CUDNN comes from CMake).
-#ifdef LLM_WITH_CUDNN
-inline constexpr bool kBuiltWithCudnn = true;
-#else
-inline constexpr bool kBuiltWithCudnn = false;
-#endif
+// Whether this build has cuDNN attention (never under emulation).
+extern const bool kBuiltWithCudnn;
 
 // Number of CUDA devices usable by this process (0 in a CPU-only build).
 int cuda_device_count();

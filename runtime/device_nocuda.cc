@@ -5,6 +5,10 @@
 
 namespace llm {
 
+const bool kBuiltWithCuda = false;
+const bool kCudaEmulated = false;
+const bool kBuiltWithCudnn = false;
+
 int cuda_device_count() { return 0; }
 
 void cuda_use_device(int) { LLM_FAIL("this build has no CUDA backend (nvcc was not found at configure time)"); }

@@ -20,10 +20,8 @@
 #include <vector>
 
 #include "runtime/error.h"
-#include "test/op_harness.h"
-#ifdef LLM_WITH_CUDNN
 #include "model/cudnn/attention_cudnn.h"
-#endif
+#include "test/op_harness.h"
 
 namespace llm::op_test {
 namespace {
@@ -35,13 +33,7 @@ struct KernelUnderTest {
   bool cudnn;
 
   // Calls of the cuDNN entry points that ran the flash kernel instead, so far.
-  static size_t fallbacks() {
-#ifdef LLM_WITH_CUDNN
-    return cudnn::attention_fallback_calls();
-#else
-    return 0;
-#endif
-  }
+  static size_t fallbacks() { return cudnn::attention_fallback_calls(); }
   // cuDNN ran every call since `before` on a shape whose head dim the model
   // configs use; other shapes may fall back (still checked for correctness).
   void expect_ran(const AttentionShape& s, size_t before) const {

@@ -47,6 +47,12 @@ std::unique_ptr<Group> device_group(const Config& config, Group& world) {
             "{}: training.attention = cudnn, but this build has no cuDNN (configured with "
             "LLM_CUDNN=OFF); use auto or flash",
             config.path);
+  if (kCudaEmulated)
+    spdlog::warn("training.device = cuda runs on the CUDA emulation: the CUDA kernels run on the "
+                 "CPU, for testing (neither GPU speed nor GPU numerics); attention {} the flash "
+                 "kernel (cuDNN is not emulated)",
+                 config.training.attention == AttentionKernel::automatic ? "= auto resolves to"
+                                                                         : "runs");
   cuda_use_device(comm_local_rank() % gpus);
   cuda_set_gemm_autotune(config.training.gemm_autotune);
   if (config.comm() == CommBackend::nccl) {

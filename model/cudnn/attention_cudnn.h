@@ -1,7 +1,8 @@
 // cuDNN's fused flash attention for bf16 storage: the contract of
 // llm::cuda::attention_forward / attention_backward (model/kernels/attention.h)
 // on the same device buffers, so the backend's bf16 table can hold either.
-// Built only with the CUDA backend and cuDNN (CMake's LLM_HAVE_CUDNN).
+// Built only with the CUDA backend and cuDNN (CMake's LLM_HAVE_CUDNN);
+// attention_fallback_calls is 0 in every other build.
 #pragma once
 
 #include <cstddef>

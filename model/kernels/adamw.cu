@@ -96,9 +96,8 @@ void adamw_update(float* params, Bf16* params_bf16, const float* grads, float* m
   const float bias_correction1 = (float)(1.0 - std::pow((double)beta1, t));
   const float bias_correction2 = (float)(1.0 - std::pow((double)beta2, t));
   const unsigned blocks = std::min(blocks_for(n, kAdamThreads), kMaxAdamBlocks);
-  adamw_kernel<<<blocks, kAdamThreads, 0, compute_stream()>>>(
-      params, params_bf16, grads, m, v, n, lr, beta1, beta2, eps, weight_decay, grad_scale,
-      bias_correction1, bias_correction2);
+  launch(adamw_kernel, blocks, kAdamThreads, 0, compute_stream(), params, params_bf16, grads, m, v,
+         n, lr, beta1, beta2, eps, weight_decay, grad_scale, bias_correction1, bias_correction2);
   LLM_CUDA_CHECK_LAUNCH();
 }
 
@@ -108,10 +107,10 @@ void sum_squares(double* result, const float* x, size_t n) {
       n == 0 ? 0 : std::min(blocks_for(n, kSumThreads * kMinFloatsPerSumThread), kMaxSumBlocks);
   double* partials = sum_scratch();
   if (blocks > 0) {
-    sum_squares_partials_kernel<<<blocks, kSumThreads, 0, compute_stream()>>>(partials, x, n);
+    launch(sum_squares_partials_kernel, blocks, kSumThreads, 0, compute_stream(), partials, x, n);
     LLM_CUDA_CHECK_LAUNCH();
   }
-  sum_partials_kernel<<<1, kSumThreads, 0, compute_stream()>>>(result, partials, blocks);
+  launch(sum_partials_kernel, 1, kSumThreads, 0, compute_stream(), result, partials, blocks);
   LLM_CUDA_CHECK_LAUNCH();
 }
 

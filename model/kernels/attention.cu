@@ -336,7 +336,7 @@ __global__ void __launch_bounds__(kThreads)
   using Element = typename Cfg::Element;
   using L = ForwardLayout<Storage, kHeadDim>;
   constexpr int kQ = L::kQ, kK = L::kK;
-  extern __shared__ __align__(128) unsigned char shared[];
+  LLM_DYNAMIC_SHARED(unsigned char, shared);
   Element* queries = reinterpret_cast<Element*>(shared + L::queries);
   Element* keys = reinterpret_cast<Element*>(shared + L::keys);
   Element* values = reinterpret_cast<Element*>(shared + L::values);
@@ -425,7 +425,7 @@ __global__ void __launch_bounds__(kThreads)
   using Element = typename Cfg::Element;
   using L = KvLayout<Storage, kHeadDim>;
   constexpr int kK = L::kK, kQ = L::kQ;
-  extern __shared__ __align__(128) unsigned char shared[];
+  LLM_DYNAMIC_SHARED(unsigned char, shared);
   Element* keys = reinterpret_cast<Element*>(shared + L::keys);
   Element* values = reinterpret_cast<Element*>(shared + L::values);
   float* dkeys = reinterpret_cast<float*>(shared + L::dkeys);
@@ -513,7 +513,7 @@ __global__ void __launch_bounds__(kThreads)
   using Element = typename Cfg::Element;
   using L = DqLayout<Storage, kHeadDim>;
   constexpr int kQ = L::kQ, kK = L::kK;
-  extern __shared__ __align__(128) unsigned char shared[];
+  LLM_DYNAMIC_SHARED(unsigned char, shared);
   Element* queries = reinterpret_cast<Element*>(shared + L::queries);
   Element* douts = reinterpret_cast<Element*>(shared + L::douts);
   Element* keys = reinterpret_cast<Element*>(shared + L::keys);
@@ -628,7 +628,7 @@ void attention_forward(Storage* out, float* lse, const Storage* qkv, int B, int 
     const auto kernel = attention_forward_kernel<Storage, kHeadDim>;
     allow_shared_bytes(kernel, L::bytes);
     const dim3 grid(blocks_for(T, L::kQ), H, B);
-    kernel<<<grid, kThreads, L::bytes, compute_stream()>>>(out, lse, qkv, dims, packed);
+    launch(kernel, grid, kThreads, L::bytes, compute_stream(), out, lse, qkv, dims, packed);
     LLM_CUDA_CHECK_LAUNCH();
   });
 }
@@ -646,14 +646,14 @@ void attention_backward(Storage* dqkv, const Storage* dout, const Storage* qkv, 
     using KvL = KvLayout<Storage, kHeadDim>;
     const auto kv_kernel = attention_backward_kv_kernel<Storage, kHeadDim>;
     allow_shared_bytes(kv_kernel, KvL::bytes);
-    kv_kernel<<<dim3(blocks_for(T, KvL::kK), KV, B), kThreads, KvL::bytes, compute_stream()>>>(
-        dqkv, dout, qkv, out, lse, dims, packed);
+    launch(kv_kernel, dim3(blocks_for(T, KvL::kK), KV, B), kThreads, KvL::bytes, compute_stream(),
+           dqkv, dout, qkv, out, lse, dims, packed);
     LLM_CUDA_CHECK_LAUNCH();
     using QL = DqLayout<Storage, kHeadDim>;
     const auto q_kernel = attention_backward_q_kernel<Storage, kHeadDim>;
     allow_shared_bytes(q_kernel, QL::bytes);
-    q_kernel<<<dim3(blocks_for(T, QL::kQ), H, B), kThreads, QL::bytes, compute_stream()>>>(
-        dqkv, dout, qkv, out, lse, dims, packed);
+    launch(q_kernel, dim3(blocks_for(T, QL::kQ), H, B), kThreads, QL::bytes, compute_stream(), dqkv,
+           dout, qkv, out, lse, dims, packed);
     LLM_CUDA_CHECK_LAUNCH();
   });
 }

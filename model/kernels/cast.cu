@@ -54,9 +54,9 @@ void convert(Out* out, const In* in, size_t n) {
   const size_t work = vectorized ? (n + kWidth - 1) / kWidth : n;
   const unsigned blocks = std::min(blocks_for(work, kThreads), kMaxBlocks);
   if (vectorized) {
-    convert_kernel<Out, In, true><<<blocks, kThreads, 0, compute_stream()>>>(out, in, n);
+    launch(convert_kernel<Out, In, true>, blocks, kThreads, 0, compute_stream(), out, in, n);
   } else {
-    convert_kernel<Out, In, false><<<blocks, kThreads, 0, compute_stream()>>>(out, in, n);
+    launch(convert_kernel<Out, In, false>, blocks, kThreads, 0, compute_stream(), out, in, n);
   }
   LLM_CUDA_CHECK_LAUNCH();
 }

@@ -74,8 +74,8 @@ unsigned compact_blocks(size_t n) { return std::min(blocks_for(n, kThreads), kMa
 }  // namespace
 
 void column_sum_squares(float* out, const float* slice, size_t lo, size_t hi, size_t cols) {
-  column_sum_squares_kernel<<<blocks_for(cols, kThreads), kThreads, 0, compute_stream()>>>(
-      out, slice, lo, hi, cols, lo / cols, (hi - 1) / cols);
+  launch(column_sum_squares_kernel, blocks_for(cols, kThreads), kThreads, 0, compute_stream(), out,
+         slice, lo, hi, cols, lo / cols, (hi - 1) / cols);
   LLM_CUDA_CHECK_LAUNCH();
 }
 
@@ -83,8 +83,8 @@ void gather_columns(float* compact, const float* slice, size_t lo, size_t hi, si
                     const int32_t* selected, size_t k) {
   const size_t n = columns_compact_rows(lo, hi, cols) * k;
   if (n == 0) return;
-  gather_columns_kernel<<<compact_blocks(n), kThreads, 0, compute_stream()>>>(
-      compact, slice, lo, hi, cols, selected, k, lo / cols, n);
+  launch(gather_columns_kernel, compact_blocks(n), kThreads, 0, compute_stream(), compact, slice,
+         lo, hi, cols, selected, k, lo / cols, n);
   LLM_CUDA_CHECK_LAUNCH();
 }
 
@@ -93,8 +93,8 @@ void scatter_columns(T* slice, const float* compact, size_t lo, size_t hi, size_
                      const int32_t* selected, size_t k) {
   const size_t n = columns_compact_rows(lo, hi, cols) * k;
   if (n == 0) return;
-  scatter_columns_kernel<<<compact_blocks(n), kThreads, 0, compute_stream()>>>(
-      slice, compact, lo, hi, cols, selected, k, lo / cols, n);
+  launch(scatter_columns_kernel<T>, compact_blocks(n), kThreads, 0, compute_stream(), slice, compact,
+         lo, hi, cols, selected, k, lo / cols, n);
   LLM_CUDA_CHECK_LAUNCH();
 }
 

@@ -142,8 +142,8 @@ template <class T>
 void cross_entropy_partials(float* partials, const T* logits, const int32_t* targets, int N,
                             int V_local, int vocab_begin) {
   if (N <= 0) return;
-  partials_kernel<T><<<N, kThreads, 0, compute_stream()>>>(partials, logits, targets, V_local,
-                                                           vocab_begin);
+  launch(partials_kernel<T>, N, kThreads, 0, compute_stream(), partials, logits, targets, V_local,
+         vocab_begin);
   LLM_CUDA_CHECK_LAUNCH();
 }
 
@@ -152,11 +152,11 @@ void cross_entropy_combine(float* losses, T* logits, const float* partials, cons
                            int N, int V_local, int vocab_begin, int ranks, float dloss) {
   if (N <= 0) return;
   if (logits) {
-    combine_gradient_kernel<T><<<N, kThreads, 0, compute_stream()>>>(
-        losses, logits, partials, targets, N, V_local, vocab_begin, ranks, dloss);
+    launch(combine_gradient_kernel<T>, N, kThreads, 0, compute_stream(), losses, logits, partials,
+           targets, N, V_local, vocab_begin, ranks, dloss);
   } else {
-    combine_losses_kernel<<<blocks_for(N, kLossRowsPerBlock), kLossRowsPerBlock, 0,
-                            compute_stream()>>>(losses, partials, N, ranks);
+    launch(combine_losses_kernel, blocks_for(N, kLossRowsPerBlock), kLossRowsPerBlock, 0,
+           compute_stream(), losses, partials, N, ranks);
   }
   LLM_CUDA_CHECK_LAUNCH();
 }

@@ -162,7 +162,7 @@ SortedPositions sort_positions_by_token(const int32_t* tokens, int N) {
   const bool grows = bytes > scratch.positions.capacity();
   auto* positions = static_cast<int32_t*>(scratch.positions.reserve(bytes));
   if (grows) {
-    iota_kernel<<<std::min(blocks_for(N, 256), 1024u), 256, 0, stream>>>(positions, N);
+    launch(iota_kernel, std::min(blocks_for(N, 256), 1024u), 256, 0, stream, positions, N);
     LLM_CUDA_CHECK_LAUNCH();
   }
   auto* sorted_tokens = static_cast<int32_t*>(scratch.sorted_tokens.reserve(bytes));
@@ -187,19 +187,18 @@ void embedding_forward(T* out, const int32_t* tokens, const T* wte, int N, int C
                        int vocab_rows) {
   if (N <= 0 || C <= 0) return;
   const size_t row_bytes = sizeof(T) * (size_t)C;
-  auto launch = [&](auto word) {
+  auto launch_copy = [&](auto word) {
     using Word = decltype(word);
     const int row_words = (int)(row_bytes / sizeof(Word));
     const unsigned threads = std::min(kCopyThreads, (unsigned)(row_words + 31) / 32 * 32);
-    gather_rows_kernel<Word><<<N, threads, 0, compute_stream()>>>(
-        reinterpret_cast<Word*>(out), tokens, reinterpret_cast<const Word*>(wte), row_words,
-        vocab_begin, vocab_rows);
+    launch(gather_rows_kernel<Word>, N, threads, 0, compute_stream(), reinterpret_cast<Word*>(out),
+           tokens, reinterpret_cast<const Word*>(wte), row_words, vocab_begin, vocab_rows);
   };
   // Whole rows of 16-byte words when every row starts 16-byte aligned.
   if (row_bytes % 16 == 0 && is_aligned(out, 16) && is_aligned(wte, 16)) {
-    launch(uint4{});
+    launch_copy(uint4{});
   } else {
-    launch(T{});
+    launch_copy(T{});
   }
   LLM_CUDA_CHECK_LAUNCH();
 }
@@ -215,11 +214,11 @@ void embedding_backward(float* dwte, const T* dout, const int32_t* tokens, int N
   const bool vectorized = C % kColumnPack == 0 && is_aligned(dwte, sizeof(ColumnPack<float>)) &&
                           is_aligned(dout, sizeof(ColumnPack<T>));
   if (vectorized) {
-    accumulate_runs_kernel<T, true><<<grid, kRunThreads, 0, compute_stream()>>>(
-        dwte, dout, sorted.sorted_tokens, sorted.sorted_positions, N, C, vocab_begin, vocab_rows);
+    launch(accumulate_runs_kernel<T, true>, grid, kRunThreads, 0, compute_stream(), dwte, dout,
+           sorted.sorted_tokens, sorted.sorted_positions, N, C, vocab_begin, vocab_rows);
   } else {
-    accumulate_runs_kernel<T, false><<<grid, kRunThreads, 0, compute_stream()>>>(
-        dwte, dout, sorted.sorted_tokens, sorted.sorted_positions, N, C, vocab_begin, vocab_rows);
+    launch(accumulate_runs_kernel<T, false>, grid, kRunThreads, 0, compute_stream(), dwte, dout,
+           sorted.sorted_tokens, sorted.sorted_positions, N, C, vocab_begin, vocab_rows);
   }
   LLM_CUDA_CHECK_LAUNCH();
 }

@@ -39,7 +39,7 @@ template <class Storage>
 __global__ void attention_cached_kernel(Storage* out, const Storage* qkv, const Storage* cache,
                                         int T, int start, int H, int KV, int D, int capacity,
                                         float scale) {
-  extern __shared__ float shared[];
+  LLM_DYNAMIC_SHARED(float, shared);
   float* query = shared;
   float* acc = query + D;
   float* probs = acc + D;
@@ -88,8 +88,8 @@ template <class Storage>
 void kv_cache_write(Storage* cache, const Storage* qkv, int B, int T, int start, int H, int KV,
                     int D, int capacity) {
   if (B <= 0 || T <= 0) return;
-  kv_cache_write_kernel<Storage><<<dim3(T, B), kThreads, 0, compute_stream()>>>(
-      cache, qkv, T, start, H, KV, D, capacity);
+  launch(kv_cache_write_kernel<Storage>, dim3(T, B), kThreads, 0, compute_stream(), cache, qkv, T,
+         start, H, KV, D, capacity);
   LLM_CUDA_CHECK_LAUNCH();
 }
 
@@ -98,8 +98,8 @@ void attention_cached(Storage* out, const Storage* qkv, const Storage* cache, in
                       int start, int H, int KV, int D, int capacity) {
   if (B <= 0 || T <= 0 || H <= 0) return;
   const size_t shared = (2 * (size_t)D + kThreads) * sizeof(float);
-  attention_cached_kernel<Storage><<<dim3(T, H, B), kThreads, shared, compute_stream()>>>(
-      out, qkv, cache, T, start, H, KV, D, capacity, 1.0f / std::sqrt((float)D));
+  launch(attention_cached_kernel<Storage>, dim3(T, H, B), kThreads, shared, compute_stream(), out,
+         qkv, cache, T, start, H, KV, D, capacity, 1.0f / std::sqrt((float)D));
   LLM_CUDA_CHECK_LAUNCH();
 }
 

@@ -56,9 +56,9 @@ void add_vectors(T* out, const T* a, const T* b, size_t n) {
   const size_t work = vectorized ? (n + kPack<T> - 1) / kPack<T> : n;
   const unsigned blocks = std::min(blocks_for(work, kThreads), kMaxBlocks);
   if (vectorized) {
-    add_kernel<T, true><<<blocks, kThreads, 0, compute_stream()>>>(out, a, b, n);
+    launch(add_kernel<T, true>, blocks, kThreads, 0, compute_stream(), out, a, b, n);
   } else {
-    add_kernel<T, false><<<blocks, kThreads, 0, compute_stream()>>>(out, a, b, n);
+    launch(add_kernel<T, false>, blocks, kThreads, 0, compute_stream(), out, a, b, n);
   }
   LLM_CUDA_CHECK_LAUNCH();
 }

@@ -113,7 +113,7 @@ template <class T, bool kAligned>
 __global__ void rmsnorm_backward_kernel(T* dinp, float* partials, const T* dout, const T* inp,
                                         const T* weight, const float* rstd, int N, int C,
                                         int rows_per_chunk) {
-  extern __shared__ float partial[];
+  LLM_DYNAMIC_SHARED(float, partial);
   const int row_begin = blockIdx.x * rows_per_chunk;
   const int row_end = min(N, row_begin + rows_per_chunk);
   const int step = blockDim.x * kPack<T>;
@@ -192,11 +192,11 @@ void rmsnorm_forward(T* out, float* rstd, const T* inp, const T* weight, int N, 
   const bool aligned =
       C % kPack<T> == 0 && is_aligned(out, 16) && is_aligned(inp, 16) && is_aligned(weight, 16);
   if (aligned) {
-    rmsnorm_forward_kernel<T, true>
-        <<<N, threads, 0, compute_stream()>>>(out, rstd, inp, weight, C, eps);
+    launch(rmsnorm_forward_kernel<T, true>, N, threads, 0, compute_stream(), out, rstd, inp, weight,
+           C, eps);
   } else {
-    rmsnorm_forward_kernel<T, false>
-        <<<N, threads, 0, compute_stream()>>>(out, rstd, inp, weight, C, eps);
+    launch(rmsnorm_forward_kernel<T, false>, N, threads, 0, compute_stream(), out, rstd, inp,
+           weight, C, eps);
   }
   LLM_CUDA_CHECK_LAUNCH();
 }
@@ -215,23 +215,23 @@ void rmsnorm_backward(T* dinp, float* dweight, const T* dout, const T* inp, cons
   const size_t shared_bytes = sizeof(float) * (size_t)padded_C;
   const bool aligned = C % kPack<T> == 0 && is_aligned(dinp, 16) && is_aligned(dout, 16) &&
                        is_aligned(inp, 16) && is_aligned(weight, 16);
-  auto launch = [&](auto kernel) {
+  auto launch_backward = [&](auto kernel) {
     // Rows wider than 12K columns need more than the default 48 KiB of shared memory.
     if (shared_bytes > kDefaultSharedBytes) {
       LLM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                           (int)shared_bytes));
     }
-    kernel<<<n_chunks, threads, shared_bytes, compute_stream()>>>(dinp, partials, dout, inp, weight,
-                                                                  rstd, N, C, rows_per_chunk);
+    launch(kernel, n_chunks, threads, shared_bytes, compute_stream(), dinp, partials, dout, inp,
+           weight, rstd, N, C, rows_per_chunk);
     LLM_CUDA_CHECK_LAUNCH();
   };
   if (aligned) {
-    launch(rmsnorm_backward_kernel<T, true>);
+    launch_backward(rmsnorm_backward_kernel<T, true>);
   } else {
-    launch(rmsnorm_backward_kernel<T, false>);
+    launch_backward(rmsnorm_backward_kernel<T, false>);
   }
-  sum_partials_kernel<<<blocks_for(C, kSumThreads), kSumThreads, 0, compute_stream()>>>(
-      dweight, partials, n_chunks, C);
+  launch(sum_partials_kernel, blocks_for(C, kSumThreads), kSumThreads, 0, compute_stream(), dweight,
+         partials, n_chunks, C);
   LLM_CUDA_CHECK_LAUNCH();
 }
 

@@ -75,11 +75,11 @@ void rope_rotate(Storage* x, const float* cos, const float* sin, float sign, int
   const unsigned slots = (unsigned)(n_heads * (half / pack));
   const unsigned threads = std::min(kMaxThreads, (slots + 31) / 32 * 32);
   if (vectorized) {
-    rope_rotate_kernel<Storage, kPairPack>
-        <<<N, threads, 0, compute_stream()>>>(x, cos, sin, sign, T, n_heads, D, row_stride);
+    launch(rope_rotate_kernel<Storage, kPairPack>, N, threads, 0, compute_stream(), x, cos, sin,
+           sign, T, n_heads, D, row_stride);
   } else {
-    rope_rotate_kernel<Storage, 1>
-        <<<N, threads, 0, compute_stream()>>>(x, cos, sin, sign, T, n_heads, D, row_stride);
+    launch(rope_rotate_kernel<Storage, 1>, N, threads, 0, compute_stream(), x, cos, sin, sign, T,
+           n_heads, D, row_stride);
   }
   LLM_CUDA_CHECK_LAUNCH();
 }

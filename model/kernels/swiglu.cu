@@ -77,19 +77,19 @@ __global__ void swiglu_backward_kernel(T* dh13, const T* dout, const T* h13, int
 
 // ---- launchers ------------------------------------------------------------------
 
-// Runs launch(width, threads) with width kPack<T> when F and every buffer allow
+// Runs launch_with(width, threads) with width kPack<T> when F and every buffer allow
 // whole 16-byte accesses, else 1.
 template <class T, class Launch>
-void launch_rows(int F, std::initializer_list<const void*> buffers, Launch launch) {
+void launch_rows(int F, std::initializer_list<const void*> buffers, Launch launch_with) {
   bool vectorized = F % kPack<T> == 0;
   for (const void* p : buffers) vectorized = vectorized && is_aligned(p, 16);
   const int width = vectorized ? kPack<T> : 1;
   const unsigned slots = (unsigned)(F / width);
   const unsigned threads = std::min(kMaxThreads, (slots + 31) / 32 * 32);
   if (vectorized) {
-    launch(std::integral_constant<int, kPack<T>>{}, threads);
+    launch_with(std::integral_constant<int, kPack<T>>{}, threads);
   } else {
-    launch(std::integral_constant<int, 1>{}, threads);
+    launch_with(std::integral_constant<int, 1>{}, threads);
   }
   LLM_CUDA_CHECK_LAUNCH();
 }
@@ -100,8 +100,8 @@ template <class T>
 void swiglu_forward(T* out, const T* h13, int N, int F) {
   if (N <= 0 || F <= 0) return;
   launch_rows<T>(F, {out, h13}, [&](auto width, unsigned threads) {
-    swiglu_forward_kernel<T, decltype(width)::value>
-        <<<N, threads, 0, compute_stream()>>>(out, h13, F);
+    launch(swiglu_forward_kernel<T, decltype(width)::value>, N, threads, 0, compute_stream(), out,
+           h13, F);
   });
 }
 
@@ -109,8 +109,8 @@ template <class T>
 void swiglu_backward(T* dh13, const T* dout, const T* h13, int N, int F) {
   if (N <= 0 || F <= 0) return;
   launch_rows<T>(F, {dh13, dout, h13}, [&](auto width, unsigned threads) {
-    swiglu_backward_kernel<T, decltype(width)::value>
-        <<<N, threads, 0, compute_stream()>>>(dh13, dout, h13, F);
+    launch(swiglu_backward_kernel<T, decltype(width)::value>, N, threads, 0, compute_stream(), dh13,
+           dout, h13, F);
   });
 }
 
