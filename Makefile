@@ -1,6 +1,6 @@
 # Thin wrapper over CMake. The two commands a newcomer needs:
 #   make demo   install deps, build, prepare the fortunes corpus, train the demo model
-#   make test   install deps, build, run every test suite (ctest)
+#   make test   install deps, build, run every test suite (ctest), the CUDA emulation's too
 BUILD  ?= build
 JOBS   ?= $(shell nproc)
 CMAKE_FLAGS ?=
@@ -45,7 +45,10 @@ $(FORTUNES_DATA): | build-train
 demo: deps build-train $(FORTUNES_DATA)
 	./train --config configs/demo.toml
 
-test: deps build
+# Also builds the CUDA backend under emulation (docs/emulation.md) and runs
+# its tests (label "emulation") with the rest.
+test: deps
+	$(MAKE) build CMAKE_FLAGS="$(CMAKE_FLAGS) -DLLM_CUDA_EMULATION=ON"
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 bench: deps build

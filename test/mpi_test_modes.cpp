@@ -305,5 +305,27 @@ TEST(GpuModes, SharedGpuZero3AndHybridMatchTheSingleRankGpuRun) {
   }
 }
 
+// One GPU per rank, over NCCL: every mode matches the single-rank GPU run
+// within the fp32 tolerances above. Runs where the node has a GPU for every
+// rank (the CUDA emulation has eight).
+TEST(GpuModes, NcclEveryModeMatchesTheSingleRankGpuRun) {
+  if (cuda_device_count() < comm_local_size()) {
+    GTEST_SKIP() << (kBuiltWithCuda ? "fewer CUDA devices than ranks on this machine"
+                                    : "this build has no CUDA backend (no nvcc)");
+  }
+  const std::vector<std::string> gpu = {"training.device=cuda", "parallel.comm=nccl"};
+  Group& world = comm_world();
+  std::unique_ptr<Group> alone = world.split(world.rank(), 0);
+  const RunResult reference = train(*alone, "tiny", gpu);
+  for (std::vector<std::string> mode :
+       {std::vector<std::string>{"parallel.mode=ddp"}, std::vector<std::string>{"parallel.mode=zero1"},
+        std::vector<std::string>{"parallel.mode=zero2"}, std::vector<std::string>{"parallel.mode=zero3"},
+        std::vector<std::string>{"parallel.mode=hybrid", "parallel.shard_group_size=1"}}) {
+    SCOPED_TRACE(mode[0]);
+    mode.insert(mode.end(), gpu.begin(), gpu.end());
+    expect_same_curve(train(world, "tiny", mode), reference, kCurveTolerance);
+  }
+}
+
 }  // namespace
 }  // namespace llm

@@ -19,6 +19,10 @@ FLOORS = {
     "model": 2,
     "interop": 3,
     "parallel": 3,
+    # The CUDA runtime and libraries as stand-ins (the emulation build): seen
+    # by the CUDA sources only as <cuda_runtime.h> and the like, as the
+    # vendor's; built on the CPU GEMM and bf16 rounding of the floors below.
+    "cuda_emulation": 3,
     "trainer": 4,
     "planning": 5,
 }

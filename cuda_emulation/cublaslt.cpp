@@ -1,0 +1,294 @@
+// cuBLASLt's matmul on the CPU (include/cublasLt.h): each call is validated
+// on the host, then computed on its stream by the project's row-major CPU
+// GEMM. A column-major X (r, c) with leading dimension ld is the row-major
+// X^T (c, r) with the same ld, so D = op(A) op(B) runs as the row-major
+// D^T = op(B)^T op(A)^T.
+// Invariant: every algorithm computes the same bits: bf16 operands are widened
+// to fp32 exactly, the product is an fp32 GEMM, and beta C is added in fp32
+// before the one rounding to D's type.
+#include <cublasLt.h>
+
+#include <cstring>
+#include <vector>
+
+#include "cuda_emulation/streams.h"
+#include "model/kernels/cpu_gemm.h"
+
+struct cublasLtContext {};  // no state: a handle only has to have been created
+
+struct cublasLtMatmulDescOpaque_t {
+  cublasOperation_t trans_a = CUBLAS_OP_N, trans_b = CUBLAS_OP_N;
+};
+
+struct cublasLtMatrixLayoutOpaque_t {  // column-major (rows, cols), leading dimension ld
+  cudaDataType_t type;
+  int rows, cols, ld;
+};
+
+struct cublasLtMatmulPreferenceOpaque_t {
+  uint64_t max_workspace_bytes = 0;
+  uint32_t min_alignment_bytes[4] = {256, 256, 256, 256};  // A, B, C, D: cuBLASLt's defaults
+};
+
+namespace {
+
+using llm::Bf16;
+
+constexpr int kAlgorithms = 4;
+// Algorithms 3 and 4 stand for split-K ones, which need a workspace, so the
+// workspace the caller passes is checked against what its algorithm needs.
+constexpr size_t kSplitKWorkspaceBytes = size_t{1} << 20;
+constexpr int kMaxDimension = 0x7fffffff;  // the CPU GEMM takes int sizes
+
+enum Matrix { kA, kB, kC, kD };
+
+size_t element_bytes(cudaDataType_t type) { return type == CUDA_R_16BF ? 2 : 4; }
+
+// Bytes from a matrix's first element to one past its last.
+size_t span_bytes(const cublasLtMatrixLayoutOpaque_t& x) {
+  return ((size_t)(x.cols - 1) * x.ld + x.rows) * element_bytes(x.type);
+}
+
+bool overlap(const void* p, size_t p_bytes, const void* q, size_t q_bytes) {
+  const uintptr_t p0 = reinterpret_cast<uintptr_t>(p), q0 = reinterpret_cast<uintptr_t>(q);
+  return p0 < q0 + q_bytes && q0 < p0 + p_bytes;
+}
+
+// A validated problem: D (m, n) = op(A) (m, k) op(B) (k, n) + beta C, where C
+// has D's layout.
+struct Problem {
+  cublasOperation_t trans_a, trans_b;
+  int m, n, k;
+  cudaDataType_t ab_type, d_type;
+  int lda, ldb, ldd;
+};
+
+// The problem the descriptor and layouts describe, or the status refusing it.
+cublasStatus_t describe_problem(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
+                                cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+                                cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t d,
+                                Problem* problem) {
+  if (handle == nullptr) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!desc || !a || !b || !c || !d) return CUBLAS_STATUS_INVALID_VALUE;
+  const bool a_plain = desc->trans_a == CUBLAS_OP_N, b_plain = desc->trans_b == CUBLAS_OP_N;
+  const int m = d->rows, n = d->cols, k = a_plain ? a->cols : a->rows;
+  if ((a_plain ? a->rows : a->cols) != m || (b_plain ? b->rows : b->cols) != k ||
+      (b_plain ? b->cols : b->rows) != n || c->rows != m || c->cols != n)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  if (a->type != b->type || c->type != d->type || c->ld != d->ld) return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (a->type == CUDA_R_32F && d->type != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
+  *problem = {desc->trans_a, desc->trans_b, m, n, k, a->type, d->type, a->ld, b->ld, d->ld};
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+// X (rows, cols) of leading dimension ld widened to fp32 into `out`, packed
+// (leading dimension rows).
+const float* widen(const Bf16* x, int rows, int cols, int ld, std::vector<float>& out) {
+  out.resize((size_t)rows * cols);
+  for (int j = 0; j < cols; j++)
+    for (int i = 0; i < rows; i++) out[(size_t)j * rows + i] = llm::to_float(x[(size_t)j * ld + i]);
+  return out.data();
+}
+
+llm::cpu::Op row_major_op(cublasOperation_t op) {
+  return op == CUBLAS_OP_N ? llm::cpu::Op::kNone : llm::cpu::Op::kTranspose;
+}
+
+// The matmul, on the stream's thread. Its scratch is thread_local: each
+// stream's thread keeps its own, grown to the largest call and reused.
+void compute(const Problem& p, const void* a, const void* b, float beta, const void* c, void* d) {
+  thread_local std::vector<float> widened_a, widened_b, product;
+  const float* a32 = static_cast<const float*>(a);
+  const float* b32 = static_cast<const float*>(b);
+  int lda = p.lda, ldb = p.ldb;
+  if (p.ab_type == CUDA_R_16BF) {
+    const bool a_plain = p.trans_a == CUBLAS_OP_N, b_plain = p.trans_b == CUBLAS_OP_N;
+    lda = a_plain ? p.m : p.k;
+    ldb = b_plain ? p.k : p.n;
+    a32 = widen(static_cast<const Bf16*>(a), lda, a_plain ? p.k : p.m, p.lda, widened_a);
+    b32 = widen(static_cast<const Bf16*>(b), ldb, b_plain ? p.n : p.k, p.ldb, widened_b);
+  }
+  // Row-major D^T (n, m) = op(B)^T (n, k) op(A)^T (k, m): the stored B is
+  // op(B)^T exactly when op(B) transposes nothing, and likewise A.
+  llm::cpu::GemmArgs<float, float> gemm{row_major_op(p.trans_b), row_major_op(p.trans_a), p.n, p.m,
+                                        p.k, b32, ldb, a32, lda, 0.0f, nullptr, 0};
+  if (p.d_type == CUDA_R_32F) {  // beta C summed into D by the GEMM itself
+    auto* d32 = static_cast<float*>(d);
+    if (beta != 0.0f && c != d)
+      for (int j = 0; j < p.n; j++)
+        std::memcpy(d32 + (size_t)j * p.ldd, static_cast<const float*>(c) + (size_t)j * p.ldd,
+                    sizeof(float) * p.m);
+    gemm.beta = beta;
+    gemm.c = d32;
+    gemm.ldc = p.ldd;
+    llm::cpu::gemm(gemm);
+    return;
+  }
+  product.resize((size_t)p.m * p.n);
+  gemm.c = product.data();
+  gemm.ldc = p.m;
+  llm::cpu::gemm(gemm);
+  const auto* c16 = static_cast<const Bf16*>(c);
+  auto* d16 = static_cast<Bf16*>(d);
+  for (int j = 0; j < p.n; j++)
+    for (int i = 0; i < p.m; i++) {
+      const size_t at = (size_t)j * p.ldd;
+      float sum = product[(size_t)j * p.m + i];
+      if (beta != 0.0f) sum += beta * llm::to_float(c16[at + i]);  // not + 0: -0 would become +0
+      d16[at + i] = llm::to_bf16(sum);
+    }
+}
+
+}  // namespace
+
+const char* cublasLtGetStatusString(cublasStatus_t status) {
+  switch (status) {
+    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+  }
+  return "<unknown>";
+}
+
+cublasStatus_t cublasLtCreate(cublasLtHandle_t* handle) {
+  if (handle == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  *handle = new cublasLtContext;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* desc, cublasComputeType_t compute_type,
+                                        cudaDataType_t scale_type) {
+  if (desc == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  if (compute_type != CUBLAS_COMPUTE_32F || scale_type != CUDA_R_32F)
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  *desc = new cublasLtMatmulDescOpaque_t;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc,
+                                              cublasLtMatmulDescAttributes_t attribute,
+                                              const void* value, size_t value_bytes) {
+  if (desc == nullptr || value == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  if (attribute != CUBLASLT_MATMUL_DESC_TRANSA && attribute != CUBLASLT_MATMUL_DESC_TRANSB)
+    return CUBLAS_STATUS_INVALID_VALUE;  // an attribute the emulation does not know
+  if (value_bytes != sizeof(int32_t)) return CUBLAS_STATUS_INVALID_VALUE;
+  int32_t op;
+  std::memcpy(&op, value, sizeof op);
+  if (op != CUBLAS_OP_N && op != CUBLAS_OP_T) return CUBLAS_STATUS_NOT_SUPPORTED;  // CUBLAS_OP_C...
+  (attribute == CUBLASLT_MATMUL_DESC_TRANSA ? desc->trans_a : desc->trans_b) =
+      static_cast<cublasOperation_t>(op);
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* layout, cudaDataType_t type,
+                                          uint64_t rows, uint64_t cols, int64_t ld) {
+  if (layout == nullptr || rows == 0 || cols == 0 || ld < (int64_t)rows)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  if ((type != CUDA_R_32F && type != CUDA_R_16BF) || cols > kMaxDimension || ld > kMaxDimension)
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  *layout = new cublasLtMatrixLayoutOpaque_t{type, (int)rows, (int)cols, (int)ld};
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t* preference) {
+  if (preference == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  *preference = new cublasLtMatmulPreferenceOpaque_t;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t preference,
+                                                    cublasLtMatmulPreferenceAttributes_t attribute,
+                                                    const void* value, size_t value_bytes) {
+  if (preference == nullptr || value == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+  if (attribute == CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES) {
+    if (value_bytes != sizeof(uint64_t)) return CUBLAS_STATUS_INVALID_VALUE;
+    std::memcpy(&preference->max_workspace_bytes, value, sizeof(uint64_t));
+    return CUBLAS_STATUS_SUCCESS;
+  }
+  if (attribute < CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES ||
+      attribute > CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES || value_bytes != sizeof(uint32_t))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  uint32_t alignment;
+  std::memcpy(&alignment, value, sizeof alignment);
+  if (alignment == 0 || (alignment & (alignment - 1)) != 0) return CUBLAS_STATUS_INVALID_VALUE;
+  preference->min_alignment_bytes[attribute - CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES] =
+      alignment;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t preference) {
+  delete preference;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
+    cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a_layout,
+    cublasLtMatrixLayout_t b_layout, cublasLtMatrixLayout_t c_layout,
+    cublasLtMatrixLayout_t d_layout, cublasLtMatmulPreference_t preference, int requested,
+    cublasLtMatmulHeuristicResult_t results[], int* returned) {
+  Problem problem;
+  const cublasStatus_t status =
+      describe_problem(handle, desc, a_layout, b_layout, c_layout, d_layout, &problem);
+  if (status != CUBLAS_STATUS_SUCCESS) return status;
+  if (!preference || requested <= 0 || !results || !returned) return CUBLAS_STATUS_INVALID_VALUE;
+  // No algorithm reads an element from an address not aligned to its size.
+  const size_t element_size[4] = {element_bytes(problem.ab_type), element_bytes(problem.ab_type),
+                                  element_bytes(problem.d_type), element_bytes(problem.d_type)};
+  for (int x = kA; x <= kD; x++)
+    if (preference->min_alignment_bytes[x] < element_size[x]) return CUBLAS_STATUS_NOT_SUPPORTED;
+  *returned = 0;
+  for (int id = 1; id <= kAlgorithms && *returned < requested; id++) {
+    const size_t workspace_bytes = id > 2 ? kSplitKWorkspaceBytes : 0;
+    if (workspace_bytes > preference->max_workspace_bytes) continue;
+    cublasLtMatmulAlgo_t& algo = results[(*returned)++].algo;
+    algo = {id, problem.ab_type, problem.d_type, {}, workspace_bytes};
+    std::memcpy(algo.min_alignment_bytes, preference->min_alignment_bytes,
+                sizeof algo.min_alignment_bytes);
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+// A pointer less aligned than its algorithm was chosen for is refused with
+// CUBLAS_STATUS_INVALID_VALUE ("arguments in conflict" in cuBLASLt's terms);
+// a real GPU might run it and fault, or compute garbage.
+cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
+                              const void* alpha, const void* a, cublasLtMatrixLayout_t a_layout,
+                              const void* b, cublasLtMatrixLayout_t b_layout, const void* beta,
+                              const void* c, cublasLtMatrixLayout_t c_layout, void* d,
+                              cublasLtMatrixLayout_t d_layout, const cublasLtMatmulAlgo_t* algo,
+                              void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  Problem problem;
+  const cublasStatus_t status =
+      describe_problem(handle, desc, a_layout, b_layout, c_layout, d_layout, &problem);
+  if (status != CUBLAS_STATUS_SUCCESS) return status;
+  if (!alpha || !beta || !a || !b || !d || !algo) return CUBLAS_STATUS_INVALID_VALUE;
+  float alpha_value, beta_value;
+  std::memcpy(&alpha_value, alpha, sizeof alpha_value);
+  std::memcpy(&beta_value, beta, sizeof beta_value);
+  if (alpha_value != 1.0f) return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (beta_value != 0.0f && c == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
+
+  if (algo->id < 1 || algo->id > kAlgorithms || algo->ab_type != problem.ab_type ||
+      algo->d_type != problem.d_type)
+    return CUBLAS_STATUS_INVALID_VALUE;  // not chosen by the heuristic for these types
+  if (workspace_bytes < algo->workspace_bytes || (algo->workspace_bytes > 0 && !workspace))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  const void* pointers[4] = {a, b, c, d};
+  for (int x = kA; x <= kD; x++)
+    if (reinterpret_cast<uintptr_t>(pointers[x]) % algo->min_alignment_bytes[x] != 0)
+      return CUBLAS_STATUS_INVALID_VALUE;
+
+  // D is written while A and B (and an out-of-place C) are read: they may not
+  // share memory; C may be D itself.
+  const size_t d_bytes = span_bytes(*d_layout);
+  if (overlap(d, d_bytes, a, span_bytes(*a_layout)) ||
+      overlap(d, d_bytes, b, span_bytes(*b_layout)) ||
+      (beta_value != 0.0f && c != d && overlap(d, d_bytes, c, d_bytes)))
+    return CUBLAS_STATUS_INVALID_VALUE;
+
+  const cudaError_t queued = cuda_emulation::enqueue(
+      stream, [problem, a, b, beta_value, c, d] { compute(problem, a, b, beta_value, c, d); });
+  return queued == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
+}

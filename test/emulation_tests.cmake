@@ -1,0 +1,81 @@
+# The CUDA backend's tests under emulation (label "emulation"), included by
+# test/CMakeLists.txt when LLM_CUDA_EMULATION is ON. The same test sources as
+# the GPU suites, linked with the emulated backend; the plain CPU suites are
+# not run again. Each run is labelled as emulated, never as a GPU result.
+#  - every Cuda/ row of the op harness under both scheduling orders
+#    (LLM_CUDA_EMULATION_ORDER), so that a missing barrier shows under one;
+#  - the same rows once more under AddressSanitizer + UBSan (the kernels and
+#    the emulation instrumented; shared memory sized exactly, so an overrun
+#    is caught);
+#  - the GPU suites (trainer, evaluation, offload and ZenFlow, the transfer
+#    queue, generation, the NCCL group) against the CPU backend;
+#  - the shared-GPU modes at 2 ranks (NCCL over MPI);
+#  - ThreadSanitizer over training steps that use every stream.
+set(LLM_EMULATION_ENVIRONMENT OMP_NUM_THREADS=1 GTEST_COLOR=no)
+
+add_executable(llm_op_tests_emulated)
+target_link_libraries(llm_op_tests_emulated PRIVATE llm_op_test_objects llm_emulated GTest::gtest_main)
+foreach(order forward reverse)
+  gtest_discover_tests(llm_op_tests_emulated
+    TEST_FILTER "Cuda/*"
+    TEST_PREFIX "emulated_${order}."
+    NO_PRETTY_VALUES
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}
+    DISCOVERY_TIMEOUT 60
+    PROPERTIES LABELS emulation
+               ENVIRONMENT "${LLM_EMULATION_ENVIRONMENT};LLM_CUDA_EMULATION_ORDER=${order}")
+endforeach()
+
+add_executable(llm_op_tests_asan)
+target_link_libraries(llm_op_tests_asan PRIVATE llm_op_test_objects llm_core
+  llm_emulated_backend_asan GTest::gtest_main)
+target_link_options(llm_op_tests_asan PRIVATE ${LLM_ASAN_FLAGS})
+# One process over every row: the rows' own checks still apply, and a
+# sanitizer report fails the run.
+add_test(NAME emulated_asan_ubsan.op_rows
+  COMMAND llm_op_tests_asan --gtest_filter=Cuda/*
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(emulated_asan_ubsan.op_rows PROPERTIES LABELS emulation TIMEOUT 600
+  ENVIRONMENT "${LLM_EMULATION_ENVIRONMENT};ASAN_OPTIONS=detect_leaks=0:abort_on_error=0;UBSAN_OPTIONS=print_stacktrace=1")
+
+add_executable(llm_gpu_tests_emulated)
+target_link_libraries(llm_gpu_tests_emulated PRIVATE llm_gpu_test_objects llm_emulated GTest::gtest_main)
+gtest_discover_tests(llm_gpu_tests_emulated
+  TEST_PREFIX "emulated."
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}
+  DISCOVERY_TIMEOUT 60
+  PROPERTIES LABELS emulation ENVIRONMENT "${LLM_EMULATION_ENVIRONMENT}")
+
+add_executable(llm_mpi_tests_emulated)
+target_link_libraries(llm_mpi_tests_emulated PRIVATE llm_mpi_test_objects llm_emulated GTest::gtest)
+# Collective results land 5 ms late (poisoned until then), so a compute
+# stream that reads one without waiting reads NaN, not stale bits that may
+# happen to be right.
+llm_add_mpi_test(NAME emulated.mpi_np2_gpu_modes NP 2 FILTER GpuModes.*
+  EXECUTABLE llm_mpi_tests_emulated LABEL emulation
+  ENVIRONMENT LLM_CUDA_EMULATION_COLLECTIVE_LATENCY_US=5000)
+
+add_executable(llm_gpu_tests_tsan)
+target_link_libraries(llm_gpu_tests_tsan PRIVATE llm_gpu_test_objects llm_core
+  llm_emulated_backend_tsan GTest::gtest_main)
+target_link_options(llm_gpu_tests_tsan PRIVATE ${LLM_TSAN_FLAGS})
+add_test(NAME emulated_tsan.offload_and_zero3_steps
+  COMMAND llm_gpu_tests_tsan --gtest_filter=GpuTrainer.OffloadAndZenFlowMatchTheDeviceOptimizer
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(emulated_tsan.offload_and_zero3_steps PROPERTIES LABELS emulation TIMEOUT 600
+  ENVIRONMENT "${LLM_EMULATION_ENVIRONMENT};TSAN_OPTIONS=halt_on_error=1")
+
+# The emulation's own tests: kernels of their own, compiled against it.
+add_executable(llm_emulation_tests emulation_test_emulator.cpp)
+target_link_libraries(llm_emulation_tests PRIVATE llm_emulated GTest::gtest_main)
+target_include_directories(llm_emulation_tests BEFORE PRIVATE ${PROJECT_SOURCE_DIR}/cuda_emulation/include)
+target_compile_definitions(llm_emulation_tests PRIVATE LLM_CUDA_EMULATION=1)
+target_compile_options(llm_emulation_tests PRIVATE -Wno-unknown-pragmas)
+foreach(order forward reverse)
+  gtest_discover_tests(llm_emulation_tests
+    TEST_PREFIX "emulator_${order}."
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}
+    DISCOVERY_TIMEOUT 60
+    PROPERTIES LABELS emulation
+               ENVIRONMENT "${LLM_EMULATION_ENVIRONMENT};LLM_CUDA_EMULATION_ORDER=${order}")
+endforeach()
