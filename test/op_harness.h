@@ -142,6 +142,27 @@ inline const Tolerance kOneRoundingAcrossDevices{kReassociation.abs,
 // magnitude (8 significant bits). Twice kOneRounding's half ulp.
 inline const Tolerance kOneBf16Ulp{kReassociation.abs, std::ldexp(1.0, -7) + 2 * kReassociation.rel};
 
+// Two fp32 sums of the same long series in different orders, where the
+// terms cancel: the result can be far smaller than its terms, so a bound
+// relative to the result (kReassociation) is wrong there. Each addition
+// rounds by at most u = 2^-24 of its partial sum; with the rounding errors
+// modelled as independent and of mean zero (Higham and Mary, "A new approach
+// to probabilistic rounding error analysis", SIAM J. Sci. Comput., 2019), a
+// sum whose terms pass through at most `depth` additions is within
+// lambda * sqrt(depth) * u * sum|t| of the exact sum with probability at least
+// 1 - 2 exp(-lambda^2 / 2): lambda = 6 makes a miss a 3e-8 event per element.
+// Two orders each of depth at most `depth` differ by at most twice that.
+// Each bound is that plus kReassociation's, for the last few roundings.
+inline Doubles reordered_sum_bounds(const Doubles& expected, const Doubles& abs_term_sums,
+                                    size_t depth) {
+  constexpr double kLambda = 6.0, kUnitRoundoff = 0x1p-24;
+  Doubles bound(expected.size());
+  for (size_t i = 0; i < bound.size(); i++)
+    bound[i] = kReassociation.abs + kReassociation.rel * std::fabs(expected[i]) +
+               2 * kLambda * std::sqrt((double)depth) * kUnitRoundoff * abs_term_sums[i];
+  return bound;
+}
+
 // cuda f32 attention (op_cases_attention.cpp, op_cases_kv_cache.cpp) against
 // the CPU twin: the same math in another order (the GPU's tiles or chunks,
 // FMAs and warp sums against the CPU's vector blocks) and with another 2-ulp
