@@ -40,7 +40,9 @@ set_tests_properties(emulated_asan_ubsan.op_rows PROPERTIES LABELS emulation TIM
 
 add_executable(llm_gpu_tests_emulated)
 target_link_libraries(llm_gpu_tests_emulated PRIVATE llm_gpu_test_objects llm_emulated GTest::gtest_main)
+# NcclWithoutCuda is the CPU-only build's check (it skips in any CUDA build).
 gtest_discover_tests(llm_gpu_tests_emulated
+  TEST_FILTER "-NcclWithoutCuda.*"
   TEST_PREFIX "emulated."
   WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}
   DISCOVERY_TIMEOUT 60
