@@ -110,9 +110,8 @@ constexpr const char* kUsage = R"(usage:
 using Args = llm::CommandLine;
 
 // Options that take no value.
-constexpr std::string_view kFlags[] = {
-    "quiet", "modes", "force", "memory", "offload", "measure", "validate", "calibrate", "comm-bench",
-    "no-plot"};
+constexpr std::string_view kFlags[] = {"quiet",   "modes",    "force",     "memory",     "offload",
+                                       "measure", "validate", "calibrate", "comm-bench", "no-plot"};
 
 const std::string* find_option(const Args& args, const std::string& name) {
   const std::string* found = nullptr;
@@ -124,7 +123,8 @@ const std::string* find_option(const Args& args, const std::string& name) {
 
 // Runs `read`, which reads what every rank reads alike (the command line, the
 // config): its errors are reported once, not once per rank.
-template <class F> auto alike_on_every_rank(F&& read) {
+template <class F>
+auto alike_on_every_rank(F&& read) {
   try {
     return read();
   } catch (const llm::Error& e) {
@@ -152,7 +152,8 @@ llm::Config load_config(const Args& args) {
 }
 
 int run_prepare(const Args& args) {
-  check_options(args, {"input", "out", "vocab-size", "val-fraction", "shard-tokens", "seed", "quiet"});
+  check_options(args,
+                {"input", "out", "vocab-size", "val-fraction", "shard-tokens", "seed", "quiet"});
   LLM_CHECK(args.overrides.empty(), "./train prepare takes no config overrides");
   llm::PrepareOptions options;
   for (const auto& [key, value] : args.options) {
@@ -189,10 +190,11 @@ int run_export(const Args& args) {
   if (const std::string* dtype = find_option(args, "dtype")) request.dtype = *dtype;
   request.force = find_option(args, "force") != nullptr;
   const llm::ExportResult result = llm::export_checkpoint(request);
-  std::printf("exported %s (%zu parameters, %s) to %s: model.safetensors, config.json, "
-              "generation_config.json%s\n",
-              result.checkpoint.c_str(), result.parameters, request.dtype.c_str(), out->c_str(),
-              result.tokenizer ? ", tokenizer.model, tokenizer_config.json" : " (no tokenizer in the run)");
+  std::printf(
+      "exported %s (%zu parameters, %s) to %s: model.safetensors, config.json, "
+      "generation_config.json%s\n",
+      result.checkpoint.c_str(), result.parameters, request.dtype.c_str(), out->c_str(),
+      result.tokenizer ? ", tokenizer.model, tokenizer_config.json" : " (no tokenizer in the run)");
   return 0;
 }
 
@@ -208,16 +210,22 @@ int run_generate(const Args& args) {
   for (const auto& [key, value] : args.options) {
     if (key == "checkpoint") request.model = value;
     if (key == "prompt") request.prompt = value;
-    if (key == "samples") request.samples = static_cast<int>(llm::parse_number(value, key, 1, 4096));
+    if (key == "samples")
+      request.samples = static_cast<int>(llm::parse_number(value, key, 1, 4096));
     if (key == "max-new-tokens") {
       request.sampling.max_new_tokens = static_cast<int>(llm::parse_number(value, key, 1, 1 << 20));
     }
-    if (key == "temperature") request.sampling.temperature = static_cast<float>(llm::parse_number(value, key, 0, 100));
-    if (key == "top-k") request.sampling.top_k = static_cast<int>(llm::parse_number(value, key, 0, 1 << 30));
-    if (key == "top-p") request.sampling.top_p = static_cast<float>(llm::parse_number(value, key, 0, 1));
-    if (key == "seed") request.sampling.seed = static_cast<uint64_t>(llm::parse_integer(value, key));
+    if (key == "temperature")
+      request.sampling.temperature = static_cast<float>(llm::parse_number(value, key, 0, 100));
+    if (key == "top-k")
+      request.sampling.top_k = static_cast<int>(llm::parse_number(value, key, 0, 1 << 30));
+    if (key == "top-p")
+      request.sampling.top_p = static_cast<float>(llm::parse_number(value, key, 0, 1));
+    if (key == "seed")
+      request.sampling.seed = static_cast<uint64_t>(llm::parse_integer(value, key));
     if (key == "device") {
-      LLM_CHECK(value == "cpu" || value == "cuda", "--device: expected cpu or cuda, got '{}'", value);
+      LLM_CHECK(value == "cpu" || value == "cuda", "--device: expected cpu or cuda, got '{}'",
+                value);
       request.device = value == "cuda" ? llm::Device::cuda : llm::Device::cpu;
     }
   }
@@ -228,7 +236,8 @@ int run_generate(const Args& args) {
     std::printf("%s\n", out.texts[i].c_str());
   }
   const std::string full =
-      out.context_full ? "; stopped at the context of " + std::to_string(out.context) + " tokens" : "";
+      out.context_full ? "; stopped at the context of " + std::to_string(out.context) + " tokens"
+                       : "";
   std::printf("%s: %d new tokens in %.2f s, %.1f tokens/s (%zu sample(s), prompt %d tokens%s)\n",
               out.source.c_str(), out.new_tokens, out.seconds, out.new_tokens / out.seconds,
               out.texts.size(), out.prompt_tokens, full.c_str());
@@ -246,13 +255,15 @@ int run_plan(const Args& args) {
   // A GPU keeps some memory for itself (kDeviceReserve unless --reserved says
   // otherwise); the host's available memory is already what is left.
   llm::MemoryBudget budget;
-  budget.device = memory ? llm::parse_bytes(*memory, "--gpu-memory") : llm::memory_available_bytes();
-  budget.reserved = reserved ? llm::parse_bytes(*reserved, "--reserved")
-                             : (memory ? llm::kDeviceReserve : 0);
+  budget.device =
+      memory ? llm::parse_bytes(*memory, "--gpu-memory") : llm::memory_available_bytes();
+  budget.reserved =
+      reserved ? llm::parse_bytes(*reserved, "--reserved") : (memory ? llm::kDeviceReserve : 0);
   LLM_CHECK(budget.reserved < budget.device, "--reserved ({}) must be less than the memory ({})",
             llm::format_bytes(static_cast<double>(budget.reserved)),
             llm::format_bytes(static_cast<double>(budget.device)));
-  int hybrid_group = group ? static_cast<int>(llm::parse_integer(*group, "shard-group")) : std::min(ranks, 8);
+  int hybrid_group =
+      group ? static_cast<int>(llm::parse_integer(*group, "shard-group")) : std::min(ranks, 8);
   llm::plan_print(load_config(args), ranks, hybrid_group, budget);
   return 0;
 }
@@ -261,8 +272,8 @@ int run_plan(const Args& args) {
 int run_scale_offload(const Args& args) {
   check_options(args, {"offload", "config", "hardware", "world"});
   const std::string* hardware_path = find_option(args, "hardware");
-  const llm::HardwareProfile hardware =
-      llm::hardware_load(hardware_path ? *hardware_path : "planning/hardware/a100_80gb_pcie4x4.toml");
+  const llm::HardwareProfile hardware = llm::hardware_load(
+      hardware_path ? *hardware_path : "planning/hardware/a100_80gb_pcie4x4.toml");
   const std::string* world = find_option(args, "world");
   const int ranks = world ? static_cast<int>(llm::parse_integer(*world, "world"))
                           : hardware.node.devices_per_node;
@@ -305,9 +316,8 @@ int run_bench(const Args& args) {
 int run_config(const Args& args) {
   check_options(args, {"config"});
   if (!find_option(args, "config")) {
-    alike_on_every_rank([&] {
-      LLM_CHECK(args.overrides.empty(), "./train config: overrides need --config FILE");
-    });
+    alike_on_every_rank(
+        [&] { LLM_CHECK(args.overrides.empty(), "./train config: overrides need --config FILE"); });
     std::fputs(llm::config_reference().c_str(), stdout);
     return 0;
   }
@@ -335,13 +345,14 @@ int main(int argc, char** argv) {
       std::fputs(kUsage, stdout);
       return 0;
     }
-    const Args args = alike_on_every_rank([&] { return llm::parse_command_line(argc, argv, kFlags); });
+    const Args args =
+        alike_on_every_rank([&] { return llm::parse_command_line(argc, argv, kFlags); });
     if (argc == 1) {
       std::fputs(kUsage, stdout);
       return 2;
     }
-    const std::vector<std::string> commands = {"train", "prepare", "bench",  "export",
-                                               "generate", "plan", "scale", "config"};
+    const std::vector<std::string> commands = {"train",    "prepare", "bench", "export",
+                                               "generate", "plan",    "scale", "config"};
     alike_on_every_rank([&] {
       LLM_CHECK(std::find(commands.begin(), commands.end(), args.command) != commands.end(),
                 "unknown command '{}'{} (see ./train --help)", args.command,

@@ -23,7 +23,8 @@ namespace fs = std::filesystem;
 
 // --- reading one value from a TOML node or from override text ---------------
 
-template <class T> std::string integer_range() {
+template <class T>
+std::string integer_range() {
   return fmt::format("[{}, {}]", std::numeric_limits<T>::min(), std::numeric_limits<T>::max());
 }
 
@@ -70,19 +71,22 @@ void read_node(const toml::node& node, AutoCount& out, const std::string& key) {
             "{}: expected a positive integer or \"auto\"", key);
   out.value = static_cast<int>(*value);
 }
-template <NamedEnum E> void read_node(const toml::node& node, E& out, const std::string& key) {
+template <NamedEnum E>
+void read_node(const toml::node& node, E& out, const std::string& key) {
   auto value = node.value_exact<std::string>();
   LLM_CHECK(value.has_value(), "{}: expected a string: {}", key, enum_choices<E>());
   out = parse_enum<E>(*value, key);
 }
 
-template <class T> T parse_number(const std::string& text, const std::string& key, const char* what) {
+template <class T>
+T parse_number(const std::string& text, const std::string& key, const char* what) {
   T value{};
   const char* end = text.data() + text.size();
   auto [ptr, ec] = std::from_chars(text.data(), end, value);
   if constexpr (std::is_integral_v<T>) {
-    LLM_CHECK(ec != std::errc::result_out_of_range, "{}: {} is out of range for a {}-bit integer {}",
-              key, text, 8 * sizeof(T), integer_range<T>());
+    LLM_CHECK(ec != std::errc::result_out_of_range,
+              "{}: {} is out of range for a {}-bit integer {}", key, text, 8 * sizeof(T),
+              integer_range<T>());
   }
   LLM_CHECK(ec == std::errc() && ptr == end && !text.empty(), "{}: expected {}, got '{}'", key,
             what, text);
@@ -113,10 +117,13 @@ void read_text(const std::string& text, AutoCount& out, const std::string& key) 
 }
 void read_text(const std::string& text, SwitchOrPath& out, const std::string& key) {
   LLM_CHECK(!text.empty(), "{}: expected true, false or a directory", key);
-  if (text == "true" || text == "false") out = {text == "true", ""};
-  else out = {true, text};
+  if (text == "true" || text == "false")
+    out = {text == "true", ""};
+  else
+    out = {true, text};
 }
-template <NamedEnum E> void read_text(const std::string& text, E& out, const std::string& key) {
+template <NamedEnum E>
+void read_text(const std::string& text, E& out, const std::string& key) {
   out = parse_enum<E>(text, key);
 }
 
@@ -194,17 +201,22 @@ void write_value(std::ostream& out, double value) {
   out << text;
 }
 void write_value(std::ostream& out, AutoCount value) {
-  if (value.automatic()) out << "\"auto\"";
-  else out << value.value;
+  if (value.automatic())
+    out << "\"auto\"";
+  else
+    out << value.value;
 }
 void write_value(std::ostream& out, const std::string& value) {
   out << toml::value<std::string>(value);
 }
 void write_value(std::ostream& out, const SwitchOrPath& value) {
-  if (value.path.empty()) write_value(out, value.on);
-  else write_value(out, value.path);
+  if (value.path.empty())
+    write_value(out, value.on);
+  else
+    write_value(out, value.path);
 }
-template <NamedEnum E> void write_value(std::ostream& out, E value) {
+template <NamedEnum E>
+void write_value(std::ostream& out, E value) {
   out << toml::value<std::string>(to_string(value));
 }
 
@@ -263,7 +275,8 @@ class KeyOrigin {
   std::string operator()(std::initializer_list<std::string_view> keys) const {
     for (std::string_view key : keys) {
       for (auto it = config_.overrides.rbegin(); it != config_.overrides.rend(); ++it) {
-        if (it->size() > key.size() && it->compare(0, key.size(), key) == 0 && (*it)[key.size()] == '=') {
+        if (it->size() > key.size() && it->compare(0, key.size(), key) == 0 &&
+            (*it)[key.size()] == '=') {
           return fmt::format("command line --{}", *it);
         }
       }
@@ -297,8 +310,10 @@ constexpr Range kUnitOpen{0, 1, true, true};
 
 UnevenSplit tensor_parallel_uneven_split(const Config& c, int tp) {
   const ModelConfig& m = c.model;
-  for (auto [key, value] : {std::pair{"model.n_heads", m.n_heads}, {"model.n_kv_heads", m.n_kv_heads},
-                            {"model.ffn_dim", m.ffn_dim}, {"model.vocab_size", m.vocab_size},
+  for (auto [key, value] : {std::pair{"model.n_heads", m.n_heads},
+                            {"model.n_kv_heads", m.n_kv_heads},
+                            {"model.ffn_dim", m.ffn_dim},
+                            {"model.vocab_size", m.vocab_size},
                             {"training.seq_len", c.training.seq_len}}) {
     if (value % tp != 0) return {key, value};
   }
@@ -313,28 +328,34 @@ void config_validate(const Config& c) {
     section.visit_fields([&](const char* key, auto& field, const char*) {
       if constexpr (std::is_same_v<std::decay_t<decltype(field)>, double>) {
         const std::string name = fmt::format("{}.{}", table_name, key);
-        LLM_CHECK(std::isfinite(field), "{}: {} must be a finite number, got {}", at(name), name, field);
+        LLM_CHECK(std::isfinite(field), "{}: {} must be a finite number, got {}", at(name), name,
+                  field);
       }
     });
   });
   auto check_range = [&](const char* key, double value, Range range) {
-    LLM_CHECK(range.contains(value), "{}: {} must be {}, got {}", at(key), key, range.text(), value);
+    LLM_CHECK(range.contains(value), "{}: {} must be {}, got {}", at(key), key, range.text(),
+              value);
   };
 
   const ModelConfig& m = c.model;
   LLM_CHECK(m.dim > 0, "{}: model.dim must be positive, got {}", at("model.dim"), m.dim);
-  LLM_CHECK(m.n_layers > 0, "{}: model.n_layers must be positive, got {}", at("model.n_layers"), m.n_layers);
-  LLM_CHECK(m.n_heads > 0, "{}: model.n_heads must be positive, got {}", at("model.n_heads"), m.n_heads);
+  LLM_CHECK(m.n_layers > 0, "{}: model.n_layers must be positive, got {}", at("model.n_layers"),
+            m.n_layers);
+  LLM_CHECK(m.n_heads > 0, "{}: model.n_heads must be positive, got {}", at("model.n_heads"),
+            m.n_heads);
   LLM_CHECK(m.n_kv_heads > 0 && m.n_heads % m.n_kv_heads == 0,
             "{}: model.n_kv_heads ({}) must divide model.n_heads ({})",
             at({"model.n_kv_heads", "model.n_heads"}), m.n_kv_heads, m.n_heads);
   LLM_CHECK(m.dim % m.n_heads == 0, "{}: model.n_heads ({}) must divide model.dim ({})",
             at({"model.n_heads", "model.dim"}), m.n_heads, m.dim);
-  LLM_CHECK((m.dim / m.n_heads) % 2 == 0, "{}: model.dim / model.n_heads = {} must be even for RoPE",
+  LLM_CHECK((m.dim / m.n_heads) % 2 == 0,
+            "{}: model.dim / model.n_heads = {} must be even for RoPE",
             at({"model.dim", "model.n_heads"}), m.dim / m.n_heads);
-  LLM_CHECK(m.ffn_dim > 0, "{}: model.ffn_dim must be positive, got {}", at("model.ffn_dim"), m.ffn_dim);
-  LLM_CHECK(m.vocab_size > 1, "{}: model.vocab_size must be at least 2, got {}", at("model.vocab_size"),
-            m.vocab_size);
+  LLM_CHECK(m.ffn_dim > 0, "{}: model.ffn_dim must be positive, got {}", at("model.ffn_dim"),
+            m.ffn_dim);
+  LLM_CHECK(m.vocab_size > 1, "{}: model.vocab_size must be at least 2, got {}",
+            at("model.vocab_size"), m.vocab_size);
   check_range("model.rope_theta", m.rope_theta, kPositive);
   check_range("model.norm_eps", m.norm_eps, kUnitOpen);
   check_range("model.init_std", m.init_std, kPositive);
@@ -343,14 +364,16 @@ void config_validate(const Config& c) {
   LLM_CHECK(t.steps >= 0, "{}: training.steps must be >= 0, got {}", at("training.steps"), t.steps);
   LLM_CHECK(t.stop_at_step >= 0, "{}: training.stop_at_step must be >= 0, got {}",
             at("training.stop_at_step"), t.stop_at_step);
-  LLM_CHECK(t.batch_size > 0, "{}: training.batch_size must be positive, got {}", at("training.batch_size"),
-            t.batch_size);
+  LLM_CHECK(t.batch_size > 0, "{}: training.batch_size must be positive, got {}",
+            at("training.batch_size"), t.batch_size);
   LLM_CHECK(t.micro_batch_size > 0, "{}: training.micro_batch_size must be positive, got {}",
             at("training.micro_batch_size"), t.micro_batch_size);
   LLM_CHECK(t.batch_size % t.micro_batch_size == 0,
             "{}: training.batch_size ({}) must be a multiple of training.micro_batch_size ({})",
-            at({"training.batch_size", "training.micro_batch_size"}), t.batch_size, t.micro_batch_size);
-  LLM_CHECK(t.seq_len > 0, "{}: training.seq_len must be positive, got {}", at("training.seq_len"), t.seq_len);
+            at({"training.batch_size", "training.micro_batch_size"}), t.batch_size,
+            t.micro_batch_size);
+  LLM_CHECK(t.seq_len > 0, "{}: training.seq_len must be positive, got {}", at("training.seq_len"),
+            t.seq_len);
   check_range("training.lr", t.lr, kPositive);
   check_range("training.min_lr_ratio", t.min_lr_ratio, kUnitClosed);
   LLM_CHECK(t.warmup_steps >= 0, "{}: training.warmup_steps must be >= 0, got {}",
@@ -360,10 +383,12 @@ void config_validate(const Config& c) {
   check_range("training.beta2", t.beta2, kUnitHalfOpen);
   check_range("training.adam_eps", t.adam_eps, kPositive);
   check_range("training.grad_clip", t.grad_clip, kNonNegative);
-  for (const auto& [key, factor] : {std::pair{"training.spike_loss_factor", t.spike_loss_factor},
-                                    std::pair{"training.spike_grad_norm_factor", t.spike_grad_norm_factor}}) {
+  for (const auto& [key, factor] :
+       {std::pair{"training.spike_loss_factor", t.spike_loss_factor},
+        std::pair{"training.spike_grad_norm_factor", t.spike_grad_norm_factor}}) {
     check_range(key, factor, kNonNegative);
-    LLM_CHECK(factor == 0 || factor > 1, "{}: {} must be 0 (off) or above 1, got {}", at(key), key, factor);
+    LLM_CHECK(factor == 0 || factor > 1, "{}: {} must be 0 (off) or above 1, got {}", at(key), key,
+              factor);
   }
   LLM_CHECK(t.spike_window >= 10, "{}: training.spike_window must be >= 10, got {}",
             at("training.spike_window"), t.spike_window);
@@ -376,9 +401,11 @@ void config_validate(const Config& c) {
   LLM_CHECK(t.sample_tokens >= 0, "{}: training.sample_tokens must be >= 0, got {}",
             at("training.sample_tokens"), t.sample_tokens);
   LLM_CHECK(c.parallel.comm != CommBackend::nccl || t.device == Device::cuda,
-            "{}: parallel.comm = nccl needs training.device = cuda", at({"parallel.comm", "training.device"}));
+            "{}: parallel.comm = nccl needs training.device = cuda",
+            at({"parallel.comm", "training.device"}));
 
-  LLM_CHECK(!c.data.train.empty(), "{}: data.train must name the training shards", at("data.train"));
+  LLM_CHECK(!c.data.train.empty(), "{}: data.train must name the training shards",
+            at("data.train"));
 
   LLM_CHECK(c.parallel.shard_group_size >= 0, "{}: parallel.shard_group_size must be >= 0, got {}",
             at("parallel.shard_group_size"), c.parallel.shard_group_size);
@@ -402,8 +429,9 @@ void config_validate(const Config& c) {
             "sits on the first stage, the LM head on the last)",
             at({"parallel.pipeline_parallel", "model.tie_embeddings"}), pp);
   const ZenFlowConfig& z = c.zenflow;
-  LLM_CHECK(z.topk_ratio > 0 && z.topk_ratio <= 1, "{}: zenflow.topk_ratio must be in (0, 1], got {}",
-            at("zenflow.topk_ratio"), z.topk_ratio);
+  LLM_CHECK(z.topk_ratio > 0 && z.topk_ratio <= 1,
+            "{}: zenflow.topk_ratio must be in (0, 1], got {}", at("zenflow.topk_ratio"),
+            z.topk_ratio);
   LLM_CHECK(z.full_warm_up_rounds >= 0, "{}: zenflow.full_warm_up_rounds must be >= 0, got {}",
             at("zenflow.full_warm_up_rounds"), z.full_warm_up_rounds);
   LLM_CHECK(z.select_interval.automatic() || z.update_interval.automatic() ||
@@ -414,15 +442,16 @@ void config_validate(const Config& c) {
             z.update_interval.value);
   LLM_CHECK(!(z.enabled && c.offload.delayed_update),
             "{}: offload.delayed_update is plain offload's overlap; with ZenFlow use "
-            "zenflow.overlap_step", at({"offload.delayed_update", "zenflow.enabled"}));
+            "zenflow.overlap_step",
+            at({"offload.delayed_update", "zenflow.enabled"}));
 
   const CheckpointConfig& k = c.checkpoint;
-  LLM_CHECK(k.interval >= 0, "{}: checkpoint.interval must be >= 0, got {}", at("checkpoint.interval"),
-            k.interval);
-  LLM_CHECK(k.keep_last >= 0, "{}: checkpoint.keep_last must be >= 0, got {}", at("checkpoint.keep_last"),
-            k.keep_last);
-  LLM_CHECK(k.keep_every >= 0, "{}: checkpoint.keep_every must be >= 0, got {}", at("checkpoint.keep_every"),
-            k.keep_every);
+  LLM_CHECK(k.interval >= 0, "{}: checkpoint.interval must be >= 0, got {}",
+            at("checkpoint.interval"), k.interval);
+  LLM_CHECK(k.keep_last >= 0, "{}: checkpoint.keep_last must be >= 0, got {}",
+            at("checkpoint.keep_last"), k.keep_last);
+  LLM_CHECK(k.keep_every >= 0, "{}: checkpoint.keep_every must be >= 0, got {}",
+            at("checkpoint.keep_every"), k.keep_every);
   LLM_CHECK(!k.resume.empty(), "{}: checkpoint.resume must be auto, none or a checkpoint path",
             at("checkpoint.resume"));
   check_range("logging.peak_tflops", c.logging.peak_tflops, kNonNegative);
@@ -440,7 +469,10 @@ const char* type_name(double) { return "float"; }
 const char* type_name(const std::string&) { return "string"; }
 const char* type_name(AutoCount) { return "integer or \"auto\""; }
 const char* type_name(const SwitchOrPath&) { return "bool or a directory"; }
-template <NamedEnum E> std::string type_name(E) { return "one of " + enum_choices<E>(); }
+template <NamedEnum E>
+std::string type_name(E) {
+  return "one of " + enum_choices<E>();
+}
 
 std::string escape_table_cell(std::string text) {
   for (size_t at = text.find('|'); at != std::string::npos; at = text.find('|', at + 2)) {

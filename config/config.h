@@ -23,7 +23,8 @@ namespace llm {
 // Each such enum has one name table, found by the overload enum_names(E{}).
 // Parsing accepts every name in it; the first name of a value is its canonical
 // name (to_string, the dumped config), later ones are aliases.
-template <class E> struct EnumName {
+template <class E>
+struct EnumName {
   const char* name;
   E value;
 };
@@ -54,8 +55,9 @@ constexpr std::span<const EnumName<PipelineSchedule>> enum_names(PipelineSchedul
 
 // training.lr_schedule: the decay after warmup.
 enum class LrSchedule { cosine, linear, constant };
-inline constexpr EnumName<LrSchedule> kLrScheduleNames[] = {
-    {"cosine", LrSchedule::cosine}, {"linear", LrSchedule::linear}, {"constant", LrSchedule::constant}};
+inline constexpr EnumName<LrSchedule> kLrScheduleNames[] = {{"cosine", LrSchedule::cosine},
+                                                            {"linear", LrSchedule::linear},
+                                                            {"constant", LrSchedule::constant}};
 constexpr std::span<const EnumName<LrSchedule>> enum_names(LrSchedule) { return kLrScheduleNames; }
 
 // training.device (Device lives in runtime/device.h).
@@ -64,7 +66,9 @@ constexpr std::span<const EnumName<Device>> enum_names(Device) { return kDeviceN
 
 // training.attention (AttentionKernel lives in runtime/device.h).
 inline constexpr EnumName<AttentionKernel> kAttentionKernelNames[] = {
-    {"auto", AttentionKernel::automatic}, {"cudnn", AttentionKernel::cudnn}, {"flash", AttentionKernel::flash}};
+    {"auto", AttentionKernel::automatic},
+    {"cudnn", AttentionKernel::cudnn},
+    {"flash", AttentionKernel::flash}};
 constexpr std::span<const EnumName<AttentionKernel>> enum_names(AttentionKernel) {
   return kAttentionKernelNames;
 }
@@ -72,34 +76,48 @@ constexpr std::span<const EnumName<AttentionKernel>> enum_names(AttentionKernel)
 // parallel.mode: the sharding preset (parallel/topology.h); fsdp is zero3.
 enum class ParallelMode { ddp, zero1, zero2, zero3, hybrid };
 inline constexpr EnumName<ParallelMode> kParallelModeNames[] = {
-    {"ddp", ParallelMode::ddp},     {"zero1", ParallelMode::zero1}, {"zero2", ParallelMode::zero2},
-    {"zero3", ParallelMode::zero3}, {"fsdp", ParallelMode::zero3},  {"hybrid", ParallelMode::hybrid}};
-constexpr std::span<const EnumName<ParallelMode>> enum_names(ParallelMode) { return kParallelModeNames; }
+    {"ddp", ParallelMode::ddp},     {"zero1", ParallelMode::zero1},
+    {"zero2", ParallelMode::zero2}, {"zero3", ParallelMode::zero3},
+    {"fsdp", ParallelMode::zero3},  {"hybrid", ParallelMode::hybrid}};
+constexpr std::span<const EnumName<ParallelMode>> enum_names(ParallelMode) {
+  return kParallelModeNames;
+}
 
 // parallel.comm: the collective transport; automatic ("auto") picks by device.
 enum class CommBackend { automatic, mpi, nccl };
 inline constexpr EnumName<CommBackend> kCommBackendNames[] = {
     {"auto", CommBackend::automatic}, {"mpi", CommBackend::mpi}, {"nccl", CommBackend::nccl}};
-constexpr std::span<const EnumName<CommBackend>> enum_names(CommBackend) { return kCommBackendNames; }
+constexpr std::span<const EnumName<CommBackend>> enum_names(CommBackend) {
+  return kCommBackendNames;
+}
 
 // offload.optimizer: where the fp32 masters and AdamW moments live and who
 // updates them (the device, or a host worker thread).
 enum class OffloadTarget { none, cpu };
 inline constexpr EnumName<OffloadTarget> kOffloadTargetNames[] = {{"none", OffloadTarget::none},
                                                                   {"cpu", OffloadTarget::cpu}};
-constexpr std::span<const EnumName<OffloadTarget>> enum_names(OffloadTarget) { return kOffloadTargetNames; }
+constexpr std::span<const EnumName<OffloadTarget>> enum_names(OffloadTarget) {
+  return kOffloadTargetNames;
+}
 
 // zenflow.select_strategy: when the important columns are chosen again.
 enum class SelectStrategy { automatic, step, epoch };
 inline constexpr EnumName<SelectStrategy> kSelectStrategyNames[] = {
-    {"auto", SelectStrategy::automatic}, {"step", SelectStrategy::step}, {"epoch", SelectStrategy::epoch}};
-constexpr std::span<const EnumName<SelectStrategy>> enum_names(SelectStrategy) { return kSelectStrategyNames; }
+    {"auto", SelectStrategy::automatic},
+    {"step", SelectStrategy::step},
+    {"epoch", SelectStrategy::epoch}};
+constexpr std::span<const EnumName<SelectStrategy>> enum_names(SelectStrategy) {
+  return kSelectStrategyNames;
+}
 
 template <class E>
-concept NamedEnum = std::is_enum_v<E> && requires(E e) { enum_names(e); };
+concept NamedEnum = std::is_enum_v<E> && requires(E e) {
+  enum_names(e);
+};
 
 // The canonical name of `value`.
-template <NamedEnum E> const char* to_string(E value) {
+template <NamedEnum E>
+const char* to_string(E value) {
   for (const EnumName<E>& entry : enum_names(E{})) {
     if (entry.value == value) return entry.name;
   }
@@ -107,7 +125,8 @@ template <NamedEnum E> const char* to_string(E value) {
 }
 
 // "a, b or c": the accepted names, for error messages.
-template <NamedEnum E> std::string enum_choices() {
+template <NamedEnum E>
+std::string enum_choices() {
   std::string choices;
   auto names = enum_names(E{});
   for (size_t i = 0; i < names.size(); ++i) {
@@ -124,7 +143,7 @@ template <NamedEnum E> std::string enum_choices() {
 // Not derived from formatter<string_view>: with fmt 9, GCC 12 reports a false
 // -Wstringop-overflow in its fill parsing at -O3.
 template <class E>
-  requires llm::NamedEnum<E>
+requires llm::NamedEnum<E>
 struct fmt::formatter<E> {
   int width = 0;
   constexpr auto parse(fmt::format_parse_context& ctx) {
@@ -144,7 +163,8 @@ struct fmt::formatter<E> {
 namespace llm {
 
 // `text` as a value of E, else an llm::Error naming `key` and the choices.
-template <NamedEnum E> E parse_enum(std::string_view text, const std::string& key) {
+template <NamedEnum E>
+E parse_enum(std::string_view text, const std::string& key) {
   for (const EnumName<E>& entry : enum_names(E{})) {
     if (text == entry.name) return entry.value;
   }
@@ -182,7 +202,8 @@ struct ModelConfig {
   double init_std = 0.02;
   std::string init_from = "";
 
-  template <class V> void visit_fields(V&& v) {
+  template <class V>
+  void visit_fields(V&& v) {
     v("dim", dim, "hidden size (width of the residual stream)");
     v("n_layers", n_layers, "number of transformer blocks");
     v("n_heads", n_heads, "query heads per attention layer");
@@ -193,7 +214,8 @@ struct ModelConfig {
     v("norm_eps", norm_eps, "epsilon inside RMSNorm");
     v("tie_embeddings", tie_embeddings, "share the token embedding with the LM head");
     v("init_std", init_std, "std of the normal init of weight matrices");
-    v("init_from", init_from, "start from Hugging Face Llama weights (model.safetensors or its dir)");
+    v("init_from", init_from,
+      "start from Hugging Face Llama weights (model.safetensors or its dir)");
   }
 };
 
@@ -226,7 +248,8 @@ struct TrainingConfig {
   AttentionKernel attention = AttentionKernel::automatic;
   bool gemm_autotune = false;
 
-  template <class V> void visit_fields(V&& v) {
+  template <class V>
+  void visit_fields(V&& v) {
     v("device", device, "cpu | cuda (one GPU per rank, by node-local rank)");
     v("attention", attention,
       "GPU attention for bf16: auto (cudnn when built with it) | cudnn (cuDNN fused attention) | "
@@ -235,8 +258,10 @@ struct TrainingConfig {
       "GPU: time cuBLASLt's top algorithms per GEMM shape and keep the fastest (faster; the bits "
       "may then differ between runs); off: the heuristic's first, the same bits every run");
     v("steps", steps, "optimizer steps of the whole run (sets the LR schedule)");
-    v("stop_at_step", stop_at_step, "stop (and save) after this step, e.g. at a job's time limit (0 = steps)");
-    v("batch_size", batch_size, "global batch in sequences per optimizer step (all ranks together)");
+    v("stop_at_step", stop_at_step,
+      "stop (and save) after this step, e.g. at a job's time limit (0 = steps)");
+    v("batch_size", batch_size,
+      "global batch in sequences per optimizer step (all ranks together)");
     v("micro_batch_size", micro_batch_size, "sequences per rank per forward pass");
     v("seq_len", seq_len, "tokens per sequence");
     v("lr", lr, "peak learning rate");
@@ -256,7 +281,8 @@ struct TrainingConfig {
     v("spike_window", spike_window, "accepted steps in the spike guard's running medians (>= 10)");
     v("seed", seed, "seed of initialization and data order");
     v("eval_interval", eval_interval, "steps between validation passes (0 = only at the end)");
-    v("eval_sequences", eval_sequences, "validation sequences, the first ones of data.val in file order");
+    v("eval_sequences", eval_sequences,
+      "validation sequences, the first ones of data.val in file order");
     v("sample_tokens", sample_tokens, "tokens of text to generate after training (0 = none)");
     v("activation_checkpointing", activation_checkpointing,
       "none | full (keep block inputs, recompute the rest) | selective (keep matmul outputs)");
@@ -270,7 +296,8 @@ struct DataConfig {
   std::string val = "";
   std::string tokenizer = "";
 
-  template <class V> void visit_fields(V&& v) {
+  template <class V>
+  void visit_fields(V&& v) {
     v("train", train, "training shards: a path or glob of llm.c .bin files");
     v("val", val, "validation shards: a path or glob (empty = no validation)");
     v("tokenizer", tokenizer, "SentencePiece model used to decode samples (optional)");
@@ -287,7 +314,8 @@ struct ParallelConfig {
   Precision reduce_dtype = Precision::fp32;
   CommBackend comm = CommBackend::automatic;
 
-  template <class V> void visit_fields(V&& v) {
+  template <class V>
+  void visit_fields(V&& v) {
     v("mode", mode, "ddp | zero1 | zero2 | zero3 (alias fsdp) | hybrid");
     v("comm", comm,
       "auto | mpi | nccl: nccl needs training.device = cuda; mpi on a GPU stages buffers through "
@@ -311,7 +339,8 @@ struct OffloadConfig {
   OffloadTarget optimizer = OffloadTarget::none;
   bool delayed_update = false;
 
-  template <class V> void visit_fields(V&& v) {
+  template <class V>
+  void visit_fields(V&& v) {
     v("optimizer", optimizer,
       "none | cpu: fp32 master weights and AdamW moments of this rank's shard live in host memory "
       "and a host worker thread updates them");
@@ -334,10 +363,12 @@ struct ZenFlowConfig {
   int full_warm_up_rounds = 0;
   bool overlap_step = true;
 
-  template <class V> void visit_fields(V&& v) {
+  template <class V>
+  void visit_fields(V&& v) {
     v("enabled", enabled, "ZenFlow (implies offload.optimizer = cpu)");
     v("topk_ratio", topk_ratio,
-      "fraction of each weight matrix's columns, by gradient norm, updated on the device every step");
+      "fraction of each weight matrix's columns, by gradient norm, updated on the device every "
+      "step");
     v("select_strategy", select_strategy,
       "auto (= step) | step (select every select_interval steps) | epoch (at each epoch's start)");
     v("select_interval", select_interval,
@@ -345,7 +376,8 @@ struct ZenFlowConfig {
     v("update_interval", update_interval,
       "steps between host updates of the other columns, or auto (adapted so the host update "
       "hides behind the device's steps)");
-    v("full_warm_up_rounds", full_warm_up_rounds, "first steps that update every element (plain offloaded AdamW)");
+    v("full_warm_up_rounds", full_warm_up_rounds,
+      "first steps that update every element (plain offloaded AdamW)");
     v("overlap_step", overlap_step,
       "the host update runs during the next step's forward and backward (its result is seen one "
       "step later)");
@@ -360,12 +392,14 @@ struct CheckpointConfig {
   int keep_every = 0;
   std::string resume = "auto";
 
-  template <class V> void visit_fields(V&& v) {
+  template <class V>
+  void visit_fields(V&& v) {
     v("dir", dir, "run directory (default checkpoints/<config name>)");
     v("interval", interval, "save every this many steps (0 = no periodic saves)");
     v("save_final", save_final, "save after the last step (and on SIGTERM / SIGINT)");
     v("keep_last", keep_last, "keep the newest this many checkpoints (0 = keep all)");
-    v("keep_every", keep_every, "also keep forever every checkpoint whose step is a multiple of this");
+    v("keep_every", keep_every,
+      "also keep forever every checkpoint whose step is a multiple of this");
     v("resume", resume, "auto (continue from <run dir>/latest if present) | none | a step_N path");
   }
 };
@@ -376,7 +410,8 @@ struct LoggingConfig {
   SwitchOrPath tensorboard;
   double peak_tflops = 0;
 
-  template <class V> void visit_fields(V&& v) {
+  template <class V>
+  void visit_fields(V&& v) {
     v("log_interval", log_interval,
       "steps between log lines; each shows the interval's mean loss and throughput");
     v("peak_tflops", peak_tflops,
@@ -404,7 +439,8 @@ struct Config {
   CheckpointConfig checkpoint;
   LoggingConfig logging;
 
-  template <class V> void visit_tables(V&& v) {
+  template <class V>
+  void visit_tables(V&& v) {
     v("model", model);
     v("training", training);
     v("data", data);

@@ -87,7 +87,8 @@ struct BlockRunner {
 thread_local BlockRunner* this_thread_runner = nullptr;
 
 BlockRunner& runner() {
-  if (!this_thread_runner) this_thread_runner = new BlockRunner();  // lives as long as the host thread
+  if (!this_thread_runner)
+    this_thread_runner = new BlockRunner();  // lives as long as the host thread
   return *this_thread_runner;
 }
 
@@ -243,14 +244,16 @@ void sync_block(const char* file, int line) {
     r.barrier_line = line;
   } else if (line != r.barrier_line || std::strcmp(file, r.barrier_file) != 0) {
     char why[512];
-    std::snprintf(why, sizeof why, "threads of one block wait at different __syncthreads: %s:%d and %s:%d",
+    std::snprintf(why, sizeof why,
+                  "threads of one block wait at different __syncthreads: %s:%d and %s:%d",
                   r.barrier_file, r.barrier_line, file, line);
     r.stop(t, why);
   }
   if (r.exited > 0) {
     char why[256];
-    std::snprintf(why, sizeof why, "__syncthreads (%s:%d) is reached after %d threads of the block ended",
-                  file, line, r.exited);
+    std::snprintf(why, sizeof why,
+                  "__syncthreads (%s:%d) is reached after %d threads of the block ended", file,
+                  line, r.exited);
     r.stop(t, why);
   }
   t.state = State::at_barrier;
@@ -261,7 +264,8 @@ void sync_block(const char* file, int line) {
   r.yield(t);
 }
 
-void sync_warp(const char* what, void* argument, void (*on_all_arrived)(void** arguments, int lanes)) {
+void sync_warp(const char* what, void* argument,
+               void (*on_all_arrived)(void** arguments, int lanes)) {
   GpuThread& t = running_thread();
   BlockRunner& r = *t.runner;
   const int warp_index = t.index / kWarpSize, lane = t.index % kWarpSize;
@@ -301,7 +305,8 @@ void kernel_fault(const char* why) {
 void check_full_mask(unsigned mask, const char* what) {
   if (mask != 0xffffffffu) {
     char why[128];
-    std::snprintf(why, sizeof why, "%s with mask 0x%x: the emulation supports whole warps only", what, mask);
+    std::snprintf(why, sizeof why, "%s with mask 0x%x: the emulation supports whole warps only",
+                  what, mask);
     kernel_fault(why);
   }
 }

@@ -30,7 +30,9 @@ size_t aligned_bytes(int num_items) {
 }
 
 // Room for the alternate keys and values, plus the slack to align them.
-size_t required_temp_bytes(int num_items) { return kBufferAlignment + 2 * aligned_bytes(num_items); }
+size_t required_temp_bytes(int num_items) {
+  return kBufferAlignment + 2 * aligned_bytes(num_items);
+}
 
 // cub's unsigned image of a signed key: unsigned order of images is signed
 // order of keys.
@@ -81,17 +83,16 @@ bool overlap(const void* p, size_t p_bytes, const void* q, size_t q_bytes) {
 
 }  // namespace
 
-cudaError_t radix_sort_pairs(void* temp_storage, size_t& temp_storage_bytes,
-                             const int32_t* keys_in, int32_t* keys_out, const int32_t* values_in,
-                             int32_t* values_out, int num_items, int begin_bit, int end_bit,
-                             cudaStream_t stream) {
+cudaError_t radix_sort_pairs(void* temp_storage, size_t& temp_storage_bytes, const int32_t* keys_in,
+                             int32_t* keys_out, const int32_t* values_in, int32_t* values_out,
+                             int num_items, int begin_bit, int end_bit, cudaStream_t stream) {
   if (num_items < 0) return cudaErrorInvalidValue;
   if (temp_storage == nullptr) {
     temp_storage_bytes = required_temp_bytes(num_items);
     return cudaSuccess;
   }
-  if (temp_storage_bytes < required_temp_bytes(num_items) || begin_bit < 0 ||
-      begin_bit > end_bit || end_bit > kKeyBits)
+  if (temp_storage_bytes < required_temp_bytes(num_items) || begin_bit < 0 || begin_bit > end_bit ||
+      end_bit > kKeyBits)
     return cudaErrorInvalidValue;
   if (num_items == 0) return cudaSuccess;
   if (!keys_in || !keys_out || !values_in || !values_out) return cudaErrorInvalidValue;

@@ -75,7 +75,8 @@ cublasStatus_t describe_problem(cublasLtHandle_t handle, cublasLtMatmulDesc_t de
   if ((a_plain ? a->rows : a->cols) != m || (b_plain ? b->rows : b->cols) != k ||
       (b_plain ? b->cols : b->rows) != n || c->rows != m || c->cols != n)
     return CUBLAS_STATUS_INVALID_VALUE;
-  if (a->type != b->type || c->type != d->type || c->ld != d->ld) return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (a->type != b->type || c->type != d->type || c->ld != d->ld)
+    return CUBLAS_STATUS_NOT_SUPPORTED;
   if (a->type == CUDA_R_32F && d->type != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
   *problem = {desc->trans_a, desc->trans_b, m, n, k, a->type, d->type, a->ld, b->ld, d->ld};
   return CUBLAS_STATUS_SUCCESS;
@@ -110,8 +111,18 @@ void compute(const Problem& p, const void* a, const void* b, float beta, const v
   }
   // Row-major D^T (n, m) = op(B)^T (n, k) op(A)^T (k, m): the stored B is
   // op(B)^T exactly when op(B) transposes nothing, and likewise A.
-  llm::cpu::GemmArgs<float, float> gemm{row_major_op(p.trans_b), row_major_op(p.trans_a), p.n, p.m,
-                                        p.k, b32, ldb, a32, lda, 0.0f, nullptr, 0};
+  llm::cpu::GemmArgs<float, float> gemm{row_major_op(p.trans_b),
+                                        row_major_op(p.trans_a),
+                                        p.n,
+                                        p.m,
+                                        p.k,
+                                        b32,
+                                        ldb,
+                                        a32,
+                                        lda,
+                                        0.0f,
+                                        nullptr,
+                                        0};
   if (p.d_type == CUDA_R_32F) {  // beta C summed into D by the GEMM itself
     auto* d32 = static_cast<float*>(d);
     if (beta != 0.0f && c != d)
@@ -143,11 +154,16 @@ void compute(const Problem& p, const void* a, const void* b, float beta, const v
 
 const char* cublasLtGetStatusString(cublasStatus_t status) {
   switch (status) {
-    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
-    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case CUBLAS_STATUS_SUCCESS:
+      return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED:
+      return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_INVALID_VALUE:
+      return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_EXECUTION_FAILED:
+      return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+      return "CUBLAS_STATUS_NOT_SUPPORTED";
   }
   return "<unknown>";
 }
@@ -158,7 +174,8 @@ cublasStatus_t cublasLtCreate(cublasLtHandle_t* handle) {
   return CUBLAS_STATUS_SUCCESS;
 }
 
-cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* desc, cublasComputeType_t compute_type,
+cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* desc,
+                                        cublasComputeType_t compute_type,
                                         cudaDataType_t scale_type) {
   if (desc == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
   if (compute_type != CUBLAS_COMPUTE_32F || scale_type != CUDA_R_32F)
@@ -253,10 +270,10 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
 // A pointer less aligned than its algorithm was chosen for is refused with
 // CUBLAS_STATUS_INVALID_VALUE ("arguments in conflict" in cuBLASLt's terms);
 // a real GPU might run it and fault, or compute garbage.
-cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
-                              const void* alpha, const void* a, cublasLtMatrixLayout_t a_layout,
-                              const void* b, cublasLtMatrixLayout_t b_layout, const void* beta,
-                              const void* c, cublasLtMatrixLayout_t c_layout, void* d,
+cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const void* alpha,
+                              const void* a, cublasLtMatrixLayout_t a_layout, const void* b,
+                              cublasLtMatrixLayout_t b_layout, const void* beta, const void* c,
+                              cublasLtMatrixLayout_t c_layout, void* d,
                               cublasLtMatrixLayout_t d_layout, const cublasLtMatmulAlgo_t* algo,
                               void* workspace, size_t workspace_bytes, cudaStream_t stream) {
   Problem problem;

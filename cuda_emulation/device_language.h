@@ -56,7 +56,8 @@ void sync_block(const char* file, int line);
 // arrive calls `on_all_arrived(arguments, lanes)` with every lane's argument
 // in lane order, then all go on. All lanes must arrive from the same site
 // (`what` names the operation in errors).
-void sync_warp(const char* what, void* argument, void (*on_all_arrived)(void** arguments, int lanes));
+void sync_warp(const char* what, void* argument,
+               void (*on_all_arrived)(void** arguments, int lanes));
 
 // This block's dynamic shared memory (the launch's size, poisoned).
 void* dynamic_shared_memory();
@@ -93,7 +94,8 @@ template <class T>
 void exchange_in_warp(void** arguments, int lanes) {
   for (int lane = 0; lane < lanes; lane++) {
     auto* slot = static_cast<ShuffleSlot<T>*>(arguments[lane]);
-    if (slot->source < 0 || slot->source >= lanes) kernel_fault("a shuffle reads a lane outside the warp");
+    if (slot->source < 0 || slot->source >= lanes)
+      kernel_fault("a shuffle reads a lane outside the warp");
     slot->result = static_cast<ShuffleSlot<T>*>(arguments[slot->source])->value;
   }
 }

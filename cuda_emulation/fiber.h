@@ -40,7 +40,7 @@ class FiberContext {
   size_t mapping_bytes_ = 0;
   const void* stack_bottom_ = nullptr;  // for AddressSanitizer
   size_t stack_bytes_ = 0;
-  void* fake_stack_ = nullptr;   // AddressSanitizer's, saved while switched away
+  void* fake_stack_ = nullptr;            // AddressSanitizer's, saved while switched away
   FiberContext* resumed_from_ = nullptr;  // the context that last switched to this one
 };
 

@@ -39,7 +39,8 @@ std::map<const void*, int> max_dynamic_shared;  // kernel -> bytes it opted in t
 int shared_bytes_allowed(const void* kernel) {
   std::lock_guard<std::mutex> lock(attributes_mutex);
   auto it = max_dynamic_shared.find(kernel);
-  return it == max_dynamic_shared.end() ? kDefaultSharedBytes : std::max(it->second, kDefaultSharedBytes);
+  return it == max_dynamic_shared.end() ? kDefaultSharedBytes
+                                        : std::max(it->second, kDefaultSharedBytes);
 }
 
 // Function names from the executable's symbol table (kernels live in
@@ -64,7 +65,8 @@ class SymbolNames {
 
   void load(const std::string& path, void* base) {
     std::ifstream file(path == "" ? "/proc/self/exe" : path, std::ios::binary);
-    std::vector<char> bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+    std::vector<char> bytes((std::istreambuf_iterator<char>(file)),
+                            std::istreambuf_iterator<char>());
     if (bytes.size() < sizeof(Elf64_Ehdr)) return;
     const auto* header = reinterpret_cast<const Elf64_Ehdr*>(bytes.data());
     const auto* sections = reinterpret_cast<const Elf64_Shdr*>(bytes.data() + header->e_shoff);
@@ -73,7 +75,8 @@ class SymbolNames {
     for (int s = 0; s < header->e_shnum; s++) {
       if (sections[s].sh_type != SHT_SYMTAB) continue;
       const Elf64_Shdr& strings = sections[sections[s].sh_link];
-      const auto* symbols = reinterpret_cast<const Elf64_Sym*>(bytes.data() + sections[s].sh_offset);
+      const auto* symbols =
+          reinterpret_cast<const Elf64_Sym*>(bytes.data() + sections[s].sh_offset);
       const size_t count = sections[s].sh_size / sizeof(Elf64_Sym);
       for (size_t i = 0; i < count; i++) {
         if (ELF64_ST_TYPE(symbols[i].st_info) != STT_FUNC || symbols[i].st_value == 0) continue;
@@ -111,7 +114,8 @@ bool grid_fits(dim3 grid) {
 }  // namespace
 
 cudaError_t set_function_attribute(const void* kernel, cudaFuncAttribute attribute, int value) {
-  if (!kernel || attribute != cudaFuncAttributeMaxDynamicSharedMemorySize) return cudaErrorInvalidValue;
+  if (!kernel || attribute != cudaFuncAttributeMaxDynamicSharedMemorySize)
+    return cudaErrorInvalidValue;
   if (value < 0 || value > kMaxSharedBytes) return cudaErrorInvalidValue;
   std::lock_guard<std::mutex> lock(attributes_mutex);
   max_dynamic_shared[kernel] = value;
@@ -121,12 +125,15 @@ cudaError_t set_function_attribute(const void* kernel, cudaFuncAttribute attribu
 cudaError_t launch(const void* kernel, dim3 grid, dim3 block, size_t shared_bytes,
                    cudaStream_t stream, std::function<void()> thread) {
   if (cudaError_t error = sticky_error()) return error;
-  if (!block_fits(block) || !grid_fits(grid)) return record_last_error(cudaErrorInvalidConfiguration);
-  if (shared_bytes > (size_t)shared_bytes_allowed(kernel)) return record_last_error(cudaErrorInvalidValue);
+  if (!block_fits(block) || !grid_fits(grid))
+    return record_last_error(cudaErrorInvalidConfiguration);
+  if (shared_bytes > (size_t)shared_bytes_allowed(kernel))
+    return record_last_error(cudaErrorInvalidValue);
   Grid work{grid, block, shared_bytes, std::move(thread)};
   return enqueue(stream, [kernel, work = std::move(work)] {
     const std::string fault = run_grid(work);
-    if (!fault.empty()) fail(cudaErrorLaunchFailure, "kernel " + kernel_name(kernel) + ": " + fault);
+    if (!fault.empty())
+      fail(cudaErrorLaunchFailure, "kernel " + kernel_name(kernel) + ": " + fault);
   });
 }
 

@@ -25,7 +25,7 @@ namespace {
 // own (as NCCL needs), all of them the process's host memory.
 constexpr int kDevices = 8;
 constexpr size_t kDeviceBytes = size_t{80} << 30;  // each, as cudaMemGetInfo reports
-constexpr size_t kAllocationAlignment = 256;  // cudaMalloc's
+constexpr size_t kAllocationAlignment = 256;       // cudaMalloc's
 
 struct Allocations {
   std::mutex mutex;
@@ -106,16 +106,26 @@ const char* cudaGetErrorString(cudaError_t error) {
     return message.c_str();
   }
   switch (error) {
-    case cudaSuccess: return "no error";
-    case cudaErrorInvalidValue: return "invalid argument";
-    case cudaErrorMemoryAllocation: return "out of memory";
-    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
-    case cudaErrorInvalidDevice: return "invalid device ordinal";
-    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
-    case cudaErrorNotReady: return "device not ready";
-    case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
-    case cudaErrorLaunchOutOfResources: return "too many resources requested for launch";
-    case cudaErrorLaunchFailure: return "unspecified launch failure";
+    case cudaSuccess:
+      return "no error";
+    case cudaErrorInvalidValue:
+      return "invalid argument";
+    case cudaErrorMemoryAllocation:
+      return "out of memory";
+    case cudaErrorInvalidConfiguration:
+      return "invalid configuration argument";
+    case cudaErrorInvalidDevice:
+      return "invalid device ordinal";
+    case cudaErrorInvalidResourceHandle:
+      return "invalid resource handle";
+    case cudaErrorNotReady:
+      return "device not ready";
+    case cudaErrorIllegalAddress:
+      return "an illegal memory access was encountered";
+    case cudaErrorLaunchOutOfResources:
+      return "too many resources requested for launch";
+    case cudaErrorLaunchFailure:
+      return "unspecified launch failure";
   }
   return "unknown error";
 }
@@ -157,7 +167,8 @@ cudaError_t cudaMalloc(void** p, size_t bytes) {
   if (bytes == 0) return cudaSuccess;
   size_t free_bytes = 0, total = 0;
   cudaMemGetInfo(&free_bytes, &total);
-  if (bytes > free_bytes || !(*p = allocate_device(bytes))) return record(cudaErrorMemoryAllocation);
+  if (bytes > free_bytes || !(*p = allocate_device(bytes)))
+    return record(cudaErrorMemoryAllocation);
   return cuda_emulation::sticky_error();
 }
 
@@ -177,7 +188,8 @@ cudaError_t cudaMallocAsync(void** p, size_t bytes, cudaStream_t stream) {
 cudaError_t cudaFreeAsync(void* p, cudaStream_t stream) {
   if (!p) return cudaSuccess;
   return record(cuda_emulation::enqueue(stream, [p] {
-    if (!forget_device(p)) throw std::runtime_error("cudaFreeAsync of a pointer cudaMalloc did not return");
+    if (!forget_device(p))
+      throw std::runtime_error("cudaFreeAsync of a pointer cudaMalloc did not return");
     std::free(p);
   }));
 }
@@ -224,9 +236,11 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
     // Pageable source: read now, so the caller may reuse it at once.
     auto copy = std::make_shared<std::vector<char>>(static_cast<const char*>(src),
                                                     static_cast<const char*>(src) + bytes);
-    return record(cuda_emulation::enqueue(stream, [dst, copy] { std::memcpy(dst, copy->data(), copy->size()); }));
+    return record(cuda_emulation::enqueue(
+        stream, [dst, copy] { std::memcpy(dst, copy->data(), copy->size()); }));
   }
-  cudaError_t queued = cuda_emulation::enqueue(stream, [dst, src, bytes] { std::memcpy(dst, src, bytes); });
+  cudaError_t queued =
+      cuda_emulation::enqueue(stream, [dst, src, bytes] { std::memcpy(dst, src, bytes); });
   if (queued == cudaSuccess && kind == cudaMemcpyDeviceToHost && !is_page_locked(dst))
     return cudaStreamSynchronize(stream);  // pageable destination: done on return
   return record(queued);
@@ -235,5 +249,6 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
 cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t stream) {
   if (bytes == 0) return cuda_emulation::sticky_error();
   if (!inside_device_allocation(p, bytes)) return record(cudaErrorIllegalAddress);
-  return record(cuda_emulation::enqueue(stream, [p, value, bytes] { std::memset(p, value, bytes); }));
+  return record(
+      cuda_emulation::enqueue(stream, [p, value, bytes] { std::memset(p, value, bytes); }));
 }

@@ -183,7 +183,9 @@ cudaError_t cudaDeviceSynchronize() {
   return sticky_error();
 }
 
-cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, cudaEventDefault); }
+cudaError_t cudaEventCreate(cudaEvent_t* event) {
+  return cudaEventCreateWithFlags(event, cudaEventDefault);
+}
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags) {
   if (!event || (flags & ~cudaEventDisableTiming)) return cudaErrorInvalidValue;

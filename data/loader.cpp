@@ -49,8 +49,7 @@ DataLoader::DataLoader(const std::string& pattern, int seq_len, int vocab_size, 
       shuffle_(shuffle),
       sample_buffer_(static_cast<size_t>(seq_len) + 1) {
   LLM_CHECK(seq_len > 0, "data pattern {}: seq_len {} must be positive", pattern, seq_len);
-  LLM_CHECK(vocab_size > 0, "data pattern {}: vocab size {} must be positive", pattern,
-            vocab_size);
+  LLM_CHECK(vocab_size > 0, "data pattern {}: vocab size {} must be positive", pattern, vocab_size);
   int64_t total_tokens = 0;
   first_sample_.push_back(0);
   for (const std::string& path : glob_sorted(pattern)) {

@@ -18,8 +18,7 @@ class DataLoader {
  public:
   // pattern: a path or a glob(3) pattern; matches are sorted, all opened and
   // scanned once: a token >= vocab_size is an error naming shard and offset.
-  DataLoader(const std::string& pattern, int seq_len, int vocab_size, uint64_t seed,
-             bool shuffle);
+  DataLoader(const std::string& pattern, int seq_len, int vocab_size, uint64_t seed, bool shuffle);
 
   // Fills inputs and targets, each (count, seq_len), with the samples at stream
   // positions [stream_position, stream_position + count); targets are the
@@ -43,7 +42,7 @@ class DataLoader {
   int64_t num_samples_ = 0;
   int64_t cached_epoch_ = -1;
   std::vector<int64_t> cached_permutation_;  // of cached_epoch_
-  std::vector<int32_t> sample_buffer_;        // seq_len + 1 tokens
+  std::vector<int32_t> sample_buffer_;       // seq_len + 1 tokens
 };
 
 }  // namespace llm

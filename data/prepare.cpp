@@ -49,11 +49,24 @@ bool is_valid_utf8(std::string_view text) {
     const auto lead = static_cast<unsigned char>(text[i]);
     int length;
     uint32_t code_point, minimum;
-    if (lead < 0x80) { length = 1; code_point = lead; minimum = 0; }
-    else if ((lead & 0xE0) == 0xC0) { length = 2; code_point = lead & 0x1F; minimum = 0x80; }
-    else if ((lead & 0xF0) == 0xE0) { length = 3; code_point = lead & 0x0F; minimum = 0x800; }
-    else if ((lead & 0xF8) == 0xF0) { length = 4; code_point = lead & 0x07; minimum = 0x10000; }
-    else return false;
+    if (lead < 0x80) {
+      length = 1;
+      code_point = lead;
+      minimum = 0;
+    } else if ((lead & 0xE0) == 0xC0) {
+      length = 2;
+      code_point = lead & 0x1F;
+      minimum = 0x80;
+    } else if ((lead & 0xF0) == 0xE0) {
+      length = 3;
+      code_point = lead & 0x0F;
+      minimum = 0x800;
+    } else if ((lead & 0xF8) == 0xF0) {
+      length = 4;
+      code_point = lead & 0x07;
+      minimum = 0x10000;
+    } else
+      return false;
     if (i + length > text.size()) return false;
     for (int k = 1; k < length; ++k) {
       const auto next = static_cast<unsigned char>(text[i + k]);
@@ -137,8 +150,10 @@ void append_documents(std::string_view text, std::vector<std::string>& documents
   };
   for (std::string_view line : lines) {
     const bool separator = fortune_format ? line == "%" : is_blank(line);
-    if (separator) flush();
-    else current.push_back(line);
+    if (separator)
+      flush();
+    else
+      current.push_back(line);
   }
   flush();
 }
@@ -325,8 +340,7 @@ void prepare_dataset(const PrepareOptions& options) {
   LLM_CHECK(!documents.empty(),
             "prepare: no usable text in {}: {} text file(s), {} skipped as not text, {} as "
             "duplicates",
-            list_inputs(options.inputs), text_files, skipped_not_text,
-            files.skipped_duplicates);
+            list_inputs(options.inputs), text_files, skipped_not_text, files.skipped_duplicates);
 
   std::vector<std::string> train_documents, val_documents;
   for (size_t index = 0; index < documents.size(); ++index) {
@@ -346,9 +360,10 @@ void prepare_dataset(const PrepareOptions& options) {
   fs::create_directories(options.out_dir);
   if (!options.quiet) {
     // SentencePiece shows no progress of its own below warnings.
-    fmt::print("prepare: training a BPE tokenizer of {} pieces on the train documents ({}; "
-               "SentencePiece shows no progress)\n",
-               options.vocab_size, format_bytes(static_cast<double>(bytes_of(train_documents))));
+    fmt::print(
+        "prepare: training a BPE tokenizer of {} pieces on the train documents ({}; "
+        "SentencePiece shows no progress)\n",
+        options.vocab_size, format_bytes(static_cast<double>(bytes_of(train_documents))));
     std::fflush(stdout);
   }
   const auto tokenizer_start = std::chrono::steady_clock::now();

@@ -14,11 +14,11 @@ namespace llm {
 struct PrepareOptions {
   std::vector<std::string> inputs;  // files or directories (recursed, sorted)
   std::string out_dir;
-  int vocab_size = 4096;         // a target; small corpora may end below it
-  double val_fraction = 0.05;    // expected share of documents held out
+  int vocab_size = 4096;               // a target; small corpora may end below it
+  double val_fraction = 0.05;          // expected share of documents held out
   int64_t shard_tokens = 100'000'000;  // at most this many tokens per shard
-  uint64_t seed = 1337;          // decides the train/val split
-  bool quiet = false;            // no progress lines, SentencePiece silent
+  uint64_t seed = 1337;                // decides the train/val split
+  bool quiet = false;                  // no progress lines, SentencePiece silent
 };
 
 void prepare_dataset(const PrepareOptions& options);

@@ -97,8 +97,8 @@ Shard Shard::open(const std::string& path) {
   LLM_CHECK(count > 0, "shard {}: header token count {} must be positive", path, count);
   const int64_t expected_bytes = kHeaderBytes + int64_t{count} * shard.token_bytes_;
   LLM_CHECK(file_bytes >= expected_bytes,
-            "shard {}: file is truncated: header says {} tokens, expected {} bytes, found {}",
-            path, count, expected_bytes, file_bytes);
+            "shard {}: file is truncated: header says {} tokens, expected {} bytes, found {}", path,
+            count, expected_bytes, file_bytes);
   LLM_CHECK(file_bytes == expected_bytes,
             "shard {}: trailing bytes: header says {} tokens, expected {} bytes, found {}", path,
             count, expected_bytes, file_bytes);

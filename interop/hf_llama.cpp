@@ -259,8 +259,9 @@ namespace {
 
 // config.json itself, given it or its directory.
 std::string config_json_path(const std::string& dir_or_config_json) {
-  return fs::is_directory(dir_or_config_json) ? (fs::path(dir_or_config_json) / kConfigFile).string()
-                                              : dir_or_config_json;
+  return fs::is_directory(dir_or_config_json)
+             ? (fs::path(dir_or_config_json) / kConfigFile).string()
+             : dir_or_config_json;
 }
 
 }  // namespace

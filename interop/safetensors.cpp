@@ -149,9 +149,12 @@ TensorInfo parse_entry(const std::string& name, const nlohmann::json& entry,
 
 const char* dtype_name(Dtype dtype) {
   switch (dtype) {
-    case Dtype::f32: return "F32";
-    case Dtype::bf16: return "BF16";
-    case Dtype::f16: return "F16";
+    case Dtype::f32:
+      return "F32";
+    case Dtype::bf16:
+      return "BF16";
+    case Dtype::f16:
+      return "F16";
   }
   LLM_FAIL("unknown Dtype {}", static_cast<int>(dtype));
 }

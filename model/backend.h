@@ -35,26 +35,26 @@ namespace llm {
 // The ops templated over the storage type T, each declared in llm::cpu and
 // llm::cuda as `template <class T> void name(...)`. Adding one: its kernels
 // header, .cpp and .cu, and one line here.
-#define LLM_TYPED_OPS(X)            \
-  X(embedding_forward)              \
-  X(embedding_backward)             \
-  X(rmsnorm_forward)                \
-  X(rmsnorm_backward)               \
-  X(rope_forward)                   \
-  X(rope_backward)                  \
-  X(attention_forward)              \
-  X(attention_backward)             \
-  X(kv_cache_write)                 \
-  X(attention_cached)               \
-  X(swiglu_forward)                 \
-  X(swiglu_backward)                \
-  X(matmul_forward)                 \
-  X(matmul_forward_residual)        \
-  X(matmul_backward)                \
-  X(add_vectors)                    \
-  X(cross_entropy_partials)         \
-  X(cross_entropy_combine)          \
-  X(fill_zero)                      \
+#define LLM_TYPED_OPS(X)     \
+  X(embedding_forward)       \
+  X(embedding_backward)      \
+  X(rmsnorm_forward)         \
+  X(rmsnorm_backward)        \
+  X(rope_forward)            \
+  X(rope_backward)           \
+  X(attention_forward)       \
+  X(attention_backward)      \
+  X(kv_cache_write)          \
+  X(attention_cached)        \
+  X(swiglu_forward)          \
+  X(swiglu_backward)         \
+  X(matmul_forward)          \
+  X(matmul_forward_residual) \
+  X(matmul_backward)         \
+  X(add_vectors)             \
+  X(cross_entropy_partials)  \
+  X(cross_entropy_combine)   \
+  X(fill_zero)               \
   X(scatter_columns)
 
 // The typed ops of one storage type T (float or Bf16).
@@ -81,8 +81,10 @@ struct Backend {
   // The table of storage type T: f32 or bf16.
   template <class T>
   const TypedOps<T>& ops() const {
-    if constexpr (std::is_same_v<T, Bf16>) return bf16;
-    else return f32;
+    if constexpr (std::is_same_v<T, Bf16>)
+      return bf16;
+    else
+      return f32;
   }
 };
 

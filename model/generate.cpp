@@ -26,7 +26,8 @@ int32_t sample_token(const float* logits, int V, const SamplingOptions& options,
   std::vector<double> probs(k);
   const double max_logit = logits[order[0]];
   double total = 0;
-  for (int j = 0; j < k; ++j) total += probs[j] = std::exp((logits[order[j]] - max_logit) / options.temperature);
+  for (int j = 0; j < k; ++j)
+    total += probs[j] = std::exp((logits[order[j]] - max_logit) / options.temperature);
   // Nucleus: the shortest prefix whose probability reaches top_p.
   int kept = k;
   if (options.top_p < 1.0f) {
@@ -84,7 +85,8 @@ std::vector<std::vector<int32_t>> generate(Transformer& model, UnitProvider& uni
   Rng rng(options.seed);
   std::vector<float> logits(V);
   std::vector<bool> finished(samples, false);
-  int step_rows = prefill, last_row = P - 1;  // rows per sample of the last forward; its last real row
+  int step_rows = prefill,
+      last_row = P - 1;     // rows per sample of the last forward; its last real row
   for (int length = P;;) {  // length: tokens per sample so far
     for (int b = 0; b < samples; ++b) {
       const double uniform = rng.next_uniform();  // drawn for every sample: one stream per seed
@@ -95,7 +97,8 @@ std::vector<std::vector<int32_t>> generate(Transformer& model, UnitProvider& uni
       finished[b] = token == options.stop_token;
     }
     ++length;
-    const bool all_finished = std::all_of(finished.begin(), finished.end(), [](bool f) { return f; });
+    const bool all_finished =
+        std::all_of(finished.begin(), finished.end(), [](bool f) { return f; });
     if (all_finished || length - P >= options.max_new_tokens ||
         length - 1 + multiple > cache_capacity) {
       break;

@@ -21,9 +21,9 @@ struct SamplingOptions {
   int max_new_tokens = 64;
   float temperature = 0.8f;  // 0: greedy (argmax)
   int top_k = 40;            // 0: no top-k cut
-  float top_p = 1.0f;        // keep the fewest likeliest tokens whose probability reaches top_p; 1: all
+  float top_p = 1.0f;  // keep the fewest likeliest tokens whose probability reaches top_p; 1: all
   uint64_t seed = 0;
-  int stop_token = -1;       // a sample ends after emitting it (e.g. EOS); -1: none
+  int stop_token = -1;  // a sample ends after emitting it (e.g. EOS); -1: none
 };
 
 // The next token from one row of logits (V values): argmax when temperature

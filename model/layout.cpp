@@ -156,8 +156,8 @@ ParameterLayout layout_build(const ModelConfig& c, ModelSlice slice) {
 std::vector<GlobalRun> layout_global_runs(const ParameterLayout& layout, int unit, size_t begin,
                                           size_t count) {
   const UnitSpec& u = layout.units.at(unit);
-  LLM_CHECK(begin + count <= u.numel, "layout: range [{}, {}) outside unit {} of {} elements", begin,
-            begin + count, u.name, u.numel);
+  LLM_CHECK(begin + count <= u.numel, "layout: range [{}, {}) outside unit {} of {} elements",
+            begin, begin + count, u.name, u.numel);
   std::vector<GlobalRun> out;
   for (int ti : u.tensors) {
     const TensorSpec& t = layout.tensors[ti];
@@ -172,9 +172,10 @@ std::vector<GlobalRun> layout_global_runs(const ParameterLayout& layout, int uni
       size_t i0 = (a - r.local) / r.length, offset0 = (a - r.local) % r.length;
       const size_t i1 = (b - r.local) / r.length, offset1 = (b - r.local) % r.length;
       auto emit = [&](size_t block, size_t from, size_t length, size_t repeats) {
-        out.push_back({ti, t.global_unit, t.global_offset + r.global + block * r.global_stride + from,
-                       length, repeats, r.global_stride,
-                       t.offset + r.local + block * r.length + from - begin, t.replicated});
+        out.push_back({ti, t.global_unit,
+                       t.global_offset + r.global + block * r.global_stride + from, length, repeats,
+                       r.global_stride, t.offset + r.local + block * r.length + from - begin,
+                       t.replicated});
       };
       if (i0 == i1) {  // inside one block
         emit(i0, offset0, offset1 - offset0, 1);

@@ -6,8 +6,8 @@
 // a pipeline stage holds a run of consecutive blocks (the embedding too on the
 // first stage, the head on the last) and its other units are empty (numel 0,
 // no tensors), so unit indices are the whole model's on every stage; a
-// tensor-parallel rank holds a slice of each of its tensors: heads (kv heads included) and ffn columns split whole
-// across ranks, column-parallel wqkv / w13 and row-parallel wo / w2, the
+// tensor-parallel rank holds a slice of each of its tensors: heads (kv heads included) and ffn
+// columns split whole across ranks, column-parallel wqkv / w13 and row-parallel wo / w2, the
 // vocabulary split for the embedding and the LM head, norm gains replicated.
 // Every local tensor knows where its elements sit in the whole model's
 // tensor of the same name (SliceRun), which is how initialization,
@@ -60,7 +60,7 @@ struct TensorSpec {
   size_t offset;               // first element within the unit
   std::vector<int64_t> shape;  // row-major (this slice's)
   size_t numel;
-  bool weight_decay;           // matrices decay, norm gains do not
+  bool weight_decay;  // matrices decay, norm gains do not
   // The whole model's tensor of the same name: its index, unit, offset in its
   // unit and shape in layout_build(config), and how this slice maps onto it.
   int global_index = 0;
@@ -85,9 +85,8 @@ struct ParameterLayout {
   std::vector<TensorSpec> tensors;
   size_t total_numel = 0;
   ModelSlice slice;
-  LayerRange layers;              // the blocks this layout holds
-  int global_tensor_count = 0;    // tensors of the whole model
-
+  LayerRange layers;            // the blocks this layout holds
+  int global_tensor_count = 0;  // tensors of the whole model
 
   int embed_unit() const { return 0; }
   int block_unit(int layer) const { return 1 + layer; }

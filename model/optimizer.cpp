@@ -37,7 +37,8 @@ float lr_at_step(const TrainingConfig& c, int step) {
   int decay_steps = c.steps - c.warmup_steps;
   double progress = decay_steps <= 1 ? 1.0 : double(step - c.warmup_steps) / (decay_steps - 1);
   progress = std::clamp(progress, 0.0, 1.0);
-  double shape = c.lr_schedule == LrSchedule::cosine ? 0.5 * (1.0 + std::cos(M_PI * progress)) : 1.0 - progress;
+  double shape = c.lr_schedule == LrSchedule::cosine ? 0.5 * (1.0 + std::cos(M_PI * progress))
+                                                     : 1.0 - progress;
   return static_cast<float>(floor + (peak - floor) * shape);
 }
 

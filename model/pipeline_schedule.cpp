@@ -23,8 +23,8 @@ namespace {
 // One stage's part of a step: its compute and its messages, by micro-batch.
 class StageRunner {
  public:
-  StageRunner(Transformer& model, UnitProvider& units, int micro_batches, int B, int T,
-              float dloss, const std::function<MicroBatchTokens(int)>& tokens,
+  StageRunner(Transformer& model, UnitProvider& units, int micro_batches, int B, int T, float dloss,
+              const std::function<MicroBatchTokens(int)>& tokens,
               const std::function<void(int)>& before_backward)
       : model_(model),
         units_(units),
@@ -42,7 +42,8 @@ class StageRunner {
 
   void forward(int micro) {
     MicroBatchTokens t = tokens_(micro);
-    result_.loss_sum += model_.stage_forward(units_, slot(micro), t.inputs, t.targets, B_, T_, dloss_);
+    result_.loss_sum +=
+        model_.stage_forward(units_, slot(micro), t.inputs, t.targets, B_, T_, dloss_);
   }
   void backward(int micro) {
     before_backward_(micro);
@@ -68,7 +69,8 @@ class StageRunner {
   }
   void send_backward_recv_forward(int next_micro) {
     if (first()) return;
-    exchange(model_.stage_gradient(B_, T_), model_.stage_input(slot(next_micro), B_, T_), stage_ - 1);
+    exchange(model_.stage_gradient(B_, T_), model_.stage_input(slot(next_micro), B_, T_),
+             stage_ - 1);
   }
 
   int stage() const { return stage_; }
@@ -85,7 +87,9 @@ class StageRunner {
                 int peer) {
     auto start = std::chrono::steady_clock::now();
     if (send && recv) {
-      group_->send_recv_async(send->data, send->count, peer, recv->data, recv->count, peer, send->type)
+      group_
+          ->send_recv_async(send->data, send->count, peer, recv->data, recv->count, peer,
+                            send->type)
           .wait();
     } else if (send) {
       group_->send(send->data, send->count, send->type, peer);
@@ -133,8 +137,10 @@ void run_one_f_one_b(StageRunner& run, int M) {
     run.forward(f);
     run.send_forward_recv_backward(f);
     run.backward(i);
-    if (i == steady - 1) run.send_backward();
-    else run.send_backward_recv_forward(f + 1);
+    if (i == steady - 1)
+      run.send_backward();
+    else
+      run.send_backward_recv_forward(f + 1);
   }
   for (int i = steady; i < M; ++i) {
     run.recv_backward();
@@ -156,8 +162,10 @@ PipelineStepResult pipeline_step(PipelineSchedule schedule, Transformer& model, 
             slice.pp_rank, model.split().in_flight,
             pipeline_in_flight(schedule, slice.pp_size, slice.pp_rank, micro_batches));
   StageRunner run(model, units, micro_batches, B, T, dloss, tokens, before_backward);
-  if (schedule == PipelineSchedule::gpipe) run_gpipe(run, micro_batches);
-  else run_one_f_one_b(run, micro_batches);
+  if (schedule == PipelineSchedule::gpipe)
+    run_gpipe(run, micro_batches);
+  else
+    run_one_f_one_b(run, micro_batches);
   return run.result();
 }
 

@@ -37,8 +37,8 @@ struct MicroBatchTokens {
 };
 
 struct PipelineStepResult {
-  double loss_sum = 0;       // the micro-batches' mean losses summed (last stage; 0 elsewhere)
-  double wait_seconds = 0;   // spent waiting for the neighbouring stages' messages
+  double loss_sum = 0;      // the micro-batches' mean losses summed (last stage; 0 elsewhere)
+  double wait_seconds = 0;  // spent waiting for the neighbouring stages' messages
 };
 
 // Runs `micro_batches` micro-batches of (B, T) tokens through `model`'s stage:

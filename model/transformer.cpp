@@ -49,7 +49,8 @@ struct Shape {
 // recompute scratch. A is the activation storage type; statistics are fp32.
 // Norm outputs hold all N rows (this rank's rows normalized here, the rest
 // all-gathered); the residual stream and the norm statistics this rank's n.
-template <class A> struct BlockBuffers {
+template <class A>
+struct BlockBuffers {
   A* xn1;        // (N, C) attention-norm output
   float* rstd1;  // (n)
   A* qkv;        // (N, QKV) with RoPE applied to q and k
@@ -62,10 +63,12 @@ template <class A> struct BlockBuffers {
   A* g;          // (N, F) silu(gate) * up
 };
 // What one micro-batch in flight holds (one activation slot).
-template <class A> struct SlotBuffers {
+template <class A>
+struct SlotBuffers {
   std::vector<BlockBuffers<A>> blocks;  // the stage's blocks: [i] is block layers.begin + i
-  A* residual;       // (layers + 1, n, C): [i] is the input of the stage's block i, [layers] the last output
-  int32_t* inputs;   // (N) the micro-batch's tokens, copied to the device (first stage only)
+  A* residual;  // (layers + 1, n, C): [i] is the input of the stage's block i, [layers] the last
+                // output
+  int32_t* inputs;  // (N) the micro-batch's tokens, copied to the device (first stage only)
   // Last stage only (else null):
   int32_t* targets;  // (N)
   A* xf;             // (N, C) final-norm output
@@ -73,26 +76,29 @@ template <class A> struct SlotBuffers {
   A* logits;         // (N, V); becomes dlogits when training
 };
 // What the slots share.
-template <class A> struct SharedBuffers {
-  float* ce_parts;   // (tp, N, 2) every rank's (log-sum-exp, target logit) per row (last stage)
-  float* losses;     // (N) (last stage)
-  float* rope_cos;   // (T, D / 2)
-  float* rope_sin;   // (T, D / 2)
-  A* partial;        // (N, C) a row-parallel matmul's partial sums (tp > 1, else null)
-  A* gathered_row;   // (tp * V) one row of logits gathered over the groups (tp or pp > 1, else null)
+template <class A>
+struct SharedBuffers {
+  float* ce_parts;  // (tp, N, 2) every rank's (log-sum-exp, target logit) per row (last stage)
+  float* losses;    // (N) (last stage)
+  float* rope_cos;  // (T, D / 2)
+  float* rope_sin;  // (T, D / 2)
+  A* partial;       // (N, C) a row-parallel matmul's partial sums (tp > 1, else null)
+  A* gathered_row;  // (tp * V) one row of logits gathered over the groups (tp or pp > 1, else null)
 };
-template <class A> struct GradBuffers {  // backward scratch, reused by every block
-  A* dres_full;  // (N, C); this rank's rows are dres, the others all-gathered
-  A* dres;       // (n, C) gradient of the residual stream (a view into dres_full)
-  A* dxn;        // (N, C) gradient of a norm output (partial sums under tp > 1)
-  A* dxn_rows;   // (n, C) its reduced rows (tp > 1; else dxn itself)
-  A* dqkv;       // (N, QKV)
-  A* datt;       // (N, H * D)
-  A* dh13;       // (N, 2F)
-  A* dg;         // (N, F)
-  float* dnorm;  // (2, C) a micro-batch's norm-gain gradients, summed over the group (tp > 1)
+template <class A>
+struct GradBuffers {  // backward scratch, reused by every block
+  A* dres_full;       // (N, C); this rank's rows are dres, the others all-gathered
+  A* dres;            // (n, C) gradient of the residual stream (a view into dres_full)
+  A* dxn;             // (N, C) gradient of a norm output (partial sums under tp > 1)
+  A* dxn_rows;        // (n, C) its reduced rows (tp > 1; else dxn itself)
+  A* dqkv;            // (N, QKV)
+  A* datt;            // (N, H * D)
+  A* dh13;            // (N, 2F)
+  A* dg;              // (N, F)
+  float* dnorm;       // (2, C) a micro-batch's norm-gain gradients, summed over the group (tp > 1)
 };
-template <class A> struct Buffers {
+template <class A>
+struct Buffers {
   std::vector<SlotBuffers<A>> slots;
   BlockBuffers<A> scratch;
   SharedBuffers<A> shared;
@@ -210,7 +216,8 @@ class Transformer::Impl {
   virtual void logits_row(int row, float* out) const = 0;
   virtual void reserve_kv_cache(int batch, int capacity) = 0;
   virtual int kv_cache_capacity() const = 0;
-  virtual void decode_stage(UnitProvider& units, const int32_t* inputs, int B, int T, int start) = 0;
+  virtual void decode_stage(UnitProvider& units, const int32_t* inputs, int B, int T,
+                            int start) = 0;
   const ActivationBytes& bytes() const { return bytes_; }
 
  protected:
@@ -219,7 +226,8 @@ class Transformer::Impl {
 
 namespace {
 
-template <class A> class TransformerImpl : public Transformer::Impl {
+template <class A>
+class TransformerImpl : public Transformer::Impl {
  public:
   TransformerImpl(const ModelConfig& config, const ParameterLayout& layout, int max_batch,
                   int max_seq, const Backend& backend, CheckpointingPlan checkpointing,
@@ -244,8 +252,9 @@ template <class A> class TransformerImpl : public Transformer::Impl {
     LLM_CHECK(tp_ == 1 || (tensor_ && tensor_->size() == tp_ && tensor_->rank() == tp_rank_),
               "transformer: the layout's tensor slice {} of {} is not the tensor group's rank",
               tp_rank_, tp_);
-    LLM_CHECK(max_seq % tp_ == 0, "transformer: max_seq {} is not a multiple of the tensor-parallel size {}",
-              max_seq, tp_);
+    LLM_CHECK(max_seq % tp_ == 0,
+              "transformer: max_seq {} is not a multiple of the tensor-parallel size {}", max_seq,
+              tp_);
     const UnitSpec& block = layout_.units[layout_.block_unit(layers_.begin)];
     auto offset = [&](int i) { return layout_.tensors[block.tensors[i]].offset; };
     block_ = {offset(0), offset(1), offset(2), offset(3), offset(4), offset(5)};
@@ -255,8 +264,8 @@ template <class A> class TransformerImpl : public Transformer::Impl {
     arena_ = Arena("activations", plan.bytes(), memory_);
     host_losses_.resize(static_cast<size_t>(max_batch) * max_seq);
     host_row_.resize(tp_ * s_.V);
-    staging_ = {static_cast<int32_t*>(memory_.allocate_staging(
-                    2 * static_cast<size_t>(max_batch) * max_seq * sizeof(int32_t))),
+    staging_ = {static_cast<int32_t*>(memory_.allocate_staging(2 * static_cast<size_t>(max_batch) *
+                                                               max_seq * sizeof(int32_t))),
                 memory_.release_staging};
     plan.bind(arena_);
     // Checkpointed blocks work in the shared scratch for what they do not keep.
@@ -273,8 +282,10 @@ template <class A> class TransformerImpl : public Transformer::Impl {
     }
     slot_ = &buf_.slots[0];
     GradBuffers<A>& d = buf_.grads;
-    if (tp_ == 1) d.dxn_rows = d.dxn;
-    else f32_.fill_zero(d.dnorm, 2 * s_.C);  // zero between uses
+    if (tp_ == 1)
+      d.dxn_rows = d.dxn;
+    else
+      f32_.fill_zero(d.dnorm, 2 * s_.C);  // zero between uses
     backend.rope_table(buf_.shared.rope_cos, buf_.shared.rope_sin, max_seq, static_cast<int>(s_.D),
                        static_cast<float>(config.rope_theta));
   }
@@ -320,9 +331,7 @@ template <class A> class TransformerImpl : public Transformer::Impl {
     size_t attn_norm, wqkv, wo, mlp_norm, w13, w2;
   };
 
-  static WireType wire_type() {
-    return std::is_same_v<A, Bf16> ? WireType::bf16 : WireType::f32;
-  }
+  static WireType wire_type() { return std::is_same_v<A, Bf16> ? WireType::bf16 : WireType::f32; }
   // Residual-stream entry `index` of a slot: this rank's rows.
   StageMessage stage_rows(A* residual, int B, int T, int index = 0) const {
     const size_t rows = static_cast<size_t>(B * T / tp_) * s_.C;
@@ -377,7 +386,9 @@ template <class A> class TransformerImpl : public Transformer::Impl {
     return slot_->residual + static_cast<size_t>(l - layers_.begin) * residual_stride();
   }
   // This rank's rows of an (N, C) buffer.
-  A* own_rows(A* full, int N) const { return full + static_cast<size_t>(tp_rank_) * (N / tp_) * s_.C; }
+  A* own_rows(A* full, int N) const {
+    return full + static_cast<size_t>(tp_rank_) * (N / tp_) * s_.C;
+  }
   const A* head_weight(UnitProvider& units, const A* head_params, Pass pass) {
     if (config_.tie_embeddings) return params(units, layout_.embed_unit(), pass);
     return head_params + config_.dim;
@@ -387,7 +398,8 @@ template <class A> class TransformerImpl : public Transformer::Impl {
   }
   // Mean of the per-token losses, summed on the host in token order.
   float mean_loss(int N) {
-    memory_.to_host(host_losses_.data(), buf_.shared.losses, static_cast<size_t>(N) * sizeof(float));
+    memory_.to_host(host_losses_.data(), buf_.shared.losses,
+                    static_cast<size_t>(N) * sizeof(float));
     staging_in_flight_ = false;  // to_host waited for the device
     double sum = 0;
     for (int i = 0; i < N; ++i) sum += host_losses_[i];
@@ -396,15 +408,15 @@ template <class A> class TransformerImpl : public Transformer::Impl {
 
   const ModelConfig& config_;
   const ParameterLayout& layout_;
-  const TypedOps<A>& ops_;  // the backend's table for storage type A
+  const TypedOps<A>& ops_;      // the backend's table for storage type A
   const TypedOps<float>& f32_;  // its fp32 table (gradients)
   const DeviceMemory& memory_;
-  Group* tensor_;  // the tensor-parallel group (null when tp_ = 1)
+  Group* tensor_;    // the tensor-parallel group (null when tp_ = 1)
   Group* pipeline_;  // the pipeline group (null: one stage)
   int max_batch_, max_seq_;
   int tp_, tp_rank_;
-  Shape s_;  // per-token sizes (N, n unused)
-  int vocab_begin_;  // first vocabulary row of this rank's slice
+  Shape s_;            // per-token sizes (N, n unused)
+  int vocab_begin_;    // first vocabulary row of this rank's slice
   LayerRange layers_;  // this stage's blocks
   bool first_, last_;  // the first / last pipeline stage
   CheckpointingPlan checkpointing_;
@@ -412,7 +424,7 @@ template <class A> class TransformerImpl : public Transformer::Impl {
   Buffers<A> buf_;
   SlotBuffers<A>* slot_;  // the slot of the micro-batch being computed
   Arena arena_;
-  std::vector<float> host_losses_;  // (max_batch * max_seq)
+  std::vector<float> host_losses_;   // (max_batch * max_seq)
   mutable std::vector<A> host_row_;  // (V) one row of logits read back for sampling
   // Staging memory (device_memory.h) of the token uploads: inputs, then
   // targets, max_batch * max_seq each; queued without a wait, so a micro-batch
@@ -433,7 +445,8 @@ template <class A> class TransformerImpl : public Transformer::Impl {
 template <class A>
 void TransformerImpl<A>::norm_gathered(A* xn, float* rstd, const A* x, const A* weight, int N) {
   const int n = N / tp_, C = static_cast<int>(s_.C);
-  ops_.rmsnorm_forward(own_rows(xn, N), rstd, x, weight, n, C, static_cast<float>(config_.norm_eps));
+  ops_.rmsnorm_forward(own_rows(xn, N), rstd, x, weight, n, C,
+                       static_cast<float>(config_.norm_eps));
   if (tp_ > 1) tensor_->all_gather(own_rows(xn, N), xn, static_cast<size_t>(n) * C, wire_type());
 }
 
@@ -457,7 +470,8 @@ void TransformerImpl<A>::column_parallel_backward(float* dweight, const A* dout,
   const GradBuffers<A>& d = buf_.grads;
   const int C = static_cast<int>(s_.C);
   ops_.matmul_backward(d.dxn, dweight, dout, inp, weight, N, C, out);
-  if (tp_ > 1) tensor_->reduce_scatter(d.dxn, d.dxn_rows, static_cast<size_t>(N / tp_) * C, wire_type());
+  if (tp_ > 1)
+    tensor_->reduce_scatter(d.dxn, d.dxn_rows, static_cast<size_t>(N / tp_) * C, wire_type());
 }
 
 template <class A>
@@ -557,7 +571,8 @@ void TransformerImpl<A>::upload_micro_batch(const int32_t* inputs, const int32_t
             "micro-batch sequence length {} is not a multiple of the tensor-parallel size {}", T,
             tp_);
   if (staging_in_flight_) memory_.synchronize();
-  const size_t N = static_cast<size_t>(B) * T, max_tokens = static_cast<size_t>(max_batch_) * max_seq_;
+  const size_t N = static_cast<size_t>(B) * T,
+               max_tokens = static_cast<size_t>(max_batch_) * max_seq_;
   int32_t* staged_inputs = staging_.get();
   int32_t* staged_targets = staged_inputs + max_tokens;
   if (first_) {
@@ -617,7 +632,7 @@ void TransformerImpl<A>::cross_entropy(int N, float dloss, bool backward) {
 
 template <class A>
 float TransformerImpl<A>::stage_forward(UnitProvider& units, int slot, const int32_t* inputs,
-                                       const int32_t* targets, int B, int T, float dloss) {
+                                        const int32_t* targets, int B, int T, float dloss) {
   LLM_CHECK(slot >= 0 && slot < static_cast<int>(buf_.slots.size()),
             "transformer: activation slot {} of {}", slot, buf_.slots.size());
   LLM_CHECK(dloss == 0 || targets || !last_, "transformer: training needs targets");
@@ -653,9 +668,10 @@ void TransformerImpl<A>::decode_stage(UnitProvider& units, const int32_t* inputs
                                       int start) {
   LLM_CHECK(!kv_cache_.empty() || layers_.count() == 0,
             "transformer: decode needs reserve_kv_cache first");
-  LLM_CHECK(B <= kv_batch_ && start >= 0 && start + T <= kv_capacity_,
-            "transformer: decoding {} x {} tokens at position {} exceeds the key/value cache ({}, {})",
-            B, T, start, kv_batch_, kv_capacity_);
+  LLM_CHECK(
+      B <= kv_batch_ && start >= 0 && start + T <= kv_capacity_,
+      "transformer: decoding {} x {} tokens at position {} exceeds the key/value cache ({}, {})", B,
+      T, start, kv_batch_, kv_capacity_);
   slot_ = &buf_.slots[0];
   upload_micro_batch(inputs, nullptr, B, T);
   decode_start_ = start;
@@ -716,10 +732,10 @@ Transformer::Transformer(const ModelConfig& config, int max_batch, int max_seq,
                          const Backend& backend, CheckpointingPlan checkpointing,
                          Precision precision, ModelSplit split)
     : config_(config),
-      layout_(layout_build(config, {split.tensor ? split.tensor->rank() : 0,
-                                    split.tensor ? split.tensor->size() : 1,
-                                    split.pipeline ? split.pipeline->rank() : 0,
-                                    split.pipeline ? split.pipeline->size() : 1})),
+      layout_(layout_build(
+          config, {split.tensor ? split.tensor->rank() : 0, split.tensor ? split.tensor->size() : 1,
+                   split.pipeline ? split.pipeline->rank() : 0,
+                   split.pipeline ? split.pipeline->size() : 1})),
       precision_(precision),
       split_(split) {
   LLM_CHECK(split.in_flight >= 1, "transformer: {} micro-batches in flight", split.in_flight);

@@ -55,11 +55,12 @@ CheckpointingPlan checkpointing_plan(const TrainingConfig& training);
 
 // Activation memory of one configuration, computed without allocating.
 struct ActivationBytes {
-  size_t per_block_kept = 0;  // what one non-checkpointed block keeps
+  size_t per_block_kept = 0;          // what one non-checkpointed block keeps
   size_t per_block_checkpointed = 0;  // what one checkpointed block keeps (beyond its input)
-  size_t residual_stream = 0;  // the stage's block inputs and last output
-  size_t recompute_scratch = 0;  // one block's worth, shared by checkpointed blocks
-  size_t head_and_loss = 0;  // tokens, final norm, logits (N x V), loss partials, losses, RoPE tables
+  size_t residual_stream = 0;         // the stage's block inputs and last output
+  size_t recompute_scratch = 0;       // one block's worth, shared by checkpointed blocks
+  size_t head_and_loss =
+      0;  // tokens, final norm, logits (N x V), loss partials, losses, RoPE tables
   size_t backward_scratch = 0;  // gradient buffers reused by every block
   size_t total = 0;
 };

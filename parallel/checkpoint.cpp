@@ -105,8 +105,11 @@ json write_shard(const std::string& path, const std::vector<OwnedSlice>& slices,
     for (int part = 0; part < 3; ++part) {
       std::memcpy(record_bytes.data() + part * n, state[part].data() + run.local, n);
     }
-    json record = {{"unit", run.unit}, {"begin", run.begin}, {"count", run.length},
-                   {"offset", file.size()}, {"crc32", checksum(record_bytes.data(), 3 * n)}};
+    json record = {{"unit", run.unit},
+                   {"begin", run.begin},
+                   {"count", run.length},
+                   {"offset", file.size()},
+                   {"crc32", checksum(record_bytes.data(), 3 * n)}};
     if (run.repeats > 1) {
       record["repeats"] = run.repeats;
       record["stride"] = run.stride;
@@ -118,16 +121,21 @@ json write_shard(const std::string& path, const std::vector<OwnedSlice>& slices,
   }
   progress.set_detail("syncing to disk", /*now=*/true);
   file.finish();
-  return {{"file", fs::path(path).filename().string()}, {"bytes", file.size()},
-          {"crc32", file_crc}, {"records", records}};
+  return {{"file", fs::path(path).filename().string()},
+          {"bytes", file.size()},
+          {"crc32", file_crc},
+          {"records", records}};
 }
 
 // The whole model's tensors, as a layout (whole or a slice) knows them.
 json tensor_index(const ParameterLayout& layout) {
   json tensors = json::array();
   for (const TensorSpec& t : layout.tensors) {
-    tensors.push_back({{"name", t.name}, {"unit", t.global_unit}, {"offset", t.global_offset},
-                       {"shape", t.global_shape}, {"dtype", "f32"}});
+    tensors.push_back({{"name", t.name},
+                       {"unit", t.global_unit},
+                       {"offset", t.global_offset},
+                       {"shape", t.global_shape},
+                       {"dtype", "f32"}});
   }
   return tensors;
 }
@@ -146,7 +154,8 @@ std::vector<int> checkpoint_steps(const std::string& run_dir) {
       continue;
     }
     if (logged.insert(entry.path().string()).second) {
-      spdlog::warn("{}: not a step_<N> checkpoint; never pruned or resumed from", entry.path().string());
+      spdlog::warn("{}: not a step_<N> checkpoint; never pruned or resumed from",
+                   entry.path().string());
     }
   }
   return steps;
@@ -179,10 +188,14 @@ class CheckpointReader : public StateSource {
                 file, actual, expected);
       for (const json& r : shard.at("records")) {
         const size_t count = r.at("count").get<size_t>();
-        records_[r.at("unit").get<int>()].push_back(
-            {file, r.at("begin").get<size_t>(), count, r.value("repeats", size_t{1}),
-             r.value("stride", count), r.at("offset").get<size_t>(), r.at("crc32").get<uint32_t>(),
-             {}});
+        records_[r.at("unit").get<int>()].push_back({file,
+                                                     r.at("begin").get<size_t>(),
+                                                     count,
+                                                     r.value("repeats", size_t{1}),
+                                                     r.value("stride", count),
+                                                     r.at("offset").get<size_t>(),
+                                                     r.at("crc32").get<uint32_t>(),
+                                                     {}});
       }
     }
   }
@@ -193,7 +206,8 @@ class CheckpointReader : public StateSource {
     for (Record& r : records_[unit]) {
       // Blocks [first, last) of the record may overlap the range.
       if (r.count == 0 || end <= r.begin) continue;
-      const size_t first = begin < r.begin + r.count ? 0 : (begin - r.begin - r.count) / r.stride + 1;
+      const size_t first =
+          begin < r.begin + r.count ? 0 : (begin - r.begin - r.count) / r.stride + 1;
       const size_t last = std::min(r.repeats, (end - r.begin - 1) / r.stride + 1);
       for (size_t i = first; i < last; ++i) {
         const size_t block = r.begin + i * r.stride;
@@ -276,20 +290,20 @@ std::string checkpoint_save(const std::string& run_dir, int step, Config& config
         fs::remove(index);
       }
       const TrainingConfig& t = config.training;
-      json meta = {
-          {"format", kFormat},
-          {"step", step},
-          {"world_size", world.size()},
-          {"mode", to_string(topology.plan.mode)},
-          {"shard_group_size", topology.plan.shard_group_size},
-          {"tensor_parallel", topology.tensor->size()},
-          {"pipeline_parallel", topology.pipeline->size()},
-          {"loader", {{"samples_consumed", static_cast<int64_t>(step) * t.batch_size}}},
-          {"rng", {{"seed", t.seed},
-                   {"note", "data order and initialization are pure functions of (seed, step)"}}},
-          {"config", config_to_toml(config)},
-          {"tensors", tensor_index(layout_build(config.model))},
-          {"shards", shards}};
+      json meta = {{"format", kFormat},
+                   {"step", step},
+                   {"world_size", world.size()},
+                   {"mode", to_string(topology.plan.mode)},
+                   {"shard_group_size", topology.plan.shard_group_size},
+                   {"tensor_parallel", topology.tensor->size()},
+                   {"pipeline_parallel", topology.pipeline->size()},
+                   {"loader", {{"samples_consumed", static_cast<int64_t>(step) * t.batch_size}}},
+                   {"rng",
+                    {{"seed", t.seed},
+                     {"note", "data order and initialization are pure functions of (seed, step)"}}},
+                   {"config", config_to_toml(config)},
+                   {"tensors", tensor_index(layout_build(config.model))},
+                   {"shards", shards}};
       write_file_synced((tmp_dir / "meta.json").string(), meta.dump(1));
       fsync_directory(tmp_dir.string());
       if (fs::exists(final_dir)) fs::remove_all(final_dir);
@@ -367,8 +381,8 @@ class MetaSchema {
                  uint64_t max = UINT64_MAX) const {
     const json& v = field(object, where, key);
     LLM_CHECK(v.is_number_unsigned() && v.get<uint64_t>() <= max,
-              "{}: field '{}' must be an integer in [0, {}], found {}", path_, join(where, key), max,
-              v.dump());
+              "{}: field '{}' must be an integer in [0, {}], found {}", path_, join(where, key),
+              max, v.dump());
     return v.get<uint64_t>();
   }
   std::string text(const json& object, const std::string& where, const char* key) const {
@@ -409,8 +423,9 @@ void validate_meta(const json& meta, const MetaSchema& schema) {
     schema.count(tensors[i], where, "offset");
     const json& shape = schema.array(tensors[i], where, "shape");
     for (size_t d = 0; d < shape.size(); ++d) {
-      LLM_CHECK(shape[d].is_number_unsigned(), "{}: field '{}.shape[{}]' must be a non-negative integer, found {}",
-                schema.path(), where, d, shape[d].dump());
+      LLM_CHECK(shape[d].is_number_unsigned(),
+                "{}: field '{}.shape[{}]' must be a non-negative integer, found {}", schema.path(),
+                where, d, shape[d].dump());
     }
   }
   const json& shards = schema.array(meta, "", "shards");
@@ -432,15 +447,16 @@ void validate_meta(const json& meta, const MetaSchema& schema) {
       const uint64_t offset = schema.count(records[r], record, "offset", bytes);
       // params, m and v: 12 bytes per element, inside the shard's `bytes`;
       // `repeats` blocks (1 when absent) `stride` apart (at least `count`).
-      const uint64_t repeats = records[r].contains("repeats")
-                                   ? schema.count(records[r], record, "repeats", INT_MAX) : 1;
+      const uint64_t repeats =
+          records[r].contains("repeats") ? schema.count(records[r], record, "repeats", INT_MAX) : 1;
       LLM_CHECK(repeats >= 1, "{}: field '{}.repeats' must be at least 1", schema.path(), record);
-      const uint64_t count =
-          schema.count(records[r], record, "count", (bytes - offset) / (3 * sizeof(float) * repeats));
+      const uint64_t count = schema.count(records[r], record, "count",
+                                          (bytes - offset) / (3 * sizeof(float) * repeats));
       if (records[r].contains("stride")) {
         const uint64_t stride = schema.count(records[r], record, "stride");
-        LLM_CHECK(stride >= count && stride > 0, "{}: field '{}.stride' ({}) must be at least count ({})",
-                  schema.path(), record, stride, count);
+        LLM_CHECK(stride >= count && stride > 0,
+                  "{}: field '{}.stride' ({}) must be at least count ({})", schema.path(), record,
+                  stride, count);
       }
     }
   }
@@ -469,8 +485,7 @@ json read_meta(const std::string& path, const ParameterLayout* layout) {
   for (size_t i = 0; i < expected.size(); ++i) {
     const json& was = saved[layout->tensors[i].global_index];
     LLM_CHECK(was == expected[i], "{}: tensor {} is {} in the checkpoint but {} in the config",
-              meta_path, expected[i].at("name").get<std::string>(), was.dump(),
-              expected[i].dump());
+              meta_path, expected[i].at("name").get<std::string>(), was.dump(), expected[i].dump());
   }
   return meta;
 }
@@ -499,9 +514,9 @@ std::map<std::string, std::string> config_values(const std::string& toml_text,
 // [training] keys that change neither the model nor its trajectory.
 bool is_trajectory_neutral(const std::string& key) {
   static const std::set<std::string> neutral = {
-      "training.stop_at_step",    "training.eval_interval",
-      "training.eval_sequences",  "training.sample_tokens",
-      "training.device",          "training.micro_batch_size",
+      "training.stop_at_step",     "training.eval_interval",
+      "training.eval_sequences",   "training.sample_tokens",
+      "training.device",           "training.micro_batch_size",
       "training.checkpoint_every", "training.activation_checkpointing"};
   return neutral.count(key) > 0;
 }
@@ -545,8 +560,8 @@ int checkpoint_load(const std::string& path, ShardingEngine& engine, bool show_p
 
 Config checkpoint_read_config(const std::string& path) {
   json meta = read_meta(path, nullptr);
-  return config_parse(meta.at("config").get<std::string>(),
-                      (fs::path(path) / "meta.json").string(), {});
+  return config_parse(meta.at("config").get<std::string>(), (fs::path(path) / "meta.json").string(),
+                      {});
 }
 
 std::vector<float> checkpoint_read_params(const std::string& path, const ParameterLayout& layout) {

@@ -64,7 +64,8 @@ MPI_Op mpi_sum(WireType type) { return type == WireType::f32 ? MPI_SUM : mpi_bf1
 // MPI counts are int; larger buffers must be split by the caller.
 int mpi_count(size_t count, const char* collective) {
   LLM_CHECK(count <= static_cast<size_t>(INT_MAX),
-            "{}: count {} exceeds the MPI limit of {} elements per call", collective, count, INT_MAX);
+            "{}: count {} exceeds the MPI limit of {} elements per call", collective, count,
+            INT_MAX);
   return static_cast<int>(count);
 }
 
@@ -263,8 +264,10 @@ void comm_abort(const std::string& message) {
     MPI_Comm_size(MPI_COMM_WORLD, &size);
   }
   // One process has no ranks to tell apart.
-  if (size > 1) std::fprintf(stderr, "rank %d: error: %s\n", rank, message.c_str());
-  else std::fprintf(stderr, "error: %s\n", message.c_str());
+  if (size > 1)
+    std::fprintf(stderr, "rank %d: error: %s\n", rank, message.c_str());
+  else
+    std::fprintf(stderr, "error: %s\n", message.c_str());
   std::fflush(stderr);
   if (active && size > 1) MPI_Abort(MPI_COMM_WORLD, 1);
   std::exit(1);

@@ -35,18 +35,19 @@ namespace {
 
 // Names the NCCL call, NCCL's error string and, when NCCL left one, its
 // detailed last-error message (which says what was actually wrong).
-[[noreturn]] void throw_nccl_error(const char* call, ncclResult_t status, const char* file, int line) {
+[[noreturn]] void throw_nccl_error(const char* call, ncclResult_t status, const char* file,
+                                   int line) {
   std::string error = ncclGetErrorString(status);
   const char* detail = ncclGetLastError(nullptr);
   if (detail && *detail) error += std::string(" (") + detail + ")";
   cuda::throw_cuda_error(call, error.c_str(), file, line);
 }
 
-#define LLM_NCCL_CHECK(call)                                                      \
-  do {                                                                            \
-    ncclResult_t llm_nccl_status_ = (call);                                       \
-    if (llm_nccl_status_ != ncclSuccess)                                          \
-      ::llm::throw_nccl_error(#call, llm_nccl_status_, __FILE__, __LINE__);       \
+#define LLM_NCCL_CHECK(call)                                                \
+  do {                                                                      \
+    ncclResult_t llm_nccl_status_ = (call);                                 \
+    if (llm_nccl_status_ != ncclSuccess)                                    \
+      ::llm::throw_nccl_error(#call, llm_nccl_status_, __FILE__, __LINE__); \
   } while (0)
 
 // A bad argument to a collective. CUDA sources cannot format (no fmt), so it
@@ -56,7 +57,9 @@ namespace {
   cuda::throw_cuda_error(collective, why, file, line);
 }
 
-ncclDataType_t nccl_type(WireType type) { return type == WireType::f32 ? ncclFloat32 : ncclBfloat16; }
+ncclDataType_t nccl_type(WireType type) {
+  return type == WireType::f32 ? ncclFloat32 : ncclBfloat16;
+}
 
 bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
   auto a0 = reinterpret_cast<uintptr_t>(a), b0 = reinterpret_cast<uintptr_t>(b);
@@ -144,7 +147,8 @@ class NcclGroup : public Group {
     count_all_reduce(count, type);
     if (count == 0) return {};
     return enqueue(cuda::reduce_stream(), [&](cudaStream_t stream) {
-      LLM_NCCL_CHECK(ncclAllReduce(data, data, count, nccl_type(type), ncclSum, reduce_comm_, stream));
+      LLM_NCCL_CHECK(
+          ncclAllReduce(data, data, count, nccl_type(type), ncclSum, reduce_comm_, stream));
     });
   }
 
@@ -156,8 +160,8 @@ class NcclGroup : public Group {
     count_reduce_scatter(recv_count, type);
     if (recv_count == 0) return {};
     return enqueue(cuda::reduce_stream(), [&](cudaStream_t stream) {
-      LLM_NCCL_CHECK(
-          ncclReduceScatter(send, recv, recv_count, nccl_type(type), ncclSum, reduce_comm_, stream));
+      LLM_NCCL_CHECK(ncclReduceScatter(send, recv, recv_count, nccl_type(type), ncclSum,
+                                       reduce_comm_, stream));
     });
   }
 
@@ -169,8 +173,9 @@ class NcclGroup : public Group {
     const void* own_slot = static_cast<const char*>(recv) + rank_ * chunk;
     bool in_place = send == own_slot;
     if (!in_place && overlaps(send, chunk, recv, size_ * chunk))
-      throw_argument_error("all_gather", "send overlaps recv without being this member's slot of it",
-                           __FILE__, __LINE__);
+      throw_argument_error("all_gather",
+                           "send overlaps recv without being this member's slot of it", __FILE__,
+                           __LINE__);
     count_all_gather(send_count, type);
     if (send_count == 0) return {};
     return enqueue(cuda::gather_stream(), [&](cudaStream_t stream) {
@@ -226,12 +231,14 @@ class NcclGroup : public Group {
     return enqueue(cuda::p2p_stream(), [&](cudaStream_t stream) {
       LLM_NCCL_CHECK(ncclGroupStart());
       ncclResult_t queued = ncclSuccess;
-      if (send_count > 0) queued = ncclSend(send, send_count, nccl_type(type), send_peer, p2p_comm_, stream);
+      if (send_count > 0)
+        queued = ncclSend(send, send_count, nccl_type(type), send_peer, p2p_comm_, stream);
       if (queued == ncclSuccess && recv_count > 0)
         queued = ncclRecv(recv, recv_count, nccl_type(type), recv_peer, p2p_comm_, stream);
       // Ended even after a failure, so that NCCL is not left inside the group.
       ncclResult_t ended = ncclGroupEnd();
-      if (queued != ncclSuccess) throw_nccl_error("ncclSend / ncclRecv", queued, __FILE__, __LINE__);
+      if (queued != ncclSuccess)
+        throw_nccl_error("ncclSend / ncclRecv", queued, __FILE__, __LINE__);
       LLM_NCCL_CHECK(ended);
     });
   }
@@ -304,8 +311,9 @@ std::unique_ptr<Group> make_nccl_group(Group& members) {
   // The id exchange needs host buffers: an NCCL group would read it as a
   // device pointer.
   if (is_nccl_group(members))
-    throw_argument_error("make_nccl_group", "members must be an MPI (host-buffer) group, not an NCCL group",
-                         __FILE__, __LINE__);
+    throw_argument_error("make_nccl_group",
+                         "members must be an MPI (host-buffer) group, not an NCCL group", __FILE__,
+                         __LINE__);
   // A private copy of the members (same order), so the new group does not
   // depend on `members` staying alive.
   return std::make_unique<NcclGroup>(members.split(/*color=*/0, /*key=*/members.rank()));

@@ -6,7 +6,9 @@
 namespace llm {
 
 std::unique_ptr<Group> make_nccl_group(Group&) {
-  LLM_FAIL("make_nccl_group: this build has no CUDA/NCCL backend (nvcc was not found at configure time)");
+  LLM_FAIL(
+      "make_nccl_group: this build has no CUDA/NCCL backend (nvcc was not found at configure "
+      "time)");
 }
 
 }  // namespace llm

@@ -27,7 +27,10 @@ class StagingPool {
 class StagedGroup : public Group {
  public:
   StagedGroup(Group& host, std::unique_ptr<Group> owned, const DeviceMemory& memory)
-      : host_(host), owned_(std::move(owned)), memory_(memory), pool_(std::make_shared<StagingPool>()) {}
+      : host_(host),
+        owned_(std::move(owned)),
+        memory_(memory),
+        pool_(std::make_shared<StagingPool>()) {}
 
   int rank() const override { return host_.rank(); }
   int size() const override { return host_.size(); }
@@ -46,7 +49,8 @@ class StagedGroup : public Group {
     const size_t chunk = recv_count * wire_bytes(type), whole = chunk * size();
     // One buffer: [send (whole) | recv (chunk)].
     auto staged = stage(send, whole, whole + chunk);
-    CommHandle inner = host_.reduce_scatter_async(staged->data(), staged->data() + whole, recv_count, type);
+    CommHandle inner =
+        host_.reduce_scatter_async(staged->data(), staged->data() + whole, recv_count, type);
     return finish(std::move(inner), std::move(staged), recv, chunk, whole);
   }
 
@@ -57,7 +61,8 @@ class StagedGroup : public Group {
     // One buffer: [recv (whole) | send (chunk)]; send may be recv's own slot on the device.
     auto staged = std::make_shared<std::vector<char>>(pool_->take(whole + chunk));
     memory_.to_host(staged->data() + whole, send, chunk);
-    CommHandle inner = host_.all_gather_async(staged->data() + whole, staged->data(), send_count, type);
+    CommHandle inner =
+        host_.all_gather_async(staged->data() + whole, staged->data(), send_count, type);
     return finish(std::move(inner), std::move(staged), recv, whole);
   }
 
@@ -93,11 +98,13 @@ class StagedGroup : public Group {
     if (send_count > 0) check_peer("send_recv (send)", send_peer);
     if (recv_count > 0) check_peer("send_recv (recv)", recv_peer);
     count_send(send_count, type);
-    const size_t send_bytes = send_count * wire_bytes(type), recv_bytes = recv_count * wire_bytes(type);
+    const size_t send_bytes = send_count * wire_bytes(type),
+                 recv_bytes = recv_count * wire_bytes(type);
     // One buffer: [send | recv].
     auto staged = stage(send, send_bytes, send_bytes + recv_bytes);
-    CommHandle inner = host_.send_recv_async(staged->data(), send_count, send_peer,
-                                             staged->data() + send_bytes, recv_count, recv_peer, type);
+    CommHandle inner =
+        host_.send_recv_async(staged->data(), send_count, send_peer, staged->data() + send_bytes,
+                              recv_count, recv_peer, type);
     return finish(std::move(inner), std::move(staged), recv, recv_bytes, send_bytes);
   }
 

@@ -72,7 +72,8 @@ void ReplicatedGrads::release(int unit, bool last_micro_batch) {
     void* recv = state.landing_bf16 ? static_cast<void*>(state.landing_bf16) : state.reduced_grads;
     state.pending = topo_.shard->reduce_scatter_async(send, recv, s.shard, reduce_type_);
   } else {  // ddp
-    state.pending = topo_.replicate->all_reduce_async(const_cast<void*>(send), s.padded, reduce_type_);
+    state.pending =
+        topo_.replicate->all_reduce_async(const_cast<void*>(send), s.padded, reduce_type_);
   }
   // Over one member the reduction is a copy: the gradient is final now.
   if ((scatter_ ? topo_.shard : topo_.replicate)->size() == 1) finish_reduction(unit);

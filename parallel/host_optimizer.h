@@ -139,7 +139,7 @@ class HostOptimizer {
   const bool delayed_;  // offload.delayed_update
   Arena arena_;
   std::vector<Unit> units_;
-  bool pending_ = false;  // a delayed step's updates are queued, not yet uploaded
+  bool pending_ = false;            // a delayed step's updates are queued, not yet uploaded
   std::vector<int> pending_order_;  // the order they were queued in
   OffloadStats stats_;
   std::vector<GradsCopy> grads_copies_;  // in start order: the landing order

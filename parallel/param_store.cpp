@@ -8,7 +8,8 @@
 namespace llm {
 namespace {
 
-constexpr int kGatherSlots = 3;  // the unit in use + a prefetch, or head + tied embedding + a prefetch
+constexpr int kGatherSlots =
+    3;  // the unit in use + a prefetch, or head + tied embedding + a prefetch
 
 WireType compute_type_of(Precision precision) {
   return precision == Precision::bf16 ? WireType::bf16 : WireType::f32;
@@ -28,9 +29,11 @@ void list_unit(Unit& unit, float*& masters, size_t count, Precision precision, M
 }  // namespace
 
 std::unique_ptr<ParamStore> make_param_store(const StoreContext& context, const ShardingPlan& plan,
-                                             Precision precision, Masters masters, StatePlans& plans) {
+                                             Precision precision, Masters masters,
+                                             StatePlans& plans) {
   if (plan.shard_params) return std::make_unique<ShardedParams>(context, precision, masters, plans);
-  return std::make_unique<ReplicatedParams>(context, precision, masters, plan.shard_optimizer, plans);
+  return std::make_unique<ReplicatedParams>(context, precision, masters, plan.shard_optimizer,
+                                            plans);
 }
 
 StateBytes param_store_bytes(const std::vector<UnitShard>& shards, const ShardingPlan& plan,
@@ -192,7 +195,8 @@ ShardedParams::GatherSlot& ShardedParams::start_gather(int unit) {
             layout_.units[unit].name, gather_slots_.size());
   const UnitShard& s = shards_[unit];
   victim->unit = unit;
-  victim->pending = topo_.shard->all_gather_async(compute(unit), victim->full, s.shard, compute_type_);
+  victim->pending =
+      topo_.shard->all_gather_async(compute(unit), victim->full, s.shard, compute_type_);
   return *victim;
 }
 
@@ -221,7 +225,8 @@ const void* ShardedParams::acquire(int unit, Pass pass) {
   // another unit's (the tied embedding used by the head), which is off-order.
   if (alone) {
     int next = pass == Pass::forward ? unit + 1 : unit - 1;
-    if (pass == Pass::backward && next == layout_.embed_unit()) next = -1;  // backward needs no embedding params
+    if (pass == Pass::backward && next == layout_.embed_unit())
+      next = -1;  // backward needs no embedding params
     prefetch(next);
   }
   return slot->full;

@@ -74,7 +74,8 @@ enum class Masters { on_device, offloaded };
 // The store `plan` calls for; its buffers are listed into `plans` and usable
 // once the plans are bound.
 std::unique_ptr<ParamStore> make_param_store(const StoreContext& context, const ShardingPlan& plan,
-                                             Precision precision, Masters masters, StatePlans& plans);
+                                             Precision precision, Masters masters,
+                                             StatePlans& plans);
 // The bytes that store would take, computed without allocating.
 StateBytes param_store_bytes(const std::vector<UnitShard>& shards, const ShardingPlan& plan,
                              Precision precision, Masters masters);

@@ -108,9 +108,8 @@ ShardingEngine::ShardingEngine(const ParameterLayout& layout, const Config& conf
     arenas_[c] = Arena(names[c], by_category[c]->bytes(), *be_.memory);
     by_category[c]->bind(arenas_[c]);
   }
-  bytes_ = {arenas_[kParams].capacity(), arenas_[kGrads].capacity(),
-            arenas_[kOptimizer].capacity(), arenas_[kBuffers].capacity(),
-            host_ ? host_->bytes() : 0};
+  bytes_ = {arenas_[kParams].capacity(), arenas_[kGrads].capacity(), arenas_[kOptimizer].capacity(),
+            arenas_[kBuffers].capacity(), host_ ? host_->bytes() : 0};
   // Initial parameters are computed on the host, slice by slice, and copied in.
   const uint64_t seed = static_cast<uint64_t>(config.training.seed);
   write_state(
@@ -120,7 +119,8 @@ ShardingEngine::ShardingEngine(const ParameterLayout& layout, const Config& conf
       /*with_moments=*/false);
 }
 
-template <class Fill> void ShardingEngine::write_state(Fill&& fill, bool with_moments) {
+template <class Fill>
+void ShardingEngine::write_state(Fill&& fill, bool with_moments) {
   if (host_) {
     // The host optimizer's slices are written in place, then published.
     if (zenflow_) zenflow_->reset();
@@ -236,8 +236,8 @@ std::vector<OwnedSlice> ShardingEngine::owned_slices() const {
       const HostOptimizer::Unit& h = host_->unit(unit);
       slices.push_back({unit, s.begin, s.owned, h.masters, h.m, h.v, &host_memory()});
     } else {
-      slices.push_back({unit, s.begin, s.owned, owned_params(unit), moments_[u].m, moments_[u].v,
-                        be_.memory});
+      slices.push_back(
+          {unit, s.begin, s.owned, owned_params(unit), moments_[u].m, moments_[u].v, be_.memory});
     }
   }
   return slices;
@@ -300,8 +300,7 @@ float ShardingEngine::grad_norm() {
     be_.sum_squares(square_sums_ + i, grads_->reduced(r.unit) + (r.begin - shards_[r.unit].begin),
                     r.count);
   }
-  be_.memory->to_host(host_square_sums_.data(), square_sums_,
-                      norm_ranges_.size() * sizeof(double));
+  be_.memory->to_host(host_square_sums_.data(), square_sums_, norm_ranges_.size() * sizeof(double));
   double sum = 0;
   for (double range_sum : host_square_sums_) sum += range_sum;  // in unit order
   if (topo_.model_copy->size() > 1) sum = topo_.model_copy->all_reduce_sum(sum);
@@ -324,10 +323,14 @@ void ShardingEngine::optimizer_step(const AdamWStep& step) {
 }
 
 void ShardingEngine::settle() {
-  if (zenflow_) zenflow_->settle();
-  else if (host_) host_->publish_pending();
+  if (zenflow_)
+    zenflow_->settle();
+  else if (host_)
+    host_->publish_pending();
 }
 
-OffloadStats ShardingEngine::offload_stats() const { return host_ ? host_->stats() : OffloadStats{}; }
+OffloadStats ShardingEngine::offload_stats() const {
+  return host_ ? host_->stats() : OffloadStats{};
+}
 
 }  // namespace llm

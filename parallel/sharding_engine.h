@@ -162,7 +162,8 @@ class ShardingEngine : public UnitProvider {
   float* owned_params(int unit) const;
   // Writes initial or loaded masters: `fill(unit, begin, count, params, m, v)`
   // fills host buffers for each range this rank holds (m, v null: not wanted).
-  template <class Fill> void write_state(Fill&& fill, bool with_moments);
+  template <class Fill>
+  void write_state(Fill&& fill, bool with_moments);
 
   const ParameterLayout& layout_;
   const TrainingConfig& training_;
@@ -173,7 +174,7 @@ class ShardingEngine : public UnitProvider {
   Arena arenas_[4];  // parameters, gradients, optimizer, buffers (outlive the stores)
   std::vector<Moments> moments_;
   const std::vector<NormRange> norm_ranges_;
-  double* square_sums_ = nullptr;          // (norm ranges) in the backend's memory
+  double* square_sums_ = nullptr;         // (norm ranges) in the backend's memory
   std::vector<double> host_square_sums_;  // (norm ranges) read back by grad_norm
   std::unique_ptr<ParamStore> params_;
   std::unique_ptr<GradStore> grads_;

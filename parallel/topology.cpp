@@ -10,7 +10,8 @@ ShardingPlan sharding_plan(const ParallelConfig& config, int dp_size) {
   plan.mode = config.mode;
   plan.data_parallel_size = dp_size;
   LLM_CHECK(plan.mode == ParallelMode::hybrid || config.shard_group_size == 0,
-            "parallel.shard_group_size is only used by mode hybrid (mode is {})", to_string(config.mode));
+            "parallel.shard_group_size is only used by mode hybrid (mode is {})",
+            to_string(config.mode));
   if (plan.mode == ParallelMode::ddp) return plan;
   plan.shard_optimizer = true;
   plan.shard_grads = plan.mode != ParallelMode::zero1;

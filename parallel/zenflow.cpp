@@ -36,8 +36,9 @@ void accumulate_scaled(float* sum, const float* g, float scale, size_t n) {
 std::vector<int32_t> top_columns(const float* norms, size_t cols, size_t k) {
   std::vector<int32_t> order(cols);
   std::iota(order.begin(), order.end(), 0);
-  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(),
-                    [&](int32_t a, int32_t b) { return norms[a] > norms[b] || (norms[a] == norms[b] && a < b); });
+  std::partial_sort(
+      order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(),
+      [&](int32_t a, int32_t b) { return norms[a] > norms[b] || (norms[a] == norms[b] && a < b); });
   order.resize(k);
   return order;
 }
@@ -52,7 +53,8 @@ void ZenFlow::list_buffers(const ParameterLayout& layout, const std::vector<Unit
     const UnitShard& s = shards[u];
     for (int ti : layout.units[u].tensors) {
       const TensorSpec& t = layout.tensors[ti];
-      const size_t lo = std::max(s.begin, t.offset), hi = std::min(s.begin + s.owned, t.offset + t.numel);
+      const size_t lo = std::max(s.begin, t.offset),
+                   hi = std::min(s.begin + s.owned, t.offset + t.numel);
       if (lo >= hi) continue;
       Piece p;
       p.unit = static_cast<int>(u);
@@ -88,8 +90,9 @@ ZenFlow::ZenFlow(const ParameterLayout& layout, const Config& config,
       params_(params),
       grads_(grads),
       host_(host),
-      update_interval_(config.zenflow.update_interval.automatic() ? kZenFlowAutoUpdateIntervalStart
-                                                                  : config.zenflow.update_interval.value) {
+      update_interval_(config.zenflow.update_interval.automatic()
+                           ? kZenFlowAutoUpdateIntervalStart
+                           : config.zenflow.update_interval.value) {
   list_buffers(layout, shards, zenflow_.topk_ratio, pieces_, norms_, plans);
   norm_offset_ = column_norm_offsets(layout, norm_count_);
   stats_.update_interval = update_interval_;
@@ -115,7 +118,8 @@ std::vector<size_t> ZenFlow::column_norm_offsets(const ParameterLayout& layout, 
 }
 
 int ZenFlow::select_interval() const {
-  if (zenflow_.select_strategy == SelectStrategy::epoch && steps_per_epoch_ > 0) return steps_per_epoch_;
+  if (zenflow_.select_strategy == SelectStrategy::epoch && steps_per_epoch_ > 0)
+    return steps_per_epoch_;
   return zenflow_.select_interval.automatic() ? update_interval_ : zenflow_.select_interval.value;
 }
 
@@ -137,12 +141,15 @@ void ZenFlow::choose_columns() {
   be_.memory->to_host(norms.data(), norms_, norm_count_ * sizeof(float));
   for (Piece& p : pieces_) {
     p.chosen_host.resize(p.k);
-    if (p.always_chosen) std::iota(p.chosen_host.begin(), p.chosen_host.end(), 0);
-    else p.chosen_host = top_columns(norms.data() + norm_offset_[p.tensor], p.cols, p.k);
+    if (p.always_chosen)
+      std::iota(p.chosen_host.begin(), p.chosen_host.end(), 0);
+    else
+      p.chosen_host = top_columns(norms.data() + norm_offset_[p.tensor], p.cols, p.k);
     be_.memory->to_device(p.chosen, p.chosen_host.data(), p.k * sizeof(int32_t));
     // The chosen columns' state moves from the host's slices to the device.
     const HostOptimizer::Unit& h = host_.unit(p.unit);
-    for (auto [host, device] : {std::pair{h.masters, p.masters}, std::pair{h.m, p.m}, std::pair{h.v, p.v}}) {
+    for (auto [host, device] :
+         {std::pair{h.masters, p.masters}, std::pair{h.m, p.m}, std::pair{h.v, p.v}}) {
       chosen_to_device(p, host, device);
     }
   }
@@ -169,7 +176,8 @@ void ZenFlow::hand_back_columns() {
   host_.wait_for_worker();  // the host slices are rewritten: no upload may still read them
   for (const Piece& p : pieces_) {
     const HostOptimizer::Unit& h = host_.unit(p.unit);
-    for (auto [device, host] : {std::pair{p.masters, h.masters}, std::pair{p.m, h.m}, std::pair{p.v, h.v}}) {
+    for (auto [device, host] :
+         {std::pair{p.masters, h.masters}, std::pair{p.m, h.m}, std::pair{p.v, h.v}}) {
       chosen_to_host(p, device, host);
     }
   }
@@ -198,8 +206,8 @@ void ZenFlow::update_chosen_on_device(const AdamWStep& step) {
   for (const Piece& p : pieces_) {
     be_.gather_columns(p.grads, grads_.reduced(p.unit) + p.slice_offset, p.lo, p.hi, p.cols,
                        p.chosen, p.k);
-    optimizer_update_elements(be_, training_, step, layout_.tensors[p.tensor], p.compact,
-                              p.masters, nullptr, p.grads, p.m, p.v);
+    optimizer_update_elements(be_, training_, step, layout_.tensors[p.tensor], p.compact, p.masters,
+                              nullptr, p.grads, p.m, p.v);
   }
   scatter_chosen();
 }
@@ -258,7 +266,8 @@ void ZenFlow::adapt_update_interval() {
   // steps it is spread over.
   const double exposed =
       zenflow_.overlap_step ? std::max(0.0, host_seconds - step_seconds_) : host_seconds;
-  const int wanted = std::clamp(static_cast<int>(std::ceil(exposed / (0.05 * step_seconds_))), 1, 16);
+  const int wanted =
+      std::clamp(static_cast<int>(std::ceil(exposed / (0.05 * step_seconds_))), 1, 16);
   // Rank 0's measurement decides, so every rank keeps the same schedule.
   update_interval_ = static_cast<int>(
       std::lround(topo_.world.all_reduce_sum(topo_.world.rank() == 0 ? wanted : 0)));

@@ -51,14 +51,14 @@ class ZenFlow {
   // elements [lo, hi) this rank holds; its chosen columns' state on the device.
   struct Piece {
     int unit = 0, tensor = 0;
-    size_t lo = 0, hi = 0;       // tensor-relative flat range
-    size_t slice_offset = 0;     // where lo sits in the unit's owned slice
-    size_t cols = 0, k = 0;      // columns, chosen columns
-    size_t compact = 0;          // rows * k
-    bool always_chosen = false;  // 1-D tensors
+    size_t lo = 0, hi = 0;             // tensor-relative flat range
+    size_t slice_offset = 0;           // where lo sits in the unit's owned slice
+    size_t cols = 0, k = 0;            // columns, chosen columns
+    size_t compact = 0;                // rows * k
+    bool always_chosen = false;        // 1-D tensors
     std::vector<int32_t> chosen_host;  // (k) the chosen columns, as made
-    int32_t* chosen = nullptr;   // (k) device: the same
-    float* masters = nullptr;    // (compact) device, and below
+    int32_t* chosen = nullptr;         // (k) device: the same
+    float* masters = nullptr;          // (compact) device, and below
     float* m = nullptr;
     float* v = nullptr;
     float* grads = nullptr;
@@ -73,9 +73,9 @@ class ZenFlow {
   // the floats one choice moves across ranks.
   static std::vector<size_t> column_norm_offsets(const ParameterLayout& layout, size_t& count);
 
-  ZenFlow(const ParameterLayout& layout, const Config& config,
-          const std::vector<UnitShard>& shards, const Backend& device, Topology& topology,
-          ParamStore& params, GradStore& grads, HostOptimizer& host, StatePlans& plans);
+  ZenFlow(const ParameterLayout& layout, const Config& config, const std::vector<UnitShard>& shards,
+          const Backend& device, Topology& topology, ParamStore& params, GradStore& grads,
+          HostOptimizer& host, StatePlans& plans);
   // Waits for the jobs it queued on the host's worker (they use its members).
   ~ZenFlow();
   ZenFlow(const ZenFlow&) = delete;
@@ -124,16 +124,16 @@ class ZenFlow {
   std::vector<Piece> pieces_;
   std::vector<size_t> norm_offset_;  // per tensor: its columns in norms_ (matrices only)
   size_t norm_count_ = 0;
-  float* norms_ = nullptr;            // (norm_count_) device
-  bool chosen_ = false;               // the device holds chosen columns
-  bool pending_ = false;              // a host update is queued, not yet uploaded
-  int in_interval_ = 0;               // steps accumulated since the last host update
-  int since_selection_ = 0;           // steps since the last choice
+  float* norms_ = nullptr;   // (norm_count_) device
+  bool chosen_ = false;      // the device holds chosen columns
+  bool pending_ = false;     // a host update is queued, not yet uploaded
+  int in_interval_ = 0;      // steps accumulated since the last host update
+  int since_selection_ = 0;  // steps since the last choice
   int update_interval_;
   int steps_per_epoch_ = 0;
   AdamWStep last_step_{};
   std::atomic<double> host_update_seconds_{0};  // of the last host update (written by the worker)
-  double step_started_ = -1;          // wall clock of the previous step() (auto interval)
+  double step_started_ = -1;                    // wall clock of the previous step() (auto interval)
   double step_seconds_ = 0;
   ZenFlowStats stats_;
 };

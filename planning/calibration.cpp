@@ -46,7 +46,8 @@ double measure_copy_bandwidth() {
 }
 
 // Seconds of the fastest of `reps` runs of `f`.
-template <class F> double best_seconds(int reps, F&& f) {
+template <class F>
+double best_seconds(int reps, F&& f) {
   double best = 1e30;
   for (int r = 0; r < reps; ++r) {
     auto start = Clock::now();
@@ -65,8 +66,8 @@ CommCalibration run_comm_bench(const CalibrationOptions& options) {
   namespace fs = std::filesystem;
   fs::create_directories(options.measure.work_dir);
   const std::string out = (fs::path(options.measure.work_dir) / "comm_bench.log").string();
-  std::string command = fmt::format("{} -np 2 {} scale --comm-bench > '{}' 2>&1", options.measure.launcher,
-                                    options.measure.train_binary, out);
+  std::string command = fmt::format("{} -np 2 {} scale --comm-bench > '{}' 2>&1",
+                                    options.measure.launcher, options.measure.train_binary, out);
   LLM_CHECK(run_command(command) == 0, "comm bench failed; see {}", out);
   std::ifstream in(out);
   std::string line;
@@ -94,18 +95,19 @@ HostRates calibrate_host_rates() {
   std::vector<float> params(n, 1.0f), grads(n, 1e-3f), m(n, 0.0f), v(n, 0.0f), sum(n, 0.0f);
   std::vector<Bf16> copy(n);
   HostRates rates;
-  rates.adamw_params_per_s = n / best_seconds(5, [&](int r) {
-    cpu::adamw_update(params.data(), copy.data(), grads.data(), m.data(), v.data(), n, 1e-4f, 0.9f,
-                      0.95f, 1e-8f, 0.1f, 1.0f, r + 1);
-  });
+  rates.adamw_params_per_s =
+      n / best_seconds(5, [&](int r) {
+        cpu::adamw_update(params.data(), copy.data(), grads.data(), m.data(), v.data(), n, 1e-4f,
+                          0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, r + 1);
+      });
   rates.accumulate_params_per_s = n / best_seconds(5, [&](int) {
 #pragma omp parallel for simd schedule(static)
-    for (size_t i = 0; i < n; ++i) sum[i] += grads[i];
-  });
+                                    for (size_t i = 0; i < n; ++i) sum[i] += grads[i];
+                                  });
   const DeviceMemory& memory = host_memory();
   rates.copy_bytes_per_s = n * sizeof(float) / best_seconds(5, [&](int) {
-    memory.to_device(sum.data(), params.data(), n * sizeof(float));
-  });
+                             memory.to_device(sum.data(), params.data(), n * sizeof(float));
+                           });
   return rates;
 }
 
@@ -117,8 +119,8 @@ void comm_bench(Group& world) {
   };
   std::vector<Point> points;
   std::vector<float> buffer(16u << 20);  // 64 MiB
-  for (size_t count : {size_t{2}, size_t{1} << 10, size_t{1} << 14, size_t{1} << 18, size_t{4} << 20,
-                       size_t{16} << 20}) {
+  for (size_t count : {size_t{2}, size_t{1} << 10, size_t{1} << 14, size_t{1} << 18,
+                       size_t{4} << 20, size_t{16} << 20}) {
     const int reps = static_cast<int>(std::clamp<size_t>((size_t{64} << 20) / (count * 4), 3, 200));
     double best = 1e30;
     for (int trial = 0; trial < 4; ++trial) {  // the first trial warms up
@@ -181,11 +183,12 @@ void calibrate_machine(const CalibrationOptions& options) {
   Config config = config_load(options.config, {});
   const StepPrediction at_peak = throughput_predict(config, 1, hw);
   const double measured = measure_step_seconds(options.config, {}, 1, options.measure);
-  const double sustained =
-      std::clamp(at_peak.compute_seconds / std::max(measured - at_peak.optimizer_seconds, 1e-9), 0.01, 1.0);
-  fmt::print("  {} at 1 rank: {:.1f} ms/step measured, {:.1f} ms of compute at the sgemm rate -> "
-             "sustained fraction {:.3f}\n",
-             options.config, measured * 1e3, at_peak.compute_seconds * 1e3, sustained);
+  const double sustained = std::clamp(
+      at_peak.compute_seconds / std::max(measured - at_peak.optimizer_seconds, 1e-9), 0.01, 1.0);
+  fmt::print(
+      "  {} at 1 rank: {:.1f} ms/step measured, {:.1f} ms of compute at the sgemm rate -> "
+      "sustained fraction {:.3f}\n",
+      options.config, measured * 1e3, at_peak.compute_seconds * 1e3, sustained);
 
   std::filesystem::path out(options.out);
   if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path());
@@ -234,13 +237,16 @@ latency_us = 0.0  # a memcpy has no launch cost worth modelling
       fmt::arg("date", today()), fmt::arg("cores", omp_get_num_procs()),
       fmt::arg("memory", memory_available_bytes()), fmt::arg("peak", gemm / 1e12),
       fmt::arg("gemm", gemm / 1e9), fmt::arg("peak_bf16", gemm_bf16 / 1e12),
-      fmt::arg("gemm_bf16", gemm_bf16 / 1e9), fmt::arg("bf16_path", native_bf16 ? "native" : "widened to fp32"),
+      fmt::arg("gemm_bf16", gemm_bf16 / 1e9),
+      fmt::arg("bf16_path", native_bf16 ? "native" : "widened to fp32"),
       fmt::arg("sustained", sustained), fmt::arg("config", options.config),
       fmt::arg("measured", measured * 1e3), fmt::arg("compute", at_peak.compute_seconds * 1e3),
       fmt::arg("optimizer", at_peak.optimizer_seconds * 1e3), fmt::arg("copy", copy / 1e9),
-      fmt::arg("bw", comm.bandwidth_gbs), fmt::arg("ranks", comm.ranks), fmt::arg("alpha", comm.alpha_us),
-      fmt::arg("latency", comm.latency_us), fmt::arg("adamw", host.adamw_params_per_s),
-      fmt::arg("accumulate", host.accumulate_params_per_s), fmt::arg("copy_gbs", host.copy_bytes_per_s / 1e9));
+      fmt::arg("bw", comm.bandwidth_gbs), fmt::arg("ranks", comm.ranks),
+      fmt::arg("alpha", comm.alpha_us), fmt::arg("latency", comm.latency_us),
+      fmt::arg("adamw", host.adamw_params_per_s),
+      fmt::arg("accumulate", host.accumulate_params_per_s),
+      fmt::arg("copy_gbs", host.copy_bytes_per_s / 1e9));
   fmt::print("wrote {}\n", options.out);
 }
 

@@ -13,7 +13,7 @@
 namespace llm {
 namespace {
 
-constexpr int kTree = 0, kRing = 1;            // NCCL_ALGO_TREE, NCCL_ALGO_RING
+constexpr int kTree = 0, kRing = 1;              // NCCL_ALGO_TREE, NCCL_ALGO_RING
 constexpr int kLL = 0, kLL128 = 1, kSimple = 2;  // NCCL_PROTO_*
 constexpr int kNvlink = 0, kPci = 1, kNet = 2;   // NCCL_HW_*
 
@@ -31,11 +31,14 @@ constexpr double kLL128MaxBandwidthPerChannel = 20.0;  // ll128MaxBwPerCh, GB/s
 constexpr double kLLMaxBandwidth[2][3] = {{39.0, 39.0, 20.4}, {87.7, 22.5, 19.0}};
 // perChMaxTreeBws[Ampere][index2].
 constexpr double kTreeMaxBandwidthPerChannel[2][3] = {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}};
-constexpr double kAmpereBusBandwidthCap = 235.0;  // "if (compCap80) busBw = std::min(busBw, 235.0f)"
+constexpr double kAmpereBusBandwidthCap =
+    235.0;  // "if (compCap80) busBw = std::min(busBw, 235.0f)"
 // treeCorrectionFactor[protocol][log2(bytes / 64)], 64 B to 256 MiB.
 constexpr double kTreeCorrection[3][23] = {
-    {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0},
-    {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0},
+    {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7,  .7,  .7,  .6, .5,
+     .4,  .4,  .5,  .6,  .7, .8, .9, 1.0, 1.0, 1.0, 1.0},
+    {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7,  .6, .6,
+     .6,  .6,  .6,  .6,  .8,  .9, .9, .9, .9, 1.0, 1.0},
     {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9},
 };
 constexpr int kMaxChannels = 32;  // MAXCHANNELS
@@ -89,9 +92,9 @@ CollectiveCost mpi_ring_cost(CollectiveOp op, const GroupSpan& span, double payl
   const bool all_reduce = op == CollectiveOp::all_reduce;
   const double steps = all_reduce ? 2 * (n - 1) : n - 1;
   const double inter_steps = all_reduce ? 2.0 * (span.nodes - 1) : span.nodes - 1.0;
-  const double latency = 1e-6 * (hw.collective.base_latency_us +
-                                 (steps - inter_steps) * hw.intra_node.latency_us +
-                                 inter_steps * hw.inter_node.latency_us);
+  const double latency =
+      1e-6 * (hw.collective.base_latency_us + (steps - inter_steps) * hw.intra_node.latency_us +
+              inter_steps * hw.inter_node.latency_us);
   const double sent = (all_reduce ? 2 * (n - 1) / n : (n - 1) / n) * payload_bytes;
   cost.seconds = latency + sent / span_bandwidth(span, hw);
   cost.blocks = 1;  // the rank's own process moves its part
@@ -106,15 +109,19 @@ const char* collective_algorithm_name(CollectiveAlgorithm algorithm) {
 
 const char* collective_protocol_name(CollectiveProtocol protocol) {
   switch (protocol) {
-    case CollectiveProtocol::ll: return "LL";
-    case CollectiveProtocol::ll128: return "LL128";
-    case CollectiveProtocol::simple: return "Simple";
+    case CollectiveProtocol::ll:
+      return "LL";
+    case CollectiveProtocol::ll128:
+      return "LL128";
+    case CollectiveProtocol::simple:
+      return "Simple";
   }
   return "?";
 }
 
 std::string CollectiveCost::name() const {
-  return fmt::format("{}/{}", collective_algorithm_name(algorithm), collective_protocol_name(protocol));
+  return fmt::format("{}/{}", collective_algorithm_name(algorithm),
+                     collective_protocol_name(protocol));
 }
 
 GroupSpan group_span(GroupRole role, int world, int shard_group_size, int devices_per_node) {
@@ -138,8 +145,8 @@ GroupSpan group_span(GroupRole role, int world, int shard_group_size, int device
 double span_bandwidth(const GroupSpan& span, const HardwareProfile& hw) {
   const double intra = hw.intra_node.bandwidth_gbs * 1e9;
   if (span.nodes == 1) return intra;
-  return std::min(intra, hw.inter_node.bandwidth_gbs * 1e9 * span.ranks_per_node /
-                             hw.node.devices_per_node);
+  return std::min(
+      intra, hw.inter_node.bandwidth_gbs * 1e9 * span.ranks_per_node / hw.node.devices_per_node);
 }
 
 CollectiveCost nccl_cost(CollectiveOp op, const GroupSpan& span, double payload_bytes,
@@ -151,7 +158,9 @@ CollectiveCost nccl_cost(CollectiveOp op, const GroupSpan& span, double payload_
   if (span.size <= 1) return cost;
   const bool all_reduce = op == CollectiveOp::all_reduce;
   const int a = algorithm == CollectiveAlgorithm::tree ? kTree : kRing;
-  const int p = protocol == CollectiveProtocol::ll ? kLL : protocol == CollectiveProtocol::ll128 ? kLL128 : kSimple;
+  const int p = protocol == CollectiveProtocol::ll      ? kLL
+                : protocol == CollectiveProtocol::ll128 ? kLL128
+                                                        : kSimple;
   const NcclProfile& nccl = hw.nccl;
   const bool ampere = nccl.gpu_arch == "ampere";
   const bool ll128_on = (nccl.gpu_arch == "volta" || ampere) && nccl.intra_link == "nvlink";
@@ -170,14 +179,16 @@ CollectiveCost nccl_cost(CollectiveOp op, const GroupSpan& span, double payload_
   // Bus bandwidth, GB/s, with the protocol's efficiency and caps.
   const double graph_bus = span_bandwidth(span, hw) / 1e9;
   double bus = ampere ? std::min(graph_bus, kAmpereBusBandwidthCap) : graph_bus;
-  if (a == kRing && p == kLL) bus = std::min(ll_max, bus * ((nodes > 1 || all_reduce) ? 1.0 / 4.0 : 1.0 / 3.0));
+  if (a == kRing && p == kLL)
+    bus = std::min(ll_max, bus * ((nodes > 1 || all_reduce) ? 1.0 / 4.0 : 1.0 / 3.0));
   if (a == kRing && p == kLL128) {
     bus = std::min(bus * (ppn < 2 ? 0.7 : 0.92), kLL128MaxBandwidthPerChannel * channels);
   }
   if (a == kTree) bus = std::min(bus * .92, channels * tree_max_per_channel);
   if (a == kTree && p == kLL) bus = std::min(bus / 3.8, ll_max);
   if (a == kTree && p == kLL128) {
-    bus = std::min(bus * (nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0), kLL128MaxBandwidthPerChannel * channels);
+    bus = std::min(bus * (nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0),
+                   kLL128MaxBandwidthPerChannel * channels);
   }
   const int steps = all_reduce ? 2 * (n - 1) : n - 1;
   // 2.14 counts 2 x nodes network steps for a multi-node all-reduce (more than
@@ -214,12 +225,14 @@ CollectiveCost collective_cost(CollectiveOp op, const GroupSpan& span, double pa
   if (!hw.uses_nccl()) return mpi_ring_cost(op, span, payload_bytes, hw);
   CollectiveCost best;
   best.seconds = -1;
-  if (span.size <= 1) return nccl_cost(op, span, payload_bytes, hw, CollectiveAlgorithm::ring,
-                                       CollectiveProtocol::simple);
+  if (span.size <= 1)
+    return nccl_cost(op, span, payload_bytes, hw, CollectiveAlgorithm::ring,
+                     CollectiveProtocol::simple);
   // getAlgoInfo's order: tree before ring, LL before LL128 before Simple;
   // the first strictly fastest wins.
   for (CollectiveAlgorithm a : {CollectiveAlgorithm::tree, CollectiveAlgorithm::ring}) {
-    for (CollectiveProtocol p : {CollectiveProtocol::ll, CollectiveProtocol::ll128, CollectiveProtocol::simple}) {
+    for (CollectiveProtocol p :
+         {CollectiveProtocol::ll, CollectiveProtocol::ll128, CollectiveProtocol::simple}) {
       const CollectiveCost c = nccl_cost(op, span, payload_bytes, hw, a, p);
       if (c.seconds >= 0 && (best.seconds < 0 || c.seconds < best.seconds)) best = c;
     }

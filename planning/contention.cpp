@@ -56,7 +56,8 @@ double ComputeTimeline::run(double start, double seconds) {
 
 double ComputeTimeline::in_flight_seconds(double until) const {
   std::vector<Hold> sorted = holds_;
-  std::sort(sorted.begin(), sorted.end(), [](const Hold& a, const Hold& b) { return a.start < b.start; });
+  std::sort(sorted.begin(), sorted.end(),
+            [](const Hold& a, const Hold& b) { return a.start < b.start; });
   double total = 0, covered_to = 0;
   for (const Hold& h : sorted) {
     const double begin = std::max(h.start, covered_to), end = std::min(h.end, until);

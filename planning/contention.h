@@ -28,8 +28,8 @@ class ComputeTimeline {
   // Compute is one timeline: each run starts no earlier than the last began.
   double run(double start, double seconds);
 
-  double contention_seconds() const { return contention_; }   // time added to compute
-  double overlapped_seconds() const { return overlapped_; }   // compute time beside a collective
+  double contention_seconds() const { return contention_; }  // time added to compute
+  double overlapped_seconds() const { return overlapped_; }  // compute time beside a collective
   // Length of the union of the held intervals up to `until`: how long any
   // collective was in flight.
   double in_flight_seconds(double until) const;

@@ -41,7 +41,8 @@ void validate(const HardwareProfile& p) {
             "{}: device.peak_tflops_bf16 and peak_tflops_fp32 must be positive", f);
   LLM_CHECK(p.device.sustained_fraction > 0 && p.device.sustained_fraction <= 1,
             "{}: device.sustained_fraction must be in (0, 1]", f);
-  LLM_CHECK(p.device.memory_bandwidth_gbs > 0, "{}: device.memory_bandwidth_gbs must be positive", f);
+  LLM_CHECK(p.device.memory_bandwidth_gbs > 0, "{}: device.memory_bandwidth_gbs must be positive",
+            f);
   LLM_CHECK(p.node.devices_per_node >= 1, "{}: node.devices_per_node must be at least 1", f);
   LLM_CHECK(p.intra_node.bandwidth_gbs > 0 && p.inter_node.bandwidth_gbs > 0,
             "{}: intra_node.bandwidth_gbs and inter_node.bandwidth_gbs must be positive", f);
@@ -54,18 +55,22 @@ void validate(const HardwareProfile& p) {
   LLM_CHECK(p.pcie.latency_us >= 0, "{}: pcie.latency_us must not be negative", f);
   LLM_CHECK(p.device.compute_units >= 1, "{}: device.compute_units must be at least 1", f);
   LLM_CHECK(p.collective.library == "nccl" || p.collective.library == "mpi",
-            "{}: collective.library must be \"nccl\" or \"mpi\", got \"{}\"", f, p.collective.library);
+            "{}: collective.library must be \"nccl\" or \"mpi\", got \"{}\"", f,
+            p.collective.library);
   if (p.uses_nccl()) {
     const NcclProfile& n = p.nccl;
     LLM_CHECK(n.gpu_arch == "volta" || n.gpu_arch == "ampere" || n.gpu_arch == "hopper",
               "{}: nccl.gpu_arch must be volta, ampere or hopper, got \"{}\"", f, n.gpu_arch);
-    LLM_CHECK(n.host_cpu == "amd" || n.host_cpu == "intel", "{}: nccl.host_cpu must be amd or intel", f);
-    LLM_CHECK(n.intra_link == "nvlink" || n.intra_link == "pci", "{}: nccl.intra_link must be nvlink or pci", f);
+    LLM_CHECK(n.host_cpu == "amd" || n.host_cpu == "intel",
+              "{}: nccl.host_cpu must be amd or intel", f);
+    LLM_CHECK(n.intra_link == "nvlink" || n.intra_link == "pci",
+              "{}: nccl.intra_link must be nvlink or pci", f);
     LLM_CHECK(n.intra_channels >= 1 && n.inter_channels >= 1,
               "{}: nccl.intra_channels and nccl.inter_channels must be at least 1", f);
   }
   parse_bytes(p.device.memory, f + ": device.memory");
-  if (p.device.reserved_memory != "0") parse_bytes(p.device.reserved_memory, f + ": device.reserved_memory");
+  if (p.device.reserved_memory != "0")
+    parse_bytes(p.device.reserved_memory, f + ": device.reserved_memory");
 }
 
 }  // namespace
@@ -105,7 +110,8 @@ HardwareProfile hardware_parse(const std::string& toml_text, const std::string& 
     }
   });
   for (auto&& [key, value] : root) {
-    LLM_CHECK(known.count(std::string(key.str())), "{}: unknown table or key '{}'", origin, key.str());
+    LLM_CHECK(known.count(std::string(key.str())), "{}: unknown table or key '{}'", origin,
+              key.str());
   }
   validate(profile);
   return profile;

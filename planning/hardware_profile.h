@@ -26,7 +26,8 @@ struct DeviceProfile {
   bool shared_by_node = false;
   int compute_units = 1;
 
-  template <class V> void visit_fields(V&& v) {
+  template <class V>
+  void visit_fields(V&& v) {
     v("memory", memory, "memory of one device (for a shared node: of the whole node)");
     v("reserved_memory", reserved_memory, "memory the runtime keeps (context, allocator slack)");
     v("peak_tflops_bf16", peak_tflops_bf16, "dense matmul peak with bf16 inputs, TFLOP/s");
@@ -44,7 +45,8 @@ struct DeviceProfile {
 struct NodeProfile {
   int devices_per_node = 8;
 
-  template <class V> void visit_fields(V&& v) {
+  template <class V>
+  void visit_fields(V&& v) {
     v("devices_per_node", devices_per_node, "ranks (devices) per node; hybrid shards within one");
   }
 };
@@ -55,7 +57,8 @@ struct LinkProfile {
   double bandwidth_gbs = 0;
   double latency_us = 0;
 
-  template <class V> void visit_fields(V&& v) {
+  template <class V>
+  void visit_fields(V&& v) {
     v("bandwidth_gbs", bandwidth_gbs,
       "bus bandwidth, GB/s (intra: per device; inter: per node, all of its NICs)");
     v("latency_us", latency_us, "latency of one ring step over this link, microseconds");
@@ -67,7 +70,8 @@ struct CollectiveProfile {
   double base_latency_us = 0;
   bool async_progress = true;
 
-  template <class V> void visit_fields(V&& v) {
+  template <class V>
+  void visit_fields(V&& v) {
     v("library", library,
       "\"nccl\": NCCL's algorithm and protocol choice (collective_model.h, needs [nccl]); "
       "\"mpi\": one ring with the links' latency and bandwidth");
@@ -88,14 +92,18 @@ struct NcclProfile {
   int intra_channels = 1;
   int inter_channels = 1;
 
-  template <class V> void visit_fields(V&& v) {
+  template <class V>
+  void visit_fields(V&& v) {
     v("gpu_arch", gpu_arch,
-      "\"volta\", \"ampere\" or \"hopper\": picks NCCL's per-architecture bandwidth caps and whether "
+      "\"volta\", \"ampere\" or \"hopper\": picks NCCL's per-architecture bandwidth caps and "
+      "whether "
       "LL128 is on by default");
-    v("host_cpu", host_cpu, "\"amd\" or \"intel\": NCCL's LL bandwidth cap across nodes depends on it");
+    v("host_cpu", host_cpu,
+      "\"amd\" or \"intel\": NCCL's LL bandwidth cap across nodes depends on it");
     v("intra_link", intra_link, "\"nvlink\" or \"pci\": the link between GPUs of a node");
     v("intra_channels", intra_channels,
-      "channels of the ring graph NCCL's search builds inside one node (intra_node.bandwidth_gbs is "
+      "channels of the ring graph NCCL's search builds inside one node (intra_node.bandwidth_gbs "
+      "is "
       "their bus bandwidth together)");
     v("inter_channels", inter_channels,
       "channels of the ring graph across nodes when a node's every device is in the group (one per "
@@ -109,7 +117,8 @@ struct HostProfile {
   double adamw_params_per_s = 0;
   double accumulate_params_per_s = 0;
 
-  template <class V> void visit_fields(V&& v) {
+  template <class V>
+  void visit_fields(V&& v) {
     v("adamw_params_per_s", adamw_params_per_s,
       "host AdamW elements per second of the whole node (all its cores; fp32 master, moments and "
       "gradient, plus the compute copy), shared by the node's ranks");
@@ -124,7 +133,8 @@ struct PcieProfile {
   double bandwidth_gbs = 0;
   double latency_us = 0;
 
-  template <class V> void visit_fields(V&& v) {
+  template <class V>
+  void visit_fields(V&& v) {
     v("bandwidth_gbs", bandwidth_gbs,
       "GB/s per device per direction while every device of the node copies (shared_by_node: the "
       "node's, divided among its ranks)");
@@ -146,7 +156,8 @@ struct HardwareProfile {
 
   bool uses_nccl() const { return collective.library == "nccl"; }
 
-  template <class V> void visit_tables(V&& v) {
+  template <class V>
+  void visit_tables(V&& v) {
     v("device", device);
     v("node", node);
     v("intra_node", intra_node);

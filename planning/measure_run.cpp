@@ -25,7 +25,8 @@ std::string shell_quote(const std::string& s) {
 
 std::string run_name(const std::string& config_path, const std::vector<std::string>& overrides,
                      int ranks) {
-  std::string name = std::filesystem::path(config_path).stem().string() + "_np" + std::to_string(ranks);
+  std::string name =
+      std::filesystem::path(config_path).stem().string() + "_np" + std::to_string(ranks);
   for (const std::string& o : overrides) {
     std::string v = o.substr(o.find('=') + 1);
     for (char& c : v) {
@@ -52,8 +53,8 @@ int run_command(const std::string& command) {
 
 namespace {
 
-double measure_once(const std::string& config_path, const std::vector<std::string>& overrides, int ranks,
-                    const MeasureOptions& options) {
+double measure_once(const std::string& config_path, const std::vector<std::string>& overrides,
+                    int ranks, const MeasureOptions& options) {
   namespace fs = std::filesystem;
   const fs::path run_dir = fs::path(options.work_dir) / run_name(config_path, overrides, ranks);
   fs::remove_all(run_dir);
@@ -98,8 +99,9 @@ double measure_once(const std::string& config_path, const std::vector<std::strin
 
 }  // namespace
 
-double measure_step_seconds(const std::string& config_path, const std::vector<std::string>& overrides,
-                            int ranks, const MeasureOptions& options) {
+double measure_step_seconds(const std::string& config_path,
+                            const std::vector<std::string>& overrides, int ranks,
+                            const MeasureOptions& options) {
   LLM_CHECK(options.steps >= 2, "measuring needs at least 2 steps (the first is warm-up)");
   LLM_CHECK(options.repeats >= 1, "measuring needs at least 1 run per point");
   double best = measure_once(config_path, overrides, ranks, options);

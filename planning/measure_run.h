@@ -22,16 +22,17 @@ struct MeasureOptions {
   // "mpirun --hostfile hosts"; here ranks share one machine.
   std::string launcher = "mpirun --oversubscribe --bind-to none";
   std::string train_binary = "./train";
-  int steps = 6;                  // measured: steps - 1
-  int repeats = 1;                // runs per point; the fastest run's median counts
+  int steps = 6;    // measured: steps - 1
+  int repeats = 1;  // runs per point; the fastest run's median counts
   // Run directories and logs (metrics.jsonl, run.log), kept for inspection.
   std::string work_dir = default_work_dir();
 };
 
 // Seconds per step of `config_path` with `overrides` on `ranks` ranks.
 // Throws, naming the log file, when the run fails.
-double measure_step_seconds(const std::string& config_path, const std::vector<std::string>& overrides,
-                            int ranks, const MeasureOptions& options);
+double measure_step_seconds(const std::string& config_path,
+                            const std::vector<std::string>& overrides, int ranks,
+                            const MeasureOptions& options);
 
 // Runs a shell command with mpirun's root-permission variables set; returns
 // its exit status.

@@ -60,7 +60,8 @@ struct HostPhase {
 // The step waits for its own host work and uploads (plain offload, ZenFlow's
 // update step without overlap_step), and for the device until `device_end`.
 HostPhase waited_step(const HostTimeline& t, double F, double device_end) {
-  return {std::max(device_end, t.uploads_end), std::max(0.0, t.work_end - std::max(F, t.downs_end))};
+  return {std::max(device_end, t.uploads_end),
+          std::max(0.0, t.work_end - std::max(F, t.downs_end))};
 }
 // A step whose host work is waited for one step later (delayed_update,
 // ZenFlow's accumulation, overlap_step): the phase ends once every gradient
@@ -75,10 +76,14 @@ HostPhase deferred_step(const HostTimeline& t, double F, double device_end, doub
 
 const char* offload_mode_name(OffloadMode mode) {
   switch (mode) {
-    case OffloadMode::none: return "none";
-    case OffloadMode::offload: return "offload";
-    case OffloadMode::offload_delayed: return "offload+delayed";
-    case OffloadMode::zenflow: return "zenflow";
+    case OffloadMode::none:
+      return "none";
+    case OffloadMode::offload:
+      return "offload";
+    case OffloadMode::offload_delayed:
+      return "offload+delayed";
+    case OffloadMode::zenflow:
+      return "zenflow";
   }
   return "?";
 }
@@ -126,8 +131,8 @@ OffloadPrediction offload_predict(const Config& config, int world, const Hardwar
   const double copy_bytes = config.precision() == Precision::bf16 ? 2.0 : 4.0;
   const double k = config.zenflow.topk_ratio;
   const ZenFlowConfig& zen = config.zenflow;
-  const int U = zen.update_interval.automatic() ? kZenFlowAutoUpdateIntervalStart
-                                                : zen.update_interval.value;
+  const int U =
+      zen.update_interval.automatic() ? kZenFlowAutoUpdateIntervalStart : zen.update_interval.value;
   const int select_every = zen.select_interval.automatic() ? U : zen.select_interval.value;
   p.update_interval = U;
 
@@ -136,7 +141,8 @@ OffloadPrediction offload_predict(const Config& config, int world, const Hardwar
   std::vector<double> down(units), up(units), adamw(units), accumulate(units), zen_update(units);
   double owned = 0;
   for (size_t u = 0; u < units; ++u) {
-    const double s = static_cast<double>(unit_shard_elements(layout.units[u].numel, plan.shard_group_size));
+    const double s =
+        static_cast<double>(unit_shard_elements(layout.units[u].numel, plan.shard_group_size));
     owned += s;
     down[u] = copy_seconds(4 * s, pcie, latency);
     up[u] = copy_seconds(copy_bytes * s, pcie, latency);
@@ -151,7 +157,8 @@ OffloadPrediction offload_predict(const Config& config, int world, const Hardwar
       group_span(GroupRole::shard, world, plan.shard_group_size, hw.node.devices_per_node);
   const double norm_all_reduce =
       plan.shard_group_size > 1
-          ? collective_seconds(CollectiveOp::all_reduce, shard_span, 4.0 * columns, hw) / select_every
+          ? collective_seconds(CollectiveOp::all_reduce, shard_span, 4.0 * columns, hw) /
+                select_every
           : 0.0;
   const double compute = p.device.compute_seconds;
 
@@ -167,7 +174,8 @@ OffloadPrediction offload_predict(const Config& config, int world, const Hardwar
     const HostPhase phase =
         mode == OffloadMode::offload
             ? waited_step(offload_host_timeline(adamw_units, F, F), F, F)
-            : deferred_step(offload_host_timeline(without_uploads(adamw_units), F, F), F, F, sum(up));
+            : deferred_step(offload_host_timeline(without_uploads(adamw_units), F, F), F, F,
+                            sum(up));
     m.step_seconds = phase.step;
     m.exposed_host_seconds = phase.exposed;
     m.host_adamw_seconds = sum(adamw);
@@ -178,12 +186,13 @@ OffloadPrediction offload_predict(const Config& config, int world, const Hardwar
     m.pcie_bytes = (4 + copy_bytes) * owned;
   }
 
-  const double D = k * O + (kColumnNormBytes + kSelectedColumnBytes * k) * owned /
-                               hw.rank_memory_bandwidth(ranks_per_node) +
+  const double D = k * O +
+                   (kColumnNormBytes + kSelectedColumnBytes * k) * owned /
+                       hw.rank_memory_bandwidth(ranks_per_node) +
                    norm_all_reduce;
   const double device_end = F + D;
-  const HostTimeline accumulated =
-      offload_host_timeline(without_uploads(units_with([&](int u) { return accumulate[u]; })), F, F);
+  const HostTimeline accumulated = offload_host_timeline(
+      without_uploads(units_with([&](int u) { return accumulate[u]; })), F, F);
   const HostPhase ordinary = deferred_step(accumulated, F, device_end, 0);
   const std::vector<HostPathUnit> update_units = units_with([&](int u) { return zen_update[u]; });
   const HostPhase update =

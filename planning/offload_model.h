@@ -86,7 +86,7 @@ namespace llm {
 
 enum class OffloadMode { none, offload, offload_delayed, zenflow };
 inline constexpr OffloadMode kOffloadModes[] = {OffloadMode::none, OffloadMode::offload,
-                                                 OffloadMode::offload_delayed, OffloadMode::zenflow};
+                                                OffloadMode::offload_delayed, OffloadMode::zenflow};
 const char* offload_mode_name(OffloadMode mode);
 // The mode a config trains in (offload.optimizer, delayed_update, zenflow.enabled).
 OffloadMode offload_mode_of(const Config& config);

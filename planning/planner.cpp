@@ -58,7 +58,8 @@ void add_mesh_rows(std::vector<PlanRow>& rows, const Config& config, int tp, int
     for (const auto& [mode, shard_group_size] : modes) {
       for (Recompute checkpointing : {Recompute::none, Recompute::selective, Recompute::full}) {
         for (Precision precision : {Precision::bf16, Precision::fp32}) {
-          if ((offload == OffloadTarget::cpu || model_parallel) && precision == Precision::fp32) continue;
+          if ((offload == OffloadTarget::cpu || model_parallel) && precision == Precision::fp32)
+            continue;
           Config c = config;
           c.parallel.tensor_parallel = tp;
           c.parallel.pipeline_parallel = pp;
@@ -113,11 +114,13 @@ const PlanRow* plan_recommend(const std::vector<PlanRow>& rows, size_t usable_by
 
 std::string plan_row_flags(const PlanRow& row, int hybrid_group) {
   std::string flags = fmt::format("--parallel.mode={}", row.mode.substr(0, row.mode.find('/')));
-  if (row.tensor_parallel > 1) flags += fmt::format(" --parallel.tensor_parallel={}", row.tensor_parallel);
+  if (row.tensor_parallel > 1)
+    flags += fmt::format(" --parallel.tensor_parallel={}", row.tensor_parallel);
   if (row.pipeline_parallel > 1) {
     flags += fmt::format(" --parallel.pipeline_parallel={}", row.pipeline_parallel);
   }
-  if (row.mode.starts_with("hybrid")) flags += fmt::format(" --parallel.shard_group_size={}", hybrid_group);
+  if (row.mode.starts_with("hybrid"))
+    flags += fmt::format(" --parallel.shard_group_size={}", hybrid_group);
   flags += fmt::format(" --training.activation_checkpointing={} --training.precision={}",
                        row.checkpointing, row.precision);
   if (row.precision == Precision::bf16) flags += " --parallel.reduce_dtype=bf16";
@@ -136,12 +139,12 @@ size_t parse_bytes(const std::string& text, const std::string& what) {
   std::string unit = text.substr(end);
   double scale = 0;
   LLM_CHECK(end == 0 || !unit.empty(),
-            "{}: '{}' has no unit; write it with one, e.g. {}GiB, {}GB or {}B", what, text, text, text,
-            text);
-  for (auto [name, factor] : {std::pair{"B", 1.0}, std::pair{"KiB", 1024.0},
-                              std::pair{"MiB", 1048576.0}, std::pair{"GiB", 1073741824.0},
-                              std::pair{"TiB", 1099511627776.0}, std::pair{"KB", 1e3},
-                              std::pair{"MB", 1e6}, std::pair{"GB", 1e9}, std::pair{"TB", 1e12}}) {
+            "{}: '{}' has no unit; write it with one, e.g. {}GiB, {}GB or {}B", what, text, text,
+            text, text);
+  for (auto [name, factor] :
+       {std::pair{"B", 1.0}, std::pair{"KiB", 1024.0}, std::pair{"MiB", 1048576.0},
+        std::pair{"GiB", 1073741824.0}, std::pair{"TiB", 1099511627776.0}, std::pair{"KB", 1e3},
+        std::pair{"MB", 1e6}, std::pair{"GB", 1e9}, std::pair{"TB", 1e12}}) {
     if (unit == name) scale = factor;
   }
   LLM_CHECK(end > 0 && scale > 0 && value > 0, "{}: expected a size like 80GiB or 40GB, got '{}'",
@@ -153,49 +156,57 @@ void plan_print(const Config& config, int world, int hybrid_group, const MemoryB
   const ParameterLayout layout = layout_build(config.model);
   const TrainingConfig& t = config.training;
   const size_t usable = budget.usable();
-  fmt::print("plan for {}: {} parameters, {} ranks, micro-batch {} x {} tokens, device memory {} "
-             "less {} reserved = {} usable\n",
-             config.path, layout.total_numel, world, t.micro_batch_size, t.seq_len,
-             format_bytes(static_cast<double>(budget.device)),
-             format_bytes(static_cast<double>(budget.reserved)),
-             format_bytes(static_cast<double>(usable)));
-  fmt::print("per rank; bf16 rows keep fp32 master weights and moments (sharded with the optimizer "
-             "state) plus a bf16 compute copy, and reduce gradients in bf16\n");
-  fmt::print("offload rows: fp32 masters and AdamW moments in host memory (the host column, per "
-             "rank), the device keeping the bf16 compute copy\n");
-  fmt::print("tensor-parallel rows (T > 1): each rank holds 1/T of every layer and of the "
-             "vocabulary, and 1/T of the residual stream's rows (sequence parallelism)\n");
-  fmt::print("pipeline rows (P > 1): each rank holds one stage's blocks (the largest stage is shown, "
-             "with the micro-batches in flight under the {} schedule); bubble: the share of a step "
-             "every stage idles, (P - 1) / (M + P - 1) with M = {} / ({} x D) micro-batches\n",
-             config.parallel.pipeline_schedule, t.batch_size, t.micro_batch_size);
-  fmt::print("{:<3} {:<3} {:<3} {:>6} {:<10} {:<10} {:<5} {:<7} {:>11} {:>11} {:>11} {:>11} {:>12} "
-             "{:>11} {:>11}  {}\n",
-             "T", "P", "D", "bubble", "mode", "recompute", "dtype", "offload", "params", "grads",
-             "optimizer", "buffers", "activations", "device", "host", "fits");
+  fmt::print(
+      "plan for {}: {} parameters, {} ranks, micro-batch {} x {} tokens, device memory {} "
+      "less {} reserved = {} usable\n",
+      config.path, layout.total_numel, world, t.micro_batch_size, t.seq_len,
+      format_bytes(static_cast<double>(budget.device)),
+      format_bytes(static_cast<double>(budget.reserved)),
+      format_bytes(static_cast<double>(usable)));
+  fmt::print(
+      "per rank; bf16 rows keep fp32 master weights and moments (sharded with the optimizer "
+      "state) plus a bf16 compute copy, and reduce gradients in bf16\n");
+  fmt::print(
+      "offload rows: fp32 masters and AdamW moments in host memory (the host column, per "
+      "rank), the device keeping the bf16 compute copy\n");
+  fmt::print(
+      "tensor-parallel rows (T > 1): each rank holds 1/T of every layer and of the "
+      "vocabulary, and 1/T of the residual stream's rows (sequence parallelism)\n");
+  fmt::print(
+      "pipeline rows (P > 1): each rank holds one stage's blocks (the largest stage is shown, "
+      "with the micro-batches in flight under the {} schedule); bubble: the share of a step "
+      "every stage idles, (P - 1) / (M + P - 1) with M = {} / ({} x D) micro-batches\n",
+      config.parallel.pipeline_schedule, t.batch_size, t.micro_batch_size);
+  fmt::print(
+      "{:<3} {:<3} {:<3} {:>6} {:<10} {:<10} {:<5} {:<7} {:>11} {:>11} {:>11} {:>11} {:>12} "
+      "{:>11} {:>11}  {}\n",
+      "T", "P", "D", "bubble", "mode", "recompute", "dtype", "offload", "params", "grads",
+      "optimizer", "buffers", "activations", "device", "host", "fits");
   std::vector<PlanRow> rows = plan_memory(config, world, hybrid_group, usable);
   for (const PlanRow& r : rows) {
     const MemoryPlan& m = r.memory;
-    fmt::print("{:<3} {:<3} {:<3} {:>5.1f}% {:<10} {:<10} {:<5} {:<7} {:>11} {:>11} {:>11} {:>11} "
-               "{:>12} {:>11} {:>11}  {}\n",
-               r.tensor_parallel, r.pipeline_parallel, r.data_parallel, 100 * r.bubble, r.mode,
-               r.checkpointing, r.precision, r.offload, format_bytes(m.state.params),
-               format_bytes(m.state.grads), format_bytes(m.state.optimizer),
-               format_bytes(m.state.buffers), format_bytes(m.activations), format_bytes(m.total()),
-               r.offload == OffloadTarget::none ? "-" : format_bytes(m.state.host),
-               r.fits ? "yes" : "no");
+    fmt::print(
+        "{:<3} {:<3} {:<3} {:>5.1f}% {:<10} {:<10} {:<5} {:<7} {:>11} {:>11} {:>11} {:>11} "
+        "{:>12} {:>11} {:>11}  {}\n",
+        r.tensor_parallel, r.pipeline_parallel, r.data_parallel, 100 * r.bubble, r.mode,
+        r.checkpointing, r.precision, r.offload, format_bytes(m.state.params),
+        format_bytes(m.state.grads), format_bytes(m.state.optimizer), format_bytes(m.state.buffers),
+        format_bytes(m.activations), format_bytes(m.total()),
+        r.offload == OffloadTarget::none ? "-" : format_bytes(m.state.host), r.fits ? "yes" : "no");
   }
   const PlanRow* best = plan_recommend(rows, usable);
   if (best) {
     const std::string flags = plan_row_flags(*best, hybrid_group);
-    fmt::print("recommended (least communication, then least recomputation, that fits with {:.0f}% "
-               "of the usable memory to spare): {} ({} of {} per rank)\n",
-               kRecommendedHeadroom * 100, flags, format_bytes(static_cast<double>(best->memory.total())),
-               format_bytes(static_cast<double>(usable)));
+    fmt::print(
+        "recommended (least communication, then least recomputation, that fits with {:.0f}% "
+        "of the usable memory to spare): {} ({} of {} per rank)\n",
+        kRecommendedHeadroom * 100, flags, format_bytes(static_cast<double>(best->memory.total())),
+        format_bytes(static_cast<double>(usable)));
   } else {
-    fmt::print("nothing fits in {} per rank with {:.0f}% to spare: use more ranks, a smaller "
-               "micro-batch or sequence\n",
-               format_bytes(static_cast<double>(usable)), kRecommendedHeadroom * 100);
+    fmt::print(
+        "nothing fits in {} per rank with {:.0f}% to spare: use more ranks, a smaller "
+        "micro-batch or sequence\n",
+        format_bytes(static_cast<double>(usable)), kRecommendedHeadroom * 100);
   }
 }
 

@@ -19,7 +19,7 @@ struct PlanRow {
   int pipeline_parallel = 1;  // P
   int data_parallel = 1;      // D = world / (T P), what the mode applies over
   double bubble = 0;          // pipeline_bubble_fraction(P, M) for the config's M at D
-  std::string mode;  // "hybrid/8" carries its shard group size
+  std::string mode;           // "hybrid/8" carries its shard group size
   Recompute checkpointing;
   Precision precision;
   OffloadTarget offload = OffloadTarget::none;

@@ -30,15 +30,16 @@ constexpr size_t kDdpBucketBytes = 25u << 20;  // PyTorch DDP's bucket_cap_mb de
 // One curve of a figure: a config under one strategy, batch per GPU,
 // precision and recomputation, from the smallest to the largest GPU count.
 struct Curve {
-  std::string figure;    // model_scale | batch_scale | custom
-  std::string config;    // path
-  std::string strategy;  // ddp | full_replication | hybrid | full_shard
+  std::string figure;     // model_scale | batch_scale | custom
+  std::string config;     // path
+  std::string strategy;   // ddp | full_replication | hybrid | full_shard
   int batch_per_gpu = 0;  // sequences per GPU per step; 0: the config's batch_size
   std::string precision;  // bf16 | fp32; empty: the config's
   std::string recompute;  // none | selective | full; empty: the config's
 };
 
-const std::vector<std::string> kPaperStrategies = {"ddp", "full_replication", "hybrid", "full_shard"};
+const std::vector<std::string> kPaperStrategies = {"ddp", "full_replication", "hybrid",
+                                                   "full_shard"};
 
 // The FSDP paper's two figures (Zhao et al. 2023, section 5): T5 611M,
 // 2.28B and 11.3B under the four strategies at 8 sequences of 512 tokens per
@@ -48,7 +49,8 @@ const std::vector<std::string> kPaperStrategies = {"ddp", "full_replication", "h
 // recomputation to fit) for the 16- against 32-bit finding.
 std::vector<Curve> paper_curves() {
   std::vector<Curve> curves;
-  for (const char* config : {"configs/t5_611m.toml", "configs/t5_2.28b.toml", "configs/t5_11.3b.toml"}) {
+  for (const char* config :
+       {"configs/t5_611m.toml", "configs/t5_2.28b.toml", "configs/t5_11.3b.toml"}) {
     for (const std::string& strategy : kPaperStrategies) {
       curves.push_back({"model_scale", config, strategy, 8, "bf16", "none"});
     }
@@ -97,7 +99,8 @@ std::vector<int> int_list(const std::string& text, const std::string& option) {
 
 std::vector<ParallelMode> mode_list(const std::string& text) {
   std::vector<ParallelMode> modes;
-  for (const std::string& item : split_commas(text)) modes.push_back(parse_enum<ParallelMode>(item, "--modes"));
+  for (const std::string& item : split_commas(text))
+    modes.push_back(parse_enum<ParallelMode>(item, "--modes"));
   return modes;
 }
 
@@ -121,13 +124,15 @@ std::vector<Curve> curves_of(const ScaleOptions& o) {
 // sequences in the config's number of micro-batches per step.
 Config curve_config(const Curve& curve, const std::vector<std::string>& overrides, int gpus) {
   Config config = config_load(curve.config, overrides);
-  if (!curve.precision.empty()) config.training.precision = parse_enum<Precision>(curve.precision, "precision");
+  if (!curve.precision.empty())
+    config.training.precision = parse_enum<Precision>(curve.precision, "precision");
   if (!curve.recompute.empty()) {
     config.training.activation_checkpointing = parse_enum<Recompute>(curve.recompute, "recompute");
   }
   TrainingConfig& t = config.training;
   LLM_CHECK(t.batch_size % t.micro_batch_size == 0,
-            "{}: training.batch_size must be a multiple of micro_batch_size for scaling", config.path);
+            "{}: training.batch_size must be a multiple of micro_batch_size for scaling",
+            config.path);
   const int micro_batches = t.batch_size / t.micro_batch_size;
   if (curve.batch_per_gpu > 0) {
     LLM_CHECK(curve.batch_per_gpu % micro_batches == 0,
@@ -142,7 +147,8 @@ Config curve_config(const Curve& curve, const std::vector<std::string>& override
 
 std::vector<std::string> mode_overrides(const StrategyMode& m) {
   std::vector<std::string> o = {fmt::format("parallel.mode={}", m.mode)};
-  if (m.mode == ParallelMode::hybrid) o.push_back(fmt::format("parallel.shard_group_size={}", m.shard_group_size));
+  if (m.mode == ParallelMode::hybrid)
+    o.push_back(fmt::format("parallel.shard_group_size={}", m.shard_group_size));
   return o;
 }
 
@@ -171,7 +177,8 @@ void write_csv(const std::string& path, const std::string& hardware, const std::
   std::ofstream out(path);
   LLM_CHECK(out, "cannot write {}", path);
   out << "config,strategy,gpus,batch_per_gpu,precision,tflops_per_gpu,step_time_s,compute_s,"
-         "contention_s,exposed_comm_s,optimizer_s,comm_in_flight_s,overlapped_compute_s,comm_busy_s,"
+         "contention_s,exposed_comm_s,optimizer_s,comm_in_flight_s,overlapped_compute_s,comm_busy_"
+         "s,"
          "all_gather_algorithm,reduce_scatter_algorithm,all_reduce_algorithm,figure,hardware,"
          "parameters,mode,shard_group,reduce_dtype,recompute,fits,bytes_per_gpu,memory_limit,"
          "all_gather_sent,reduce_scatter_sent,all_reduce_sent,measured_step_time_s,"
@@ -185,18 +192,18 @@ void write_csv(const std::string& path, const std::string& hardware, const std::
       measured_step = fmt::format("{:.6g}", *r.measured_seconds);
       measured_tflops = fmt::format("{:.6g}", p.model_flops / r.gpus / *r.measured_seconds / 1e12);
     }
-    out << fmt::format("{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},",
-                       r.config, r.strategy, r.gpus, r.batch_per_gpu, r.precision, p.tflops_per_rank,
-                       p.step_seconds, p.compute_seconds, p.contention_seconds, p.exposed_comm_seconds,
-                       p.optimizer_seconds, p.comm_in_flight_seconds, p.overlapped_compute_seconds,
-                       p.comm_seconds);
+    out << fmt::format(
+        "{},{},{},{},{},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},{:.6g},", r.config,
+        r.strategy, r.gpus, r.batch_per_gpu, r.precision, p.tflops_per_rank, p.step_seconds,
+        p.compute_seconds, p.contention_seconds, p.exposed_comm_seconds, p.optimizer_seconds,
+        p.comm_in_flight_seconds, p.overlapped_compute_seconds, p.comm_seconds);
     out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
                        algorithm(CollectiveOp::all_gather), algorithm(CollectiveOp::reduce_scatter),
-                       algorithm(CollectiveOp::all_reduce), r.figure, hardware, r.parameters, r.mode.mode,
-                       r.mode.shard_group_size, r.reduce_dtype, r.recompute, r.fits ? 1 : 0,
-                       r.bytes_per_gpu, r.memory_limit, sent(CollectiveOp::all_gather),
-                       sent(CollectiveOp::reduce_scatter), sent(CollectiveOp::all_reduce), measured_step,
-                       measured_tflops);
+                       algorithm(CollectiveOp::all_reduce), r.figure, hardware, r.parameters,
+                       r.mode.mode, r.mode.shard_group_size, r.reduce_dtype, r.recompute,
+                       r.fits ? 1 : 0, r.bytes_per_gpu, r.memory_limit,
+                       sent(CollectiveOp::all_gather), sent(CollectiveOp::reduce_scatter),
+                       sent(CollectiveOp::all_reduce), measured_step, measured_tflops);
   }
 }
 
@@ -204,9 +211,10 @@ void write_csv(const std::string& path, const std::string& hardware, const std::
 void plot(const std::string& csv, const std::string& png, bool step_time) {
   // Debian's interpreter, where python3-matplotlib installs, before any other.
   const char* python = std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
-  std::string command = step_time
-                            ? fmt::format("{} tools/plot_scaling.py --out '{}' --step-time '{}'", python, png, csv)
-                            : fmt::format("{} tools/plot_scaling.py --out '{}' '{}'", python, png, csv);
+  std::string command =
+      step_time
+          ? fmt::format("{} tools/plot_scaling.py --out '{}' --step-time '{}'", python, png, csv)
+          : fmt::format("{} tools/plot_scaling.py --out '{}' '{}'", python, png, csv);
   if (run_command(command) == 0) {
     fmt::print("plotted {}\n", png);
   } else {
@@ -238,7 +246,8 @@ void plan_row(Row& r, const Config& c, int gpus, const HardwareProfile& hw,
   r.precision = to_string(c.precision());
   r.recompute = to_string(c.training.activation_checkpointing);
   r.reduce_dtype = to_string(c.parallel.reduce_dtype);
-  r.bytes_per_gpu = memory_plan(c, sharding_plan(c.parallel, data_parallel_size(c.parallel, gpus))).total();
+  r.bytes_per_gpu =
+      memory_plan(c, sharding_plan(c.parallel, data_parallel_size(c.parallel, gpus))).total();
   r.memory_limit = hw.rank_memory_bytes(std::min(gpus, hw.node.devices_per_node));
   r.fits = r.bytes_per_gpu <= r.memory_limit;
   r.predicted = throughput_predict(c, gpus, hw, options);
@@ -282,14 +291,16 @@ void run_sweep(const ScaleOptions& o) {
   const int node = o.hybrid_group > 0 ? o.hybrid_group : hw.node.devices_per_node;
   const std::vector<Curve> curves = curves_of(o);
   for (const Curve& curve : curves) {
-    for (int gpus : o.gpus) strategy_mode(curve.strategy, gpus, node);  // names and counts, before any output
+    for (int gpus : o.gpus)
+      strategy_mode(curve.strategy, gpus, node);  // names and counts, before any output
   }
   std::filesystem::create_directories(o.out);
   std::map<std::string, double> cache;
   std::vector<Row> rows;
-  fmt::print("scaling on {} ({}): TFLOPS per GPU (model FLOPs, no recomputation); OOM = "
-             "does not fit {} per GPU\n",
-             hw.name, o.hardware, format_bytes(static_cast<double>(hw.rank_memory_bytes(1))));
+  fmt::print(
+      "scaling on {} ({}): TFLOPS per GPU (model FLOPs, no recomputation); OOM = "
+      "does not fit {} per GPU\n",
+      hw.name, o.hardware, format_bytes(static_cast<double>(hw.rank_memory_bytes(1))));
   std::string heading;
   for (const Curve& curve : curves) {
     const std::string block = curve.figure + "|" + curve.config;
@@ -303,8 +314,8 @@ void run_sweep(const ScaleOptions& o) {
     for (int gpus : o.gpus) {
       Row r = sweep_point(o, hw, curve, gpus, node, cache);
       if (!labelled) {
-        fmt::print("{:<34}", fmt::format("{}, {}, {} ({})", r.strategy, r.batch_per_gpu, r.precision,
-                                         r.recompute));
+        fmt::print("{:<34}", fmt::format("{}, {}, {} ({})", r.strategy, r.batch_per_gpu,
+                                         r.precision, r.recompute));
         labelled = true;
       }
       std::string cell = r.fits ? fmt::format("{:.3g}", r.predicted.tflops_per_rank) : "OOM";
@@ -321,7 +332,8 @@ void run_sweep(const ScaleOptions& o) {
   const std::string csv = (std::filesystem::path(o.out) / "scaling.csv").string();
   write_csv(csv, std::filesystem::path(o.hardware).stem().string(), rows);
   fmt::print("\nwrote {}\n", csv);
-  if (o.plot) plot(csv, (std::filesystem::path(o.out) / "scaling.png").string(), hw.device.shared_by_node);
+  if (o.plot)
+    plot(csv, (std::filesystem::path(o.out) / "scaling.png").string(), hw.device.shared_by_node);
 }
 
 // The 1, 5 and 15 minute load averages: how busy the machine was.
@@ -339,14 +351,16 @@ void write_validation_markdown(const std::string& path, const std::string& hardw
   LLM_CHECK(out, "cannot write {}", path);
   out << fmt::format("Predicted with `{}`; load average {} at the start, {} at the end.\n\n",
                      hardware, load_at_start, load_average());
-  out << "| config | ranks | mode | predicted ms | measured ms | error | predicted compute / contention / optimizer / exposed comm ms |\n"
+  out << "| config | ranks | mode | predicted ms | measured ms | error | predicted compute / "
+         "contention / optimizer / exposed comm ms |\n"
          "|---|---|---|---|---|---|---|\n";
   for (const Row& r : rows) {
     const StepPrediction& p = r.predicted;
-    out << fmt::format("| {} | {} | {} | {:.1f} | {:.1f} | {:+.0f}% | {:.1f} / {:.1f} / {:.1f} / {:.1f} |\n",
-                       r.config, r.gpus, r.strategy, p.step_seconds * 1e3, *r.measured_seconds * 1e3,
-                       100 * (p.step_seconds / *r.measured_seconds - 1), p.compute_seconds * 1e3,
-                       p.contention_seconds * 1e3, p.optimizer_seconds * 1e3, p.exposed_comm_seconds * 1e3);
+    out << fmt::format(
+        "| {} | {} | {} | {:.1f} | {:.1f} | {:+.0f}% | {:.1f} / {:.1f} / {:.1f} / {:.1f} |\n",
+        r.config, r.gpus, r.strategy, p.step_seconds * 1e3, *r.measured_seconds * 1e3,
+        100 * (p.step_seconds / *r.measured_seconds - 1), p.compute_seconds * 1e3,
+        p.contention_seconds * 1e3, p.optimizer_seconds * 1e3, p.exposed_comm_seconds * 1e3);
   }
 }
 
@@ -355,7 +369,8 @@ void run_validation(const ScaleOptions& o) {
   std::filesystem::create_directories(o.out);
   std::map<std::string, double> cache;
   std::vector<Row> rows;
-  fmt::print("validation on this machine against {}: predicted vs measured step time\n", o.hardware);
+  fmt::print("validation on this machine against {}: predicted vs measured step time\n",
+             o.hardware);
   fmt::print("{:<12} {:>5} {:<10} {:>13} {:>13} {:>8}   {}\n", "config", "ranks", "mode",
              "predicted ms", "measured ms", "error",
              "predicted parts (compute / contention / optimizer / exposed comm ms)");
@@ -373,13 +388,16 @@ void run_validation(const ScaleOptions& o) {
         Config c = base;
         apply_mode(c, m);
         if (c.training.batch_size % (c.training.micro_batch_size * ranks) != 0) {
-          fmt::print("{:<12} {:>5} {:<10} skipped: batch {} does not split over {} ranks of micro-batch {}\n",
-                     c.name, ranks, mode, c.training.batch_size, ranks, c.training.micro_batch_size);
+          fmt::print(
+              "{:<12} {:>5} {:<10} skipped: batch {} does not split over {} ranks of micro-batch "
+              "{}\n",
+              c.name, ranks, mode, c.training.batch_size, ranks, c.training.micro_batch_size);
           continue;
         }
         Row r;
         r.config = c.name;
-        r.strategy = mode == ParallelMode::hybrid ? fmt::format("hybrid/{}", m.shard_group_size) : to_string(mode);
+        r.strategy = mode == ParallelMode::hybrid ? fmt::format("hybrid/{}", m.shard_group_size)
+                                                  : to_string(mode);
         r.mode = m;
         plan_row(r, c, ranks, hw);
         std::vector<std::string> overrides = o.overrides;
@@ -388,18 +406,20 @@ void run_validation(const ScaleOptions& o) {
         const double error = r.predicted.step_seconds / *r.measured_seconds - 1.0;
         errors[r.config].first += std::abs(error);
         errors[r.config].second += 1;
-        fmt::print("{:<12} {:>5} {:<10} {:>13.1f} {:>13.1f} {:>+7.1f}%   {:.1f} / {:.1f} / {:.1f} / {:.1f}\n",
-                   r.config, ranks, r.strategy, r.predicted.step_seconds * 1e3,
-                   *r.measured_seconds * 1e3, 100 * error, r.predicted.compute_seconds * 1e3,
-                   r.predicted.contention_seconds * 1e3, r.predicted.optimizer_seconds * 1e3,
-                   r.predicted.exposed_comm_seconds * 1e3);
+        fmt::print(
+            "{:<12} {:>5} {:<10} {:>13.1f} {:>13.1f} {:>+7.1f}%   {:.1f} / {:.1f} / {:.1f} / "
+            "{:.1f}\n",
+            r.config, ranks, r.strategy, r.predicted.step_seconds * 1e3, *r.measured_seconds * 1e3,
+            100 * error, r.predicted.compute_seconds * 1e3, r.predicted.contention_seconds * 1e3,
+            r.predicted.optimizer_seconds * 1e3, r.predicted.exposed_comm_seconds * 1e3);
         std::fflush(stdout);
         rows.push_back(r);
       }
     }
   }
   for (const auto& [config, e] : errors) {
-    fmt::print("{}: mean absolute error over {} points: {:.1f}%\n", config, e.second, 100 * e.first / e.second);
+    fmt::print("{}: mean absolute error over {} points: {:.1f}%\n", config, e.second,
+               100 * e.first / e.second);
   }
   const std::string csv = (std::filesystem::path(o.out) / "validation.csv").string();
   write_csv(csv, std::filesystem::path(o.hardware).stem().string(), rows);
@@ -430,30 +450,53 @@ int scale_command(const std::vector<std::pair<std::string, std::string>>& option
   bool validate = false, calibrate = false, bench = false, configs_given = false;
   std::string calibration_config, out;
   for (const auto& [key, value] : options) {
-    if (key == "hardware") o.hardware = value;
-    else if (key == "configs") o.configs = split_commas(value), configs_given = true, o.custom = true;
-    else if (key == "strategies") o.strategies = split_commas(value), o.custom = true;
-    else if (key == "batch-per-gpu") o.batches = int_list(value, key), o.custom = true;
-    else if (key == "precision") o.precisions = split_commas(value), o.custom = true;
-    else if (key == "gpus") o.gpus = int_list(value, key);
-    else if (key == "ranks") o.ranks = int_list(value, key);
-    else if (key == "modes") o.modes = mode_list(value);
-    else if (key == "out") out = value;
-    else if (key == "measure") o.measure = true;
-    else if (key == "no-plot") o.plot = false;
-    else if (key == "measure-max-ranks") o.measure_max_ranks = to_int(value, key);
-    else if (key == "steps") o.run.steps = to_int(value, key);
-    else if (key == "repeats") o.run.repeats = to_int(value, key);
-    else if (key == "launcher") o.run.launcher = value;
-    else if (key == "train-binary") o.run.train_binary = value;
-    else if (key == "hybrid-group") o.hybrid_group = to_int(value, key);
-    else if (key == "validate") validate = true;
-    else if (key == "calibrate") calibrate = true;
-    else if (key == "config") calibration_config = value;
-    else if (key == "comm-bench") bench = true;
-    else LLM_FAIL("./train scale: unknown option --{} (see ./train --help)", key);
+    if (key == "hardware")
+      o.hardware = value;
+    else if (key == "configs")
+      o.configs = split_commas(value), configs_given = true, o.custom = true;
+    else if (key == "strategies")
+      o.strategies = split_commas(value), o.custom = true;
+    else if (key == "batch-per-gpu")
+      o.batches = int_list(value, key), o.custom = true;
+    else if (key == "precision")
+      o.precisions = split_commas(value), o.custom = true;
+    else if (key == "gpus")
+      o.gpus = int_list(value, key);
+    else if (key == "ranks")
+      o.ranks = int_list(value, key);
+    else if (key == "modes")
+      o.modes = mode_list(value);
+    else if (key == "out")
+      out = value;
+    else if (key == "measure")
+      o.measure = true;
+    else if (key == "no-plot")
+      o.plot = false;
+    else if (key == "measure-max-ranks")
+      o.measure_max_ranks = to_int(value, key);
+    else if (key == "steps")
+      o.run.steps = to_int(value, key);
+    else if (key == "repeats")
+      o.run.repeats = to_int(value, key);
+    else if (key == "launcher")
+      o.run.launcher = value;
+    else if (key == "train-binary")
+      o.run.train_binary = value;
+    else if (key == "hybrid-group")
+      o.hybrid_group = to_int(value, key);
+    else if (key == "validate")
+      validate = true;
+    else if (key == "calibrate")
+      calibrate = true;
+    else if (key == "config")
+      calibration_config = value;
+    else if (key == "comm-bench")
+      bench = true;
+    else
+      LLM_FAIL("./train scale: unknown option --{} (see ./train --help)", key);
   }
-  LLM_CHECK(validate + calibrate + bench <= 1, "./train scale: choose one of --validate, --calibrate");
+  LLM_CHECK(validate + calibrate + bench <= 1,
+            "./train scale: choose one of --validate, --calibrate");
   if (bench) {
     comm_bench(comm_world());
     return 0;

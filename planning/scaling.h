@@ -7,12 +7,11 @@
 //    memory from the planner's accounting (memory_plan, so out-of-memory
 //    points are the planner's) and step time, its parts and TFLOPS per GPU
 //    from the throughput model, one row per point in <out>/scaling.csv,
-//    plotted to <out>/scaling.png by tools/plot_scaling.py. With --measure, every point this machine can run
-//    (at most --measure-max-ranks ranks, fitting its memory) is also run for
-//    real under mpirun and its measured step time overlaid.
-//    Strategies (the FSDP paper's names): full_shard = zero3; hybrid = hybrid
-//    with shard groups of a node's devices (the whole world when it fits in
-//    a node); full_replication = FSDP NO_SHARD = our ddp, whose gradients are
+//    plotted to <out>/scaling.png by tools/plot_scaling.py. With --measure, every point this
+//    machine can run (at most --measure-max-ranks ranks, fitting its memory) is also run for real
+//    under mpirun and its measured step time overlaid. Strategies (the FSDP paper's names):
+//    full_shard = zero3; hybrid = hybrid with shard groups of a node's devices (the whole world
+//    when it fits in a node); full_replication = FSDP NO_SHARD = our ddp, whose gradients are
 //    all-reduced unit by unit during backward; ddp = the same traffic in
 //    PyTorch DDP's 25 MiB buckets. Weak scaling: each GPU keeps the curve's
 //    batch per GPU (default the config's batch_size) in the config's number

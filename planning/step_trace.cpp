@@ -20,9 +20,12 @@ namespace llm {
 
 const char* collective_op_name(CollectiveOp op) {
   switch (op) {
-    case CollectiveOp::all_reduce: return "all_reduce";
-    case CollectiveOp::reduce_scatter: return "reduce_scatter";
-    case CollectiveOp::all_gather: return "all_gather";
+    case CollectiveOp::all_reduce:
+      return "all_reduce";
+    case CollectiveOp::reduce_scatter:
+      return "reduce_scatter";
+    case CollectiveOp::all_gather:
+      return "all_gather";
   }
   return "?";
 }
@@ -99,7 +102,9 @@ class Recorder {
   void wait(int id) { push({StepEvent::Type::wait, -1, Pass::forward, id}); }
   void compute(int unit, Pass pass) { push({StepEvent::Type::compute, unit, pass, -1}); }
   void optimizer() { push({StepEvent::Type::optimizer, -1, Pass::forward, -1}); }
-  void gradient_final(int unit) { push({StepEvent::Type::gradient_final, unit, Pass::forward, -1}); }
+  void gradient_final(int unit) {
+    push({StepEvent::Type::gradient_final, unit, Pass::forward, -1});
+  }
   // Events count from start() (not the engine's construction: with the
   // optimizer offloaded it gathers the initial compute copy) to stop().
   void start() { recording_ = true; }
@@ -162,7 +167,9 @@ class RecordingGroup : public Group {
 
  private:
   [[noreturn]] static void point_to_point() {
-    LLM_FAIL("step trace: the training step issued a point-to-point message, which the model does not know");
+    LLM_FAIL(
+        "step trace: the training step issued a point-to-point message, which the model does not "
+        "know");
   }
   CommHandle record(CollectiveOp op, size_t count, WireType type) {
     int id = recorder_.issue(op, role_, count, type, /*scalar=*/false);
@@ -205,10 +212,15 @@ class RecordingPipeline : public RecordingGroup {
 class RecordingProvider : public UnitProvider {
  public:
   RecordingProvider(UnitProvider& engine, Recorder& recorder, int num_units)
-      : engine_(engine), recorder_(recorder), held_(num_units, 0), nested_(num_units, false),
+      : engine_(engine),
+        recorder_(recorder),
+        held_(num_units, 0),
+        nested_(num_units, false),
         computed_backward_(num_units, false) {}
 
-  void begin_micro_batch() { std::fill(computed_backward_.begin(), computed_backward_.end(), false); }
+  void begin_micro_batch() {
+    std::fill(computed_backward_.begin(), computed_backward_.end(), false);
+  }
 
   const void* acquire_params(int unit, Pass pass) override {
     bool others_held = std::any_of(held_.begin(), held_.end(), [](int h) { return h > 0; });
@@ -265,7 +277,8 @@ StepTrace step_trace_record(const Config& config, int world, int stage) {
   data_parallel.pipeline_parallel = 1;
   Topology topology(world_group, data_parallel);
   topology.pipeline = std::make_unique<RecordingPipeline>(stages, stage, recorder);
-  topology.shard = std::make_unique<RecordingGroup>(plan.shard_group_size, GroupRole::shard, recorder);
+  topology.shard =
+      std::make_unique<RecordingGroup>(plan.shard_group_size, GroupRole::shard, recorder);
   topology.replicate = std::make_unique<RecordingGroup>(world / plan.shard_group_size,
                                                         GroupRole::replicate, recorder);
   // One copy of this stage's state is one shard group (the norm's sum over
@@ -288,13 +301,15 @@ StepTrace step_trace_record(const Config& config, int world, int stage) {
   engine.zero_grads();
   pipeline_step(
       schedule, model, provider, M, 1, 1, 1.0f,
-      [&](int) { return MicroBatchTokens{&input, &target}; },
+      [&](int) {
+        return MicroBatchTokens{&input, &target};
+      },
       [&](int micro) {
         provider.begin_micro_batch();
         engine.begin_micro_batch(micro == M - 1);
       });
   if (stages > 1) topology.pipeline->all_reduce_sum(0.0);  // the last stage's losses
-  topology.world.all_reduce_sum(0.0);  // the mean loss
+  topology.world.all_reduce_sum(0.0);                      // the mean loss
   engine.grad_norm();
   recorder.optimizer();
   engine.optimizer_step({1e-3f, 1.0f, 1});

@@ -50,9 +50,9 @@ struct TracedCollective {
 struct StepEvent {
   enum class Type { compute, optimizer, issue, wait, gradient_final };
   Type type;
-  int unit = -1;               // compute, gradient_final: the unit (index into the layout)
-  Pass pass = Pass::forward;   // compute
-  int collective = -1;         // issue / wait: index into StepTrace::collectives
+  int unit = -1;              // compute, gradient_final: the unit (index into the layout)
+  Pass pass = Pass::forward;  // compute
+  int collective = -1;        // issue / wait: index into StepTrace::collectives
 };
 
 struct StepTrace {

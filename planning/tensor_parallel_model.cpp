@@ -6,7 +6,8 @@
 
 namespace llm {
 
-std::vector<TensorCollective> tensor_parallel_collectives(const Config& config, int unit, Pass pass) {
+std::vector<TensorCollective> tensor_parallel_collectives(const Config& config, int unit,
+                                                          Pass pass) {
   const int T = config.parallel.tensor_parallel;
   if (T == 1) return {};
   const ModelConfig& m = config.model;
@@ -17,19 +18,24 @@ std::vector<TensorCollective> tensor_parallel_collectives(const Config& config, 
   const TensorCollective scatter{CollectiveOp::reduce_scatter, N / T * C, a};
   const bool forward = pass == Pass::forward;
   switch (unit_kind(unit, m.n_layers + 2)) {
-    case UnitKind::embed: return {forward ? scatter : gather};
+    case UnitKind::embed:
+      return {forward ? scatter : gather};
     case UnitKind::head:
       if (forward) return {gather, {CollectiveOp::all_gather, 2 * N, 4}};
       return {scatter, {CollectiveOp::all_reduce, C, 4}};
-    case UnitKind::scalar: return {};
-    case UnitKind::block: break;
+    case UnitKind::scalar:
+      return {};
+    case UnitKind::block:
+      break;
   }
   if (forward) return {gather, scatter, gather, scatter};
   std::vector<TensorCollective> out;
   const CheckpointingPlan checkpointing = checkpointing_plan(t);
   if (checkpointing.checkpointed(unit - 1)) {
-    if (checkpointing.mode == Recompute::full) out = {gather, scatter, gather};
-    else out = {gather, gather};
+    if (checkpointing.mode == Recompute::full)
+      out = {gather, scatter, gather};
+    else
+      out = {gather, gather};
   }
   for (const TensorCollective& c :
        {gather, scatter, gather, scatter, TensorCollective{CollectiveOp::all_reduce, 2 * C, 4}}) {

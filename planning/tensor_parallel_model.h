@@ -40,7 +40,8 @@ struct TensorCollective {
 
 // What `unit` (0 = embedding, 1..L blocks, L + 1 head) issues in `pass` for
 // one micro-batch; empty when parallel.tensor_parallel = 1.
-std::vector<TensorCollective> tensor_parallel_collectives(const Config& config, int unit, Pass pass);
+std::vector<TensorCollective> tensor_parallel_collectives(const Config& config, int unit,
+                                                          Pass pass);
 
 // The tensor group's traffic over one step of `micro_batches` micro-batches,
 // indexed by CollectiveOp, counted as CommStats counts it.

@@ -24,7 +24,7 @@ struct SizedCollective {
   CollectiveOp op;
   GroupRole group;
   bool scalar;
-  size_t count;          // elements
+  size_t count;  // elements
   size_t element_bytes;
   CollectiveCost cost;
 };
@@ -47,7 +47,8 @@ void add_traffic(OpTraffic& t, CollectiveOp op, size_t count, size_t element_byt
 // element), the gradient norm reads the gradient (4), the bf16 compute copy
 // is refreshed (read 4, write 2 per copied element), and zero_grads clears
 // the gradient buffers (4 per element).
-double optimizer_bytes(const ParameterLayout& layout, const ShardingPlan& plan, Precision precision) {
+double optimizer_bytes(const ParameterLayout& layout, const ShardingPlan& plan,
+                       Precision precision) {
   double bytes = 0;
   for (const UnitSpec& unit : layout.units) {
     const double s = static_cast<double>(unit_shard_elements(unit.numel, plan.shard_group_size));
@@ -90,8 +91,8 @@ void bucket_gradients(std::vector<SizedCollective>& collectives, std::vector<Ste
       open.clear();
       open_bytes = 0;
       e.collective = id;
-    } else if (e.type == StepEvent::Type::wait && e.collective < static_cast<int>(bucket_of.size()) &&
-               bucket_of[e.collective] >= 0) {
+    } else if (e.type == StepEvent::Type::wait &&
+               e.collective < static_cast<int>(bucket_of.size()) && bucket_of[e.collective] >= 0) {
       e.collective = bucket_of[e.collective];
     }
     merged.push_back(e);
@@ -110,7 +111,8 @@ int pipeline_compute_stage(const Config& config) {
     double flops = 0;
     for (int u = 0; u < static_cast<int>(layout.units.size()); ++u) {
       if (layout.units[u].numel == 0) continue;  // another stage's
-      flops += unit_pass_flops(config, u, Pass::forward) + unit_pass_flops(config, u, Pass::backward);
+      flops +=
+          unit_pass_flops(config, u, Pass::forward) + unit_pass_flops(config, u, Pass::backward);
     }
     if (flops > most) {
       most = flops;
@@ -132,9 +134,12 @@ double unit_pass_flops(const Config& config, int unit, Pass pass) {
   const double pass_factor = pass == Pass::forward ? 1.0 : 2.0;
   switch (unit_kind(unit, num_units)) {
     case UnitKind::embed:
-    case UnitKind::scalar: return 0;  // a lookup and a scatter-add
-    case UnitKind::head: return pass_factor * 2.0 * N * V * C;
-    case UnitKind::block: break;
+    case UnitKind::scalar:
+      return 0;  // a lookup and a scatter-add
+    case UnitKind::head:
+      return pass_factor * 2.0 * N * V * C;
+    case UnitKind::block:
+      break;
   }
   double flops = pass_factor * (2.0 * N * (QKV * C + HD * C + 3.0 * F * C) + attention_forward);
   const CheckpointingPlan checkpointing = checkpointing_plan(t);
@@ -170,10 +175,14 @@ StepPrediction throughput_predict(const Config& config, int world, const Hardwar
   // Re-size every recorded collective for the real config.
   auto numel_of = [&](UnitKind kind) {
     switch (kind) {
-      case UnitKind::embed: return layout.units[0].numel;
-      case UnitKind::block: return layout.units[layout.block_unit(layout.layers.begin)].numel;
-      case UnitKind::head: return layout.units.back().numel;
-      case UnitKind::scalar: break;
+      case UnitKind::embed:
+        return layout.units[0].numel;
+      case UnitKind::block:
+        return layout.units[layout.block_unit(layout.layers.begin)].numel;
+      case UnitKind::head:
+        return layout.units.back().numel;
+      case UnitKind::scalar:
+        break;
     }
     return size_t{1};
   };
@@ -198,7 +207,8 @@ StepPrediction throughput_predict(const Config& config, int world, const Hardwar
   }
   for (SizedCollective& c : collectives) {
     const GroupSpan& span = spans[static_cast<int>(c.group)];
-    const double payload = static_cast<double>(traffic_of(c.op, c.count, c.element_bytes, span.size).payload);
+    const double payload =
+        static_cast<double>(traffic_of(c.op, c.count, c.element_bytes, span.size).payload);
     c.cost = collective_cost(c.op, span, payload, hw);
   }
 
@@ -212,7 +222,8 @@ StepPrediction throughput_predict(const Config& config, int world, const Hardwar
       const int i = 2 * u + (pass == Pass::backward);
       flops_by_unit_pass[i] = unit_pass_flops(config, u, pass) / T;
       for (const TensorCollective& c : tensor_parallel_collectives(config, u, pass)) {
-        const double payload = static_cast<double>(traffic_of(c.op, c.count, c.element_bytes, T).payload);
+        const double payload =
+            static_cast<double>(traffic_of(c.op, c.count, c.element_bytes, T).payload);
         tensor_seconds[i] += collective_seconds(c.op, tensor_span, payload, hw);
       }
     }
@@ -271,7 +282,8 @@ StepPrediction throughput_predict(const Config& config, int world, const Hardwar
     p.comm_seconds += c.cost.seconds;
     if (c.scalar) continue;
     const int op = static_cast<int>(c.op);
-    add_traffic(p.traffic[op], c.op, c.count, c.element_bytes, spans[static_cast<int>(c.group)].size);
+    add_traffic(p.traffic[op], c.op, c.count, c.element_bytes,
+                spans[static_cast<int>(c.group)].size);
     p.traffic[op].busy_seconds += c.cost.seconds;
     const double bytes = static_cast<double>(c.count) * c.element_bytes;
     if (bytes > largest[op]) {

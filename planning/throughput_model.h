@@ -75,25 +75,26 @@ struct GradientFinal {
 
 struct StepPrediction {
   double step_seconds = 0;
-  double compute_seconds = 0;    // forward + backward + recomputation
+  double compute_seconds = 0;  // forward + backward + recomputation
   double optimizer_seconds = 0;
-  double comm_seconds = 0;       // sum of collective durations (overlapped or not)
-  double contention_seconds = 0;    // compute slowed by collectives beside it (contention.h)
-  double exposed_comm_seconds = 0;  // step - compute - contention - optimizer - pipeline bubble
+  double comm_seconds = 0;            // sum of collective durations (overlapped or not)
+  double contention_seconds = 0;      // compute slowed by collectives beside it (contention.h)
+  double exposed_comm_seconds = 0;    // step - compute - contention - optimizer - pipeline bubble
   double comm_in_flight_seconds = 0;  // time any data-parallel collective runs (union)
   double overlapped_compute_seconds = 0;  // compute time with a collective beside it
-  double tensor_comm_seconds = 0;   // the tensor group's collectives (all exposed)
-  double model_flops = 0;        // step_flops of the global batch (no recomputation)
-  double tflops_per_rank = 0;    // model_flops / world / step_seconds / 1e12
-  int micro_batches = 0;         // M, per data-parallel rank and step
-  OpTraffic traffic[3];          // indexed by CollectiveOp; the predicted stage's
-  std::string algorithm[3];      // per CollectiveOp: the library's choice for its largest call ("ring/LL128")
+  double tensor_comm_seconds = 0;         // the tensor group's collectives (all exposed)
+  double model_flops = 0;                 // step_flops of the global batch (no recomputation)
+  double tflops_per_rank = 0;             // model_flops / world / step_seconds / 1e12
+  int micro_batches = 0;                  // M, per data-parallel rank and step
+  OpTraffic traffic[3];                   // indexed by CollectiveOp; the predicted stage's
+  std::string
+      algorithm[3];  // per CollectiveOp: the library's choice for its largest call ("ring/LL128")
   // Pipeline parallelism (zero with P = 1).
-  int pipeline_stage = 0;                // the stage predicted for (most compute)
-  double pipeline_bubble_fraction = 0;   // (P - 1) / (M + P - 1)
-  double pipeline_bubble_seconds = 0;    // P - 1 idle slots of the stage's forward + backward
-  double pipeline_comm_seconds = 0;      // the stage's messages, waited for in line
-  PipelineTraffic pipeline_traffic;      // one pipeline group's messages (pipeline_model.h)
+  int pipeline_stage = 0;               // the stage predicted for (most compute)
+  double pipeline_bubble_fraction = 0;  // (P - 1) / (M + P - 1)
+  double pipeline_bubble_seconds = 0;   // P - 1 idle slots of the stage's forward + backward
+  double pipeline_comm_seconds = 0;     // the stage's messages, waited for in line
+  PipelineTraffic pipeline_traffic;     // one pipeline group's messages (pipeline_model.h)
   // The stage's units in the order the engine announced their gradients
   // final (the trace's gradient_final events), on the compute timeline.
   std::vector<GradientFinal> gradient_final;

@@ -56,18 +56,28 @@ void no_transfers_to_wait_for(uint64_t) {}
 }  // namespace
 
 const DeviceMemory& host_memory() {
-  static const DeviceMemory memory{host_allocate,    host_release,    host_copy,
-                                   host_copy,        host_copy,       host_synchronize,
-                                   staging_allocate, staging_release, host_copy,
-                                   host_copy,        host_copy,       no_mark,
-                                   no_transfers_to_wait_for,          host_synchronize};
+  static const DeviceMemory memory{host_allocate,
+                                   host_release,
+                                   host_copy,
+                                   host_copy,
+                                   host_copy,
+                                   host_synchronize,
+                                   staging_allocate,
+                                   staging_release,
+                                   host_copy,
+                                   host_copy,
+                                   host_copy,
+                                   no_mark,
+                                   no_transfers_to_wait_for,
+                                   host_synchronize};
   return memory;
 }
 
 size_t host_memory_live_bytes() { return live_host_bytes.load(); }
 
 Arena::Arena(std::string name, size_t capacity_bytes, const DeviceMemory& memory)
-    : name_(std::move(name)), block_(nullptr, Release{memory.release}),
+    : name_(std::move(name)),
+      block_(nullptr, Release{memory.release}),
       capacity_(align_up(capacity_bytes)) {
   if (capacity_ == 0) return;
   try {

@@ -31,7 +31,10 @@ class Arena {
   static Arena staging(std::string name, size_t capacity_bytes, const DeviceMemory& memory);
 
   void* alloc_bytes(size_t bytes);
-  template <class T> T* alloc(size_t count) { return static_cast<T*>(alloc_bytes(count * sizeof(T))); }
+  template <class T>
+  T* alloc(size_t count) {
+    return static_cast<T*>(alloc_bytes(count * sizeof(T)));
+  }
 
   size_t capacity() const { return capacity_; }
   size_t used() const { return used_; }
@@ -50,7 +53,8 @@ class Arena {
 
 class BufferPlan {
  public:
-  template <class T> void add(T*& slot, size_t count) {
+  template <class T>
+  void add(T*& slot, size_t count) {
     entries_.push_back({reinterpret_cast<void**>(&slot), count * sizeof(T)});
   }
   // An untyped slot of `bytes` bytes (element type chosen at run time).

@@ -25,7 +25,8 @@ CommandLine parse_command_line(int argc, const char* const* argv,
     if (has_value) {
       value = arg.substr(eq + 1);
     } else if (!is_flag) {
-      LLM_CHECK(i + 1 < argc, "option --{} needs a value (--{}=VALUE or --{} VALUE)", name, name, name);
+      LLM_CHECK(i + 1 < argc, "option --{} needs a value (--{}=VALUE or --{} VALUE)", name, name,
+                name);
       value = argv[++i];
     }
     if (name.find('.') != std::string::npos) {
@@ -45,7 +46,8 @@ long long parse_integer(const std::string& text, const std::string& option) {
   } catch (const std::exception&) {
     used = 0;
   }
-  LLM_CHECK(used == text.size() && !text.empty(), "--{}: expected an integer, got '{}'", option, text);
+  LLM_CHECK(used == text.size() && !text.empty(), "--{}: expected an integer, got '{}'", option,
+            text);
   return value;
 }
 

@@ -4,7 +4,8 @@
 
 namespace llm::cuda {
 
-[[noreturn]] void throw_cuda_error(const char* call, const char* error, const char* file, int line) {
+[[noreturn]] void throw_cuda_error(const char* call, const char* error, const char* file,
+                                   int line) {
   throw_error(file, line, fmt::format("CUDA error: {} failed: {}", call, error));
 }
 

@@ -24,7 +24,10 @@ void launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared_byte
   ::cuda_emulation::launch_kernel(kernel, grid, block, shared_bytes, stream,
                                   std::forward<Args>(args)...);
 #else
+  // clang-format takes .cuh for C++ and would split the >>>.
+  // clang-format off
   kernel<<<grid, block, shared_bytes, stream>>>(std::forward<Args>(args)...);
+  // clang-format on
 #endif
 }
 

@@ -204,13 +204,20 @@ cudaStream_t p2p_stream() { return streams().p2p; }
 }  // namespace cuda
 
 const DeviceMemory& cuda_memory() {
-  static const DeviceMemory memory{cuda::allocate,         cuda::release,
-                                   cuda::to_device,        cuda::to_host,
-                                   cuda::copy,             cuda::synchronize,
-                                   cuda::allocate_staging, cuda::release_staging,
-                                   cuda::to_device_async,  cuda::to_host_queued,
-                                   cuda::to_device_queued, cuda::transfer_mark,
-                                   cuda::wait_for_transfers, cuda::device_waits_for_transfers};
+  static const DeviceMemory memory{cuda::allocate,
+                                   cuda::release,
+                                   cuda::to_device,
+                                   cuda::to_host,
+                                   cuda::copy,
+                                   cuda::synchronize,
+                                   cuda::allocate_staging,
+                                   cuda::release_staging,
+                                   cuda::to_device_async,
+                                   cuda::to_host_queued,
+                                   cuda::to_device_queued,
+                                   cuda::transfer_mark,
+                                   cuda::wait_for_transfers,
+                                   cuda::device_waits_for_transfers};
   return memory;
 }
 

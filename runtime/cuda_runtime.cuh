@@ -12,8 +12,9 @@
 // p2p_stream(), ordered against compute with events, so a parameter prefetch
 // never queues behind a gradient reduction, nor a pipeline message behind
 // either; the offloaded optimizer's copies run on a transfer stream of their
-// own (cuda_memory()'s queued copies), so they overlap compute; a failed CUDA call throws llm::Error naming the call, the CUDA
-// error, file and line (main() adds the rank and takes the job down).
+// own (cuda_memory()'s queued copies), so they overlap compute; a failed CUDA call throws
+// llm::Error naming the call, the CUDA error, file and line (main() adds the rank and takes the job
+// down).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -59,12 +60,12 @@ class GrowingScratch {
 
 }  // namespace llm::cuda
 
-#define LLM_CUDA_CHECK(call)                                                           \
-  do {                                                                                 \
-    cudaError_t llm_cuda_status_ = (call);                                             \
-    if (llm_cuda_status_ != cudaSuccess)                                               \
+#define LLM_CUDA_CHECK(call)                                                               \
+  do {                                                                                     \
+    cudaError_t llm_cuda_status_ = (call);                                                 \
+    if (llm_cuda_status_ != cudaSuccess)                                                   \
       ::llm::cuda::throw_cuda_error(#call, cudaGetErrorString(llm_cuda_status_), __FILE__, \
-                                    __LINE__);                                         \
+                                    __LINE__);                                             \
   } while (0)
 
 // After a kernel launch: reports a bad launch configuration at its call site.

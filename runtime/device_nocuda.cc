@@ -11,7 +11,9 @@ const bool kBuiltWithCudnn = false;
 
 int cuda_device_count() { return 0; }
 
-void cuda_use_device(int) { LLM_FAIL("this build has no CUDA backend (nvcc was not found at configure time)"); }
+void cuda_use_device(int) {
+  LLM_FAIL("this build has no CUDA backend (nvcc was not found at configure time)");
+}
 
 void cuda_set_gemm_autotune(bool) {}  // no GEMMs to tune
 

@@ -56,8 +56,8 @@ inline std::string error_report(const std::exception& e) {
 
 // LLM_CHECK(cond, "format {}", args...): throws llm::Error with the formatted
 // message and the source location when cond is false.
-#define LLM_CHECK(cond, ...)                                                   \
-  do {                                                                         \
+#define LLM_CHECK(cond, ...)                                                       \
+  do {                                                                             \
     if (!(cond)) ::llm::throw_error(__FILE__, __LINE__, fmt::format(__VA_ARGS__)); \
   } while (0)
 

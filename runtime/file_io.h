@@ -1,6 +1,6 @@
-// Durable file writes, ranged reads and an exclusive lock file. A file written with write_file_atomically is either
-// absent or complete at `path`, even across a crash: it is written to a
-// temporary name, fsynced, renamed, and the directory entry is fsynced.
+// Durable file writes, ranged reads and an exclusive lock file. A file written with
+// write_file_atomically is either absent or complete at `path`, even across a crash: it is written
+// to a temporary name, fsynced, renamed, and the directory entry is fsynced.
 #pragma once
 
 #include <cstddef>

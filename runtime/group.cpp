@@ -9,8 +9,10 @@ namespace llm {
 
 size_t wire_bytes(WireType type) {
   switch (type) {
-    case WireType::f32: return 4;
-    case WireType::bf16: return 2;
+    case WireType::f32:
+      return 4;
+    case WireType::bf16:
+      return 2;
   }
   return 0;
 }
@@ -70,8 +72,9 @@ void Group::count_send(size_t count, WireType type) {
 
 void Group::check_peer(const char* op, int peer) const {
   LLM_CHECK(peer >= 0 && peer < size(), "{}: peer {} is outside the group of {}", op, peer, size());
-  LLM_CHECK(peer != rank(), "{}: peer {} is this member; point-to-point needs another member of the group",
-            op, peer);
+  LLM_CHECK(peer != rank(),
+            "{}: peer {} is this member; point-to-point needs another member of the group", op,
+            peer);
 }
 
 CommHandle& CommHandle::operator=(CommHandle&& other) noexcept {

@@ -113,7 +113,9 @@ class Group {
   // A new group of the members that pass the same color, ordered by key.
   virtual std::unique_ptr<Group> split(int color, int key) = 0;
 
-  void all_reduce(void* data, size_t count, WireType type) { all_reduce_async(data, count, type).wait(); }
+  void all_reduce(void* data, size_t count, WireType type) {
+    all_reduce_async(data, count, type).wait();
+  }
   void reduce_scatter(const void* send, void* recv, size_t recv_count, WireType type) {
     reduce_scatter_async(send, recv, recv_count, type).wait();
   }
@@ -126,7 +128,9 @@ class Group {
   void send(const void* data, size_t count, WireType type, int peer) {
     send_async(data, count, type, peer).wait();
   }
-  void recv(void* data, size_t count, WireType type, int peer) { recv_async(data, count, type, peer).wait(); }
+  void recv(void* data, size_t count, WireType type, int peer) {
+    recv_async(data, count, type, peer).wait();
+  }
   // Sum of a double over the group (gradient norms, losses); blocking.
   virtual double all_reduce_sum(double value) = 0;
 

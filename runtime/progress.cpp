@@ -172,8 +172,8 @@ std::string Progress::line(bool final) const {
                             : fmt::format("{:.0f}% ", 100 * share);
       if (out_.terminal) {
         const int filled = static_cast<int>(share * kBarWidth);
-        text += fmt::format("[{}{}] ", std::string(filled, '#'),
-                            std::string(kBarWidth - filled, '.'));
+        text +=
+            fmt::format("[{}{}] ", std::string(filled, '#'), std::string(kBarWidth - filled, '.'));
       }
       if (options_.unit == ProgressUnit::bytes) {
         parts.push_back(format_bytes(static_cast<double>(done_)) + "/" + amount(total_));

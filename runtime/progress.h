@@ -103,11 +103,11 @@ class Progress {
   ProgressOutput out_;
   std::string detail_;
   double start_;
-  double last_draw_ = -1;       // elapsed seconds at the last terminal draw
+  double last_draw_ = -1;              // elapsed seconds at the last terminal draw
   double next_plain_ = kPlainSeconds;  // elapsed seconds of the next plain line
-  size_t drawn_width_ = 0;      // characters of the line now on the terminal
+  size_t drawn_width_ = 0;             // characters of the line now on the terminal
   bool shown_ = false, finished_ = false;
-  int unwinding_at_start_;      // std::uncaught_exceptions() at construction
+  int unwinding_at_start_;  // std::uncaught_exceptions() at construction
 };
 
 }  // namespace llm

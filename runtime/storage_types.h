@@ -8,6 +8,6 @@
 
 #include "runtime/bf16.h"
 
-#define LLM_INSTANTIATE_FOR_STORAGE_TYPES(op)      \
-  template decltype(op<float>) op<float>;          \
+#define LLM_INSTANTIATE_FOR_STORAGE_TYPES(op) \
+  template decltype(op<float>) op<float>;     \
   template decltype(op<::llm::Bf16>) op<::llm::Bf16>

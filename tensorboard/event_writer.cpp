@@ -77,13 +77,15 @@ void EventFileWriter::write_scalars(int64_t step, const std::vector<TaggedScalar
 }
 
 void EventFileWriter::write_text(const std::string& tag, int64_t step, const std::string& text) {
-  Tensorboard__SummaryMetadata__PluginData plugin = TENSORBOARD__SUMMARY_METADATA__PLUGIN_DATA__INIT;
+  Tensorboard__SummaryMetadata__PluginData plugin =
+      TENSORBOARD__SUMMARY_METADATA__PLUGIN_DATA__INIT;
   plugin.plugin_name = const_cast<char*>("text");
   Tensorboard__SummaryMetadata metadata = TENSORBOARD__SUMMARY_METADATA__INIT;
   metadata.plugin_data = &plugin;
   metadata.data_class = TENSORBOARD__DATA_CLASS__DATA_CLASS_TENSOR;
   Tensorboard__TensorShapeProto scalar_shape = TENSORBOARD__TENSOR_SHAPE_PROTO__INIT;  // no dims
-  ProtobufCBinaryData bytes{text.size(), reinterpret_cast<uint8_t*>(const_cast<char*>(text.data()))};
+  ProtobufCBinaryData bytes{text.size(),
+                            reinterpret_cast<uint8_t*>(const_cast<char*>(text.data()))};
   Tensorboard__TensorProto tensor = TENSORBOARD__TENSOR_PROTO__INIT;
   tensor.dtype = TENSORBOARD__DATA_TYPE__DT_STRING;
   tensor.tensor_shape = &scalar_shape;

@@ -22,8 +22,7 @@ std::vector<TaggedScalar> metrics_record_scalars(const nlohmann::json& record) {
   std::vector<TaggedScalar> scalars;
   for (const auto& [key, value] : record.items()) {
     if (key == "step" || !value.is_number()) continue;
-    const std::string tag =
-        key.starts_with("val_") ? "val/" + key.substr(4) : group + "/" + key;
+    const std::string tag = key.starts_with("val_") ? "val/" + key.substr(4) : group + "/" + key;
     scalars.push_back({tag, value.get<double>()});
   }
   return scalars;

@@ -27,7 +27,8 @@ T* device_array(size_t n) {
 template <class T>
 std::vector<T> read_back(const T* p, size_t n, cudaStream_t stream = nullptr) {
   std::vector<T> host(n);
-  EXPECT_EQ(cudaMemcpyAsync(host.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost, stream), cudaSuccess);
+  EXPECT_EQ(cudaMemcpyAsync(host.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost, stream),
+            cudaSuccess);
   EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   return host;
 }
@@ -155,12 +156,14 @@ TEST(Emulator, LaunchLimitsAreTheHardwares) {
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
   launch(shared_kernel, 1, 32, (48 << 10) + 4, nullptr, floats);
   EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
-  EXPECT_EQ(cudaFuncSetAttribute(shared_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 100 << 10),
-            cudaSuccess);
+  EXPECT_EQ(
+      cudaFuncSetAttribute(shared_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 100 << 10),
+      cudaSuccess);
   launch(shared_kernel, 1, 32, 100 << 10, nullptr, floats);
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
-  EXPECT_EQ(cudaFuncSetAttribute(shared_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 228 << 10),
-            cudaErrorInvalidValue);
+  EXPECT_EQ(
+      cudaFuncSetAttribute(shared_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 228 << 10),
+      cudaErrorInvalidValue);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   cudaFree(out);
   cudaFree(floats);
@@ -216,7 +219,8 @@ TEST_F(EmulatorFault, DivergentBarriersNameTheKernelAndBothSites) {
         fail_with_sync_error();
       },
       testing::ExitedWithCode(1),
-      "kernel .*divergent_barrier_kernel.*different __syncthreads.*emulation_test_emulator.cpp:[0-9]+ and "
+      "kernel .*divergent_barrier_kernel.*different "
+      "__syncthreads.*emulation_test_emulator.cpp:[0-9]+ and "
       ".*emulation_test_emulator.cpp:[0-9]+ \\(block 0,0,0\\)");
 }
 

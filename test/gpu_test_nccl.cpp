@@ -91,7 +91,9 @@ class NcclGroupOfOne : public testing::TestWithParam<WireType> {
 };
 
 INSTANTIATE_TEST_SUITE_P(WireTypes, NcclGroupOfOne, testing::Values(WireType::f32, WireType::bf16),
-                         [](const auto& info) { return info.param == WireType::f32 ? "f32" : "bf16"; });
+                         [](const auto& info) {
+                           return info.param == WireType::f32 ? "f32" : "bf16";
+                         });
 
 TEST_P(NcclGroupOfOne, IsAGroupOfOne) {
   LLM_SKIP_WITHOUT_GPU();

@@ -1,8 +1,8 @@
 // Shared helpers of the GPU suites (gpu_test_*.cpp, executable llm_gpu_tests,
 // ctest label "gpu") and of the op harness's CUDA rows: skipping with a
-// reason where there is no CUDA device, device buffers filled from / read back into host vectors through the CUDA
-// backend's memory table (so the suites are plain C++), random host data and
-// the elementwise comparison against the CPU twin with per-element bounds.
+// reason where there is no CUDA device, device buffers filled from / read back into host vectors
+// through the CUDA backend's memory table (so the suites are plain C++), random host data and the
+// elementwise comparison against the CPU twin with per-element bounds.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -19,10 +19,10 @@
 #include "test/kernel_test_support.h"
 
 // Skips the calling test, saying why, unless this build and machine have a GPU.
-#define LLM_SKIP_WITHOUT_GPU()                                                           \
-  do {                                                                                   \
-    if (::llm::cuda_device_count() == 0)                                                 \
-      GTEST_SKIP() << (::llm::kBuiltWithCuda ? "no CUDA device on this machine"           \
+#define LLM_SKIP_WITHOUT_GPU()                                                              \
+  do {                                                                                      \
+    if (::llm::cuda_device_count() == 0)                                                    \
+      GTEST_SKIP() << (::llm::kBuiltWithCuda ? "no CUDA device on this machine"             \
                                              : "this build has no CUDA backend (no nvcc)"); \
   } while (0)
 
@@ -32,7 +32,8 @@ namespace llm::test_support {
 template <class T>
 class DeviceBuffer {
  public:
-  explicit DeviceBuffer(size_t n) : n_(n), p_(static_cast<T*>(cuda_memory().allocate(n * sizeof(T)))) {}
+  explicit DeviceBuffer(size_t n)
+      : n_(n), p_(static_cast<T*>(cuda_memory().allocate(n * sizeof(T)))) {}
   explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size()) { upload(host); }
   ~DeviceBuffer() { cuda_memory().release(p_); }
   DeviceBuffer(const DeviceBuffer&) = delete;
@@ -40,7 +41,9 @@ class DeviceBuffer {
 
   T* get() const { return p_; }
   size_t size() const { return n_; }
-  void upload(const std::vector<T>& host) { cuda_memory().to_device(p_, host.data(), n_ * sizeof(T)); }
+  void upload(const std::vector<T>& host) {
+    cuda_memory().to_device(p_, host.data(), n_ * sizeof(T));
+  }
   // Waits for queued kernels (the copy is on the same stream) and reads back.
   std::vector<T> download() const {
     std::vector<T> host(n_);
@@ -71,7 +74,8 @@ inline Bf16s to_bf16s(const Floats& x) {
 }
 
 // float or Bf16 values, exactly, as doubles.
-template <class S> Doubles to_doubles(const std::vector<S>& x) {
+template <class S>
+Doubles to_doubles(const std::vector<S>& x) {
   Doubles out(x.size());
   for (size_t i = 0; i < x.size(); i++) out[i] = to_float(x[i]);
   return out;

@@ -103,13 +103,15 @@ TEST(GpuTrainer, OffloadAndZenFlowMatchTheDeviceOptimizer) {
     const std::vector<std::string> base = {"training.device=cuda", "parallel.mode=" + mode};
     std::vector<std::string> offload = base, zenflow = base;
     offload.push_back("offload.optimizer=cpu");
-    for (const char* o : {"zenflow.enabled=true", "zenflow.topk_ratio=1.0", "zenflow.update_interval=1"}) {
+    for (const char* o :
+         {"zenflow.enabled=true", "zenflow.topk_ratio=1.0", "zenflow.update_interval=1"}) {
       zenflow.push_back(o);
     }
     Steps device = run_steps(tiny(base), 4);
     Steps host = run_steps(tiny(offload), 4);
     Steps zf = run_steps(tiny(zenflow), 4);
-    for (int s = 0; s < 4; ++s) EXPECT_NEAR(host.losses[s], device.losses[s], 1e-5f) << "step " << s + 1;
+    for (int s = 0; s < 4; ++s)
+      EXPECT_NEAR(host.losses[s], device.losses[s], 1e-5f) << "step " << s + 1;
     EXPECT_LE(max_abs_diff(host.params, device.params), 1e-6f);
     EXPECT_EQ(zf.losses, device.losses);
     EXPECT_EQ(zf.params, device.params);

@@ -37,7 +37,8 @@ TEST(CudaTransfers, ACopyDownFollowsTheComputeStreamAndItsMarkWaitsForIt) {
     memory.to_host_queued(landing, target.get(), kCount * sizeof(float));
     const uint64_t mark = memory.transfer_mark();
     memory.wait_for_transfers(mark);
-    EXPECT_EQ(0, std::memcmp(landing, expected.data(), kCount * sizeof(float))) << "round " << round;
+    EXPECT_EQ(0, std::memcmp(landing, expected.data(), kCount * sizeof(float)))
+        << "round " << round;
   }
   memory.release_staging(landing);
 }

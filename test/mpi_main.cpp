@@ -49,7 +49,8 @@ class CrossRankVerdict : public testing::EmptyTestEventListener {
       others += ' ';
       others += std::to_string(r);
     }
-    if (!others.empty()) ADD_FAILURE() << "failed on rank(s)" << others << " (see their [rank N] lines)";
+    if (!others.empty())
+      ADD_FAILURE() << "failed on rank(s)" << others << " (see their [rank N] lines)";
   }
 
  private:

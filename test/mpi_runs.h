@@ -30,8 +30,8 @@ inline std::string mpi_temp_dir(const std::string& suite, const std::string& nam
 // micro-batches of 1 (the same sample set at any world size), a short warm-up,
 // no metrics file and no resume.
 inline std::vector<std::string> comparison_overrides(const std::string& run_dir) {
-  return {"training.batch_size=12", "training.micro_batch_size=1", "training.warmup_steps=2",
-          "training.lr=1e-3",       "logging.metrics=false",       "checkpoint.resume=none",
+  return {"training.batch_size=12",   "training.micro_batch_size=1", "training.warmup_steps=2",
+          "training.lr=1e-3",         "logging.metrics=false",       "checkpoint.resume=none",
           "checkpoint.dir=" + run_dir};
 }
 
@@ -76,7 +76,8 @@ inline RunResult run_steps(Group& world, const Config& config, int steps) {
 
 inline float max_abs_difference(const std::vector<float>& a, const std::vector<float>& b) {
   float worst = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i)
+    worst = std::max(worst, std::abs(a[i] - b[i]));
   return worst;
 }
 

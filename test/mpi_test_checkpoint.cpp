@@ -44,8 +44,8 @@ std::string shared_dir(Group& world, const std::string& name) {
 
 Config make_config(const std::string& run_dir, const std::string& resume,
                    std::vector<std::string> mode) {
-  std::vector<std::string> o = {"training.batch_size=12", "training.micro_batch_size=1",
-                                "training.warmup_steps=2", "logging.metrics=false",
+  std::vector<std::string> o = {"training.batch_size=12",    "training.micro_batch_size=1",
+                                "training.warmup_steps=2",   "logging.metrics=false",
                                 "checkpoint.dir=" + run_dir, "checkpoint.resume=" + resume};
   o.insert(o.end(), mode.begin(), mode.end());
   return config_load("configs/tiny.toml", o);
@@ -111,7 +111,9 @@ TEST(CheckpointReshard, AnyModeHereLoadsIntoEveryModeAndIntoOneRank) {
   std::unique_ptr<Group> alone = world.split(world.rank(), 0);
   // The single-process reference, computed by each rank alone, saving its own
   // checkpoint halfway (saving does not change the state).
-  auto alone_dir = [&](int rank) { return mpi_temp_dir("ckpt", "alone_rank" + std::to_string(rank)); };
+  auto alone_dir = [&](int rank) {
+    return mpi_temp_dir("ckpt", "alone_rank" + std::to_string(rank));
+  };
   const std::string own_dir = alone_dir(world.rank());
   fs::remove_all(own_dir);
   TrainedRun reference;

@@ -41,7 +41,8 @@ std::vector<float> to_float(const std::vector<uint16_t>& values) {
 
 // Runs `collective` on data converted to `type` and returns the result as floats.
 template <class F>
-std::vector<float> run_as(WireType type, std::vector<float> data, size_t result_size, F collective) {
+std::vector<float> run_as(WireType type, std::vector<float> data, size_t result_size,
+                          F collective) {
   std::vector<float> result(result_size);
   if (type == WireType::f32) {
     collective(data.data(), result.data());
@@ -60,7 +61,9 @@ class CommCollective : public testing::TestWithParam<WireType> {
 };
 
 INSTANTIATE_TEST_SUITE_P(WireTypes, CommCollective, testing::Values(WireType::f32, WireType::bf16),
-                         [](const auto& info) { return info.param == WireType::f32 ? "f32" : "bf16"; });
+                         [](const auto& info) {
+                           return info.param == WireType::f32 ? "f32" : "bf16";
+                         });
 
 TEST_P(CommCollective, AllReduceSumsInPlace) {
   for (size_t count : {size_t{1}, size_t{1001}, size_t{1} << 18}) {
@@ -73,7 +76,8 @@ TEST_P(CommCollective, AllReduceSumsInPlace) {
     float rank_part = 0;
     for (int r = 0; r < n; ++r) rank_part += static_cast<float>(r % 3);
     size_t mismatches = 0;
-    for (size_t i = 0; i < count; ++i) mismatches += got[i] != static_cast<float>(n * (i % 5)) + rank_part;
+    for (size_t i = 0; i < count; ++i)
+      mismatches += got[i] != static_cast<float>(n * (i % 5)) + rank_part;
     EXPECT_EQ(mismatches, 0u) << "count " << count;
   }
 }
@@ -82,7 +86,8 @@ TEST_P(CommCollective, ReduceScatterSumsEachMembersChunk) {
   const size_t chunk = 37;
   std::vector<float> send(n * chunk);
   for (int c = 0; c < n; ++c)
-    for (size_t j = 0; j < chunk; ++j) send[c * chunk + j] = static_cast<float>((rank + 1) * (c + 1) + j % 4);
+    for (size_t j = 0; j < chunk; ++j)
+      send[c * chunk + j] = static_cast<float>((rank + 1) * (c + 1) + j % 4);
   std::vector<float> got = run_as(GetParam(), send, chunk, [&](void* in, void* out) {
     world.reduce_scatter(in, out, chunk, GetParam());
   });
@@ -99,7 +104,8 @@ TEST_P(CommCollective, AllGatherConcatenatesInRankOrder) {
     world.all_gather(in, out, chunk, GetParam());
   });
   for (int r = 0; r < n; ++r)
-    for (size_t j = 0; j < chunk; ++j) EXPECT_EQ(got[r * chunk + j], static_cast<float>(r * 16 + j));
+    for (size_t j = 0; j < chunk; ++j)
+      EXPECT_EQ(got[r * chunk + j], static_cast<float>(r * 16 + j));
 }
 
 TEST_P(CommCollective, AllGatherFromOwnSlotWorksInPlace) {
@@ -112,7 +118,8 @@ TEST_P(CommCollective, AllGatherFromOwnSlotWorksInPlace) {
     std::memcpy(out, base, n * chunk * wire_bytes(GetParam()));
   });
   for (int r = 0; r < n; ++r)
-    for (size_t j = 0; j < chunk; ++j) EXPECT_EQ(got[r * chunk + j], static_cast<float>(r * 16 + j));
+    for (size_t j = 0; j < chunk; ++j)
+      EXPECT_EQ(got[r * chunk + j], static_cast<float>(r * 16 + j));
 }
 
 TEST_P(CommCollective, BroadcastCopiesFromEveryRoot) {
@@ -124,7 +131,8 @@ TEST_P(CommCollective, BroadcastCopiesFromEveryRoot) {
       world.broadcast(in, count, GetParam(), root);
       std::memcpy(out, in, count * wire_bytes(GetParam()));
     });
-    for (size_t i = 0; i < count; ++i) EXPECT_EQ(got[i], static_cast<float>(root * 32 + i)) << "root " << root;
+    for (size_t i = 0; i < count; ++i)
+      EXPECT_EQ(got[i], static_cast<float>(root * 32 + i)) << "root " << root;
   }
 }
 
@@ -132,12 +140,14 @@ TEST_P(CommCollective, TwoInFlightWaitedInReverseOrder) {
   const size_t count = 4096;
   std::vector<float> reduced(count, 1.0f), gathered(n * count);
   std::vector<float> shard(count, static_cast<float>(rank));
-  std::vector<uint16_t> reduced16 = to_bf16(reduced), gathered16(n * count), shard16 = to_bf16(shard);
+  std::vector<uint16_t> reduced16 = to_bf16(reduced), gathered16(n * count),
+                        shard16 = to_bf16(shard);
   bool f32 = GetParam() == WireType::f32;
   CommHandle first = f32 ? world.all_reduce_async(reduced.data(), count, GetParam())
                          : world.all_reduce_async(reduced16.data(), count, GetParam());
-  CommHandle second = f32 ? world.all_gather_async(shard.data(), gathered.data(), count, GetParam())
-                          : world.all_gather_async(shard16.data(), gathered16.data(), count, GetParam());
+  CommHandle second =
+      f32 ? world.all_gather_async(shard.data(), gathered.data(), count, GetParam())
+          : world.all_gather_async(shard16.data(), gathered16.data(), count, GetParam());
   EXPECT_TRUE(first.pending());
   second.wait();
   first.wait();
@@ -146,7 +156,8 @@ TEST_P(CommCollective, TwoInFlightWaitedInReverseOrder) {
     gathered = to_float(gathered16);
   }
   for (size_t i = 0; i < count; ++i) ASSERT_EQ(reduced[i], static_cast<float>(n)) << i;
-  for (int r = 0; r < n; ++r) ASSERT_EQ(gathered[r * count + count - 1], static_cast<float>(r)) << r;
+  for (int r = 0; r < n; ++r)
+    ASSERT_EQ(gathered[r * count + count - 1], static_cast<float>(r)) << r;
 }
 
 // bf16 partial sums round to nearest even. Only ranks 0 and 1 contribute
@@ -236,7 +247,8 @@ TEST(CommSplit, ParityAndPairGroupsReduceTheirOwnMembers) {
   std::vector<float> members(parity->size());
   float me = static_cast<float>(rank);
   parity->all_gather(&me, members.data(), 1, WireType::f32);
-  for (int i = 0; i < parity->size(); ++i) EXPECT_EQ(members[i], static_cast<float>(2 * i + rank % 2));
+  for (int i = 0; i < parity->size(); ++i)
+    EXPECT_EQ(members[i], static_cast<float>(2 * i + rank % 2));
 }
 
 TEST(CommSplit, KeyOrdersMembers) {
@@ -253,10 +265,10 @@ TEST(CommStats, CountsFollowTheRingFormulas) {
   const uint64_t n = group->size();
   std::vector<float> f32(8 * n);
   std::vector<uint16_t> bf16(8 * n);
-  group->all_reduce(f32.data(), 7, WireType::f32);                   // payload 28
-  group->reduce_scatter(bf16.data(), f32.data(), 3, WireType::bf16);  // payload n * 6
+  group->all_reduce(f32.data(), 7, WireType::f32);                      // payload 28
+  group->reduce_scatter(bf16.data(), f32.data(), 3, WireType::bf16);    // payload n * 6
   group->all_gather(f32.data() + 4 * n, f32.data(), 2, WireType::f32);  // payload n * 8
-  group->broadcast(bf16.data(), 5, WireType::bf16, 0);               // payload 10
+  group->broadcast(bf16.data(), 5, WireType::bf16, 0);                  // payload 10
   const CommStats& s = group->stats();
   EXPECT_EQ(s.calls, 4u);
   EXPECT_EQ(s.payload_bytes, 28 + n * 6 + n * 8 + 10);
@@ -264,7 +276,8 @@ TEST(CommStats, CountsFollowTheRingFormulas) {
   EXPECT_EQ(s.reduce_scatter_sent, (n - 1) * 6);
   EXPECT_EQ(s.all_gather_sent, (n - 1) * 8);
   EXPECT_EQ(s.broadcast_sent, n > 1 ? 10u : 0u);
-  EXPECT_EQ(s.sent_bytes, s.all_reduce_sent + s.reduce_scatter_sent + s.all_gather_sent + s.broadcast_sent);
+  EXPECT_EQ(s.sent_bytes,
+            s.all_reduce_sent + s.reduce_scatter_sent + s.all_gather_sent + s.broadcast_sent);
 
   CommStats total;
   total.add(s);
@@ -306,21 +319,24 @@ enum class GroupKind { mpi, staged };
 class PointToPoint : public testing::TestWithParam<std::tuple<GroupKind, WireType>> {
  protected:
   std::unique_ptr<Group> host = comm_world().split(0, comm_world().rank());
-  std::unique_ptr<Group> staged =
-      std::get<0>(GetParam()) == GroupKind::staged ? make_staged_group(*host, host_memory()) : nullptr;
+  std::unique_ptr<Group> staged = std::get<0>(GetParam()) == GroupKind::staged
+                                      ? make_staged_group(*host, host_memory())
+                                      : nullptr;
   Group& group = staged ? *staged : *host;
   WireType type = std::get<1>(GetParam());
   int n = group.size(), rank = group.rank();
   int next = (rank + 1) % n, prev = (rank + n - 1) % n;
 };
 
-std::string point_to_point_name(const testing::TestParamInfo<std::tuple<GroupKind, WireType>>& info) {
+std::string point_to_point_name(
+    const testing::TestParamInfo<std::tuple<GroupKind, WireType>>& info) {
   return std::string(std::get<0>(info.param) == GroupKind::mpi ? "mpi" : "staged") + "_" +
          (std::get<1>(info.param) == WireType::f32 ? "f32" : "bf16");
 }
 
-const auto kPointToPointParams = testing::Combine(testing::Values(GroupKind::mpi, GroupKind::staged),
-                                                  testing::Values(WireType::f32, WireType::bf16));
+const auto kPointToPointParams =
+    testing::Combine(testing::Values(GroupKind::mpi, GroupKind::staged),
+                     testing::Values(WireType::f32, WireType::bf16));
 
 // Messages need a peer: these tests skip in a world of one.
 class CommPointToPoint : public PointToPoint {
@@ -366,7 +382,8 @@ TEST_P(CommPointToPoint, MessagesBetweenOnePairArriveInIssueOrder) {
 // are the same member, so its two messages must match in issue order.
 TEST_P(CommPointToPoint, HandlesWaitedOutOfIssueOrder) {
   const size_t count = size_t{1} << 16;
-  std::vector<uint16_t> to_next = message(type, rank, 0, count), to_prev = message(type, rank, 1, count);
+  std::vector<uint16_t> to_next = message(type, rank, 0, count),
+                        to_prev = message(type, rank, 1, count);
   std::vector<uint16_t> from_prev = unwritten(type, count), from_next = unwritten(type, count);
   CommHandle sent_next = group.send_async(to_next.data(), count, type, next);
   CommHandle sent_prev = group.send_async(to_prev.data(), count, type, prev);
@@ -384,7 +401,8 @@ TEST_P(CommPointToPoint, HandlesWaitedOutOfIssueOrder) {
 // Only the sender counts: a send_recv counts its send, a lone receive nothing.
 TEST_P(CommPointToPoint, StatsCountTheBytesEachMemberSends) {
   const uint64_t ring_count = 7, extra_count = 5, element = wire_bytes(type);
-  std::vector<uint16_t> send = message(type, rank, 0, ring_count), recv = unwritten(type, ring_count);
+  std::vector<uint16_t> send = message(type, rank, 0, ring_count),
+                        recv = unwritten(type, ring_count);
   group.send_recv_async(send.data(), ring_count, next, recv.data(), ring_count, prev, type).wait();
   std::vector<uint16_t> extra = message(type, 0, 1, extra_count);
   if (rank == 0) group.send(extra.data(), extra_count, type, 1);
@@ -410,17 +428,20 @@ TEST_P(CommPointToPointPeers, RefusesPeersOutsideTheGroupAndItselfWithoutCountin
   std::vector<uint16_t> buffer = unwritten(type, 4), other = unwritten(type, 4);
   EXPECT_EQ(error_of([&] { group.send(buffer.data(), 4, type, n); }),
             "send: peer " + std::to_string(n) + " is outside the group of " + std::to_string(n));
-  EXPECT_NE(error_of([&] { group.recv(buffer.data(), 4, type, -1); }).find("recv: peer -1 is outside"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([&] { group.recv(buffer.data(), 4, type, -1); }).find("recv: peer -1 is outside"),
+      std::string::npos);
   EXPECT_NE(error_of([&] { group.send(buffer.data(), 4, type, rank); }).find("is this member"),
             std::string::npos);
   EXPECT_NE(error_of([&] { group.recv(buffer.data(), 4, type, rank); }).find("is this member"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { group.send_recv_async(buffer.data(), 4, rank, other.data(), 4, prev, type); })
-                .find("send_recv (send): peer"),
+  EXPECT_NE(error_of([&] {
+              group.send_recv_async(buffer.data(), 4, rank, other.data(), 4, prev, type);
+            }).find("send_recv (send): peer"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { group.send_recv_async(nullptr, 0, -1, other.data(), 4, n, type); })
-                .find("send_recv (recv): peer"),
+  EXPECT_NE(error_of([&] {
+              group.send_recv_async(nullptr, 0, -1, other.data(), 4, n, type);
+            }).find("send_recv (recv): peer"),
             std::string::npos);
   EXPECT_EQ(group.stats().calls, 0u);
   EXPECT_TRUE(buffer == unwritten(type, 4));
@@ -441,8 +462,9 @@ TEST(CommWorld, PointToPointRejectsCountsBeyondIntMaxAndOverlappingBuffers) {
             std::string::npos);
   EXPECT_NE(error_of([&] { world.recv_async(dummy, too_many, WireType::f32, peer); }).find(named),
             std::string::npos);
-  EXPECT_EQ(error_of([&] { world.send_recv_async(dummy, 2, peer, dummy + 1, 1, peer, WireType::f32); }),
-            "send_recv: send and recv buffers overlap");
+  EXPECT_EQ(
+      error_of([&] { world.send_recv_async(dummy, 2, peer, dummy + 1, 1, peer, WireType::f32); }),
+      "send_recv: send and recv buffers overlap");
 }
 
 TEST(CommHandle, WaitRunsOnceAndClearsPending) {

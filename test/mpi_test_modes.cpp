@@ -54,10 +54,18 @@ void expect_matches_reference(const std::string& model, const std::vector<std::s
 
 class Modes : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(Modes, DdpMatchesSingleProcess) { expect_matches_reference(GetParam(), {"parallel.mode=ddp"}); }
-TEST_P(Modes, Zero1MatchesSingleProcess) { expect_matches_reference(GetParam(), {"parallel.mode=zero1"}); }
-TEST_P(Modes, Zero2MatchesSingleProcess) { expect_matches_reference(GetParam(), {"parallel.mode=zero2"}); }
-TEST_P(Modes, Zero3MatchesSingleProcess) { expect_matches_reference(GetParam(), {"parallel.mode=zero3"}); }
+TEST_P(Modes, DdpMatchesSingleProcess) {
+  expect_matches_reference(GetParam(), {"parallel.mode=ddp"});
+}
+TEST_P(Modes, Zero1MatchesSingleProcess) {
+  expect_matches_reference(GetParam(), {"parallel.mode=zero1"});
+}
+TEST_P(Modes, Zero2MatchesSingleProcess) {
+  expect_matches_reference(GetParam(), {"parallel.mode=zero2"});
+}
+TEST_P(Modes, Zero3MatchesSingleProcess) {
+  expect_matches_reference(GetParam(), {"parallel.mode=zero3"});
+}
 TEST_P(Modes, FsdpIsZero3) { expect_matches_reference(GetParam(), {"parallel.mode=fsdp"}); }
 
 TEST_P(Modes, HybridMatchesSingleProcessForEveryGroupSize) {
@@ -65,8 +73,8 @@ TEST_P(Modes, HybridMatchesSingleProcessForEveryGroupSize) {
   for (int group = 1; group <= world; ++group) {
     if (world % group != 0) continue;
     SCOPED_TRACE("shard_group_size " + std::to_string(group));
-    expect_matches_reference(GetParam(), {"parallel.mode=hybrid",
-                                          "parallel.shard_group_size=" + std::to_string(group)});
+    expect_matches_reference(
+        GetParam(), {"parallel.mode=hybrid", "parallel.shard_group_size=" + std::to_string(group)});
   }
 }
 
@@ -87,7 +95,8 @@ TEST(ModeCheckpointing, BitIdenticalToNoCheckpointingInEveryMode) {
       RunResult checkpointed = train(comm_world(), "tiny", with);
       EXPECT_EQ(checkpointed.losses, plain.losses);
       EXPECT_EQ(checkpointed.params, plain.params);
-      EXPECT_EQ(checkpointed.data_comm.sent_bytes, plain.data_comm.sent_bytes) << "extra communication";
+      EXPECT_EQ(checkpointed.data_comm.sent_bytes, plain.data_comm.sent_bytes)
+          << "extra communication";
     }
   }
 }
@@ -140,8 +149,8 @@ TEST(ModeBf16, ComputeCopyIsTheMastersRoundedAfterEveryStep) {
         std::vector<float> masters(numel);
         engine.gather_params(unit, masters.data());
         std::vector<Bf16> copy(numel);
-        engine.backend().memory->to_host(
-            copy.data(), engine.acquire_params(unit, Pass::forward), numel * sizeof(Bf16));
+        engine.backend().memory->to_host(copy.data(), engine.acquire_params(unit, Pass::forward),
+                                         numel * sizeof(Bf16));
         engine.release_params(unit, Pass::forward);
         size_t misses = 0;
         for (size_t i = 0; i < numel; ++i) misses += copy[i].bits != to_bf16(masters[i]).bits;
@@ -161,8 +170,8 @@ TEST(ModeBf16, HalvesTheBytesOnTheWire) {
   for (std::string mode : {"ddp", "zero3"}) {
     SCOPED_TRACE(mode);
     double fp32 = sent({"parallel.mode=" + mode});
-    double bf16 = sent({"parallel.mode=" + mode, "training.precision=bf16",
-                        "parallel.reduce_dtype=bf16"});
+    double bf16 =
+        sent({"parallel.mode=" + mode, "training.precision=bf16", "parallel.reduce_dtype=bf16"});
     EXPECT_NEAR(bf16 / fp32, 0.5, 0.01);
   }
 }
@@ -195,8 +204,9 @@ TEST(ModeMemory, ShardedStateIsAFractionOfDdp) {
   const ParameterLayout layout = layout_build(config_load("configs/tiny.toml", {}).model);
   size_t largest_unit = layout.max_unit_numel() * sizeof(float);
   EXPECT_LE(z3.buffers, 5 * (largest_unit + 64 * 4) + 2 * (largest_unit / n + 64 * 4));
-  EXPECT_EQ(ShardingEngine::planned_bytes(layout, sharding_plan(ParallelConfig{ParallelMode::zero3, 0}, n),
-                                         config_load("configs/tiny.toml", {}))
+  EXPECT_EQ(ShardingEngine::planned_bytes(layout,
+                                          sharding_plan(ParallelConfig{ParallelMode::zero3, 0}, n),
+                                          config_load("configs/tiny.toml", {}))
                 .total(),
             z3.total());
 }
@@ -209,8 +219,10 @@ TEST(ModeMemory, ShardedStateIsAFractionOfDdp) {
 // allocated) fails the test.
 TEST(ModeMemory, PlannerMatchesWhatIsAllocated) {
   const int n = comm_world().size();
-  std::vector<std::vector<std::string>> modes = {{"parallel.mode=ddp"}, {"parallel.mode=zero1"},
-                                                 {"parallel.mode=zero2"}, {"parallel.mode=zero3"}};
+  std::vector<std::vector<std::string>> modes = {{"parallel.mode=ddp"},
+                                                 {"parallel.mode=zero1"},
+                                                 {"parallel.mode=zero2"},
+                                                 {"parallel.mode=zero3"}};
   if (n % 2 == 0) modes.push_back({"parallel.mode=hybrid", "parallel.shard_group_size=2"});
   for (const auto& mode : modes) {
     for (std::string precision : {"fp32", "bf16"}) {
@@ -299,7 +311,8 @@ TEST(GpuModes, SharedGpuZero3AndHybridMatchTheSingleRankGpuRun) {
     SCOPED_TRACE(mode[0]);
     mode.insert(mode.end(), gpu.begin(), gpu.end());
     RunResult run = train(world, "tiny", mode);
-    for (int s = 0; s < kSteps; ++s) EXPECT_NEAR(run.losses[s], reference.losses[s], kCurveTolerance);
+    for (int s = 0; s < kSteps; ++s)
+      EXPECT_NEAR(run.losses[s], reference.losses[s], kCurveTolerance);
     ASSERT_EQ(run.params.size(), reference.params.size());
     EXPECT_LE(max_abs_difference(run.params, reference.params), kCurveTolerance);
   }
@@ -318,8 +331,10 @@ TEST(GpuModes, NcclEveryModeMatchesTheSingleRankGpuRun) {
   std::unique_ptr<Group> alone = world.split(world.rank(), 0);
   const RunResult reference = train(*alone, "tiny", gpu);
   for (std::vector<std::string> mode :
-       {std::vector<std::string>{"parallel.mode=ddp"}, std::vector<std::string>{"parallel.mode=zero1"},
-        std::vector<std::string>{"parallel.mode=zero2"}, std::vector<std::string>{"parallel.mode=zero3"},
+       {std::vector<std::string>{"parallel.mode=ddp"},
+        std::vector<std::string>{"parallel.mode=zero1"},
+        std::vector<std::string>{"parallel.mode=zero2"},
+        std::vector<std::string>{"parallel.mode=zero3"},
         std::vector<std::string>{"parallel.mode=hybrid", "parallel.shard_group_size=1"}}) {
     SCOPED_TRACE(mode[0]);
     mode.insert(mode.end(), gpu.begin(), gpu.end());

@@ -45,9 +45,14 @@ std::string shared_dir(Group& world, const std::string& name) {
 Config make_config(const std::vector<std::string>& extra, const std::string& run_dir = "",
                    const std::string& resume = "none") {
   std::vector<std::string> o = {
-      "training.batch_size=12", "training.micro_batch_size=1", "training.warmup_steps=2",
-      "training.lr=1e-3", "logging.metrics=false", "checkpoint.resume=" + resume,
-      "checkpoint.dir=" + (run_dir.empty() ? (fs::temp_directory_path() / "llm_mpi_offload").string() : run_dir)};
+      "training.batch_size=12",
+      "training.micro_batch_size=1",
+      "training.warmup_steps=2",
+      "training.lr=1e-3",
+      "logging.metrics=false",
+      "checkpoint.resume=" + resume,
+      "checkpoint.dir=" +
+          (run_dir.empty() ? (fs::temp_directory_path() / "llm_mpi_offload").string() : run_dir)};
   o.insert(o.end(), extra.begin(), extra.end());
   return config_load("configs/tiny.toml", o);
 }
@@ -74,7 +79,8 @@ TrainedRun train(const std::vector<std::string>& extra) {
   const Config config = make_config(extra);
   Trainer trainer(config, comm_world());
   TrainedRun r = train(trainer, kSteps);
-  r.planned = ShardingEngine::planned_bytes(trainer.model().layout(), trainer.topology().plan, config);
+  r.planned =
+      ShardingEngine::planned_bytes(trainer.model().layout(), trainer.topology().plan, config);
   return r;
 }
 
@@ -94,12 +100,14 @@ TEST(Offload, SameBitsAsTheDeviceOptimizerInEveryMode) {
   for (const auto& mode : modes_of(comm_world().size())) {
     for (const char* precision : {"fp32", "bf16"}) {
       SCOPED_TRACE(mode[0] + " " + precision);
-      const std::vector<std::string> preset = with(mode, {std::string("training.precision=") + precision});
+      const std::vector<std::string> preset =
+          with(mode, {std::string("training.precision=") + precision});
       const TrainedRun device = train(preset);
       const TrainedRun offloaded = train(with(preset, {"offload.optimizer=cpu"}));
       EXPECT_EQ(offloaded.losses, device.losses);
       ASSERT_EQ(offloaded.params.size(), device.params.size());
-      EXPECT_EQ(0, std::memcmp(offloaded.params.data(), device.params.data(), device.params.size() * 4));
+      EXPECT_EQ(
+          0, std::memcmp(offloaded.params.data(), device.params.data(), device.params.size() * 4));
       // The planner's rows are the engine's own buffers (shard rank 0 holds
       // the largest slice; the others are padded to it).
       for (const TrainedRun* r : {&device, &offloaded}) {
@@ -140,7 +148,8 @@ TEST(Offload, GradientsLeaveForTheHostAsSoonAsTheyAreFinal) {
     Topology topology(world, config.parallel);
     ShardingEngine engine(model.layout(), config, backend_cpu(), topology);
     uint64_t owned_bytes = 0;
-    for (const OwnedSlice& slice : engine.owned_slices()) owned_bytes += slice.count * sizeof(float);
+    for (const OwnedSlice& slice : engine.owned_slices())
+      owned_bytes += slice.count * sizeof(float);
     ASSERT_GT(owned_bytes, 0u);
     std::vector<int32_t> inputs(B * T), targets(B * T);
     for (int i = 0; i < B * T; ++i) {
@@ -196,8 +205,9 @@ TEST(ZenFlow, AllColumnsEveryStepIsAdamW) {
   for (const char* mode : {"parallel.mode=ddp", "parallel.mode=zero3"}) {
     SCOPED_TRACE(mode);
     const TrainedRun adamw = train({mode});
-    const TrainedRun zenflow = train({mode, "zenflow.enabled=true", "zenflow.topk_ratio=1.0",
-                               "zenflow.update_interval=1", "zenflow.full_warm_up_rounds=0"});
+    const TrainedRun zenflow =
+        train({mode, "zenflow.enabled=true", "zenflow.topk_ratio=1.0", "zenflow.update_interval=1",
+               "zenflow.full_warm_up_rounds=0"});
     EXPECT_EQ(zenflow.losses, adamw.losses);
     EXPECT_EQ(zenflow.params, adamw.params);
   }
@@ -215,7 +225,8 @@ TEST(ZenFlow, OnlyColumnNormsCrossRanksForTheChoice) {
   const ZenFlowStats& zf = *trainer.engine().zenflow_stats();
   const CommStats& comm = trainer.topology().shard->stats();
   size_t columns = 0;
-  for (const TensorSpec& t : trainer.model().layout().tensors) columns += t.shape.size() >= 2 ? t.shape.back() : 0;
+  for (const TensorSpec& t : trainer.model().layout().tensors)
+    columns += t.shape.size() >= 2 ? t.shape.back() : 0;
   EXPECT_EQ(zf.selections, static_cast<uint64_t>(kSteps / 2));  // at each interval's start
   EXPECT_EQ(zf.host_updates, static_cast<uint64_t>(kSteps / 2));
   if (world.size() == 1) {
@@ -224,7 +235,8 @@ TEST(ZenFlow, OnlyColumnNormsCrossRanksForTheChoice) {
   }
   EXPECT_EQ(zf.selection_bytes, zf.selections * columns * sizeof(float));
   // zero2 issues no other all-reduce in its shard group (scalars are not counted).
-  EXPECT_EQ(comm.all_reduce_sent, all_reduce_traffic(columns * sizeof(float), world.size()).sent * zf.selections);
+  EXPECT_EQ(comm.all_reduce_sent,
+            all_reduce_traffic(columns * sizeof(float), world.size()).sent * zf.selections);
   const uint64_t gradient_bytes = kSteps * trainer.model().layout().total_numel * sizeof(float);
   EXPECT_LT(zf.selection_bytes * 100, gradient_bytes) << "selection traffic is not light";
 }
@@ -236,7 +248,8 @@ TEST(OffloadCheckpoint, ResumesBitIdenticallyAndLoadsWithoutOffload) {
   Group& world = comm_world();
   constexpr int kSaveAt = 2, kTotal = 5;
   const std::vector<std::string> zenflow = {"zenflow.enabled=true", "zenflow.topk_ratio=0.25",
-                                            "zenflow.update_interval=2", "zenflow.select_interval=2"};
+                                            "zenflow.update_interval=2",
+                                            "zenflow.select_interval=2"};
   const std::vector<std::vector<std::string>> variants = {
       {"offload.optimizer=cpu", "offload.delayed_update=true"},
       with(zenflow, {"zenflow.overlap_step=true"}),
@@ -254,7 +267,8 @@ TEST(OffloadCheckpoint, ResumesBitIdenticallyAndLoadsWithoutOffload) {
       Trainer resumed(make_config(preset, dir + "/straight", dir + "/straight/step_2"), world);
       ASSERT_EQ(resumed.start_step(), kSaveAt);
       const TrainedRun rest = train(resumed, kTotal);
-      for (int s = kSaveAt; s < kTotal; ++s) EXPECT_EQ(rest.losses[s - kSaveAt], whole.losses[s]) << s;
+      for (int s = kSaveAt; s < kTotal; ++s)
+        EXPECT_EQ(rest.losses[s - kSaveAt], whole.losses[s]) << s;
       EXPECT_EQ(rest.params, whole.params);
 
       // Into the device optimizer, and from there back into this one.

@@ -71,9 +71,10 @@ void expect_matches_reference(const std::string& model, const std::vector<std::s
 
 std::string stages(int p) { return "parallel.pipeline_parallel=" + std::to_string(p); }
 
-#define REQUIRE_WORLD(n)                                                                 \
-  if (comm_world().size() != (n)) GTEST_SKIP() << "this mesh needs " << (n) << " ranks, " \
-                                               << "this world has " << comm_world().size()
+#define REQUIRE_WORLD(n)                                  \
+  if (comm_world().size() != (n))                         \
+  GTEST_SKIP() << "this mesh needs " << (n) << " ranks, " \
+               << "this world has " << comm_world().size()
 
 // Placement: a stage is a block of T x D consecutive ranks; the pipeline
 // group links the ranks with the same (t, d) in stage order; one copy of the
@@ -175,8 +176,9 @@ TEST(PipelineSchedules, OneFOneBAndGPipeGiveTheSameBits) {
 // stage's; evaluation and generation run through the stages.
 TEST(PipelineSchedules, ActivationSlotsEvaluationAndSampling) {
   REQUIRE_WORLD(2);
-  Config one_f_one_b = make_config("tiny", mpi_temp_dir("pp", "runs"), {stages(2), "training.eval_sequences=4",
-                                                             "training.sample_tokens=4"});
+  Config one_f_one_b =
+      make_config("tiny", mpi_temp_dir("pp", "runs"),
+                  {stages(2), "training.eval_sequences=4", "training.sample_tokens=4"});
   Config gpipe = one_f_one_b;
   gpipe.parallel.pipeline_schedule = PipelineSchedule::gpipe;
   Trainer a(one_f_one_b, comm_world()), b(gpipe, comm_world());
@@ -191,8 +193,8 @@ TEST(PipelineSchedules, ActivationSlotsEvaluationAndSampling) {
       << "stage 0 holds the embedding and two micro-batches: the largest";
 
   std::unique_ptr<Group> alone = comm_world().split(comm_world().rank(), 0);
-  Config single = make_config("tiny", mpi_temp_dir("pp", "runs"), {"training.eval_sequences=4",
-                                                       "training.sample_tokens=4"});
+  Config single = make_config("tiny", mpi_temp_dir("pp", "runs"),
+                              {"training.eval_sequences=4", "training.sample_tokens=4"});
   Trainer reference_run(single, *alone);
   EXPECT_NEAR(a.evaluate(), reference_run.evaluate(), 1e-6f);
   EXPECT_EQ(a.sample(4), reference_run.sample(4)) << "the same tokens on every stage";
@@ -249,11 +251,13 @@ TEST(PipelineParallelHuggingFace, InitFromFillsEveryStageAndSlice) {
     single.train_step(0);  // weights unlike any initialization
     exported = single.engine().gather_all_params();
   }
-  if (world.rank() == 0) hf_export(trained.model, layout_build(trained.model), exported.data(), dir, {});
+  if (world.rank() == 0)
+    hf_export(trained.model, layout_build(trained.model), exported.data(), dir, {});
   world.barrier();
   for (const std::string& mesh : {stages(2), std::string("parallel.tensor_parallel=2")}) {
     SCOPED_TRACE(mesh);
-    Trainer loaded(make_config("tiny", mpi_temp_dir("pp", "runs"), {mesh, "model.init_from=" + dir}), world);
+    Trainer loaded(
+        make_config("tiny", mpi_temp_dir("pp", "runs"), {mesh, "model.init_from=" + dir}), world);
     const std::vector<float> params = loaded.engine().gather_all_params();
     ASSERT_EQ(params.size(), exported.size());
     EXPECT_EQ(0, std::memcmp(params.data(), exported.data(), params.size() * sizeof(float)));

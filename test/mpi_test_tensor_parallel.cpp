@@ -4,8 +4,8 @@
 // and composed with every data-parallel mode over the remaining ranks; the
 // same with activation checkpointing (bit-identical to none under TP) and in
 // bf16; checkpoints saved under TP resume bit-identically and load into a
-// single process and into zero3 without TP; generation's samples match. Worlds that T = 2 does not divide
-// skip, saying so.
+// single process and into zero3 without TP; generation's samples match. Worlds that T = 2 does not
+// divide skip, saying so.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -61,9 +61,9 @@ void expect_matches_reference(const std::string& model, std::vector<std::string>
 }
 
 bool world_splits_in_two() { return comm_world().size() % 2 == 0; }
-#define REQUIRE_EVEN_WORLD()                                                                     \
-  if (!world_splits_in_two()) GTEST_SKIP() << "tensor_parallel = 2 needs an even world, this is " \
-                                           << comm_world().size()
+#define REQUIRE_EVEN_WORLD()  \
+  if (!world_splits_in_two()) \
+  GTEST_SKIP() << "tensor_parallel = 2 needs an even world, this is " << comm_world().size()
 
 // Placement: a tensor group is consecutive world ranks (t = r % T), the
 // data-parallel group every T-th rank; one copy of the model state spans the
@@ -104,8 +104,9 @@ TEST_P(TensorParallel, Zero3MatchesSingleProcess) {
 TEST_P(TensorParallel, HybridMatchesSingleProcess) {
   REQUIRE_EVEN_WORLD();
   const int dp = comm_world().size() / 2;
-  expect_matches_reference(GetParam(), {"parallel.mode=hybrid", "parallel.shard_group_size=" +
-                                                                    std::to_string(dp >= 2 ? 2 : 1)});
+  expect_matches_reference(
+      GetParam(),
+      {"parallel.mode=hybrid", "parallel.shard_group_size=" + std::to_string(dp >= 2 ? 2 : 1)});
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyAndRagged, TensorParallel, ::testing::Values("tiny", "ragged"));
@@ -134,12 +135,14 @@ TEST(TensorParallelTraffic, EqualsTheThroughputModel) {
     trainer.train_step(0);
     const CommStats& measured = trainer.topology().tensor->stats();
     OpTraffic predicted[3];
-    tensor_parallel_step_traffic(config, micro_batches_per_step(config.training, comm_world().size() / 2),
-                                 predicted);
-    EXPECT_EQ(measured.all_gather_sent, predicted[static_cast<int>(CollectiveOp::all_gather)].sent_bytes);
+    tensor_parallel_step_traffic(
+        config, micro_batches_per_step(config.training, comm_world().size() / 2), predicted);
+    EXPECT_EQ(measured.all_gather_sent,
+              predicted[static_cast<int>(CollectiveOp::all_gather)].sent_bytes);
     EXPECT_EQ(measured.reduce_scatter_sent,
               predicted[static_cast<int>(CollectiveOp::reduce_scatter)].sent_bytes);
-    EXPECT_EQ(measured.all_reduce_sent, predicted[static_cast<int>(CollectiveOp::all_reduce)].sent_bytes);
+    EXPECT_EQ(measured.all_reduce_sent,
+              predicted[static_cast<int>(CollectiveOp::all_reduce)].sent_bytes);
     uint64_t calls = 0;
     for (const OpTraffic& t : predicted) calls += t.calls;
     EXPECT_EQ(measured.calls, calls);
@@ -169,8 +172,8 @@ TEST(TensorParallelCheckpointing, BitIdenticalToNoCheckpointing) {
 TEST(TensorParallelBf16, MatchesTheSingleProcessBf16Run) {
   REQUIRE_EVEN_WORLD();
   const RunResult& ref = reference("tiny", "bf16");
-  RunResult run = train(comm_world(), "tiny",
-                        {"parallel.tensor_parallel=2", "training.precision=bf16"});
+  RunResult run =
+      train(comm_world(), "tiny", {"parallel.tensor_parallel=2", "training.precision=bf16"});
   for (int s = 0; s < kSteps; ++s) EXPECT_NEAR(run.losses[s], ref.losses[s], 2e-3f) << s + 1;
 }
 
@@ -224,8 +227,8 @@ TEST(TensorParallelCheckpoint, ResumesExactlyAndLoadsWithoutTensorParallelism) {
   for (bool single : {true, false}) {
     SCOPED_TRACE(single ? "loaded into one process" : "loaded into zero3 without TP");
     std::unique_ptr<Group> alone = world.split(world.rank(), 0);
-    expect_continues(resume_steps(single ? *alone : world, config("split", saved, {"parallel.mode=zero3"}),
-                                  kSaveAt, kSteps),
+    expect_continues(resume_steps(single ? *alone : world,
+                                  config("split", saved, {"parallel.mode=zero3"}), kSaveAt, kSteps),
                      straight, kSaveAt, kCurveTolerance);
   }
 }

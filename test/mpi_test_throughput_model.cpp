@@ -70,11 +70,14 @@ void expect_traffic_equal(const StepPrediction& predicted, const CommStats& real
 
 // ddp, zero1..3 and hybrid at every group size dividing the data-parallel size.
 std::vector<std::vector<std::string>> every_mode(int data_parallel) {
-  std::vector<std::vector<std::string>> modes = {
-      {"parallel.mode=ddp"}, {"parallel.mode=zero1"}, {"parallel.mode=zero2"}, {"parallel.mode=zero3"}};
+  std::vector<std::vector<std::string>> modes = {{"parallel.mode=ddp"},
+                                                 {"parallel.mode=zero1"},
+                                                 {"parallel.mode=zero2"},
+                                                 {"parallel.mode=zero3"}};
   for (int group = 1; group <= data_parallel; ++group) {
     if (data_parallel % group == 0) {
-      modes.push_back({"parallel.mode=hybrid", "parallel.shard_group_size=" + std::to_string(group)});
+      modes.push_back(
+          {"parallel.mode=hybrid", "parallel.shard_group_size=" + std::to_string(group)});
     }
   }
   return modes;
@@ -83,7 +86,8 @@ std::vector<std::vector<std::string>> every_mode(int data_parallel) {
 const std::vector<std::vector<std::string>> kPrecisions = {
     {"training.precision=fp32", "parallel.reduce_dtype=fp32"},
     {"training.precision=bf16", "parallel.reduce_dtype=bf16"},
-    {"training.precision=bf16", "parallel.reduce_dtype=fp32", "training.activation_checkpointing=full"}};
+    {"training.precision=bf16", "parallel.reduce_dtype=fp32",
+     "training.activation_checkpointing=full"}};
 
 std::string name_of(const std::vector<std::string>& overrides) {
   std::string name;
@@ -118,7 +122,8 @@ TEST(ThroughputModelTraffic, EqualsWhatTheEngineCounts) {
 // prediction whatever the schedule.
 TEST(ThroughputModelTraffic, PipelineStageEqualsWhatItsEngineCounts) {
   const int n = comm_world().size();
-  if (n % 2 != 0 || 12 % (n / 2) != 0) GTEST_SKIP() << "two stages of 12 sequences do not split over " << n << " ranks";
+  if (n % 2 != 0 || 12 % (n / 2) != 0)
+    GTEST_SKIP() << "two stages of 12 sequences do not split over " << n << " ranks";
   const int D = n / 2;
   const HardwareProfile hw = hardware_load("planning/hardware/a100_80gb_roce.toml");
   const std::vector<std::pair<std::vector<std::string>, int>> stages = {
@@ -155,7 +160,8 @@ TEST(ThroughputModelTraffic, PipelineMessagesEqualWhatTheStagesSend) {
   if (n % 2 != 0) GTEST_SKIP() << "two stages need an even world, this is " << n;
   std::vector<std::vector<std::string>> meshes = {{"parallel.pipeline_parallel=2"}};
   if (n % 4 == 0) {
-    meshes.push_back({"parallel.pipeline_parallel=2", "parallel.tensor_parallel=2", "model.n_kv_heads=2"});
+    meshes.push_back(
+        {"parallel.pipeline_parallel=2", "parallel.tensor_parallel=2", "model.n_kv_heads=2"});
   }
   for (const auto& mesh : meshes) {
     for (const char* schedule : {"1f1b", "gpipe"}) {
@@ -175,7 +181,8 @@ TEST(ThroughputModelTraffic, PipelineMessagesEqualWhatTheStagesSend) {
         const double sent = comm_world().all_reduce_sum(static_cast<double>(mine.p2p_sent));
         const double calls = comm_world().all_reduce_sum(static_cast<double>(mine.calls));
         const int pipelines = n / 2;
-        const PipelineTraffic predicted = pipeline_step_traffic(config, trainer.accumulation_steps());
+        const PipelineTraffic predicted =
+            pipeline_step_traffic(config, trainer.accumulation_steps());
         EXPECT_GT(predicted.sent_bytes, 0u);
         EXPECT_EQ(sent, static_cast<double>(kSteps * pipelines * predicted.sent_bytes));
         EXPECT_EQ(calls, static_cast<double>(kSteps * pipelines * predicted.sends));

@@ -18,8 +18,8 @@ namespace fs = std::filesystem;
 
 TEST(TrainingStepReference, ShardedModesFollowTheHandWrittenLoop) {
   Group& world = comm_world();
-  const fs::path dir = fs::temp_directory_path() /
-                       ("llm_mpi_reference_step_np" + std::to_string(world.size()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("llm_mpi_reference_step_np" + std::to_string(world.size()));
   const std::string shard = (dir / "train_000.bin").string();
   if (world.rank() == 0) {
     fs::remove_all(dir);
@@ -46,9 +46,9 @@ TEST(TrainingStepReference, ShardedModesFollowTheHandWrittenLoop) {
     zenflow.shapes = reference_training::tensor_shapes(
         config_parse(reference_training::kModelToml, "shapes", {"data.train=x"}).model);
     std::vector<std::string> overrides = mode;
-    for (const char* o : {"training.micro_batch_size=1", "zenflow.enabled=true",
-                          "zenflow.topk_ratio=0.25", "zenflow.update_interval=2",
-                          "zenflow.select_interval=2", "zenflow.overlap_step=true"}) {
+    for (const char* o :
+         {"training.micro_batch_size=1", "zenflow.enabled=true", "zenflow.topk_ratio=0.25",
+          "zenflow.update_interval=2", "zenflow.select_interval=2", "zenflow.overlap_step=true"}) {
       overrides.push_back(o);
     }
     reference_training::check_trainer_against_reference(world, shard, overrides, zenflow);

@@ -62,8 +62,8 @@ inline double loss(const ModelConfig& m, const NamedParams& p, const std::vector
   }
   Vec xf = r::rmsnorm_forward(x, p.at("norm.weight"), N, C, m.norm_eps);
   const Vec& head = m.tie_embeddings ? p.at("embed.weight") : p.at("lm_head.weight");
-  Vec losses = r::cross_entropy_forward(r::matmul_forward(xf, head, N, C, m.vocab_size), targets,
-                                        N, m.vocab_size);
+  Vec losses = r::cross_entropy_forward(r::matmul_forward(xf, head, N, C, m.vocab_size), targets, N,
+                                        m.vocab_size);
   double sum = 0;
   for (double v : losses) sum += v;
   return sum / N;

@@ -61,7 +61,8 @@ void on_each_kernel(const OpRow& row, Body body) {
 
 // cpu rows: grouped query, H == KV (multi-head), KV == 1 (multi-query) with an
 // odd D, T == 1; small enough for finite differences.
-constexpr AttentionShape kCpuShapes[] = {{2, 5, 4, 2, 6}, {1, 6, 3, 3, 4}, {2, 4, 4, 1, 5}, {3, 1, 2, 1, 8}};
+constexpr AttentionShape kCpuShapes[] = {
+    {2, 5, 4, 2, 6}, {1, 6, 3, 3, 4}, {2, 4, 4, 1, 5}, {3, 1, 2, 1, 8}};
 // The CPU kernel tiles 64 queries x 64 keys, cuts the diagonal tile into
 // chunks of 16 queries, and its tile GEMM blocks rows by 6 or 8 and D by two
 // vectors, one vector and single floats: these span several tiles, a partial
@@ -168,7 +169,8 @@ Doubles cuda_bounds(const Doubles& expected, const Doubles* rounded_term_magnitu
   Doubles bound = tolerance_bounds(expected, kCudaAttentionTolerance);
   if (rounded_term_magnitude) {
     for (size_t i = 0; i < bound.size(); i++)
-      bound[i] += kBf16Rounding * (*rounded_term_magnitude)[i] + 2.0 * kBf16Ulp * std::fabs(expected[i]);
+      bound[i] +=
+          kBf16Rounding * (*rounded_term_magnitude)[i] + 2.0 * kBf16Ulp * std::fabs(expected[i]);
   }
   return bound;
 }
@@ -221,7 +223,8 @@ void attention_forward_with(const OpRow& row, const KernelUnderTest& kernel) {
       const Doubles expected_out = to_doubles(twin_out), expected_lse = to_doubles(twin_lse);
       RoundedTermMagnitudes magnitude;
       if (bf16)  // out's magnitudes do not depend on dout
-        magnitude = rounded_term_magnitudes(to_doubles(qkv), Doubles(out.size(), 0.0), expected_out, s);
+        magnitude =
+            rounded_term_magnitudes(to_doubles(qkv), Doubles(out.size(), 0.0), expected_out, s);
       expect_within(to_doubles(out), expected_out,
                     cuda_bounds(expected_out, bf16 ? &magnitude.out : nullptr), "out");
       expect_within(to_doubles(lse), expected_lse, cuda_bounds(expected_lse, nullptr), "lse");
@@ -232,7 +235,8 @@ void attention_forward_with(const OpRow& row, const KernelUnderTest& kernel) {
       expect_identical(lse, lse32, "lse");
     } else {
       Vec ref_lse;
-      const Vec ref = reference::attention_forward(to_doubles(qkv), s.B, s.T, s.H, s.KV, s.D, &ref_lse);
+      const Vec ref =
+          reference::attention_forward(to_doubles(qkv), s.B, s.T, s.H, s.KV, s.D, &ref_lse);
       expect_close(out, ref, kForwardTolerance, "out");
       expect_close(lse, ref_lse, kForwardTolerance, "lse");
     }
@@ -267,12 +271,14 @@ void attention_backward_with(const OpRow& row, const KernelUnderTest& kernel) {
     EXPECT_TRUE(d_dqkv.guards_intact());
     if (row.cuda()) {
       std::vector<T> twin(qkv.size());
-      backward_on<T>(backend_cpu(), twin.data(), dout_t.data(), qkv_t.data(), out.data(), lse.data(), s);
+      backward_on<T>(backend_cpu(), twin.data(), dout_t.data(), qkv_t.data(), out.data(),
+                     lse.data(), s);
       const Doubles expected = to_doubles(twin);
       RoundedTermMagnitudes magnitude;
-      if (bf16) magnitude = rounded_term_magnitudes(to_doubles(qkv), to_doubles(dout), to_doubles(out), s);
-      expect_within(to_doubles(dqkv), expected, cuda_bounds(expected, bf16 ? &magnitude.dqkv : nullptr),
-                    "dqkv");
+      if (bf16)
+        magnitude = rounded_term_magnitudes(to_doubles(qkv), to_doubles(dout), to_doubles(out), s);
+      expect_within(to_doubles(dqkv), expected,
+                    cuda_bounds(expected, bf16 ? &magnitude.dqkv : nullptr), "dqkv");
     } else if (bf16) {
       Floats dqkv32(qkv.size(), kNaN);
       backward_on<float>(backend_cpu(), dqkv32.data(), dout.data(), qkv.data(),
@@ -326,8 +332,9 @@ template <class T>
 void attention_deterministic_with(const OpRow& row, const KernelUnderTest& kernel) {
   std::mt19937 rng(row.cuda() ? (std::is_same_v<T, Bf16> ? 404 : 403) : 11);
   const std::vector<AttentionShape> shapes =
-      row.cuda() ? std::vector<AttentionShape>{{2, 129, 8, 2, 128}, {1, 70, 4, 4, 64}, {2, 33, 4, 2, 16}}
-                 : std::vector<AttentionShape>{{2, 70, 4, 2, 8}};
+      row.cuda()
+          ? std::vector<AttentionShape>{{2, 129, 8, 2, 128}, {1, 70, 4, 4, 64}, {2, 33, 4, 2, 16}}
+          : std::vector<AttentionShape>{{2, 70, 4, 2, 8}};
   for (const AttentionShape& s : shapes) {
     SCOPED_TRACE(describe(s));
     const bool bf16_exact = std::is_same_v<T, Bf16>;
@@ -351,7 +358,9 @@ void attention_deterministic_with(const OpRow& row, const KernelUnderTest& kerne
     const Floats first = run(kNaN);
     for (float x : first) ASSERT_TRUE(std::isfinite(x)) << "out, lse or dqkv not written";
     expect_identical(run(-3e38f), first, "out, lse and dqkv, second run over garbage");
-    if (row.cpu()) expect_repeatable(row, [&] { return run(kNaN); }, "out, lse and dqkv");
+    if (row.cpu())
+      expect_repeatable(
+          row, [&] { return run(kNaN); }, "out, lse and dqkv");
     EXPECT_TRUE(d_out.guards_intact() && d_lse.guards_intact() && d_dqkv.guards_intact());
   }
 }
@@ -369,9 +378,13 @@ void attention_unsupported_head_dim(const OpRow& row) {
       EXPECT_NE(std::string(e.what()).find("D=160"), std::string::npos) << what << ": " << e.what();
     }
   };
-  expect_error([&] { forward_on<float>(row.backend(), out.get(), lse.get(), qkv.get(), s); }, "forward");
+  expect_error([&] { forward_on<float>(row.backend(), out.get(), lse.get(), qkv.get(), s); },
+               "forward");
   expect_error(
-      [&] { backward_on<float>(row.backend(), dqkv.get(), out.get(), qkv.get(), out.get(), lse.get(), s); },
+      [&] {
+        backward_on<float>(row.backend(), dqkv.get(), out.get(), qkv.get(), out.get(), lse.get(),
+                           s);
+      },
       "backward");
 }
 
@@ -393,12 +406,25 @@ void attention_deterministic(const OpRow& row) {
 std::vector<OpCase> attention_cases() {
   return {
       {"attention", "forward", kAllRows, {"attention_forward"}, LLM_BY_DTYPE(attention_forward)},
-      {"attention", "backward_overwrites", kAllRows, {"attention_backward"},
+      {"attention",
+       "backward_overwrites",
+       kAllRows,
+       {"attention_backward"},
        LLM_BY_DTYPE(attention_backward)},
-      {"attention", "backward_sampled_large", kCpuF32, {"attention_backward"}, attention_backward_sampled},
-      {"attention", "deterministic_and_overwrites", kAllRows, {"attention_forward", "attention_backward"},
+      {"attention",
+       "backward_sampled_large",
+       kCpuF32,
+       {"attention_backward"},
+       attention_backward_sampled},
+      {"attention",
+       "deterministic_and_overwrites",
+       kAllRows,
+       {"attention_forward", "attention_backward"},
        LLM_BY_DTYPE(attention_deterministic)},
-      {"attention", "unsupported_head_dim", kCudaF32, {"attention_forward", "attention_backward"},
+      {"attention",
+       "unsupported_head_dim",
+       kCudaF32,
+       {"attention_forward", "attention_backward"},
        attention_unsupported_head_dim},
   };
 }

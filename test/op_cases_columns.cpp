@@ -24,12 +24,13 @@ struct Geometry {
   size_t lo, hi, cols;
 };
 constexpr Geometry kGeometries[] = {
-    {5, 40, 7},                    // starts and ends mid-row (rows 0..5)
-    {0, 42, 7},                    // exactly rows 0..5
-    {16, 20, 7},                   // inside row 2
-    {10, 11, 7},                   // one element
-    {1000, 5000, 300},             // mid-row; 300 columns: two CPU column blocks, one ragged
-    {1000, 2048 * 600 - 5, 2048},  // 600 rows, > 1M compact elements at k = 2048: the GPU grid loops
+    {5, 40, 7},         // starts and ends mid-row (rows 0..5)
+    {0, 42, 7},         // exactly rows 0..5
+    {16, 20, 7},        // inside row 2
+    {10, 11, 7},        // one element
+    {1000, 5000, 300},  // mid-row; 300 columns: two CPU column blocks, one ragged
+    {1000, 2048 * 600 - 5,
+     2048},  // 600 rows, > 1M compact elements at k = 2048: the GPU grid loops
 };
 
 constexpr float kScatterSentinel = 1000.0f;  // exact in bf16; never a compact value here
@@ -75,7 +76,8 @@ std::vector<Ints> selections_for(const Geometry& g, std::mt19937& rng) {
 
 Doubles reference_column_sum_squares(const Geometry& g, const Floats& slice, const Floats& out) {
   Doubles sums = to_doubles(out);
-  for (size_t e = g.lo; e < g.hi; e++) sums[e % g.cols] += (double)slice[e - g.lo] * slice[e - g.lo];
+  for (size_t e = g.lo; e < g.hi; e++)
+    sums[e % g.cols] += (double)slice[e - g.lo] * slice[e - g.lo];
   return sums;
 }
 
@@ -249,7 +251,8 @@ void gather_then_scatter(const OpRow& row) {
       const std::vector<T> after =
           run_scatter<T>(be, g, std::vector<T>(rows.size(), sentinel), compact, selected);
       const Floats reference_compact = reference_gather(g, slice, selected);
-      expect_identical(after, reference_scatter(g, stored<T>(reference_compact), selected, sentinel),
+      expect_identical(after,
+                       reference_scatter(g, stored<T>(reference_compact), selected, sentinel),
                        "rows after the round trip");
       if (selected.size() == g.cols)
         expect_identical(after, touched_rows(g, stored<T>(slice), sentinel), "the whole slice");
@@ -263,10 +266,16 @@ std::vector<OpCase> columns_cases() {
   return {
       {"columns", "sum_squares_in_row_order", kF32Rows, {"column_sum_squares"}, column_sum_squares},
       {"columns", "gather_zero_where_not_held", kF32Rows, {"gather_columns"}, gather_columns},
-      {"columns", "scatter_writes_only_held_selected", kAllRows,
-       {"scatter_columns", "cast_f32_to_bf16"}, LLM_BY_DTYPE(scatter_columns)},
-      {"columns", "gather_then_scatter_round_trips", kAllRows,
-       {"gather_columns", "scatter_columns"}, LLM_BY_DTYPE(gather_then_scatter)},
+      {"columns",
+       "scatter_writes_only_held_selected",
+       kAllRows,
+       {"scatter_columns", "cast_f32_to_bf16"},
+       LLM_BY_DTYPE(scatter_columns)},
+      {"columns",
+       "gather_then_scatter_round_trips",
+       kAllRows,
+       {"gather_columns", "scatter_columns"},
+       LLM_BY_DTYPE(gather_then_scatter)},
   };
 }
 

@@ -53,8 +53,8 @@ void cast_f32_to_bf16(const OpRow& row) {
                                                           : out[i].bits == expected[i].bits;
         if (!same && ++misses <= 5)
           ADD_FAILURE() << "element " << i << ": input bits " << std::hex
-                        << std::bit_cast<uint32_t>(in[i]) << " got " << out[i].bits
-                        << " expected " << expected[i].bits;
+                        << std::bit_cast<uint32_t>(in[i]) << " got " << out[i].bits << " expected "
+                        << expected[i].bits;
       }
       EXPECT_EQ(misses, 0u);
       EXPECT_TRUE(d_out.guards_intact()) << "wrote outside the range";

@@ -45,14 +45,16 @@ void embedding_forward(const OpRow& row) {
   std::mt19937 rng(203);
   for (auto [N, C, V] : embedding_shapes(row)) {
     for (size_t offset : offsets_for(row)) {
-      SCOPED_TRACE(testing::Message() << "N=" << N << " C=" << C << " V=" << V << " offset=" << offset);
+      SCOPED_TRACE(testing::Message()
+                   << "N=" << N << " C=" << C << " V=" << V << " offset=" << offset);
       const Floats wte = random_values((size_t)V * C, rng, -1.0f, 1.0f, bf16);
       const Ints tokens = random_ints(N, V, rng);
       const std::vector<T> wte_t = stored<T>(wte);
       Buffer<int32_t> d_tokens(row.backend(), tokens);
       Buffer<T> d_wte(row.backend(), wte_t, offset);
       Buffer<T> d_out(row.backend(), nan_filled<T>((size_t)N * C), offset);
-      row.backend().ops<T>().embedding_forward(d_out.get(), d_tokens.get(), d_wte.get(), N, C, 0, V);
+      row.backend().ops<T>().embedding_forward(d_out.get(), d_tokens.get(), d_wte.get(), N, C, 0,
+                                               V);
       const std::vector<T> out = d_out.download();
       EXPECT_TRUE(d_out.guards_intact());
       if (row.cuda()) {
@@ -65,7 +67,8 @@ void embedding_forward(const OpRow& row) {
         backend_cpu().f32.embedding_forward(fp32.data(), tokens.data(), wte.data(), N, C, 0, V);
         expect_rounded_once(out, fp32, "out");
       } else {
-        expect_close(out, reference::embedding_forward(tokens, to_doubles(wte), N, C), {0, 0}, "out");
+        expect_close(out, reference::embedding_forward(tokens, to_doubles(wte), N, C), {0, 0},
+                     "out");
       }
     }
   }
@@ -81,7 +84,8 @@ void embedding_backward(const OpRow& row) {
   std::mt19937 rng(204);
   for (auto [N, C, V] : embedding_shapes(row)) {
     for (size_t offset : offsets_for(row)) {
-      SCOPED_TRACE(testing::Message() << "N=" << N << " C=" << C << " V=" << V << " offset=" << offset);
+      SCOPED_TRACE(testing::Message()
+                   << "N=" << N << " C=" << C << " V=" << V << " offset=" << offset);
       const Ints tokens = random_ints(N, V, rng);
       const Floats dout = random_values((size_t)N * C, rng, -1.0f, 1.0f, bf16);
       const Floats prefill = random_values((size_t)V * C, rng, -1.0f, 1.0f, bf16);
@@ -89,10 +93,11 @@ void embedding_backward(const OpRow& row) {
       Floats expected = prefill;
       Vec fd_expected;  // cpu f32: prefill + finite-difference gradient
       if (row.cuda()) {
-        backend_cpu().ops<T>().embedding_backward(expected.data(), dout_t.data(), tokens.data(), N, C,
-                                                  0, V);
+        backend_cpu().ops<T>().embedding_backward(expected.data(), dout_t.data(), tokens.data(), N,
+                                                  C, 0, V);
       } else if (bf16) {
-        backend_cpu().f32.embedding_backward(expected.data(), dout.data(), tokens.data(), N, C, 0, V);
+        backend_cpu().f32.embedding_backward(expected.data(), dout.data(), tokens.data(), N, C, 0,
+                                             V);
       }
       if (row.cpu() && !bf16) {
         // The gradient of a lookup does not depend on wte; any point will do.
@@ -135,13 +140,16 @@ void embedding_backward_deterministic(const OpRow& row) {
   Buffer<T> d_dout(row.backend(), dout);
   for (auto [begin, rows] : {std::pair{0, V}, std::pair{2, 4}}) {
     SCOPED_TRACE(testing::Message() << "slice [" << begin << ", " << begin + rows << ")");
-    expect_repeatable(row, [&] {
-      Buffer<float> d_dwte(row.backend(),
-                           Floats(prefill.begin(), prefill.begin() + (size_t)rows * C));
-      row.backend().ops<T>().embedding_backward(d_dwte.get(), d_dout.get(), d_tokens.get(), N, C,
-                                                begin, rows);
-      return d_dwte.download();
-    }, "dwte");
+    expect_repeatable(
+        row,
+        [&] {
+          Buffer<float> d_dwte(row.backend(),
+                               Floats(prefill.begin(), prefill.begin() + (size_t)rows * C));
+          row.backend().ops<T>().embedding_backward(d_dwte.get(), d_dout.get(), d_tokens.get(), N,
+                                                    C, begin, rows);
+          return d_dwte.download();
+        },
+        "dwte");
   }
 }
 
@@ -156,9 +164,9 @@ struct SliceShape {
 constexpr SliceShape kCpuSliceShapes[] = {{40, 13, 9, 3, 4}, {7, 5, 5, 0, 2}, {30, 3, 6, 5, 1}};
 // cuda rows: those, plus C off every pack, C over several column chunks of the
 // backward, and N beyond its 2048 scanning blocks with long runs.
-constexpr SliceShape kCudaSliceShapes[] = {{40, 13, 9, 3, 4},    {7, 5, 5, 0, 2},
-                                           {30, 3, 6, 5, 1},     {37, 128, 50, 10, 20},
-                                           {64, 1032, 9, 3, 5},  {3000, 12, 5, 1, 3}};
+constexpr SliceShape kCudaSliceShapes[] = {{40, 13, 9, 3, 4},   {7, 5, 5, 0, 2},
+                                           {30, 3, 6, 5, 1},    {37, 128, 50, 10, 20},
+                                           {64, 1032, 9, 3, 5}, {3000, 12, 5, 1, 3}};
 
 // The three slices [0, begin), [begin, begin + rows), [begin + rows, V) of a
 // split, as (begin, rows); empty ones left out.
@@ -262,8 +270,9 @@ void embedding_backward_slice(const OpRow& row) {
       Buffer<T> d_dout(be, dout_t, offset);
       // The op on rows [b, b + r) of the pre-filled dwte.
       auto backward = [&](int b, int r) {
-        Buffer<float> d_dwte(be, Floats(prefill.begin() + (size_t)b * C,
-                                        prefill.begin() + (size_t)(b + r) * C), offset);
+        Buffer<float> d_dwte(
+            be, Floats(prefill.begin() + (size_t)b * C, prefill.begin() + (size_t)(b + r) * C),
+            offset);
         be.ops<T>().embedding_backward(d_dwte.get(), d_dout.get(), d_tokens.get(), N, C, b, r);
         EXPECT_TRUE(d_dwte.guards_intact());
         return d_dwte.download();
@@ -344,8 +353,8 @@ void rmsnorm_forward(const OpRow& row) {
       const Floats rstd = d_rstd.download();
       EXPECT_TRUE(d_out.guards_intact() && d_rstd.guards_intact());
       Floats out32(NC), rstd32(N);  // the fp32 twin on the same values
-      backend_cpu().f32.rmsnorm_forward(out32.data(), rstd32.data(), inp.data(), weight.data(), N, C,
-                                        kRmsnormEps);
+      backend_cpu().f32.rmsnorm_forward(out32.data(), rstd32.data(), inp.data(), weight.data(), N,
+                                        C, kRmsnormEps);
       if (row.cuda()) {
         std::vector<T> out_twin(NC);
         Floats rstd_twin(N);
@@ -391,7 +400,8 @@ void rmsnorm_backward(const OpRow& row) {
       const std::vector<T> inp_t = stored<T>(inp), weight_t = stored<T>(weight);
       const std::vector<T> dout_t = stored<T>(dout);
       const Backend& be = row.backend();
-      Buffer<T> d_dout(be, dout_t, offset), d_inp(be, inp_t, offset), d_weight(be, weight_t, offset);
+      Buffer<T> d_dout(be, dout_t, offset), d_inp(be, inp_t, offset),
+          d_weight(be, weight_t, offset);
       Buffer<T> d_dinp(be, stored<T>(dinp_prefill), offset);
       Buffer<float> d_rstd(be, rstd, offset), d_dweight(be, dweight_prefill, offset);
       be.ops<T>().rmsnorm_backward(d_dinp.get(), d_dweight.get(), d_dout.get(), d_inp.get(),
@@ -405,8 +415,9 @@ void rmsnorm_backward(const OpRow& row) {
       if (row.cuda()) {
         std::vector<T> dinp_twin = stored<T>(dinp_prefill);
         Floats dweight_twin = dweight_prefill;
-        backend_cpu().ops<T>().rmsnorm_backward(dinp_twin.data(), dweight_twin.data(), dout_t.data(),
-                                                inp_t.data(), weight_t.data(), rstd.data(), N, C);
+        backend_cpu().ops<T>().rmsnorm_backward(dinp_twin.data(), dweight_twin.data(),
+                                                dout_t.data(), inp_t.data(), weight_t.data(),
+                                                rstd.data(), N, C);
         expect_matches_cpu_twins(dinp, dinp32, dinp_twin, "dinp");
         // dweight[c] sums N terms dy * x * s of both signs over the rows (the
         // kernel by row chunks, the twin row by row): bounded by their sum of
@@ -432,7 +443,8 @@ void rmsnorm_backward(const OpRow& row) {
         const Vec grad_weight = finite_difference_gradient(
             [&](const Vec& ws) { return reference::rmsnorm_forward(x, ws, N, C, kRmsnormEps); }, w,
             dy);
-        expect_close(dinp, add(to_doubles(dinp_prefill), grad_inp), kBackwardTolerance, "dinp (+=)");
+        expect_close(dinp, add(to_doubles(dinp_prefill), grad_inp), kBackwardTolerance,
+                     "dinp (+=)");
         expect_close(dweight, add(to_doubles(dweight_prefill), grad_weight), kBackwardTolerance,
                      "dweight (+=)");
       }
@@ -448,8 +460,9 @@ void rmsnorm_backward(const OpRow& row) {
 template <class T>
 void rmsnorm_deterministic(const OpRow& row) {
   std::mt19937 rng(207);
-  const std::vector<RowShape> shapes =
-      row.cuda() ? std::vector<RowShape>{{2500, 40}, {9, 1030}, {3, 4104}} : std::vector<RowShape>{{97, 200}};
+  const std::vector<RowShape> shapes = row.cuda()
+                                           ? std::vector<RowShape>{{2500, 40}, {9, 1030}, {3, 4104}}
+                                           : std::vector<RowShape>{{97, 200}};
   for (auto [N, C] : shapes) {
     SCOPED_TRACE(testing::Message() << "N=" << N << " C=" << C);
     const size_t NC = (size_t)N * C;
@@ -473,7 +486,8 @@ void rmsnorm_deterministic(const OpRow& row) {
       append(all, d_dweight.download());
       return all;
     };
-    expect_repeatable(row, [&] { return run(0); }, "rstd, out, dinp and dweight");
+    expect_repeatable(
+        row, [&] { return run(0); }, "rstd, out, dinp and dweight");
     if (row.cuda() && C % 8 == 0) expect_identical(run(1), run(0), "one element off alignment");
   }
 }
@@ -482,21 +496,42 @@ void rmsnorm_deterministic(const OpRow& row) {
 
 std::vector<OpCase> embedding_rmsnorm_cases() {
   return {
-      {"embedding", "forward_copies_rows", kAllRows, {"embedding_forward"},
+      {"embedding",
+       "forward_copies_rows",
+       kAllRows,
+       {"embedding_forward"},
        LLM_BY_DTYPE(embedding_forward)},
-      {"embedding", "backward_accumulates", kAllRows, {"embedding_backward"},
+      {"embedding",
+       "backward_accumulates",
+       kAllRows,
+       {"embedding_backward"},
        LLM_BY_DTYPE(embedding_backward)},
-      {"embedding", "backward_deterministic", kCpuRows, {"embedding_backward"},
+      {"embedding",
+       "backward_deterministic",
+       kCpuRows,
+       {"embedding_backward"},
        LLM_BY_DTYPE(embedding_backward_deterministic)},
-      {"embedding", "forward_slice_zeroes_other_tokens", kAllRows, {"embedding_forward"},
+      {"embedding",
+       "forward_slice_zeroes_other_tokens",
+       kAllRows,
+       {"embedding_forward"},
        LLM_BY_DTYPE(embedding_forward_slice)},
-      {"embedding", "backward_slice_skips_other_tokens", kAllRows, {"embedding_backward"},
+      {"embedding",
+       "backward_slice_skips_other_tokens",
+       kAllRows,
+       {"embedding_backward"},
        LLM_BY_DTYPE(embedding_backward_slice)},
       {"rmsnorm", "forward", kAllRows, {"rmsnorm_forward"}, LLM_BY_DTYPE(rmsnorm_forward)},
-      {"rmsnorm", "backward_accumulates", kAllRows, {"rmsnorm_backward"},
+      {"rmsnorm",
+       "backward_accumulates",
+       kAllRows,
+       {"rmsnorm_backward"},
        LLM_BY_DTYPE(rmsnorm_backward)},
       // cuda f32 is not claimed alignment-independent (its packs are 4 wide).
-      {"rmsnorm", "deterministic", kCpuRows | kCudaBf16, {"rmsnorm_forward", "rmsnorm_backward"},
+      {"rmsnorm",
+       "deterministic",
+       kCpuRows | kCudaBf16,
+       {"rmsnorm_forward", "rmsnorm_backward"},
        LLM_BY_DTYPE(rmsnorm_deterministic)},
   };
 }

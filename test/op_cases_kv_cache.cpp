@@ -5,11 +5,10 @@
 // queries attend over the cache. cpu f32: against the reference causal
 // attention over the whole sequence (its last T rows); cpu bf16: the fp32
 // twin rounded once (the same fp32 math on the same bf16-exact inputs);
-// cuda: the CPU twins, within the attention forward's GPU bound. The cache write is a copy: exactly the k and v heads,
-// at exactly the rows [start, start + T), nothing else touched.
-// Invariant: outputs are pre-filled with NaN and cache rows never written
-// hold NaN, so a query that reads past its visible positions, or an output
-// left unwritten, fails.
+// cuda: the CPU twins, within the attention forward's GPU bound. The cache write is a copy: exactly
+// the k and v heads, at exactly the rows [start, start + T), nothing else touched. Invariant:
+// outputs are pre-filled with NaN and cache rows never written hold NaN, so a query that reads past
+// its visible positions, or an output left unwritten, fails.
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -30,18 +29,22 @@ struct DecodeShape {
 // Prefill (start 0), one-token steps after a prefix (decode), a chunk after a
 // prefix, multi-query and multi-head, odd D; capacity past the sequence so
 // that the NaN rows beyond it would poison an over-reading kernel.
-constexpr DecodeShape kCpuShapes[] = {{2, 0, 5, 4, 2, 6, 8},  {2, 5, 1, 4, 2, 6, 8},
-                                      {1, 3, 4, 3, 3, 4, 9},  {3, 6, 2, 2, 1, 5, 10},
+constexpr DecodeShape kCpuShapes[] = {{2, 0, 5, 4, 2, 6, 8},
+                                      {2, 5, 1, 4, 2, 6, 8},
+                                      {1, 3, 4, 3, 3, 4, 9},
+                                      {3, 6, 2, 2, 1, 5, 10},
                                       {1, 70, 1, 4, 2, 64, 80}};
 // cuda: more than one 128-key chunk (the online softmax's rescale), head dims
 // past and under the block width.
-constexpr DecodeShape kCudaShapes[] = {{1, 0, 1, 2, 1, 32, 4},    {2, 5, 1, 4, 2, 64, 8},
-                                       {2, 130, 3, 8, 2, 128, 140}, {1, 300, 1, 4, 4, 64, 301},
+constexpr DecodeShape kCudaShapes[] = {{1, 0, 1, 2, 1, 32, 4},
+                                       {2, 5, 1, 4, 2, 64, 8},
+                                       {2, 130, 3, 8, 2, 128, 140},
+                                       {1, 300, 1, 4, 4, 64, 301},
                                        {2, 9, 4, 2, 2, 5, 16}};
 
 std::string describe(const DecodeShape& s) {
-  return "B=" + std::to_string(s.B) + " start=" + std::to_string(s.start) + " T=" +
-         std::to_string(s.T) + " H=" + std::to_string(s.H) + " KV=" + std::to_string(s.KV) +
+  return "B=" + std::to_string(s.B) + " start=" + std::to_string(s.start) +
+         " T=" + std::to_string(s.T) + " H=" + std::to_string(s.H) + " KV=" + std::to_string(s.KV) +
          " D=" + std::to_string(s.D) + " capacity=" + std::to_string(s.capacity);
 }
 
@@ -109,7 +112,8 @@ void attention_cached_case(const OpRow& row) {
     for (size_t offset : offsets_for(row)) {
       SCOPED_TRACE(describe(s) + " offset=" + std::to_string(offset));
       const int S = s.start + s.T;
-      const Floats qkv = random_values((size_t)s.B * S * row_of(s), rng, -2.0f, 2.0f, bf16 || row.cuda());
+      const Floats qkv =
+          random_values((size_t)s.B * S * row_of(s), rng, -2.0f, 2.0f, bf16 || row.cuda());
       const std::vector<T> qkv_t = stored<T>(qkv);
       const auto [cache, out] = decode_on<T>(row.backend(), qkv, s, offset);
       expect_cache_rows(cache, qkv_t, s);
@@ -124,8 +128,10 @@ void attention_cached_case(const OpRow& row) {
         // the bf16 twin.
         const Tolerance fp32_bound = kCudaAttentionTolerance;
         if constexpr (bf16) {
-          expect_close(out, fp32_twin, Tolerance{fp32_bound.abs, fp32_bound.rel + 0x1p-8}, "bf16 out vs fp32 twin");
-          expect_close(out, storage_twin, Tolerance{fp32_bound.abs, fp32_bound.rel + 0x1p-7}, "bf16 out vs bf16 twin");
+          expect_close(out, fp32_twin, Tolerance{fp32_bound.abs, fp32_bound.rel + 0x1p-8},
+                       "bf16 out vs fp32 twin");
+          expect_close(out, storage_twin, Tolerance{fp32_bound.abs, fp32_bound.rel + 0x1p-7},
+                       "bf16 out vs bf16 twin");
         } else {
           expect_close(out, fp32_twin, fp32_bound, "out");
         }
@@ -149,17 +155,25 @@ void attention_cached_case(const OpRow& row) {
 void attention_cached_deterministic(const OpRow& row) {
   std::mt19937 rng(22);
   const DecodeShape s{3, 7, 2, 4, 2, 8, 12};
-  const Floats qkv = random_values((size_t)s.B * (s.start + s.T) * row_of(s), rng, -2.0f, 2.0f, false);
-  expect_repeatable(row, [&] { return decode_on<float>(row.backend(), qkv, s, 0).second; }, "out");
+  const Floats qkv =
+      random_values((size_t)s.B * (s.start + s.T) * row_of(s), rng, -2.0f, 2.0f, false);
+  expect_repeatable(
+      row, [&] { return decode_on<float>(row.backend(), qkv, s, 0).second; }, "out");
 }
 
 }  // namespace
 
 std::vector<OpCase> kv_cache_cases() {
   return {
-      {"kv_cache", "write_then_attend", kAllRows, {"kv_cache_write", "attention_cached"},
+      {"kv_cache",
+       "write_then_attend",
+       kAllRows,
+       {"kv_cache_write", "attention_cached"},
        LLM_BY_DTYPE(attention_cached_case)},
-      {"kv_cache", "deterministic", kF32Rows, {"kv_cache_write", "attention_cached"},
+      {"kv_cache",
+       "deterministic",
+       kF32Rows,
+       {"kv_cache_write", "attention_cached"},
        attention_cached_deterministic},
   };
 }

@@ -39,10 +39,8 @@ using Widths = std::vector<int>;
 // one (a rank may hold no row of a tiny vocabulary); splits only for V >= 3.
 std::vector<Widths> splits_of(int V) {
   if (V < 3) return {{V}};
-  return {{V},
-          {V - V / 3, V / 3},
-          {V / 6 + 1, V / 2, V - V / 6 - 1 - V / 2},
-          {V / 2, 0, V - V / 2}};
+  return {
+      {V}, {V - V / 3, V / 3}, {V / 6 + 1, V / 2, V - V / 6 - 1 - V / 2}, {V / 2, 0, V - V / 2}};
 }
 
 std::string describe(const Widths& widths) {
@@ -94,8 +92,10 @@ LossRun<T> run_split(const Backend& be, const std::vector<T>& logits, const Ints
     EXPECT_TRUE(d_losses.guards_intact() && d_slices[r]->guards_intact() &&
                 d_gathered.guards_intact());
     const Floats losses = d_losses.download();
-    if (r == 0) run.losses = losses;
-    else expect_identical(losses, run.losses, "losses of rank " + std::to_string(r) + " vs rank 0");
+    if (r == 0)
+      run.losses = losses;
+    else
+      expect_identical(losses, run.losses, "losses of rank " + std::to_string(r) + " vs rank 0");
     const std::vector<T> slice = d_slices[r]->download();
     for (int n = 0; n < N; n++)
       std::copy_n(slice.begin() + (size_t)n * w, w, run.after.begin() + (size_t)n * V + begin);
@@ -220,8 +220,8 @@ void cuda_cross_entropy(const OpRow& row, float spread, uint32_t seed, bool only
     const Ints targets = loss_targets(N, V, rng);
     for (const Widths& widths : splits_of(V)) {
       if (only_whole && widths.size() > 1) break;
-      SCOPED_TRACE(testing::Message() << "N=" << N << " V=" << V << " " << describe(widths)
-                                      << " spread " << spread);
+      SCOPED_TRACE(testing::Message()
+                   << "N=" << N << " V=" << V << " " << describe(widths) << " spread " << spread);
       const LossRun<T> cpu = run_split(backend_cpu(), logits, targets, N, V, widths, true);
       const LossRun<T> gpu = run_split(row.backend(), logits, targets, N, V, widths, true);
       expect_loss_run_close(gpu, cpu, logits_f, targets, N, V, "gpu vs cpu twin");
@@ -240,7 +240,8 @@ struct Bf16LossInputs {
   Floats logits;
   Ints targets;
   explicit Bf16LossInputs(std::mt19937& rng)
-      : logits(random_bf16_values((size_t)N * V, rng, -1.0f, 1.0f)), targets(random_ints(N, V, rng)) {
+      : logits(random_bf16_values((size_t)N * V, rng, -1.0f, 1.0f)),
+        targets(random_ints(N, V, rng)) {
     logits[targets[0]] = 9.0f;
   }
 };
@@ -261,8 +262,8 @@ void cross_entropy_whole(const OpRow& row) {
     const Bf16LossInputs in(rng);
     const LossRun<float> fp32 =
         run_split(backend_cpu(), in.logits, in.targets, in.N, in.V, {in.V}, true);
-    const LossRun<Bf16> run = run_split(row.backend(), to_bf16s(in.logits), in.targets, in.N, in.V,
-                                        {in.V}, true);
+    const LossRun<Bf16> run =
+        run_split(row.backend(), to_bf16s(in.logits), in.targets, in.N, in.V, {in.V}, true);
     expect_identical(run.losses, fp32.losses, "losses");
     expect_rounded_once(run.after, fp32.after, "dlogits");
   } else {
@@ -362,7 +363,8 @@ void cross_entropy_large_logits(const OpRow& row) {
   std::mt19937 rng(bf16 ? 117 : 19);
   const int N = 4, V = 50;
   Floats logits = random_values((size_t)N * V, rng, -3.0f, 3.0f, bf16);
-  for (int n = 0; n < N; n++) logits[(size_t)n * V + n] = bf16 ? 1000.0f : logits[(size_t)n * V + n] + 1000.0f;
+  for (int n = 0; n < N; n++)
+    logits[(size_t)n * V + n] = bf16 ? 1000.0f : logits[(size_t)n * V + n] + 1000.0f;
   logits[(size_t)(N - 1) * V] = -1000.0f;
   const Ints targets = {0, 0, 2, 7};  // row 0: the huge logit is the target; others not
   const Doubles lse = row_lse(logits, N, V);
@@ -399,7 +401,8 @@ void cross_entropy_large_logits(const OpRow& row) {
 // ---- adamw / sum_squares (fp32 only) ----------------------------------------------
 
 struct AdamwSettings {
-  float lr = 3e-3f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f, grad_scale = 0.5f;
+  float lr = 3e-3f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f,
+        grad_scale = 0.5f;
 };
 
 // cuda against the CPU twin: the same formula, the same order of fp32
@@ -420,7 +423,8 @@ constexpr Tolerance kCudaSecondMomentTolerance{1e-12, 1e-6};
 void adamw_over_steps(const OpRow& row) {
   std::mt19937 rng(row.cuda() ? 301 : 20);
   const AdamwSettings a;
-  const std::vector<size_t> sizes = row.cuda() ? std::vector<size_t>{1, 1000, 100003} : std::vector<size_t>{1001};
+  const std::vector<size_t> sizes =
+      row.cuda() ? std::vector<size_t>{1, 1000, 100003} : std::vector<size_t>{1001};
   for (size_t n : sizes) {
     SCOPED_TRACE(testing::Message() << "n=" << n);
     Floats params = random_floats(n, rng);
@@ -489,7 +493,9 @@ void adamw_slices(const OpRow& row) {
       return all;
     };
     const Floats whole = with_threads(1, [&] { return run(false); });
-    for (int threads : row.cuda() ? std::vector<int>{1} : std::vector<int>(std::begin(kThreadCounts), std::end(kThreadCounts))) {
+    for (int threads : row.cuda()
+                           ? std::vector<int>{1}
+                           : std::vector<int>(std::begin(kThreadCounts), std::end(kThreadCounts))) {
       expect_identical(with_threads(threads, [&] { return run(false); }), whole,
                        "whole, threads " + std::to_string(threads));
       expect_identical(with_threads(threads, [&] { return run(true); }), whole,
@@ -562,17 +568,21 @@ double cpu_sum_squares(const Floats& x) {
 // others leave ragged blocks; n = 0 must write 0.
 void sum_squares(const OpRow& row) {
   std::mt19937 rng(302);
-  for (size_t n : {size_t{0}, size_t{1}, size_t{13}, size_t{4097}, size_t{100003}, (size_t{1} << 22) + 5}) {
+  for (size_t n :
+       {size_t{0}, size_t{1}, size_t{13}, size_t{4097}, size_t{100003}, (size_t{1} << 22) + 5}) {
     SCOPED_TRACE(testing::Message() << "n=" << n);
     const Floats x = random_floats(n, rng, -3.0f, 3.0f);
     double expected = 0.0;
-    if (row.cuda()) expected = cpu_sum_squares(x);
-    else for (float value : x) expected += (double)value * value;
+    if (row.cuda())
+      expected = cpu_sum_squares(x);
+    else
+      for (float value : x) expected += (double)value * value;
     Buffer<float> d_x(row.backend(), x);
     const double first = with_threads(1, [&] { return backend_sum_squares(row.backend(), d_x); });
     EXPECT_NEAR(first, expected, 1e-12 * expected);
     for (int threads : kThreadCounts) {
-      const double again = with_threads(threads, [&] { return backend_sum_squares(row.backend(), d_x); });
+      const double again =
+          with_threads(threads, [&] { return backend_sum_squares(row.backend(), d_x); });
       EXPECT_EQ(std::memcmp(&again, &first, sizeof(double)), 0) << first << " then " << again;
     }
   }
@@ -591,8 +601,10 @@ void sum_squares_exact_inputs(const OpRow& row) {
     Floats x(n);
     for (float& v : x) v = sixteenths(rng) / 16.0f;
     double exact = 0.0;
-    if (row.cuda()) exact = cpu_sum_squares(x);
-    else for (float v : x) exact += (double)v * v;
+    if (row.cuda())
+      exact = cpu_sum_squares(x);
+    else
+      for (float v : x) exact += (double)v * v;
     Buffer<float> d_x(row.backend(), x);
     EXPECT_EQ(backend_sum_squares(row.backend(), d_x), exact);
   }
@@ -602,22 +614,38 @@ void sum_squares_exact_inputs(const OpRow& row) {
 
 std::vector<OpCase> cross_entropy_adamw_cases() {
   return {
-      {"cross_entropy", "whole_vocabulary_matches_reference", kAllRows,
-       {"cross_entropy_partials", "cross_entropy_combine"}, LLM_BY_DTYPE(cross_entropy_whole)},
-      {"cross_entropy", "split_matches_whole", kAllRows,
-       {"cross_entropy_partials", "cross_entropy_combine"}, LLM_BY_DTYPE(cross_entropy_split)},
-      {"cross_entropy", "forward_only_keeps_logits", kAllRows,
+      {"cross_entropy",
+       "whole_vocabulary_matches_reference",
+       kAllRows,
+       {"cross_entropy_partials", "cross_entropy_combine"},
+       LLM_BY_DTYPE(cross_entropy_whole)},
+      {"cross_entropy",
+       "split_matches_whole",
+       kAllRows,
+       {"cross_entropy_partials", "cross_entropy_combine"},
+       LLM_BY_DTYPE(cross_entropy_split)},
+      {"cross_entropy",
+       "forward_only_keeps_logits",
+       kAllRows,
        {"cross_entropy_partials", "cross_entropy_combine"},
        LLM_BY_DTYPE(cross_entropy_forward_only)},
-      {"cross_entropy", "large_logits_stay_finite", kAllRows,
+      {"cross_entropy",
+       "large_logits_stay_finite",
+       kAllRows,
        {"cross_entropy_partials", "cross_entropy_combine"},
        LLM_BY_DTYPE(cross_entropy_large_logits)},
       {"adamw", "over_steps", kF32Rows, {"adamw_update"}, adamw_over_steps},
       {"adamw", "slices_give_the_bits_of_the_whole", kF32Rows, {"adamw_update"}, adamw_slices},
-      {"adamw", "bf16_copy_is_the_update_rounded_once", kF32Rows,
-       {"adamw_update", "cast_f32_to_bf16"}, adamw_bf16_copy},
+      {"adamw",
+       "bf16_copy_is_the_update_rounded_once",
+       kF32Rows,
+       {"adamw_update", "cast_f32_to_bf16"},
+       adamw_bf16_copy},
       {"sum_squares", "matches_and_repeats", kF32Rows, {"sum_squares"}, sum_squares},
-      {"sum_squares", "exact_inputs_give_the_exact_sum", kF32Rows, {"sum_squares"},
+      {"sum_squares",
+       "exact_inputs_give_the_exact_sum",
+       kF32Rows,
+       {"sum_squares"},
        sum_squares_exact_inputs},
   };
 }

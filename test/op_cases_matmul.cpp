@@ -36,7 +36,7 @@ constexpr MatmulShape kCpuShapes[] = {{7, 13, 5}, {1, 1, 1}, {33, 17, 9}};
 constexpr MatmulShape kCpuBf16ChunkedShape{250, 5, 40000};
 // cuda rows: tiny, odd (not multiples of 8 or 16, so cuBLASLt takes its
 // unaligned paths) and model-like shapes.
-constexpr MatmulShape kCudaShapes[] = {{1, 1, 1},    {7, 13, 5},   {3, 1, 17},     {5, 17, 1},
+constexpr MatmulShape kCudaShapes[] = {{1, 1, 1},     {7, 13, 5},   {3, 1, 17},      {5, 17, 1},
                                        {64, 96, 160}, {33, 40, 24}, {100, 384, 1152}};
 
 constexpr double kFloatEpsilon = 0x1p-23;  // fp32 ulp of 1
@@ -79,7 +79,8 @@ MatmulMagnitudes matmul_magnitudes(const Doubles& inp, const Doubles& weight, co
     for (int o = 0; o < OC; o++) {
       const double dy = std::fabs(dout[(size_t)n * OC + o]);
       for (int c = 0; c < C; c++) {
-        const double x = std::fabs(inp[(size_t)n * C + c]), w = std::fabs(weight[(size_t)o * C + c]);
+        const double x = std::fabs(inp[(size_t)n * C + c]),
+                     w = std::fabs(weight[(size_t)o * C + c]);
         m.out[(size_t)n * OC + o] += x * w;
         m.dinp[(size_t)n * C + c] += dy * w;
         m.dweight[(size_t)o * C + c] += dy * x;
@@ -125,8 +126,10 @@ void matmul_forward_backward(const OpRow& row) {
     const Floats inp = random_values((size_t)N * C, rng, -1.0f, 1.0f, bf16);
     const Floats weight = random_values((size_t)OC * C, rng, -1.0f, 1.0f, bf16);
     const Floats dout = random_values((size_t)N * OC, rng, -1.0f, 1.0f, bf16);
-    const Floats dweight_prefill = random_values(weight.size(), rng, -1.0f, 1.0f, bf16 && row.cpu());
-    const std::vector<T> inp_t = stored<T>(inp), weight_t = stored<T>(weight), dout_t = stored<T>(dout);
+    const Floats dweight_prefill =
+        random_values(weight.size(), rng, -1.0f, 1.0f, bf16 && row.cpu());
+    const std::vector<T> inp_t = stored<T>(inp), weight_t = stored<T>(weight),
+                         dout_t = stored<T>(dout);
 
     Buffer<T> d_inp(be, inp_t), d_weight(be, weight_t), d_dout(be, dout_t);
     Buffer<T> d_out(be, nan_filled<T>((size_t)N * OC)), d_dinp(be, nan_filled<T>(inp.size()));
@@ -147,20 +150,24 @@ void matmul_forward_backward(const OpRow& row) {
     const Floats dweight_again = d_dweight.download();
 
     if (row.cuda()) {
-      const MatmulMagnitudes magnitude = matmul_magnitudes(
-          to_doubles(inp_t), to_doubles(weight_t), to_doubles(dout_t), to_doubles(dweight_prefill), N, C, OC);
+      const MatmulMagnitudes magnitude =
+          matmul_magnitudes(to_doubles(inp_t), to_doubles(weight_t), to_doubles(dout_t),
+                            to_doubles(dweight_prefill), N, C, OC);
       std::vector<T> twin_out((size_t)N * OC), twin_dinp(inp.size());
       Floats twin_dweight = dweight_prefill;
-      backend_cpu().ops<T>().matmul_forward(twin_out.data(), inp_t.data(), weight_t.data(), N, C, OC);
+      backend_cpu().ops<T>().matmul_forward(twin_out.data(), inp_t.data(), weight_t.data(), N, C,
+                                            OC);
       backend_cpu().ops<T>().matmul_backward(twin_dinp.data(), twin_dweight.data(), dout_t.data(),
                                              inp_t.data(), weight_t.data(), N, C, OC);
       const Doubles expected_out = to_doubles(twin_out), expected_dinp = to_doubles(twin_dinp);
       expect_within(to_doubles(out), expected_out,
                     bf16 ? bf16_result_bounds(magnitude.out, C, expected_out)
-                         : reassociation_bounds(magnitude.out, C), "out");
+                         : reassociation_bounds(magnitude.out, C),
+                    "out");
       expect_within(to_doubles(dinp), expected_dinp,
                     bf16 ? bf16_result_bounds(magnitude.dinp, OC, expected_dinp)
-                         : reassociation_bounds(magnitude.dinp, OC), "dinp");
+                         : reassociation_bounds(magnitude.dinp, OC),
+                    "dinp");
       // dweight is fp32: bf16 products are exact, so only the summation order differs.
       expect_within(to_doubles(dweight), to_doubles(twin_dweight),
                     reassociation_bounds(magnitude.dweight, N + 1), "dweight (+=)");
@@ -212,7 +219,8 @@ void matmul_forward_residual(const OpRow& row) {
   for (const MatmulShape& s : matmul_shapes(row)) {
     const auto [N, C, OC] = s;
     SCOPED_TRACE(describe(s));
-    const bool one_chunk = (size_t)N * OC < kCpuBf16ChunkedShape.N * (size_t)kCpuBf16ChunkedShape.OC;
+    const bool one_chunk =
+        (size_t)N * OC < kCpuBf16ChunkedShape.N * (size_t)kCpuBf16ChunkedShape.OC;
     const Floats inp = random_values((size_t)N * C, rng, -1.0f, 1.0f, bf16);
     const Floats weight = random_values((size_t)OC * C, rng, -1.0f, 1.0f, bf16);
     const Floats residual = random_values((size_t)N * OC, rng, -2.0f, 2.0f, bf16);
@@ -231,10 +239,12 @@ void matmul_forward_residual(const OpRow& row) {
     EXPECT_TRUE(d_out.guards_intact() && d_residual.guards_intact());
 
     if (row.cuda()) {
-      Doubles magnitude = matmul_magnitudes(to_doubles(inp_t), to_doubles(weight_t),
-                                            Doubles(residual.size(), 0.0), Doubles(weight.size(), 0.0),
-                                            N, C, OC).out;
-      for (size_t i = 0; i < magnitude.size(); i++) magnitude[i] += std::fabs(to_float(residual_t[i]));
+      Doubles magnitude =
+          matmul_magnitudes(to_doubles(inp_t), to_doubles(weight_t), Doubles(residual.size(), 0.0),
+                            Doubles(weight.size(), 0.0), N, C, OC)
+              .out;
+      for (size_t i = 0; i < magnitude.size(); i++)
+        magnitude[i] += std::fabs(to_float(residual_t[i]));
       std::vector<T> twin(residual.size());
       backend_cpu().ops<T>().matmul_forward_residual(twin.data(), inp_t.data(), weight_t.data(),
                                                      residual_t.data(), N, C, OC);
@@ -245,8 +255,8 @@ void matmul_forward_residual(const OpRow& row) {
       expect_within(to_doubles(in_place), expected, bound, "out (in place)");
     } else if (bf16) {
       Floats sum32 = residual, product32(residual.size());
-      backend_cpu().f32.matmul_forward_residual(sum32.data(), inp.data(), weight.data(), sum32.data(),
-                                                N, C, OC);
+      backend_cpu().f32.matmul_forward_residual(sum32.data(), inp.data(), weight.data(),
+                                                sum32.data(), N, C, OC);
       expect_close(out, sum32, kOneRounding, "out");
       expect_close(in_place, sum32, kOneRounding, "out (in place)");
       if (one_chunk) {
@@ -259,8 +269,9 @@ void matmul_forward_residual(const OpRow& row) {
         double_rounding_differs += std::memcmp(&twice, &out[i], sizeof twice) != 0;
       }
     } else {
-      const Vec expected = add(reference::matmul_forward(to_doubles(inp), to_doubles(weight), N, C, OC),
-                               to_doubles(residual));
+      const Vec expected =
+          add(reference::matmul_forward(to_doubles(inp), to_doubles(weight), N, C, OC),
+              to_doubles(residual));
       expect_close(out, expected, kForwardTolerance, "out");
       expect_close(in_place, expected, kForwardTolerance, "out (in place)");
     }
@@ -282,7 +293,8 @@ void matmul_backward_repeats(const OpRow& row) {
   const Floats dout = random_bf16_values((size_t)N * OC, rng);
   const Bf16s inp16 = to_bf16s(inp), weight16 = to_bf16s(weight), dout16 = to_bf16s(dout);
   auto run_bf16 = [&] {
-    Buffer<Bf16> d_inp(row.backend(), inp16), d_weight(row.backend(), weight16), d_dout(row.backend(), dout16);
+    Buffer<Bf16> d_inp(row.backend(), inp16), d_weight(row.backend(), weight16),
+        d_dout(row.backend(), dout16);
     Buffer<Bf16> d_dinp(row.backend(), Bf16s(inp.size()));
     Buffer<float> d_dweight(row.backend(), Floats((size_t)OC * C, 0.0f));
     row.backend().bf16.matmul_backward(d_dinp.get(), d_dweight.get(), d_dout.get(), d_inp.get(),
@@ -317,27 +329,33 @@ void matmul_native_bf16(const OpRow& row) {
     GTEST_SKIP() << "this CPU or build has no native bf16 matmul (AVX512-BF16 or AMX, with oneDNN)";
   }
   std::mt19937 rng(117);
-  for (const MatmulShape& s : {MatmulShape{97, 70, 45}, MatmulShape{33, 17, 9}, MatmulShape{256, 128, 384}}) {
+  for (const MatmulShape& s :
+       {MatmulShape{97, 70, 45}, MatmulShape{33, 17, 9}, MatmulShape{256, 128, 384}}) {
     const auto [N, C, OC] = s;
     SCOPED_TRACE(describe(s));
-    const Floats inp = random_bf16_values((size_t)N * C, rng), weight = random_bf16_values((size_t)OC * C, rng);
-    const Floats dout = random_bf16_values((size_t)N * OC, rng), residual = random_bf16_values((size_t)N * OC, rng);
+    const Floats inp = random_bf16_values((size_t)N * C, rng),
+                 weight = random_bf16_values((size_t)OC * C, rng);
+    const Floats dout = random_bf16_values((size_t)N * OC, rng),
+                 residual = random_bf16_values((size_t)N * OC, rng);
     const Bf16s inp16 = to_bf16s(inp), weight16 = to_bf16s(weight), dout16 = to_bf16s(dout);
     const Bf16s residual16 = to_bf16s(residual);
     auto run = [&] {  // out, out + residual, dinp and dweight (from zero), as floats
       const Backend& be = row.backend();
-      Buffer<Bf16> d_inp(be, inp16), d_weight(be, weight16), d_dout(be, dout16), d_sum(be, residual16);
+      Buffer<Bf16> d_inp(be, inp16), d_weight(be, weight16), d_dout(be, dout16),
+          d_sum(be, residual16);
       Buffer<Bf16> d_out(be, Bf16s(dout.size())), d_dinp(be, Bf16s(inp.size()));
       Buffer<Bf16> d_residual(be, residual16), d_sum_apart(be, Bf16s(dout.size()));
       Buffer<float> d_dweight(be, Floats(weight.size(), 0.0f));
       be.bf16.matmul_forward(d_out.get(), d_inp.get(), d_weight.get(), N, C, OC);
-      be.bf16.matmul_forward_residual(d_sum.get(), d_inp.get(), d_weight.get(), d_sum.get(), N, C, OC);
-      be.bf16.matmul_forward_residual(d_sum_apart.get(), d_inp.get(), d_weight.get(), d_residual.get(), N, C,
+      be.bf16.matmul_forward_residual(d_sum.get(), d_inp.get(), d_weight.get(), d_sum.get(), N, C,
                                       OC);
+      be.bf16.matmul_forward_residual(d_sum_apart.get(), d_inp.get(), d_weight.get(),
+                                      d_residual.get(), N, C, OC);
       // Into a separate buffer: the same bits as in place, the residual untouched.
       expect_identical(d_sum_apart.download(), d_sum.download(), "out + residual, not in place");
       expect_identical(d_residual.download(), residual16, "residual");
-      be.bf16.matmul_backward(d_dinp.get(), d_dweight.get(), d_dout.get(), d_inp.get(), d_weight.get(), N, C, OC);
+      be.bf16.matmul_backward(d_dinp.get(), d_dweight.get(), d_dout.get(), d_inp.get(),
+                              d_weight.get(), N, C, OC);
       Floats all = to_floats(d_out.download());
       append(all, to_floats(d_sum.download()));
       append(all, to_floats(d_dinp.download()));
@@ -355,7 +373,8 @@ void matmul_native_bf16(const OpRow& row) {
     EXPECT_NE(std::memcmp(native.data(), widened.data(), native.size() * sizeof(float)), 0)
         << "the native and widening paths gave the same bits";
     const MatmulMagnitudes magnitude =
-        matmul_magnitudes(to_doubles(inp), to_doubles(weight), to_doubles(dout), Doubles(weight.size(), 0.0), N, C, OC);
+        matmul_magnitudes(to_doubles(inp), to_doubles(weight), to_doubles(dout),
+                          Doubles(weight.size(), 0.0), N, C, OC);
     Doubles sum_magnitude = magnitude.out;
     for (size_t i = 0; i < sum_magnitude.size(); i++) sum_magnitude[i] += std::fabs(residual[i]);
     const size_t n_out = dout.size(), n_inp = inp.size();
@@ -363,15 +382,19 @@ void matmul_native_bf16(const OpRow& row) {
       return to_doubles(Floats(all.begin() + begin, all.begin() + begin + count));
     };
     const Doubles out = part(widened, 0, n_out), sum = part(widened, n_out, n_out);
-    const Doubles dinp = part(widened, 2 * n_out, n_inp), dweight = part(widened, 2 * n_out + n_inp, weight.size());
+    const Doubles dinp = part(widened, 2 * n_out, n_inp),
+                  dweight = part(widened, 2 * n_out + n_inp, weight.size());
     expect_within(part(native, 0, n_out), out, bf16_result_bounds(magnitude.out, C, out), "out");
-    expect_within(part(native, n_out, n_out), sum, bf16_result_bounds(sum_magnitude, C + 1, sum), "out + residual");
-    expect_within(part(native, 2 * n_out, n_inp), dinp, bf16_result_bounds(magnitude.dinp, OC, dinp), "dinp");
-    expect_within(part(native, 2 * n_out + n_inp, weight.size()), dweight, reassociation_bounds(magnitude.dweight, N),
-                  "dweight");
+    expect_within(part(native, n_out, n_out), sum, bf16_result_bounds(sum_magnitude, C + 1, sum),
+                  "out + residual");
+    expect_within(part(native, 2 * n_out, n_inp), dinp,
+                  bf16_result_bounds(magnitude.dinp, OC, dinp), "dinp");
+    expect_within(part(native, 2 * n_out + n_inp, weight.size()), dweight,
+                  reassociation_bounds(magnitude.dweight, N), "dweight");
     for (int threads : kThreadCounts) {
       const Floats first = with_threads(threads, run);
-      expect_identical(with_threads(threads, run), first, "repeat, threads " + std::to_string(threads));
+      expect_identical(with_threads(threads, run), first,
+                       "repeat, threads " + std::to_string(threads));
     }
   }
 }
@@ -380,14 +403,26 @@ void matmul_native_bf16(const OpRow& row) {
 
 std::vector<OpCase> matmul_cases() {
   return {
-      {"matmul", "forward_backward", kAllRows, {"matmul_forward", "matmul_backward"},
+      {"matmul",
+       "forward_backward",
+       kAllRows,
+       {"matmul_forward", "matmul_backward"},
        LLM_BY_DTYPE(matmul_forward_backward)},
-      {"matmul", "forward_residual_in_place_or_not", kAllRows, {"matmul_forward_residual"},
+      {"matmul",
+       "forward_residual_in_place_or_not",
+       kAllRows,
+       {"matmul_forward_residual"},
        LLM_BY_DTYPE(matmul_forward_residual)},
-      {"matmul", "backward_repeats_at_each_thread_count", kCpuBf16, {"matmul_backward"},
+      {"matmul",
+       "backward_repeats_at_each_thread_count",
+       kCpuBf16,
+       {"matmul_backward"},
        matmul_backward_repeats},
-      {"matmul", "native_bf16_within_reassociation_of_widened", kCpuBf16,
-       {"matmul_forward", "matmul_forward_residual", "matmul_backward"}, matmul_native_bf16},
+      {"matmul",
+       "native_bf16_within_reassociation_of_widened",
+       kCpuBf16,
+       {"matmul_forward", "matmul_forward_residual", "matmul_backward"},
+       matmul_native_bf16},
   };
 }
 

@@ -30,7 +30,8 @@ void rope_table(const OpRow& row) {
                       std::pair{300, 128}}) {
     SCOPED_TRACE(testing::Message() << "T=" << T << " D=" << D);
     const size_t count = (size_t)T * (D / 2);
-    Buffer<float> d_cos(row.backend(), Floats(count, kNaN)), d_sin(row.backend(), Floats(count, kNaN));
+    Buffer<float> d_cos(row.backend(), Floats(count, kNaN)),
+        d_sin(row.backend(), Floats(count, kNaN));
     row.backend().rope_table(d_cos.get(), d_sin.get(), T, D, kRopeTheta);
     const Floats cos = d_cos.download(), sin = d_sin.download();
     EXPECT_TRUE(d_cos.guards_intact() && d_sin.guards_intact());
@@ -83,16 +84,17 @@ void rope(const OpRow& row, bool forward) {
   std::mt19937 rng(forward ? 7 : 8);
   for (const RopeShape& s : shapes_for(row, kCpuRopeShapes, kCudaRopeShapes)) {
     for (size_t offset : offsets_for(row)) {
-      SCOPED_TRACE(testing::Message() << "N=" << s.N << " T=" << s.T << " heads=" << s.n_heads
-                                      << " D=" << s.D << " stride=" << s.row_stride
-                                      << " offset=" << offset);
+      SCOPED_TRACE(testing::Message()
+                   << "N=" << s.N << " T=" << s.T << " heads=" << s.n_heads << " D=" << s.D
+                   << " stride=" << s.row_stride << " offset=" << offset);
       const size_t half_table = (size_t)s.T * (s.D / 2), size = (size_t)s.N * s.row_stride;
       Floats cos(half_table), sin(half_table);
       backend_cpu().rope_table(cos.data(), sin.data(), s.T, s.D, kRopeTheta);
       const float range = row.cuda() ? 2.0f : 1.0f;
       const Floats x = random_values(size, rng, -range, range, bf16 || row.cuda());
       const std::vector<T> x_t = stored<T>(x);
-      const auto op = forward ? row.backend().ops<T>().rope_forward : row.backend().ops<T>().rope_backward;
+      const auto op =
+          forward ? row.backend().ops<T>().rope_forward : row.backend().ops<T>().rope_backward;
       Buffer<float> d_cos(row.backend(), cos, offset), d_sin(row.backend(), sin, offset);
       Buffer<T> d_x(row.backend(), x_t, offset);
       op(d_x.get(), d_cos.get(), d_sin.get(), s.N, s.T, s.n_heads, s.D, s.row_stride);
@@ -108,21 +110,24 @@ void rope(const OpRow& row, bool forward) {
       cpu32(y32.data(), cos.data(), sin.data(), s.N, s.T, s.n_heads, s.D, s.row_stride);
       if (row.cuda()) {
         std::vector<T> twin = x_t;
-        const auto cpu_t = forward ? backend_cpu().ops<T>().rope_forward : backend_cpu().ops<T>().rope_backward;
+        const auto cpu_t =
+            forward ? backend_cpu().ops<T>().rope_forward : backend_cpu().ops<T>().rope_backward;
         cpu_t(twin.data(), cos.data(), sin.data(), s.N, s.T, s.n_heads, s.D, s.row_stride);
         expect_matches_cpu_twins(y, y32, twin, "x");
       } else if (bf16) {
         expect_fp32_rounded(y, y32, forward ? "forward" : "backward");
       } else if (forward) {
-        expect_close(y, reference::rope_forward(to_doubles(x), s.N, s.T, s.n_heads, s.D,
-                                                s.row_stride, kRopeTheta),
+        expect_close(y,
+                     reference::rope_forward(to_doubles(x), s.N, s.T, s.n_heads, s.D, s.row_stride,
+                                             kRopeTheta),
                      kForwardTolerance, "x");
       } else {
         // x was dout; dx = d/dz of sum(dout * rope(z)), at any z (linear).
         const Vec z = to_doubles(random_floats(size, rng));
         const Vec grad = finite_difference_gradient(
             [&](const Vec& zs) {
-              return reference::rope_forward(zs, s.N, s.T, s.n_heads, s.D, s.row_stride, kRopeTheta);
+              return reference::rope_forward(zs, s.N, s.T, s.n_heads, s.D, s.row_stride,
+                                             kRopeTheta);
             },
             z, to_doubles(x));
         expect_close(y, grad, kBackwardTolerance, "dx");
@@ -132,9 +137,13 @@ void rope(const OpRow& row, bool forward) {
 }
 
 template <class T>
-void rope_forward(const OpRow& row) { rope<T>(row, true); }
+void rope_forward(const OpRow& row) {
+  rope<T>(row, true);
+}
 template <class T>
-void rope_backward(const OpRow& row) { rope<T>(row, false); }
+void rope_backward(const OpRow& row) {
+  rope<T>(row, false);
+}
 
 // ---- swiglu ---------------------------------------------------------------------
 
@@ -175,15 +184,19 @@ void swiglu(const OpRow& row, bool forward) {
       const Backend& be = row.backend();
       Buffer<T> d_h13(be, h13_t, offset), d_dout(be, dout_t, offset);
       Buffer<T> d_result(be, nan_filled<T>(result_size), offset);
-      if (forward) be.ops<T>().swiglu_forward(d_result.get(), d_h13.get(), N, F);
-      else be.ops<T>().swiglu_backward(d_result.get(), d_dout.get(), d_h13.get(), N, F);
+      if (forward)
+        be.ops<T>().swiglu_forward(d_result.get(), d_h13.get(), N, F);
+      else
+        be.ops<T>().swiglu_backward(d_result.get(), d_dout.get(), d_h13.get(), N, F);
       const std::vector<T> result = d_result.download();
       EXPECT_TRUE(d_result.guards_intact());
       auto run_cpu = [&](auto zero, const auto& h, const auto& dy) {
         std::vector<decltype(zero)> r(result_size);
         const auto& ops = backend_cpu().ops<decltype(zero)>();
-        if (forward) ops.swiglu_forward(r.data(), h.data(), N, F);
-        else ops.swiglu_backward(r.data(), dy.data(), h.data(), N, F);
+        if (forward)
+          ops.swiglu_forward(r.data(), h.data(), N, F);
+        else
+          ops.swiglu_backward(r.data(), dy.data(), h.data(), N, F);
         return r;
       };
       const Floats result32 = run_cpu(0.0f, h13, dout);  // the fp32 twin
@@ -193,7 +206,8 @@ void swiglu(const OpRow& row, bool forward) {
       } else if (bf16) {
         expect_fp32_rounded(result, result32, what);
       } else if (forward) {
-        expect_close(result, reference::swiglu_forward(to_doubles(h13), N, F), kForwardTolerance, what);
+        expect_close(result, reference::swiglu_forward(to_doubles(h13), N, F), kForwardTolerance,
+                     what);
       } else {
         const Vec grad = finite_difference_gradient(
             [&](const Vec& x) { return reference::swiglu_forward(x, N, F); }, to_doubles(h13),
@@ -205,9 +219,13 @@ void swiglu(const OpRow& row, bool forward) {
 }
 
 template <class T>
-void swiglu_forward(const OpRow& row) { swiglu<T>(row, true); }
+void swiglu_forward(const OpRow& row) {
+  swiglu<T>(row, true);
+}
 template <class T>
-void swiglu_backward(const OpRow& row) { swiglu<T>(row, false); }
+void swiglu_backward(const OpRow& row) {
+  swiglu<T>(row, false);
+}
 
 }  // namespace
 
@@ -217,7 +235,11 @@ std::vector<OpCase> rope_swiglu_cases() {
       {"rope", "forward", kAllRows, {"rope_forward"}, LLM_BY_DTYPE(rope_forward)},
       {"rope", "backward", kAllRows, {"rope_backward"}, LLM_BY_DTYPE(rope_backward)},
       {"swiglu", "forward", kAllRows, {"swiglu_forward"}, LLM_BY_DTYPE(swiglu_forward)},
-      {"swiglu", "backward_overwrites", kAllRows, {"swiglu_backward"}, LLM_BY_DTYPE(swiglu_backward)},
+      {"swiglu",
+       "backward_overwrites",
+       kAllRows,
+       {"swiglu_backward"},
+       LLM_BY_DTYPE(swiglu_backward)},
   };
 }
 

@@ -23,8 +23,9 @@ namespace llm::op_test {
 const std::vector<OpCase>& op_cases() {
   static const std::vector<OpCase> cases = [] {
     std::vector<OpCase> all;
-    for (auto family : {cast_fill_residual_cases, embedding_rmsnorm_cases, rope_swiglu_cases,
-                        attention_cases, kv_cache_cases, matmul_cases, cross_entropy_adamw_cases, columns_cases}) {
+    for (auto family :
+         {cast_fill_residual_cases, embedding_rmsnorm_cases, rope_swiglu_cases, attention_cases,
+          kv_cache_cases, matmul_cases, cross_entropy_adamw_cases, columns_cases}) {
       for (OpCase& c : family()) all.push_back(std::move(c));
     }
     return all;
@@ -80,8 +81,8 @@ TEST(OpHarness, EveryOpHasCases) {
 #define LLM_EXPECT_TYPED_OP(name) expected.push_back({#name, kAllRows});
   LLM_TYPED_OPS(LLM_EXPECT_TYPED_OP)
 #undef LLM_EXPECT_TYPED_OP
-  for (const char* name : {"rope_table", "adamw_update", "sum_squares", "column_sum_squares",
-                           "gather_columns"})
+  for (const char* name :
+       {"rope_table", "adamw_update", "sum_squares", "column_sum_squares", "gather_columns"})
     expected.push_back({name, kF32Rows});
   for (const char* name : {"cast_f32_to_bf16", "cast_bf16_to_f32"})
     expected.push_back({name, kBf16Rows});

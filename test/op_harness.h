@@ -88,23 +88,23 @@ struct OpCase {
 
 // A case body templated over the storage type T (float or Bf16), as the
 // function pointer OpCase::run: LLM_BY_DTYPE(rmsnorm_forward).
-#define LLM_BY_DTYPE(body)                                 \
-  [](const ::llm::op_test::OpRow& row) {                   \
-    if (row.dtype == ::llm::op_test::Dtype::bf16)          \
-      body<::llm::Bf16>(row);                              \
-    else                                                   \
-      body<float>(row);                                    \
+#define LLM_BY_DTYPE(body)                        \
+  [](const ::llm::op_test::OpRow& row) {          \
+    if (row.dtype == ::llm::op_test::Dtype::bf16) \
+      body<::llm::Bf16>(row);                     \
+    else                                          \
+      body<float>(row);                           \
   }
 
 // The family tables (one case file each) and their concatenation.
-std::vector<OpCase> cast_fill_residual_cases();    // op_cases_elementwise.cpp
-std::vector<OpCase> embedding_rmsnorm_cases();     // op_cases_embedding_rmsnorm.cpp
-std::vector<OpCase> rope_swiglu_cases();           // op_cases_rope_swiglu.cpp
-std::vector<OpCase> attention_cases();             // op_cases_attention.cpp
-std::vector<OpCase> matmul_cases();                // op_cases_matmul.cpp
-std::vector<OpCase> cross_entropy_adamw_cases();   // op_cases_loss_adamw.cpp
-std::vector<OpCase> columns_cases();               // op_cases_columns.cpp
-std::vector<OpCase> kv_cache_cases();              // op_cases_kv_cache.cpp
+std::vector<OpCase> cast_fill_residual_cases();   // op_cases_elementwise.cpp
+std::vector<OpCase> embedding_rmsnorm_cases();    // op_cases_embedding_rmsnorm.cpp
+std::vector<OpCase> rope_swiglu_cases();          // op_cases_rope_swiglu.cpp
+std::vector<OpCase> attention_cases();            // op_cases_attention.cpp
+std::vector<OpCase> matmul_cases();               // op_cases_matmul.cpp
+std::vector<OpCase> cross_entropy_adamw_cases();  // op_cases_loss_adamw.cpp
+std::vector<OpCase> columns_cases();              // op_cases_columns.cpp
+std::vector<OpCase> kv_cache_cases();             // op_cases_kv_cache.cpp
 const std::vector<OpCase>& op_cases();
 
 // ---- tolerances -----------------------------------------------------------------
@@ -140,7 +140,8 @@ inline const Tolerance kOneRoundingAcrossDevices{kReassociation.abs,
 // within kReassociation of each other, so where those straddle a rounding
 // boundary they land one bf16 ulp apart; an ulp is at most 2^-7 of the
 // magnitude (8 significant bits). Twice kOneRounding's half ulp.
-inline const Tolerance kOneBf16Ulp{kReassociation.abs, std::ldexp(1.0, -7) + 2 * kReassociation.rel};
+inline const Tolerance kOneBf16Ulp{kReassociation.abs,
+                                   std::ldexp(1.0, -7) + 2 * kReassociation.rel};
 
 // Two fp32 sums of the same long series in different orders, where the
 // terms cancel: the result can be far smaller than its terms, so a bound
@@ -197,8 +198,10 @@ inline const Floats& to_floats(const Floats& x) { return x; }
 // Floats in the storage type T (rounded to nearest even for bf16).
 template <class T>
 std::vector<T> stored(const Floats& x) {
-  if constexpr (std::is_same_v<T, Bf16>) return to_bf16s(x);
-  else return x;
+  if constexpr (std::is_same_v<T, Bf16>)
+    return to_bf16s(x);
+  else
+    return x;
 }
 
 // Random values for the storage type T: bf16-exact for every T when
@@ -225,7 +228,9 @@ template <class T>
 class Buffer {
  public:
   Buffer(const Backend& backend, const std::vector<T>& host, size_t offset = 0)
-      : memory_(*backend.memory), offset_(offset), count_(host.size()),
+      : memory_(*backend.memory),
+        offset_(offset),
+        count_(host.size()),
         all_(offset + host.size() + 1),
         base_(static_cast<T*>(memory_.allocate(all_ * sizeof(T)))) {
     std::vector<T> padded(all_, sentinel());
@@ -283,7 +288,8 @@ inline std::vector<size_t> offsets_for(const OpRow& row) {
 // The shapes a row runs: a case's cuda table on cuda rows, its cpu table on
 // cpu rows (the CPU oracles are slower, so the cpu tables are smaller).
 template <class Shape, size_t kCpu, size_t kCuda>
-std::vector<Shape> shapes_for(const OpRow& row, const Shape (&cpu)[kCpu], const Shape (&cuda)[kCuda]) {
+std::vector<Shape> shapes_for(const OpRow& row, const Shape (&cpu)[kCpu],
+                              const Shape (&cuda)[kCuda]) {
   if (row.cuda()) return {std::begin(cuda), std::end(cuda)};
   return {std::begin(cpu), std::end(cpu)};
 }
@@ -355,9 +361,12 @@ inline void expect_rounded_once(const Bf16s& actual, const Floats& fp32, const s
 // The bf16 output of an op whose math is the fp32 twin's up to the final store
 // is to_bf16 of it; an fp32 output is the same bits.
 template <class T>
-void expect_fp32_rounded(const std::vector<T>& actual, const Floats& fp32, const std::string& what) {
-  if constexpr (std::is_same_v<T, Bf16>) expect_rounded_once(actual, fp32, what);
-  else expect_identical(actual, fp32, what);
+void expect_fp32_rounded(const std::vector<T>& actual, const Floats& fp32,
+                         const std::string& what) {
+  if constexpr (std::is_same_v<T, Bf16>)
+    expect_rounded_once(actual, fp32, what);
+  else
+    expect_identical(actual, fp32, what);
 }
 
 inline void expect_all_finite(const Doubles& x, const std::string& what) {
@@ -380,7 +389,8 @@ void expect_repeatable(const OpRow& row, F f, const std::string& what) {
   }
   const Floats first = with_threads(1, f);
   for (int threads : kThreadCounts)
-    expect_identical(with_threads(threads, f), first, what + ", threads " + std::to_string(threads));
+    expect_identical(with_threads(threads, f), first,
+                     what + ", threads " + std::to_string(threads));
 }
 
 inline void append(Floats& out, const Floats& x) { out.insert(out.end(), x.begin(), x.end()); }

@@ -155,7 +155,8 @@ inline double row_logsumexp(const Vec& logits, int n, int V) {
 inline Vec cross_entropy_forward(const Vec& logits, const std::vector<int32_t>& targets, int N,
                                  int V) {
   Vec losses(N);
-  for (int n = 0; n < N; n++) losses[n] = row_logsumexp(logits, n, V) - logits[(size_t)n * V + targets[n]];
+  for (int n = 0; n < N; n++)
+    losses[n] = row_logsumexp(logits, n, V) - logits[(size_t)n * V + targets[n]];
   return losses;
 }
 

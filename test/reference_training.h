@@ -109,7 +109,8 @@ inline double expected_lr(const TrainingConfig& t, int s) {
 // gains (every name ending in "norm.weight") do not.
 inline bool decays(const std::string& name) {
   const std::string gain = "norm.weight";
-  return name.size() < gain.size() || name.compare(name.size() - gain.size(), gain.size(), gain) != 0;
+  return name.size() < gain.size() ||
+         name.compare(name.size() - gain.size(), gain.size(), gain) != 0;
 }
 
 // One AdamW update of one element at 1-based step t: decoupled weight decay
@@ -141,7 +142,8 @@ struct AdamW {
       v_.resize(p.size(), 0.0);
       const Vec& g = grads.at(name);
       const double wd = decays(name) ? c.weight_decay : 0.0;
-      for (size_t i = 0; i < p.size(); ++i) adamw_element(c, p[i], m_[i], v_[i], g[i] * clip, lr, wd, t);
+      for (size_t i = 0; i < p.size(); ++i)
+        adamw_element(c, p[i], m_[i], v_[i], g[i] * clip, lr, wd, t);
     }
   }
 };

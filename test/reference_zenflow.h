@@ -65,12 +65,15 @@ struct ZenFlowReference {
       for (size_t i = 0; i < g.size(); ++i) norm[i % cols] += g[i] * g[i];
       std::vector<size_t> order(cols);
       std::iota(order.begin(), order.end(), 0);
-      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return norm[a] > norm[b]; });
-      const size_t k = std::clamp<size_t>(static_cast<size_t>(std::ceil(topk_ratio * cols)), 1, cols);
+      std::stable_sort(order.begin(), order.end(),
+                       [&](size_t a, size_t b) { return norm[a] > norm[b]; });
+      const size_t k =
+          std::clamp<size_t>(static_cast<size_t>(std::ceil(topk_ratio * cols)), 1, cols);
       pick.assign(cols, false);
       for (size_t j = 0; j < k; ++j) pick[order[j]] = true;
       if (k < cols) {
-        smallest_gap = std::min(smallest_gap, (norm[order[k - 1]] - norm[order[k]]) / norm[order[k - 1]]);
+        smallest_gap =
+            std::min(smallest_gap, (norm[order[k - 1]] - norm[order[k]]) / norm[order[k - 1]]);
       }
     }
     have_choice = true;
@@ -117,8 +120,10 @@ struct ZenFlowReference {
       }
     }
     in_interval = 0;
-    if (overlap) pending = true;
-    else seen = params;
+    if (overlap)
+      pending = true;
+    else
+      seen = params;
   }
 };
 

@@ -27,7 +27,9 @@ inline uint64_t little_endian(const char* bytes, int count) {
 }
 
 struct EventFree {
-  void operator()(Tensorboard__Event* event) const { tensorboard__event__free_unpacked(event, nullptr); }
+  void operator()(Tensorboard__Event* event) const {
+    tensorboard__event__free_unpacked(event, nullptr);
+  }
 };
 using Event = std::unique_ptr<Tensorboard__Event, EventFree>;
 
@@ -74,7 +76,8 @@ inline std::map<std::string, std::map<int64_t, float>> scalar_series(const std::
     for (const Event& event : read_event_file(file)) {
       if (event->what_case == TENSORBOARD__EVENT__WHAT_SESSION_LOG &&
           event->session_log->status == TENSORBOARD__SESSION_LOG__SESSION_STATUS__START) {
-        for (auto& [tag, points] : series) points.erase(points.lower_bound(event->step), points.end());
+        for (auto& [tag, points] : series)
+          points.erase(points.lower_bound(event->step), points.end());
       }
       if (event->what_case != TENSORBOARD__EVENT__WHAT_SUMMARY) continue;
       for (size_t i = 0; i < event->summary->n_value; ++i) {

@@ -52,7 +52,8 @@ TEST(Bf16, InfinitiesAndOverflow) {
 }
 
 TEST(Bf16, NanStaysNan) {
-  for (uint32_t bits : {0x7FC00000u, 0xFFC00000u, 0x7F800001u, 0xFF800001u, 0x7FBF0000u, 0x7FFFFFFFu}) {
+  for (uint32_t bits :
+       {0x7FC00000u, 0xFFC00000u, 0x7F800001u, 0xFF800001u, 0x7FBF0000u, 0x7FFFFFFFu}) {
     uint16_t narrowed = narrow(bits);
     EXPECT_TRUE(std::isnan(bf16_to_float(narrowed))) << std::hex << bits;
     EXPECT_TRUE(narrowed & 0x0040) << "quiet bit of " << std::hex << bits;

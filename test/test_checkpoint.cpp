@@ -27,7 +27,8 @@ class CheckpointFiles : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() /
-           ("llm_test_ckpt_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+           ("llm_test_ckpt_" +
+            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
     fs::remove_all(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -145,7 +146,8 @@ TEST_F(CheckpointFiles, PruningKeepsTheNewestAndTheMilestones) {
     t.save_checkpoint(s + 1);
   }
   std::set<std::string> kept;
-  for (const auto& entry : fs::directory_iterator(dir_)) kept.insert(entry.path().filename().string());
+  for (const auto& entry : fs::directory_iterator(dir_))
+    kept.insert(entry.path().filename().string());
   EXPECT_EQ(kept, (std::set<std::string>{"latest", "step_4", "step_5", "step_6"}));
 }
 
@@ -233,7 +235,8 @@ TEST_F(CheckpointFiles, ScheduleAndDataChangesAreReportedNotRefused) {
   const ConfigChanges changes = checkpoint_config_changes(ckpt, changed);
   EXPECT_TRUE(changes.model.empty());
   ASSERT_EQ(changes.schedule.size(), 3u);  // eval_interval does not change the trajectory
-  EXPECT_CONTAINS(changes.schedule[0], "data.val: 'data/tiny/val_*.bin' -> 'data/tiny/train_*.bin'");
+  EXPECT_CONTAINS(changes.schedule[0],
+                  "data.val: 'data/tiny/val_*.bin' -> 'data/tiny/train_*.bin'");
   EXPECT_CONTAINS(changes.schedule[1], "training.lr: 0.003");
   EXPECT_CONTAINS(changes.schedule[2], "training.steps: 40 -> 80");
   Trainer resumed(config({"checkpoint.resume=" + ckpt, "training.lr=0.001"}), comm_world());
@@ -282,7 +285,8 @@ TEST_F(CheckpointFiles, DirectoriesNotNamedStepNAreIgnored) {
     EXPECT_NO_THROW(t.save_checkpoint(s + 1));
   }
   std::set<std::string> kept;
-  for (const auto& entry : fs::directory_iterator(dir_)) kept.insert(entry.path().filename().string());
+  for (const auto& entry : fs::directory_iterator(dir_))
+    kept.insert(entry.path().filename().string());
   EXPECT_EQ(kept, (std::set<std::string>{"latest", "step_3", "step_best", "step_", "step_12abc",
                                          "step_99999999999"}));
   EXPECT_EQ(checkpoint_step_of("step_17"), 17);

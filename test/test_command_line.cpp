@@ -28,7 +28,8 @@ TEST(CommandLine, OverridesTakeTheValueAfterAnEqualsSignOrASpace) {
   CommandLine line = parse({"bench", "--config", "tiny", "--training.steps", "5", "--model.dim=64",
                             "--modes", "--data.train=a=b.bin"});
   EXPECT_EQ(line.command, "bench");
-  EXPECT_EQ(line.overrides, (std::vector<std::string>{"training.steps=5", "model.dim=64", "data.train=a=b.bin"}));
+  EXPECT_EQ(line.overrides,
+            (std::vector<std::string>{"training.steps=5", "model.dim=64", "data.train=a=b.bin"}));
   ASSERT_EQ(line.options.size(), 2u);
   EXPECT_EQ(line.options[0], (std::pair<std::string, std::string>{"config", "tiny"}));
   EXPECT_EQ(line.options[1], (std::pair<std::string, std::string>{"modes", ""}));
@@ -43,9 +44,15 @@ TEST(CommandLine, AnOptionValueWithADotIsNotAnOverride) {
 }
 
 TEST(CommandLine, MissingValuesAndStrayWordsAreErrors) {
-  EXPECT_EQ(error_of([] { parse({"--config", "tiny", "--training.steps"}); }),
-            "option --training.steps needs a value (--training.steps=VALUE or --training.steps VALUE)");
-  EXPECT_NE(error_of([] { parse({"--config", "tiny", "5"}); }).find("unexpected argument '5'"), std::string::npos);
+  EXPECT_EQ(
+      error_of([] {
+        parse({"--config", "tiny", "--training.steps"});
+      }),
+      "option --training.steps needs a value (--training.steps=VALUE or --training.steps VALUE)");
+  EXPECT_NE(error_of([] {
+              parse({"--config", "tiny", "5"});
+            }).find("unexpected argument '5'"),
+            std::string::npos);
 }
 
 TEST(CommandLine, SuggestsTheClosestNameOnlyWhenClose) {
@@ -65,7 +72,8 @@ TEST(CommandLine, SizesWithoutAUnitAreRefused) {
   EXPECT_EQ(parse_bytes("80GiB", "--gpu-memory"), 80ull << 30);
   EXPECT_EQ(parse_bytes("40GB", "--gpu-memory"), 40'000'000'000ull);
   EXPECT_EQ(parse_bytes("1000B", "--gpu-memory"), 1000u);
-  EXPECT_NE(error_of([] { parse_bytes("80 parsecs", "x"); }).find("expected a size like 80GiB"), std::string::npos);
+  EXPECT_NE(error_of([] { parse_bytes("80 parsecs", "x"); }).find("expected a size like 80GiB"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -33,11 +33,12 @@ TEST(Config, DefaultsApplyWhenKeysAreAbsent) {
 
 TEST(Config, OverrideBeatsFileBeatsDefault) {
   std::string text = std::string(kMinimal) + "[training]\nsteps = 7\nlr = 1\n";
-  Config c = config_parse(text, "a.toml", {"training.steps=9", "model.tie_embeddings=false",
-                                           "parallel.mode=zero3", "checkpoint.dir=/tmp/run"});
-  EXPECT_EQ(c.training.steps, 9);               // override over file
-  EXPECT_DOUBLE_EQ(c.training.lr, 1.0);         // integer accepted for a float key
-  EXPECT_FALSE(c.model.tie_embeddings);         // override over default
+  Config c = config_parse(text, "a.toml",
+                          {"training.steps=9", "model.tie_embeddings=false", "parallel.mode=zero3",
+                           "checkpoint.dir=/tmp/run"});
+  EXPECT_EQ(c.training.steps, 9);        // override over file
+  EXPECT_DOUBLE_EQ(c.training.lr, 1.0);  // integer accepted for a float key
+  EXPECT_FALSE(c.model.tie_embeddings);  // override over default
   EXPECT_EQ(c.parallel.mode, ParallelMode::zero3);
   EXPECT_EQ(c.run_dir(), "/tmp/run");
 }
@@ -46,26 +47,32 @@ TEST(Config, UnknownKeysAreErrorsNamingThem) {
   std::string text = std::string(kMinimal) + "[model]\ndimm = 3\n";
   EXPECT_NE(error_of([&] { config_parse(text, "a.toml", {}); }).find("unknown key 'model.dimm'"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { config_parse(std::string(kMinimal) + "[modle]\n", "a.toml", {}); })
-                .find("'modle'"),
+  EXPECT_NE(error_of([&] {
+              config_parse(std::string(kMinimal) + "[modle]\n", "a.toml", {});
+            }).find("'modle'"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { config_parse(kMinimal, "a.toml", {"training.stepz=3"}); })
-                .find("unknown key 'training.stepz'"),
+  EXPECT_NE(error_of([&] {
+              config_parse(kMinimal, "a.toml", {"training.stepz=3"});
+            }).find("unknown key 'training.stepz'"),
             std::string::npos);
 }
 
 TEST(Config, WrongTypesAreErrorsNamingTheKey) {
   std::string text = std::string(kMinimal) + "[training]\nsteps = \"ten\"\n";
   std::string message = error_of([&] { config_parse(text, "a.toml", {}); });
-  EXPECT_NE(message.find("a.toml: training.steps: expected an integer"), std::string::npos) << message;
-  EXPECT_NE(error_of([&] { config_parse(kMinimal, "a.toml", {"training.lr=fast"}); })
-                .find("command line --training.lr: expected a number"),
+  EXPECT_NE(message.find("a.toml: training.steps: expected an integer"), std::string::npos)
+      << message;
+  EXPECT_NE(error_of([&] {
+              config_parse(kMinimal, "a.toml", {"training.lr=fast"});
+            }).find("command line --training.lr: expected a number"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { config_parse(kMinimal, "a.toml", {"model.tie_embeddings=1"}); })
-                .find("expected true or false"),
+  EXPECT_NE(error_of([&] {
+              config_parse(kMinimal, "a.toml", {"model.tie_embeddings=1"});
+            }).find("expected true or false"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { config_parse(kMinimal, "a.toml", {"training.steps=1.5"}); })
-                .find("expected an integer"),
+  EXPECT_NE(error_of([&] {
+              config_parse(kMinimal, "a.toml", {"training.steps=1.5"});
+            }).find("expected an integer"),
             std::string::npos);
 }
 
@@ -73,12 +80,15 @@ TEST(Config, ImpossibleValuesAreErrorsNamingTheKey) {
   auto message_for = [](const std::string& assignment) {
     return error_of([&] { config_parse(kMinimal, "a.toml", {assignment}); });
   };
-  EXPECT_NE(message_for("model.n_kv_heads=3").find("model.n_kv_heads (3) must divide model.n_heads"),
-            std::string::npos);
-  EXPECT_NE(message_for("training.micro_batch_size=3").find("training.batch_size (8) must be a multiple"),
-            std::string::npos);
+  EXPECT_NE(
+      message_for("model.n_kv_heads=3").find("model.n_kv_heads (3) must divide model.n_heads"),
+      std::string::npos);
+  EXPECT_NE(
+      message_for("training.micro_batch_size=3").find("training.batch_size (8) must be a multiple"),
+      std::string::npos);
   EXPECT_NE(message_for("parallel.mode=pipeline").find("parallel.mode"), std::string::npos);
-  EXPECT_NE(message_for("training.lr_schedule=step").find("training.lr_schedule"), std::string::npos);
+  EXPECT_NE(message_for("training.lr_schedule=step").find("training.lr_schedule"),
+            std::string::npos);
   EXPECT_NE(message_for("model.dim=0").find("model.dim must be positive"), std::string::npos);
   EXPECT_NE(error_of([] { config_parse("", "a.toml", {}); }).find("data.train"), std::string::npos);
 }
@@ -87,26 +97,31 @@ TEST(Config, ImpossibleValuesAreErrorsNamingTheKey) {
 // from the file or the command line; the dump writes them back as read;
 // anything else, or intervals that do not nest, names the key.
 TEST(Config, AutoCountsReadAutoOrAPositiveNumber) {
-  Config c = config_parse(std::string(kMinimal) + "[zenflow]\nupdate_interval = 2\nselect_interval = \"auto\"\n",
-                          "a.toml", {});
+  Config c = config_parse(
+      std::string(kMinimal) + "[zenflow]\nupdate_interval = 2\nselect_interval = \"auto\"\n",
+      "a.toml", {});
   EXPECT_EQ(c.zenflow.update_interval.value, 2);
   EXPECT_TRUE(c.zenflow.select_interval.automatic());
-  c = config_parse(kMinimal, "a.toml", {"zenflow.update_interval=auto", "zenflow.select_interval=6"});
+  c = config_parse(kMinimal, "a.toml",
+                   {"zenflow.update_interval=auto", "zenflow.select_interval=6"});
   EXPECT_TRUE(c.zenflow.update_interval.automatic());
   EXPECT_EQ(c.zenflow.select_interval.value, 6);
-  EXPECT_EQ(config_parse(kMinimal, "a.toml", {}).zenflow.update_interval.value, 4);  // DeepSpeed's default
+  EXPECT_EQ(config_parse(kMinimal, "a.toml", {}).zenflow.update_interval.value,
+            4);  // DeepSpeed's default
   const std::string dumped = config_to_toml(c);
   EXPECT_NE(dumped.find("update_interval = \"auto\""), std::string::npos) << dumped;
   EXPECT_NE(dumped.find("select_interval = 6"), std::string::npos) << dumped;
   EXPECT_EQ(config_parse(dumped, "dumped.toml", {}).zenflow.select_interval.value, 6);
   for (const char* bad : {"zenflow.update_interval=0", "zenflow.update_interval=-2",
                           "zenflow.update_interval=often"}) {
-    EXPECT_NE(error_of([&] { config_parse(kMinimal, "a.toml", {bad}); }).find("zenflow.update_interval"),
-              std::string::npos)
+    EXPECT_NE(
+        error_of([&] { config_parse(kMinimal, "a.toml", {bad}); }).find("zenflow.update_interval"),
+        std::string::npos)
         << bad;
   }
   EXPECT_NE(error_of([&] {
-              config_parse(kMinimal, "a.toml", {"zenflow.update_interval=4", "zenflow.select_interval=6"});
+              config_parse(kMinimal, "a.toml",
+                           {"zenflow.update_interval=4", "zenflow.select_interval=6"});
             }).find("must be a multiple"),
             std::string::npos);
 }
@@ -119,14 +134,16 @@ TEST(Config, DeviceAndCommAreValidatedTogether) {
             std::string::npos);
   EXPECT_NE(message_for({"parallel.comm=gloo"}).find("parallel.comm: expected auto, mpi or nccl"),
             std::string::npos);
-  EXPECT_NE(message_for({"parallel.comm=nccl"}).find("parallel.comm = nccl needs training.device = cuda"),
-            std::string::npos);
+  EXPECT_NE(
+      message_for({"parallel.comm=nccl"}).find("parallel.comm = nccl needs training.device = cuda"),
+      std::string::npos);
   // auto resolves to the device's natural transport.
   EXPECT_EQ(config_parse(kMinimal, "a.toml", {}).comm(), CommBackend::mpi);
   Config gpu = config_parse(kMinimal, "a.toml", {"training.device=cuda"});
   EXPECT_EQ(gpu.device(), Device::cuda);
   EXPECT_EQ(gpu.comm(), CommBackend::nccl);
-  EXPECT_EQ(config_parse(kMinimal, "a.toml", {"training.device=cuda", "parallel.comm=mpi"}).comm(), CommBackend::mpi);
+  EXPECT_EQ(config_parse(kMinimal, "a.toml", {"training.device=cuda", "parallel.comm=mpi"}).comm(),
+            CommBackend::mpi);
 }
 
 TEST(Config, SyntaxErrorNamesFileAndLine) {
@@ -162,12 +179,14 @@ TEST(ConfigReference, ReadmeTableIsTheGeneratedOne) {
     });
   });
   EXPECT_EQ(static_cast<int>(std::count(reference.begin(), reference.end(), '\n')), keys + 2);
-  EXPECT_NE(reference.find("| `parallel.mode` | one of ddp, zero1, zero2, zero3, fsdp or hybrid | `'ddp'` |"),
+  EXPECT_NE(reference.find(
+                "| `parallel.mode` | one of ddp, zero1, zero2, zero3, fsdp or hybrid | `'ddp'` |"),
             std::string::npos)
       << reference;
   std::ifstream readme("README.md");
   ASSERT_TRUE(readme) << "run from the repository root";
-  const std::string text((std::istreambuf_iterator<char>(readme)), std::istreambuf_iterator<char>());
+  const std::string text((std::istreambuf_iterator<char>(readme)),
+                         std::istreambuf_iterator<char>());
   EXPECT_NE(text.find(reference), std::string::npos)
       << "README.md's key table differs from `./train config`; paste its output";
 }
@@ -190,16 +209,19 @@ TEST(Config, DumpWritesTheShortestFloatThatReadsBack) {
 // Regression: inf passed where nan did not. Every float key must be finite, from
 // the file and from the command line, and the error names the key and value.
 TEST(Config, NonFiniteFloatsAreErrorsNamingKeyAndValue) {
-  for (const char* key : {"training.lr", "training.weight_decay", "model.init_std", "model.norm_eps",
-                          "model.rope_theta", "training.grad_clip"}) {
+  for (const char* key : {"training.lr", "training.weight_decay", "model.init_std",
+                          "model.norm_eps", "model.rope_theta", "training.grad_clip"}) {
     for (const char* value : {"inf", "-inf", "nan"}) {
       SCOPED_TRACE(fmt::format("{}={}", key, value));
-      std::string message = error_of([&] { config_parse(kMinimal, "a.toml", {fmt::format("{}={}", key, value)}); });
-      EXPECT_NE(message.find(fmt::format("{} must be a finite number, got {}", key, value)), std::string::npos)
+      std::string message =
+          error_of([&] { config_parse(kMinimal, "a.toml", {fmt::format("{}={}", key, value)}); });
+      EXPECT_NE(message.find(fmt::format("{} must be a finite number, got {}", key, value)),
+                std::string::npos)
           << message;
     }
   }
-  std::string message = error_of([] { config_parse(std::string(kMinimal) + "[model]\nnorm_eps = inf\n", "a.toml", {}); });
+  std::string message = error_of(
+      [] { config_parse(std::string(kMinimal) + "[model]\nnorm_eps = inf\n", "a.toml", {}); });
   EXPECT_EQ(message, "a.toml: model.norm_eps must be a finite number, got inf");
 }
 
@@ -207,25 +229,34 @@ TEST(Config, FloatRangesNameKeyAndValue) {
   auto message_for = [](const std::string& assignment) {
     return error_of([&] { config_parse(kMinimal, "a.toml", {assignment}); });
   };
-  EXPECT_NE(message_for("model.norm_eps=1.5").find("model.norm_eps must be in (0, 1), got 1.5"), std::string::npos);
-  EXPECT_NE(message_for("training.lr=0").find("training.lr must be > 0, got 0"), std::string::npos);
-  EXPECT_NE(message_for("training.weight_decay=-0.1").find("training.weight_decay must be >= 0, got -0.1"),
+  EXPECT_NE(message_for("model.norm_eps=1.5").find("model.norm_eps must be in (0, 1), got 1.5"),
             std::string::npos);
-  EXPECT_NE(message_for("training.beta2=1").find("training.beta2 must be in [0, 1), got 1"), std::string::npos);
+  EXPECT_NE(message_for("training.lr=0").find("training.lr must be > 0, got 0"), std::string::npos);
+  EXPECT_NE(message_for("training.weight_decay=-0.1")
+                .find("training.weight_decay must be >= 0, got -0.1"),
+            std::string::npos);
+  EXPECT_NE(message_for("training.beta2=1").find("training.beta2 must be in [0, 1), got 1"),
+            std::string::npos);
   EXPECT_EQ(message_for("training.min_lr_ratio=1"), "");  // closed at 1
 }
 
 // Regression: --training.steps=99999999999 said "expected an integer".
 TEST(Config, IntegersOutOfRangeSaySoWithTheRange) {
-  std::string message = error_of([] { config_parse(kMinimal, "a.toml", {"training.steps=99999999999"}); });
+  std::string message =
+      error_of([] { config_parse(kMinimal, "a.toml", {"training.steps=99999999999"}); });
   EXPECT_EQ(message,
             "command line --training.steps: 99999999999 is out of range for a 32-bit integer "
             "[-2147483648, 2147483647]");
-  message = error_of([] { config_parse(std::string(kMinimal) + "[training]\nsteps = 99999999999\n", "a.toml", {}); });
-  EXPECT_NE(message.find("a.toml: training.steps: 99999999999 is out of range for a 32-bit integer"),
-            std::string::npos) << message;
-  EXPECT_NE(error_of([] { config_parse(kMinimal, "a.toml", {"training.seed=99999999999999999999"}); })
-                .find("out of range for a 64-bit integer"),
+  message = error_of([] {
+    config_parse(std::string(kMinimal) + "[training]\nsteps = 99999999999\n", "a.toml", {});
+  });
+  EXPECT_NE(
+      message.find("a.toml: training.steps: 99999999999 is out of range for a 32-bit integer"),
+      std::string::npos)
+      << message;
+  EXPECT_NE(error_of([] {
+              config_parse(kMinimal, "a.toml", {"training.seed=99999999999999999999"});
+            }).find("out of range for a 64-bit integer"),
             std::string::npos);
 }
 
@@ -235,11 +266,13 @@ TEST(Config, ErrorsNameTheCommandLineOrTheFileWhereTheValueCameFrom) {
             "command line --training.lr: expected a number, got 'abc'");
   EXPECT_EQ(error_of([] { config_parse(kMinimal, "a.toml", {"training.lr=-1"}); }),
             "command line --training.lr=-1: training.lr must be > 0, got -1");
-  EXPECT_EQ(error_of([] { config_parse(std::string(kMinimal) + "[training]\nlr = -1\n", "a.toml", {}); }),
-            "a.toml: training.lr must be > 0, got -1");
+  EXPECT_EQ(
+      error_of([] { config_parse(std::string(kMinimal) + "[training]\nlr = -1\n", "a.toml", {}); }),
+      "a.toml: training.lr must be > 0, got -1");
   // A check over two keys blames the command line when it set either.
-  EXPECT_NE(error_of([] { config_parse(kMinimal, "a.toml", {"training.micro_batch_size=3"}); })
-                .find("command line --training.micro_batch_size=3: training.batch_size (8)"),
+  EXPECT_NE(error_of([] {
+              config_parse(kMinimal, "a.toml", {"training.micro_batch_size=3"});
+            }).find("command line --training.micro_batch_size=3: training.batch_size (8)"),
             std::string::npos);
 }
 
@@ -248,10 +281,13 @@ TEST(Config, MisspeltKeysGetTheClosestKnownKey) {
   EXPECT_EQ(error_of([] { config_parse(kMinimal, "a.toml", {"training.lr_schedul=cosine"}); }),
             "command line --training.lr_schedul=cosine: unknown key 'training.lr_schedul' (did you "
             "mean 'training.lr_schedule'?)");
-  EXPECT_EQ(error_of([] { config_parse(std::string(kMinimal) + "[training]\nwarmup_step = 3\n", "a.toml", {}); }),
+  EXPECT_EQ(error_of([] {
+              config_parse(std::string(kMinimal) + "[training]\nwarmup_step = 3\n", "a.toml", {});
+            }),
             "a.toml: unknown key 'training.warmup_step' (did you mean 'training.warmup_steps'?)");
-  EXPECT_NE(error_of([] { config_parse(std::string(kMinimal) + "[trainig]\n", "a.toml", {}); })
-                .find("'trainig' (did you mean 'training'?)"),
+  EXPECT_NE(error_of([] {
+              config_parse(std::string(kMinimal) + "[trainig]\n", "a.toml", {});
+            }).find("'trainig' (did you mean 'training'?)"),
             std::string::npos);
   // Nothing close: no suggestion.
   EXPECT_EQ(error_of([] { config_parse(kMinimal, "a.toml", {"training.banana=1"}); }),
@@ -259,10 +295,11 @@ TEST(Config, MisspeltKeysGetTheClosestKnownKey) {
 }
 
 TEST(Config, EnumKeysParseOnceNameTheChoicesAndDumpByName) {
-  Config c = config_parse(kMinimal, "a.toml",
-                          {"parallel.mode=fsdp", "training.precision=bf16", "training.lr_schedule=linear",
-                           "training.activation_checkpointing=selective", "parallel.reduce_dtype=bf16",
-                           "parallel.comm=mpi", "training.device=cuda"});
+  Config c =
+      config_parse(kMinimal, "a.toml",
+                   {"parallel.mode=fsdp", "training.precision=bf16", "training.lr_schedule=linear",
+                    "training.activation_checkpointing=selective", "parallel.reduce_dtype=bf16",
+                    "parallel.comm=mpi", "training.device=cuda"});
   EXPECT_EQ(c.parallel.mode, ParallelMode::zero3);  // the alias
   EXPECT_EQ(c.training.precision, Precision::bf16);
   EXPECT_EQ(c.training.lr_schedule, LrSchedule::linear);
@@ -277,11 +314,15 @@ TEST(Config, EnumKeysParseOnceNameTheChoicesAndDumpByName) {
   EXPECT_NE(config_to_toml(defaults).find("comm = 'auto'"), std::string::npos);
   EXPECT_EQ(fmt::format("{} {}", ParallelMode::hybrid, CommBackend::automatic), "hybrid auto");
   // A config saved before the enums (checkpoint meta.json) said "fsdp" and loads.
-  EXPECT_EQ(config_parse(std::string(kMinimal) + "[parallel]\nmode = \"fsdp\"\n", "meta.json", {}).parallel.mode,
+  EXPECT_EQ(config_parse(std::string(kMinimal) + "[parallel]\nmode = \"fsdp\"\n", "meta.json", {})
+                .parallel.mode,
             ParallelMode::zero3);
   EXPECT_EQ(error_of([] { config_parse(kMinimal, "a.toml", {"parallel.mode=pipeline"}); }),
-            "command line --parallel.mode: expected ddp, zero1, zero2, zero3, fsdp or hybrid, got 'pipeline'");
-  EXPECT_EQ(error_of([] { config_parse(std::string(kMinimal) + "[training]\nprecision = 16\n", "a.toml", {}); }),
+            "command line --parallel.mode: expected ddp, zero1, zero2, zero3, fsdp or hybrid, got "
+            "'pipeline'");
+  EXPECT_EQ(error_of([] {
+              config_parse(std::string(kMinimal) + "[training]\nprecision = 16\n", "a.toml", {});
+            }),
             "a.toml: training.precision: expected a string: fp32 or bf16");
 }
 

@@ -174,8 +174,11 @@ TEST(DataShard, OutOfRangeTokenIsAnError) {
   std::vector<int32_t> read(4);
   expect_error([&] { shard.read(0, 4, read.data(), 30000); },
                {path, "offset 2", "value 40000", "vocab size 30000"});
-  expect_error([&] { shard_write(dir.file("bad.bin"), {1, 300}, 256); },
-               {"bad.bin", "offset 1", "value 300", "vocab size 256"});
+  expect_error(
+      [&] {
+        shard_write(dir.file("bad.bin"), {1, 300}, 256);
+      },
+      {"bad.bin", "offset 1", "value 300", "vocab size 256"});
 }
 
 TEST(DataShard, ReadOutsideTheShardIsAnError) {
@@ -313,9 +316,9 @@ TEST(DataLoader, TooFewTokensForOneSampleIsAnError) {
 TEST(DataLoader, OutOfRangeTokenNamesTheShardAtOpen) {
   TempDir dir(kTempPrefix);
   const std::string pattern = write_labelled_shards(dir, {20, 20});
-  expect_error([&] { DataLoader(pattern, 4, 1010, 1, false); },
-               {dir.file("train_1.bin"), "offset 10", "value 1010", "vocab size 1010",
-                "model.vocab_size"});
+  expect_error(
+      [&] { DataLoader(pattern, 4, 1010, 1, false); },
+      {dir.file("train_1.bin"), "offset 10", "value 1010", "vocab size 1010", "model.vocab_size"});
 }
 
 // ---- prepare --------------------------------------------------------------
@@ -323,9 +326,9 @@ TEST(DataLoader, OutOfRangeTokenNamesTheShardAtOpen) {
 // An English-like corpus of `paragraphs` blank-line separated paragraphs.
 std::string make_corpus(int paragraphs) {
   const std::vector<std::string> words = {
-      "the",    "model",  "reads",   "tokens", "and",  "learns", "to",    "predict", "next",
-      "word",   "from",   "a",       "small",  "text", "while",  "loss",  "falls",   "slowly",
-      "during", "every",  "step",    "of",     "its",  "long",   "quiet", "training", "run"};
+      "the",    "model", "reads", "tokens", "and",  "learns", "to",    "predict",  "next",
+      "word",   "from",  "a",     "small",  "text", "while",  "loss",  "falls",    "slowly",
+      "during", "every", "step",  "of",     "its",  "long",   "quiet", "training", "run"};
   std::string corpus;
   uint64_t state = 12345;
   for (int p = 0; p < paragraphs; ++p) {

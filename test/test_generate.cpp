@@ -52,7 +52,8 @@ TEST(Generate, GreedyWithTheCacheIsGreedyWithoutIt) {
   // Without the cache: the whole sequence's forward at every step.
   std::vector<int32_t> tokens = kPrompt;
   for (int32_t token : samples[0]) {
-    EXPECT_EQ(token, argmax(g.full_forward_logits(tokens))) << "after " << tokens.size() << " tokens";
+    EXPECT_EQ(token, argmax(g.full_forward_logits(tokens)))
+        << "after " << tokens.size() << " tokens";
     tokens.push_back(token);
   }
 }
@@ -81,15 +82,17 @@ TEST(Generate, StopsAtTheStopTokenAndWhenTheCacheIsFull) {
   EXPECT_EQ(unbounded.size(), static_cast<size_t>(kContext) - kPrompt.size() + 1);
   greedy.stop_token = unbounded[3];
   const std::vector<int32_t> stopped = generate(g.model, g.params, kPrompt, 1, greedy)[0];
-  const size_t first = std::find(unbounded.begin(), unbounded.end(), unbounded[3]) - unbounded.begin();
+  const size_t first =
+      std::find(unbounded.begin(), unbounded.end(), unbounded[3]) - unbounded.begin();
   EXPECT_EQ(stopped, std::vector<int32_t>(unbounded.begin(), unbounded.begin() + first + 1));
 }
 
 TEST(Generate, RefusesAPromptLongerThanTheCache) {
   Generator g(backend_cpu());
   const std::vector<int32_t> long_prompt(kContext + 1, 1);
-  EXPECT_NE(error_of([&] { generate(g.model, g.params, long_prompt, 1, {}); }).find("context of 24"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([&] { generate(g.model, g.params, long_prompt, 1, {}); }).find("context of 24"),
+      std::string::npos);
 }
 
 // The probability the sampler gives each token: the share of a fine uniform
@@ -112,8 +115,8 @@ TEST(SampleToken, DrawsEachTokenWithItsFilteredSoftmaxProbability) {
     // Rank of each token (0 = likeliest); keep the top_k, then the top_p nucleus.
     std::vector<int> rank(V);
     for (int v = 0; v < V; ++v) {
-      rank[v] = static_cast<int>(std::count_if(logits.begin(), logits.end(),
-                                               [&](float w) { return w > logits[v]; }));
+      rank[v] = static_cast<int>(
+          std::count_if(logits.begin(), logits.end(), [&](float w) { return w > logits[v]; }));
     }
     const int k = f.top_k > 0 ? f.top_k : V;
     int kept = k;
@@ -136,7 +139,8 @@ TEST(SampleToken, DrawsEachTokenWithItsFilteredSoftmaxProbability) {
     options.top_p = f.top_p;
     constexpr int kGrid = 100000;
     std::vector<int> hits(V, 0);
-    for (int i = 0; i < kGrid; ++i) ++hits[sample_token(logits.data(), V, options, (i + 0.5) / kGrid)];
+    for (int i = 0; i < kGrid; ++i)
+      ++hits[sample_token(logits.data(), V, options, (i + 0.5) / kGrid)];
     for (int v = 0; v < V; ++v) {
       const double expected = rank[v] < kept ? p[v] / kept_mass : 0.0;
       EXPECT_NEAR(hits[v] / static_cast<double>(kGrid), expected, 2.0 / kGrid) << "token " << v;

@@ -438,7 +438,8 @@ TEST(HfConfig, UnsupportedOrBadKeysAreErrorsNamingFileAndKey) {
       {R"({"hidden_size": 64, "rope_scaling": {"type": "linear", "factor": 2.0}, )" + base + "}",
        "key 'rope_scaling'"},
       {R"({"hidden_size": 64, "attention_bias": true, )" + base + "}", "key 'attention_bias'"},
-      {R"({"hidden_size": 64, "sliding_window": 4096, )" + base + "}", "key 'sliding_window' is 4096"},
+      {R"({"hidden_size": 64, "sliding_window": 4096, )" + base + "}",
+       "key 'sliding_window' is 4096"},
       {R"({"hidden_size": 64, "use_sliding_window": true, )" + base + "}",
        "key 'use_sliding_window'"},
       {R"({"hidden_size": 64, "head_dim": 16, )" + base + "}", "key 'head_dim' is 16"},
@@ -547,7 +548,8 @@ TEST(HfWeights, TiedModelRefusesACheckpointLmHeadAndUntiedNeedsOne) {
   TempDir dir(kTempPrefix);
   TinyModel untied(false), tied(true);
   export_edited(tied, dir, [&](std::vector<StoredTensor>& tensors) {
-    tensors.push_back({"lm_head.weight", {40, 16},
+    tensors.push_back({"lm_head.weight",
+                       {40, 16},
                        std::vector<float>(untied.params.end() - 40 * 16, untied.params.end())});
   });
   std::string message = error_of([&] { HfWeights::open(dir.str(), tied.config, tied.layout); });

@@ -66,8 +66,7 @@ TEST(HfReference, LogitsMatchTransformers) {
   // Targets: the next token of each row (the last one wraps), so the loss is a real one.
   std::vector<int32_t> targets(tokens.size());
   for (size_t i = 0; i < tokens.size(); ++i) targets[i] = tokens[(i + 1) % tokens.size()];
-  const float loss =
-      imported.model->forward(*imported.engine, tokens.data(), targets.data(), B, T);
+  const float loss = imported.model->forward(*imported.engine, tokens.data(), targets.data(), B, T);
 
   std::vector<float> row(V);
   double max_error = 0, reference_loss = 0;
@@ -95,9 +94,9 @@ TEST(HfReference, LogitsMatchTransformers) {
 
 // Keys that define the architecture: ours must carry each with transformers' value.
 constexpr const char* kArchitectureKeys[] = {
-    "architectures",       "model_type",         "hidden_size",        "intermediate_size",
-    "num_hidden_layers",   "num_attention_heads", "num_key_value_heads", "vocab_size",
-    "rms_norm_eps",        "rope_theta",          "tie_word_embeddings", "hidden_act",
+    "architectures",     "model_type",          "hidden_size",         "intermediate_size",
+    "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "vocab_size",
+    "rms_norm_eps",      "rope_theta",          "tie_word_embeddings", "hidden_act",
 };
 
 TEST(HfReference, ExportedConfigUsesTransformersKeyNames) {
@@ -110,8 +109,8 @@ TEST(HfReference, ExportedConfigUsesTransformersKeyNames) {
 
   // A misspelt key is one transformers does not write (and would silently ignore).
   for (const auto& [key, value] : ours.items()) {
-    EXPECT_TRUE(theirs.contains(key)) << "exported config.json key '" << key
-                                      << "' is not one transformers writes";
+    EXPECT_TRUE(theirs.contains(key))
+        << "exported config.json key '" << key << "' is not one transformers writes";
   }
   for (const char* key : kArchitectureKeys) {
     ASSERT_TRUE(theirs.contains(key)) << "reference lacks " << key;

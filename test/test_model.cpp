@@ -194,7 +194,8 @@ TEST(Layout, PipelineStagesHoldConsecutiveBlocksUnderWholeModelIndices) {
     EXPECT_EQ(part.units[part.head_unit()].numel > 0, stage == 1);
     for (int l = 0; l < c.model.n_layers; ++l) {
       const bool mine = l >= part.layers.begin && l < part.layers.end;
-      EXPECT_EQ(part.units[part.block_unit(l)].numel > 0, mine) << "stage " << stage << " block " << l;
+      EXPECT_EQ(part.units[part.block_unit(l)].numel > 0, mine)
+          << "stage " << stage << " block " << l;
     }
     for (size_t u = 0; u < part.units.size(); ++u) {
       EXPECT_EQ(part.units[u].global_numel, whole.units[u].numel);
@@ -257,7 +258,8 @@ TEST(ActivationCheckpointing, GradientsAreBitIdenticalAndMemoryShrinks) {
   // What each kind of block keeps, as documented in the README.
   ActivationBytes none = Transformer::activation_bytes(c.model, B, T, {Recompute::none, 1});
   ActivationBytes full = Transformer::activation_bytes(c.model, B, T, {Recompute::full, 1});
-  ActivationBytes selective = Transformer::activation_bytes(c.model, B, T, {Recompute::selective, 1});
+  ActivationBytes selective =
+      Transformer::activation_bytes(c.model, B, T, {Recompute::selective, 1});
   EXPECT_EQ(full.per_block_checkpointed, 0u);  // the input lives in the residual stream
   EXPECT_GT(selective.per_block_checkpointed, 0u);
   EXPECT_LT(selective.per_block_checkpointed, none.per_block_kept);
@@ -276,7 +278,8 @@ TEST(ActivationCheckpointing, PerBlockBytesFollowTheFormula) {
   const double QKV = (H + 2 * m.n_kv_heads) * D, HD = H * D;
   for (auto [precision, e] : {std::pair{Precision::fp32, 4.0}, std::pair{Precision::bf16, 2.0}}) {
     ActivationBytes kept = Transformer::activation_bytes(m, B, T, {Recompute::none, 1}, precision);
-    ActivationBytes sel = Transformer::activation_bytes(m, B, T, {Recompute::selective, 1}, precision);
+    ActivationBytes sel =
+        Transformer::activation_bytes(m, B, T, {Recompute::selective, 1}, precision);
     double kept_formula = e * N * (QKV + HD + 3 * C + 3 * F) + 4 * N * (H + 2);
     double selective_formula = e * N * (QKV + HD + C + 2 * F) + 4 * N * H;
     EXPECT_GE(kept.per_block_kept, kept_formula);

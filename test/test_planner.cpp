@@ -26,7 +26,8 @@ TEST(Planner, ShippedLlama8bFitsSixteen80GiBGpusWithHeadroom) {
   const Config config = llama8b();
   const MemoryBudget gpu{80 * kGiB, kDeviceReserve};
   EXPECT_EQ(gpu.usable(), 77 * kGiB);
-  const double needed = static_cast<double>(memory_plan(config, sharding_plan(config.parallel, 16)).total());
+  const double needed =
+      static_cast<double>(memory_plan(config, sharding_plan(config.parallel, 16)).total());
   EXPECT_LE(needed, (1.0 - kRecommendedHeadroom) * static_cast<double>(gpu.usable()));
   EXPECT_NEAR(needed / kGiB, 54.4, 0.05) << "the figure in configs/llama8b.toml's header";
 }
@@ -64,7 +65,8 @@ TEST(Planner, RecommendedBf16FlagsIncludeTheBf16Reduction) {
   EXPECT_NE(recommended.find("--training.precision=bf16 --parallel.reduce_dtype=bf16"),
             std::string::npos)
       << recommended;
-  EXPECT_NE(out.find("80.00 GiB less 3.00 GiB reserved = 77.00 GiB usable"), std::string::npos) << out;
+  EXPECT_NE(out.find("80.00 GiB less 3.00 GiB reserved = 77.00 GiB usable"), std::string::npos)
+      << out;
 }
 
 // Llama 3 8B on one 80 GB GPU: nothing fits with the optimizer on the
@@ -118,14 +120,16 @@ TEST(Planner, PipelineRowsCoverEveryMeshWithItsBubble) {
   for (size_t i = 1; i < rows.size(); ++i) {
     EXPECT_LE(rows[i - 1].pipeline_parallel, rows[i].pipeline_parallel);
   }
-  EXPECT_NE(plan_row_flags(rows.back(), 8).find("--parallel.pipeline_parallel=8"), std::string::npos);
+  EXPECT_NE(plan_row_flags(rows.back(), 8).find("--parallel.pipeline_parallel=8"),
+            std::string::npos);
   EXPECT_EQ(plan_row_flags(rows.front(), 8).find("pipeline"), std::string::npos);
 }
 
 TEST(Planner, PipelineRowsNeedUntiedEmbeddingsAndABlockPerStage) {
   auto degrees = [](const Config& config, int world) {
     std::set<int> p;
-    for (const PlanRow& row : plan_memory(config, world, 0, 77 * kGiB)) p.insert(row.pipeline_parallel);
+    for (const PlanRow& row : plan_memory(config, world, 0, 77 * kGiB))
+      p.insert(row.pipeline_parallel);
     return p;
   };
   EXPECT_EQ(degrees(config_load("configs/llama70b.toml", {"model.tie_embeddings=true"}), 64),
@@ -134,7 +138,8 @@ TEST(Planner, PipelineRowsNeedUntiedEmbeddingsAndABlockPerStage) {
   const Config tiny = config_load("configs/tiny.toml", {"model.tie_embeddings=false"});
   EXPECT_EQ(degrees(tiny, 8), (std::set<int>{1, 2}));
   EXPECT_EQ(degrees(tiny, 3), std::set<int>{1});
-  EXPECT_EQ(degrees(config_load("configs/tiny.toml", {}), 8), std::set<int>{1}) << "tiny ties its head";
+  EXPECT_EQ(degrees(config_load("configs/tiny.toml", {}), 8), std::set<int>{1})
+      << "tiny ties its head";
 }
 
 // Without sharding (ddp) a rank holds its stage's whole state: P stages of

@@ -69,8 +69,9 @@ TEST(Progress, PlainOutputIsAStartAndAFinalLine) {
   const std::string text = out.text();
   EXPECT_EQ(count(text, '\r'), 0) << text;
   EXPECT_EQ(count(text, '\n'), 2) << text;
-  EXPECT_EQ(text, "reading: started (1000 documents)\n"
-                  "reading: 1000 documents in 10s, 100 documents/s\n");
+  EXPECT_EQ(text,
+            "reading: started (1000 documents)\n"
+            "reading: 1000 documents in 10s, 100 documents/s\n");
 }
 
 TEST(Progress, PlainOutputOfALongPhaseAddsALineAMinute) {
@@ -214,9 +215,10 @@ TEST(Progress, BytesAndUnknownTotals) {
     out.advance(61);
     progress.add(3 << 20);
   }
-  EXPECT_EQ(out.text(), "loading: started\n"
-                        "loading: 3.00 MiB, 50.36 KiB/s, 1m01s\n"
-                        "loading: 3.00 MiB in 1m01s, 50.36 KiB/s\n");
+  EXPECT_EQ(out.text(),
+            "loading: started\n"
+            "loading: 3.00 MiB, 50.36 KiB/s, 1m01s\n"
+            "loading: 3.00 MiB in 1m01s, 50.36 KiB/s\n");
 }
 
 // A slow step on a terminal: the line moves at every unit boundary, names the
@@ -238,8 +240,8 @@ TEST(StepProgress, CountsUnitPassesAndForwardsEveryCall) {
     std::string calls;
   };
   ParameterLayout layout;  // units 0..2 held, unit 3 another stage's
-  layout.units = {{"embed", 8, {}, 8}, {"layers.0", 8, {}, 8}, {"head", 8, {}, 8},
-                  {"layers.1", 0, {}, 8}};
+  layout.units = {
+      {"embed", 8, {}, 8}, {"layers.0", 8, {}, 8}, {"head", 8, {}, 8}, {"layers.1", 0, {}, 8}};
   RecordingUnits engine;
   FakeOutput out;
   {

@@ -44,8 +44,7 @@ TEST(SpikeGuard, GradNormFactorAndOffSwitch) {
 // Parameters from a vector (all units concatenated); moments start at zero.
 class VectorSource : public StateSource {
  public:
-  VectorSource(const ParameterLayout& layout, const std::vector<float>& params)
-      : params_(params) {
+  VectorSource(const ParameterLayout& layout, const std::vector<float>& params) : params_(params) {
     size_t offset = 0;
     for (const UnitSpec& unit : layout.units) {
       unit_offsets_.push_back(offset);
@@ -53,7 +52,8 @@ class VectorSource : public StateSource {
     }
   }
   void read(int unit, size_t begin, size_t count, float* params, float*, float*) override {
-    if (params) std::memcpy(params, params_.data() + unit_offsets_[unit] + begin, count * sizeof(float));
+    if (params)
+      std::memcpy(params, params_.data() + unit_offsets_[unit] + begin, count * sizeof(float));
   }
 
  private:
@@ -68,7 +68,8 @@ std::pair<bool, bool> inject_spike(const std::string& guard_factor) {
   Config config = config_load(
       "configs/tiny.toml",
       {"checkpoint.dir=" + (std::filesystem::temp_directory_path() / "llm_test_spike").string(),
-       "logging.metrics=false", "checkpoint.resume=none", "training.spike_loss_factor=" + guard_factor});
+       "logging.metrics=false", "checkpoint.resume=none",
+       "training.spike_loss_factor=" + guard_factor});
   Trainer trainer(config, comm_world());
   for (int step = 0; step < 12; ++step) EXPECT_FALSE(trainer.train_step(step).skipped) << step;
   std::vector<float> params = trainer.engine().gather_all_params();

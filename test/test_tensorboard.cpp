@@ -124,8 +124,9 @@ TEST(MetricsRecordScalars, TagsFollowTheRecord) {
   EXPECT_EQ(tags({{"step", 3}, {"val_loss", 2.0}}), (Tags{{"val/loss", 2.0}}));
   EXPECT_EQ(tags({{"event", "memory"}, {"step", 0}, {"params_bytes", 10}}),
             (Tags{{"memory/params_bytes", 10}}));
-  EXPECT_EQ(tags({{"event", "start"}, {"step", 0}, {"world_size", 2}, {"mode", "ddp"}, {"flag", true}}),
-            (Tags{{"start/world_size", 2}}));
+  EXPECT_EQ(
+      tags({{"event", "start"}, {"step", 0}, {"world_size", 2}, {"mode", "ddp"}, {"flag", true}}),
+      (Tags{{"start/world_size", 2}}));
 }
 
 // The trainer's records through the sink: a "resumed" record is a restart
@@ -189,10 +190,9 @@ std::map<int64_t, float> metrics_losses(const std::string& path) {
 TEST(TensorBoardMetrics, TrainingRunMatchesMetricsFileAcrossAResume) {
   test_support::TempDir dir("llm_test_tensorboard_run_");
   auto run = [&](std::vector<std::string> overrides) {
-    overrides.insert(overrides.end(),
-                     {"training.steps=6", "training.eval_interval=3", "training.eval_sequences=8",
-                      "logging.metrics=true", "logging.tensorboard=true",
-                      "checkpoint.dir=" + dir.str()});
+    overrides.insert(overrides.end(), {"training.steps=6", "training.eval_interval=3",
+                                       "training.eval_sequences=8", "logging.metrics=true",
+                                       "logging.tensorboard=true", "checkpoint.dir=" + dir.str()});
     Trainer trainer(config_load("configs/tiny.toml", overrides), comm_world());
     trainer.run();
   };

@@ -43,8 +43,9 @@ Config with(const std::string& path, std::vector<std::string> overrides) {
 }
 
 TEST(HardwareProfile, EveryShippedProfileLoads) {
-  for (const char* path : {"planning/hardware/a100_80gb_roce.toml", "planning/hardware/h100_sxm.toml",
-                           "planning/hardware/cpu_dev_vm.toml", "planning/hardware/a100_80gb_pcie4x4.toml"}) {
+  for (const char* path :
+       {"planning/hardware/a100_80gb_roce.toml", "planning/hardware/h100_sxm.toml",
+        "planning/hardware/cpu_dev_vm.toml", "planning/hardware/a100_80gb_pcie4x4.toml"}) {
     SCOPED_TRACE(path);
     HardwareProfile hw = hardware_load(path);
     EXPECT_GT(hw.rank_flops(Precision::bf16, 1), 0);
@@ -100,7 +101,9 @@ latency_us = 0.0
             std::string::npos);
   std::string host_typo = text;
   host_typo.insert(host_typo.find("[pcie]"), "adam_params_per_s = 1.0\n");
-  EXPECT_NE(error_of([&] { hardware_parse(host_typo, "x.toml"); }).find("unknown key host.adam_params_per_s"),
+  EXPECT_NE(error_of([&] {
+              hardware_parse(host_typo, "x.toml");
+            }).find("unknown key host.adam_params_per_s"),
             std::string::npos);
   std::string zero_rate = text;
   zero_rate.replace(zero_rate.find("2e9"), 3, "0.0");
@@ -108,11 +111,14 @@ latency_us = 0.0
             std::string::npos);
   std::string typo = text;
   typo.insert(typo.find("[inter_node]"), "latency_ms = 1.0\n");
-  EXPECT_NE(error_of([&] { hardware_parse(typo, "x.toml"); }).find("unknown key intra_node.latency_ms"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([&] { hardware_parse(typo, "x.toml"); }).find("unknown key intra_node.latency_ms"),
+      std::string::npos);
   std::string missing = text;
   missing.erase(missing.find("base_latency_us = 0.0"), 21);
-  EXPECT_NE(error_of([&] { hardware_parse(missing, "x.toml"); }).find("collective.base_latency_us: missing"),
+  EXPECT_NE(error_of([&] {
+              hardware_parse(missing, "x.toml");
+            }).find("collective.base_latency_us: missing"),
             std::string::npos);
   std::string fraction = text;
   fraction.replace(fraction.find("0.5"), 3, "1.5");
@@ -127,18 +133,23 @@ intra_link = "nvlink"
 intra_channels = 12
 inter_channels = 8
 )";
-  EXPECT_NE(error_of([&] { hardware_parse(text + nccl_table, "x.toml"); }).find("only with collective.library"),
+  EXPECT_NE(error_of([&] {
+              hardware_parse(text + nccl_table, "x.toml");
+            }).find("only with collective.library"),
             std::string::npos);
   std::string nccl = text;
   nccl.replace(nccl.find("library = \"mpi\""), 15, "library = \"nccl\"");
-  EXPECT_NE(error_of([&] { hardware_parse(nccl, "x.toml"); }).find("missing table [nccl]"), std::string::npos);
+  EXPECT_NE(error_of([&] { hardware_parse(nccl, "x.toml"); }).find("missing table [nccl]"),
+            std::string::npos);
   EXPECT_EQ(hardware_parse(nccl + nccl_table, "x.toml").nccl.intra_channels, 12);
   std::string arch = nccl + nccl_table;
   arch.replace(arch.find("ampere"), 6, "kepler");
-  EXPECT_NE(error_of([&] { hardware_parse(arch, "x.toml"); }).find("nccl.gpu_arch"), std::string::npos);
+  EXPECT_NE(error_of([&] { hardware_parse(arch, "x.toml"); }).find("nccl.gpu_arch"),
+            std::string::npos);
   std::string library = text;
   library.replace(library.find("\"mpi\""), 5, "\"gloo\"");
-  EXPECT_NE(error_of([&] { hardware_parse(library, "x.toml"); }).find("collective.library"), std::string::npos);
+  EXPECT_NE(error_of([&] { hardware_parse(library, "x.toml"); }).find("collective.library"),
+            std::string::npos);
 }
 
 // The model's per-unit FLOPs are the benchmark's step FLOPs, split.
@@ -215,12 +226,14 @@ TEST(CollectiveModel, NcclPicksTheFastestAlgorithmAndProtocol) {
   const HardwareProfile hw = a100();
   const GroupSpan node{8, 1, 8}, world{512, 64, 8};
   for (const GroupSpan& span : {node, world}) {
-    for (CollectiveOp op : {CollectiveOp::all_gather, CollectiveOp::reduce_scatter, CollectiveOp::all_reduce}) {
+    for (CollectiveOp op :
+         {CollectiveOp::all_gather, CollectiveOp::reduce_scatter, CollectiveOp::all_reduce}) {
       for (double bytes : {1e3, 6.5e4, 2.6e7, 3.9e8, 4e9}) {
         const CollectiveCost chosen = collective_cost(op, span, bytes, hw);
         ASSERT_GT(chosen.seconds, 0);
         for (CollectiveAlgorithm a : {CollectiveAlgorithm::tree, CollectiveAlgorithm::ring}) {
-          for (CollectiveProtocol p : {CollectiveProtocol::ll, CollectiveProtocol::ll128, CollectiveProtocol::simple}) {
+          for (CollectiveProtocol p :
+               {CollectiveProtocol::ll, CollectiveProtocol::ll128, CollectiveProtocol::simple}) {
             const CollectiveCost other = nccl_cost(op, span, bytes, hw, a, p);
             if (other.seconds >= 0) {
               EXPECT_LE(chosen.seconds, other.seconds);
@@ -231,15 +244,21 @@ TEST(CollectiveModel, NcclPicksTheFastestAlgorithmAndProtocol) {
     }
   }
   EXPECT_LT(nccl_cost(CollectiveOp::all_gather, node, 1e6, hw, CollectiveAlgorithm::tree,
-                      CollectiveProtocol::simple).seconds, 0);
+                      CollectiveProtocol::simple)
+                .seconds,
+            0);
   EXPECT_EQ(collective_cost(CollectiveOp::all_gather, node, 6.5e4, hw).name(), "ring/LL");
   EXPECT_EQ(collective_cost(CollectiveOp::all_gather, node, 4e9, hw).name(), "ring/Simple");
   const HardwareProfile pcie = hardware_load("planning/hardware/a100_80gb_pcie4x4.toml");
   EXPECT_LT(nccl_cost(CollectiveOp::all_gather, {4, 1, 4}, 1e6, pcie, CollectiveAlgorithm::ring,
-                      CollectiveProtocol::ll128).seconds, 0);
+                      CollectiveProtocol::ll128)
+                .seconds,
+            0);
   const HardwareProfile h100 = hardware_load("planning/hardware/h100_sxm.toml");
   EXPECT_LT(nccl_cost(CollectiveOp::all_gather, node, 1e6, h100, CollectiveAlgorithm::ring,
-                      CollectiveProtocol::ll128).seconds, 0);
+                      CollectiveProtocol::ll128)
+                .seconds,
+            0);
 }
 
 // At 512 GPUs a ring pays 2 x 511 steps of latency, a tree 2 x (7 NVLink +
@@ -248,16 +267,21 @@ TEST(CollectiveModel, NcclPicksTheFastestAlgorithmAndProtocol) {
 TEST(CollectiveModel, TreeBeatsRingLatencyAt512ForSmallMessages) {
   const HardwareProfile hw = a100();
   const GroupSpan world{512, 64, 8};
-  for (CollectiveProtocol p : {CollectiveProtocol::ll, CollectiveProtocol::ll128, CollectiveProtocol::simple}) {
-    const double ring = nccl_cost(CollectiveOp::all_reduce, world, 64, hw, CollectiveAlgorithm::ring, p).seconds;
-    const double tree = nccl_cost(CollectiveOp::all_reduce, world, 64, hw, CollectiveAlgorithm::tree, p).seconds;
+  for (CollectiveProtocol p :
+       {CollectiveProtocol::ll, CollectiveProtocol::ll128, CollectiveProtocol::simple}) {
+    const double ring =
+        nccl_cost(CollectiveOp::all_reduce, world, 64, hw, CollectiveAlgorithm::ring, p).seconds;
+    const double tree =
+        nccl_cost(CollectiveOp::all_reduce, world, 64, hw, CollectiveAlgorithm::tree, p).seconds;
     EXPECT_LT(5 * tree, ring) << collective_protocol_name(p);
   }
   for (double bytes : {8.0, 6.5e4, 2.6e7}) {
-    EXPECT_EQ(collective_cost(CollectiveOp::all_reduce, world, bytes, hw).algorithm, CollectiveAlgorithm::tree);
+    EXPECT_EQ(collective_cost(CollectiveOp::all_reduce, world, bytes, hw).algorithm,
+              CollectiveAlgorithm::tree);
   }
   // On one node the ring's 14 steps are cheap: large buffers take the ring.
-  EXPECT_EQ(collective_cost(CollectiveOp::all_reduce, {8, 1, 8}, 4e8, hw).algorithm, CollectiveAlgorithm::ring);
+  EXPECT_EQ(collective_cost(CollectiveOp::all_reduce, {8, 1, 8}, 4e8, hw).algorithm,
+            CollectiveAlgorithm::ring);
 }
 
 // CUDA blocks: twice the search's channels (24 on a node, 16 across nodes,
@@ -267,7 +291,8 @@ TEST(CollectiveModel, NcclBlocksAreChannelsShrunkForSmallMessages) {
   const HardwareProfile hw = a100();
   auto blocks = [&](const GroupSpan& span, double bytes) {
     return nccl_cost(CollectiveOp::all_gather, span, bytes, hw, CollectiveAlgorithm::ring,
-                     CollectiveProtocol::simple).blocks;
+                     CollectiveProtocol::simple)
+        .blocks;
   };
   EXPECT_EQ(blocks({8, 1, 8}, 1e9), 24);
   EXPECT_EQ(blocks({512, 64, 8}, 1e9), 16);
@@ -343,21 +368,23 @@ TEST(Contention, ZeroWhenNothingOverlaps) {
     EXPECT_NEAR(p.step_seconds, p.compute_seconds + p.optimizer_seconds + p.exposed_comm_seconds,
                 1e-9 * p.step_seconds);
   }
-  const Config zero3 = with("configs/tiny.toml",
-                            {"parallel.mode=zero3", "training.batch_size=16", "training.micro_batch_size=1"});
+  const Config zero3 = with("configs/tiny.toml", {"parallel.mode=zero3", "training.batch_size=16",
+                                                  "training.micro_batch_size=1"});
   const StepPrediction gpu = throughput_predict(zero3, 16, a100());
   EXPECT_GT(gpu.contention_seconds, 0);
   EXPECT_GT(gpu.overlapped_compute_seconds, 0);
   // At most every overlapped second slowed by the most blocks two groups hold.
   EXPECT_LT(gpu.contention_seconds, gpu.overlapped_compute_seconds);
   EXPECT_NEAR(gpu.step_seconds,
-              gpu.compute_seconds + gpu.contention_seconds + gpu.optimizer_seconds + gpu.exposed_comm_seconds,
+              gpu.compute_seconds + gpu.contention_seconds + gpu.optimizer_seconds +
+                  gpu.exposed_comm_seconds,
               1e-9 * gpu.step_seconds);
 }
 
 TEST(ThroughputModel, HybridOverOneGroupIsFullSharding) {
   Config zero3 = with("configs/tiny.toml", {"parallel.mode=zero3"});
-  Config hybrid = with("configs/tiny.toml", {"parallel.mode=hybrid", "parallel.shard_group_size=4"});
+  Config hybrid =
+      with("configs/tiny.toml", {"parallel.mode=hybrid", "parallel.shard_group_size=4"});
   const HardwareProfile hw = a100();
   StepPrediction a = throughput_predict(zero3, 4, hw), b = throughput_predict(hybrid, 4, hw);
   EXPECT_DOUBLE_EQ(a.step_seconds, b.step_seconds);
@@ -370,7 +397,8 @@ TEST(ThroughputModel, DdpBucketsSendTheSameBytesInFewerCalls) {
   const HardwareProfile hw = a100();
   ThroughputOptions buckets;
   buckets.ddp_bucket_bytes = 25u << 20;
-  StepPrediction per_unit = throughput_predict(c, 16, hw), bucketed = throughput_predict(c, 16, hw, buckets);
+  StepPrediction per_unit = throughput_predict(c, 16, hw),
+                 bucketed = throughput_predict(c, 16, hw, buckets);
   const OpTraffic& a = per_unit.traffic[static_cast<int>(CollectiveOp::all_reduce)];
   const OpTraffic& b = bucketed.traffic[static_cast<int>(CollectiveOp::all_reduce)];
   EXPECT_EQ(a.payload_bytes, b.payload_bytes);
@@ -385,8 +413,9 @@ TEST(ThroughputModel, MoreBandwidthNeverSlowsAStep) {
   for (const char* mode : {"ddp", "zero2", "zero3"}) {
     SCOPED_TRACE(mode);
     Config c = with("configs/25m.toml", {std::string("parallel.mode=") + mode,
-                                          "training.batch_size=64", "training.micro_batch_size=2"});
-    EXPECT_LE(throughput_predict(c, 32, faster).step_seconds, throughput_predict(c, 32, hw).step_seconds);
+                                         "training.batch_size=64", "training.micro_batch_size=2"});
+    EXPECT_LE(throughput_predict(c, 32, faster).step_seconds,
+              throughput_predict(c, 32, hw).step_seconds);
   }
 }
 
@@ -437,7 +466,8 @@ TEST(ThroughputModel, PipelineBubbleIsPMinusOneMoreSlots) {
     EXPECT_NEAR(p.pipeline_bubble_seconds, slot, 1e-9 * slot);
     EXPECT_DOUBLE_EQ(p.pipeline_bubble_fraction, 1.0 / 9.0);
     EXPECT_NEAR(p.step_seconds, 9 * slot + p.optimizer_seconds, 1e-6 * p.step_seconds);
-    EXPECT_NEAR(p.step_seconds - p.optimizer_seconds, p.compute_seconds * 9 / 8, 1e-6 * p.step_seconds);
+    EXPECT_NEAR(p.step_seconds - p.optimizer_seconds, p.compute_seconds * 9 / 8,
+                1e-6 * p.step_seconds);
   }
 }
 
@@ -459,8 +489,8 @@ TEST(ThroughputModel, PipelineMessagesCostTheLinkBetweenStages) {
   EXPECT_EQ(near.pipeline_traffic.sent_bytes, 2u * 8 * 8192);
   EXPECT_GE(near.comm_seconds, near.pipeline_comm_seconds);
   EXPECT_NEAR(near.exposed_comm_seconds,
-              near.step_seconds - near.compute_seconds - near.contention_seconds - near.optimizer_seconds -
-                  near.pipeline_bubble_seconds,
+              near.step_seconds - near.compute_seconds - near.contention_seconds -
+                  near.optimizer_seconds - near.pipeline_bubble_seconds,
               1e-12);
 }
 
@@ -473,7 +503,8 @@ TEST(Scaling, PaperStrategiesMapToEngineModes) {
   EXPECT_EQ(strategy_mode("full_replication", 64, 8).mode, ParallelMode::ddp);
   EXPECT_FALSE(strategy_mode("full_replication", 64, 8).ddp_buckets);
   EXPECT_TRUE(strategy_mode("ddp", 64, 8).ddp_buckets);
-  EXPECT_NE(error_of([] { strategy_mode("zero9", 8, 8); }).find("unknown strategy"), std::string::npos);
+  EXPECT_NE(error_of([] { strategy_mode("zero9", 8, 8); }).find("unknown strategy"),
+            std::string::npos);
 }
 
 // The paper's memory findings, through the planner's accounting: DDP holds
@@ -489,17 +520,17 @@ TEST(Scaling, T5ConfigsReproduceThePapersOutOfMemoryPoints) {
   EXPECT_LE(bytes("configs/t5_11.3b.toml", "zero3"), limit);
 }
 
-
 // A T5 config as `./train scale` runs it: `batch` sequences per GPU in one
 // micro-batch on `gpus` A100s under a paper strategy.
 StepPrediction t5_point(const char* config, const char* strategy, int gpus, int batch = 8,
                         const char* recompute = "none") {
   const StrategyMode m = strategy_mode(strategy, gpus, 8);
-  std::vector<std::string> o = {
-      fmt::format("parallel.mode={}", m.mode), fmt::format("training.batch_size={}", batch * gpus),
-      fmt::format("training.micro_batch_size={}", batch),
-      fmt::format("training.activation_checkpointing={}", recompute)};
-  if (m.mode == ParallelMode::hybrid) o.push_back(fmt::format("parallel.shard_group_size={}", m.shard_group_size));
+  std::vector<std::string> o = {fmt::format("parallel.mode={}", m.mode),
+                                fmt::format("training.batch_size={}", batch * gpus),
+                                fmt::format("training.micro_batch_size={}", batch),
+                                fmt::format("training.activation_checkpointing={}", recompute)};
+  if (m.mode == ParallelMode::hybrid)
+    o.push_back(fmt::format("parallel.shard_group_size={}", m.shard_group_size));
   ThroughputOptions options;
   if (m.ddp_buckets) options.ddp_bucket_bytes = 25u << 20;
   return throughput_predict(with(config, o), gpus, a100(), options);
@@ -533,7 +564,8 @@ TEST(Scaling, ElevenBContentionGrowsWithScaleAndHalvesWithTwiceTheBatch) {
   EXPECT_LT(at512.optimizer_seconds, at8.optimizer_seconds / 50);
   EXPECT_LT(at512.tflops_per_rank, at8.tflops_per_rank);
   const StepPrediction big8 = t5_point("configs/t5_11.3b.toml", "full_shard", 8, 16, "selective");
-  const StepPrediction big512 = t5_point("configs/t5_11.3b.toml", "full_shard", 512, 16, "selective");
+  const StepPrediction big512 =
+      t5_point("configs/t5_11.3b.toml", "full_shard", 512, 16, "selective");
   EXPECT_NEAR(big512.contention_seconds - big8.contention_seconds,
               at512.contention_seconds - at8.contention_seconds, 1e-9);
   const double drop8 = 1 - at512.tflops_per_rank / at8.tflops_per_rank;
@@ -599,7 +631,8 @@ double total(const std::vector<double>& x) {
 // When the last gradient has landed on the host: the copies down, back to
 // back on the transfer queue, each from when its gradient became final in
 // the offloaded step's replay (the model's A_last, written out again here).
-double last_landing(const OffloadPrediction& p, const std::vector<double>& s, double pcie_bytes_per_s) {
+double last_landing(const OffloadPrediction& p, const std::vector<double>& s,
+                    double pcie_bytes_per_s) {
   double landed = 0;
   for (const GradientFinal& g : p.offloaded.gradient_final) {
     landed = std::max(g.seconds, landed) + 4 * s[g.unit] / pcie_bytes_per_s;
@@ -609,8 +642,8 @@ double last_landing(const OffloadPrediction& p, const std::vector<double>& s, do
 
 // When the host has done `elements_per_s` work on every unit, taking them in
 // landing order from the optimizer phase F (the model's B_last).
-double host_work_end(const OffloadPrediction& p, const std::vector<double>& s, double pcie_bytes_per_s,
-                     double F, double elements_per_s) {
+double host_work_end(const OffloadPrediction& p, const std::vector<double>& s,
+                     double pcie_bytes_per_s, double F, double elements_per_s) {
   double landed = 0, done = F;
   for (const GradientFinal& g : p.offloaded.gradient_final) {
     landed = std::max(g.seconds, landed) + 4 * s[g.unit] / pcie_bytes_per_s;
@@ -674,7 +707,8 @@ TEST(OffloadModel, GradientsBecomeFinalWhereTheEngineSays) {
     int first_final = -1, last_compute = -1;
     for (size_t i = 0; i < trace.events.size(); ++i) {
       const StepEvent& e = trace.events[i];
-      if (e.type == StepEvent::Type::gradient_final && first_final < 0) first_final = static_cast<int>(i);
+      if (e.type == StepEvent::Type::gradient_final && first_final < 0)
+        first_final = static_cast<int>(i);
       if (e.type == StepEvent::Type::compute) last_compute = static_cast<int>(i);
     }
     ASSERT_GE(first_final, 0);
@@ -702,7 +736,8 @@ TEST(OffloadModel, OffloadIsTheStepLessTheDeviceOptimizerPlusTheHostPath) {
   const OffloadModePrediction& off = slow[OffloadMode::offload];
   const double host = n / 1e6;
   ASSERT_GT(none.device_optimizer_seconds, 0);
-  EXPECT_NEAR(slow.forward_backward_seconds, none.step_seconds - none.device_optimizer_seconds, 1e-12);
+  EXPECT_NEAR(slow.forward_backward_seconds, none.step_seconds - none.device_optimizer_seconds,
+              1e-12);
   EXPECT_NEAR(off.host_adamw_seconds, host, 1e-12);
   EXPECT_NEAR(off.to_host_seconds, down, 1e-15);
   EXPECT_NEAR(off.to_device_seconds, up, 1e-15);
@@ -719,7 +754,8 @@ TEST(OffloadModel, OffloadIsTheStepLessTheDeviceOptimizerPlusTheHostPath) {
 
   // PCIe at 4 n / F bytes per second: the copies down take F.
   const double slow_pcie = 4 * n / F;
-  const OffloadPrediction copy_bound = offload_predict(c, 1, offload_profile(1e15, 1e15, slow_pcie / 1e9));
+  const OffloadPrediction copy_bound =
+      offload_predict(c, 1, offload_profile(1e15, 1e15, slow_pcie / 1e9));
   const double landed = last_landing(copy_bound, s, slow_pcie);
   ASSERT_GT(landed, F);
   EXPECT_NEAR(copy_bound[OffloadMode::offload].step_seconds, landed + 2 * n / slow_pcie,
@@ -748,11 +784,12 @@ TEST(OffloadModel, DelayedUpdateHidesHostWorkUpToTheForwardBackward) {
   // A host whose whole update takes F / 2 hides behind the next step (PCIe
   // fast enough that the copies do not hide it anyway).
   const double rate = n / (0.5 * F), fast_pcie = 1e15;
-  const OffloadPrediction quick = offload_predict(c, 1, offload_profile(rate, 1e15, fast_pcie / 1e9));
+  const OffloadPrediction quick =
+      offload_predict(c, 1, offload_profile(rate, 1e15, fast_pcie / 1e9));
   const OffloadModePrediction& hidden = quick[OffloadMode::offload_delayed];
   EXPECT_DOUBLE_EQ(hidden.exposed_host_seconds, 0);
-  EXPECT_NEAR(hidden.step_seconds, std::max(F, last_landing(quick, s, fast_pcie)) + 2 * n / fast_pcie,
-              1e-9 * F);
+  EXPECT_NEAR(hidden.step_seconds,
+              std::max(F, last_landing(quick, s, fast_pcie)) + 2 * n / fast_pcie, 1e-9 * F);
   EXPECT_GT(quick[OffloadMode::offload].step_seconds, hidden.step_seconds + 0.4 * F);
 }
 
@@ -826,8 +863,8 @@ TEST(OffloadModel, ZenFlowPaysOneNormAllReducePerChoice) {
   size_t columns = 0;
   ZenFlow::column_norm_offsets(layout_build(c.model), columns);
   const HardwareProfile hw = offload_profile(1e9, 1e9, 10.0);
-  const double all_reduce = collective_seconds(CollectiveOp::all_reduce,
-                                               group_span(GroupRole::shard, 4, 4, 8), 4.0 * columns, hw);
+  const double all_reduce = collective_seconds(
+      CollectiveOp::all_reduce, group_span(GroupRole::shard, 4, 4, 8), 4.0 * columns, hw);
   ASSERT_GT(all_reduce, 0);
   EXPECT_NEAR(device_work(4, "2") - device_work(4, "4"), all_reduce / 2 - all_reduce / 4, 1e-12);
   EXPECT_NEAR(device_work(1, "2"), device_work(1, "4"), 1e-15);
@@ -837,7 +874,8 @@ TEST(OffloadModel, DoublingPcieBandwidthHalvesPcieSeconds) {
   const Config c = with("configs/tiny.toml", {"training.precision=bf16"});
   const OffloadPrediction a = offload_predict(c, 1, offload_profile(1e9, 1e9, 10.0));
   const OffloadPrediction b = offload_predict(c, 1, offload_profile(1e9, 1e9, 20.0));
-  for (OffloadMode mode : {OffloadMode::offload, OffloadMode::offload_delayed, OffloadMode::zenflow}) {
+  for (OffloadMode mode :
+       {OffloadMode::offload, OffloadMode::offload_delayed, OffloadMode::zenflow}) {
     SCOPED_TRACE(offload_mode_name(mode));
     EXPECT_GT(a[mode].to_host_seconds, 0);
     EXPECT_NEAR(b[mode].to_host_seconds, a[mode].to_host_seconds / 2, 1e-15);

@@ -44,8 +44,10 @@ TEST(Topology, InvalidCombinationsNameTheKey) {
   auto message = [](const ParallelConfig& c, int world) {
     return error_of([&] { sharding_plan(c, world); });
   };
-  EXPECT_NE(message(parallel("hybrid", 3), 4).find("parallel.shard_group_size (3) must be set and divide the data-parallel size (4)"),
-            std::string::npos);
+  EXPECT_NE(
+      message(parallel("hybrid", 3), 4)
+          .find("parallel.shard_group_size (3) must be set and divide the data-parallel size (4)"),
+      std::string::npos);
   EXPECT_NE(message(parallel("hybrid", 0), 4).find("parallel.shard_group_size"), std::string::npos);
   EXPECT_NE(message(parallel("zero3", 2), 4).find("only used by mode hybrid"), std::string::npos);
 }
@@ -66,8 +68,9 @@ TEST(Topology, TensorParallelDegreeMustDivideTheWorldAndTheModel) {
   EXPECT_EQ(config_refusal({"parallel.tensor_parallel=2"}), "");
   EXPECT_NE(config_refusal({"parallel.tensor_parallel=4"}).find("must divide model.n_kv_heads (2)"),
             std::string::npos);
-  EXPECT_NE(config_refusal({"parallel.tensor_parallel=0"}).find("parallel.tensor_parallel must be >= 1"),
-            std::string::npos);
+  EXPECT_NE(
+      config_refusal({"parallel.tensor_parallel=0"}).find("parallel.tensor_parallel must be >= 1"),
+      std::string::npos);
   EXPECT_NE(config_refusal({"parallel.tensor_parallel=3"}).find("must divide model.n_heads (4)"),
             std::string::npos);
 }
@@ -85,15 +88,18 @@ TEST(Topology, PipelineStagesMustFitTheModelAndTheWorld) {
             std::string::npos);
   // tiny: 2 blocks, tied embeddings.
   EXPECT_EQ(config_refusal({"parallel.pipeline_parallel=2", "model.tie_embeddings=false"}), "");
-  EXPECT_NE(config_refusal({"parallel.pipeline_parallel=2"}).find("needs model.tie_embeddings = false"),
-            std::string::npos);
+  EXPECT_NE(
+      config_refusal({"parallel.pipeline_parallel=2"}).find("needs model.tie_embeddings = false"),
+      std::string::npos);
   EXPECT_NE(config_refusal({"parallel.pipeline_parallel=3", "model.tie_embeddings=false"})
                 .find("parallel.pipeline_parallel must be in [1, model.n_layers = 2]"),
             std::string::npos);
-  EXPECT_NE(config_refusal({"parallel.pipeline_parallel=0"}).find("parallel.pipeline_parallel must be in"),
+  EXPECT_NE(config_refusal({"parallel.pipeline_parallel=0"})
+                .find("parallel.pipeline_parallel must be in"),
             std::string::npos);
-  EXPECT_NE(config_refusal({"parallel.pipeline_schedule=zigzag"}).find("parallel.pipeline_schedule"),
-            std::string::npos);
+  EXPECT_NE(
+      config_refusal({"parallel.pipeline_schedule=zigzag"}).find("parallel.pipeline_schedule"),
+      std::string::npos);
 }
 
 TEST(Topology, BatchMustSplitOverMicroBatchesAndRanks) {

@@ -93,8 +93,9 @@ TEST(Trainer, GradientAccumulationMatchesOneBigMicroBatch) {
 TEST(Trainer, EvaluationIsTheMeanOverTheFirstValidationSequences) {
   Trainer trainer(tiny({"training.eval_sequences=3", "training.micro_batch_size=2"}), comm_world());
   float whole = trainer.evaluate();  // micro-batches of 2 + 1 sequences
-  Trainer one_by_one(tiny({"training.eval_sequences=3", "training.micro_batch_size=1",
-                           "training.batch_size=8"}), comm_world());
+  Trainer one_by_one(
+      tiny({"training.eval_sequences=3", "training.micro_batch_size=1", "training.batch_size=8"}),
+      comm_world());
   EXPECT_NEAR(one_by_one.evaluate(), whole, 1e-5f);
 }
 
@@ -118,8 +119,9 @@ TEST(Trainer, RefusesAModelThatCannotFitBeforeAllocating) {
   EXPECT_LT(n, 8.06e9);
   EXPECT_GE(plan.state.params, n * sizeof(float));
   const size_t gib = size_t{1} << 30;
-  std::string message =
-      error_of([&] { check_memory_fits(config, ddp, {64 * gib, "the test's limit has"}); });
+  std::string message = error_of([&] {
+    check_memory_fits(config, ddp, {64 * gib, "the test's limit has"});
+  });
   EXPECT_NE(message.find("llama8b.toml: needs"), std::string::npos) << message;
   EXPECT_NE(message.find("but the test's limit has 64.00 GiB available per rank"),
             std::string::npos)
@@ -209,14 +211,16 @@ TEST(Schedule, ClippingScalesOnlyAboveTheThreshold) {
 TEST(Trainer, MissingOrGarbageTokenizerIsAnErrorAtStart) {
   test_support::TempDir dir("llm_test_trainer_tok_");
   const std::string missing = dir.file("missing.model");
-  std::string message = error_of([&] { Trainer t(tiny({"data.tokenizer=" + missing}), comm_world()); });
+  std::string message =
+      error_of([&] { Trainer t(tiny({"data.tokenizer=" + missing}), comm_world()); });
   EXPECT_NE(message.find(missing), std::string::npos) << message;
   const std::string garbage = dir.file("garbage.model");
   std::ofstream(garbage) << "not a sentencepiece model";
   message = error_of([&] { Trainer t(tiny({"data.tokenizer=" + garbage}), comm_world()); });
   EXPECT_NE(message.find(garbage), std::string::npos) << message;
-  message = error_of(
-      [&] { Trainer t(tiny({"data.tokenizer=", "training.sample_tokens=10"}), comm_world()); });
+  message = error_of([&] {
+    Trainer t(tiny({"data.tokenizer=", "training.sample_tokens=10"}), comm_world());
+  });
   EXPECT_NE(message.find("training.sample_tokens = 10 needs data.tokenizer"), std::string::npos)
       << message;
 }
@@ -234,8 +238,8 @@ TEST(Metrics, WriteToAFullDiskIsAnErrorNamingTheFile) {
 TEST(Metrics, ResumedRunLeavesOneLinePerStep) {
   test_support::TempDir dir("llm_test_trainer_metrics_");
   auto run = [&](std::vector<std::string> overrides) {
-    for (const char* o : {"training.steps=6", "training.eval_interval=0", "training.eval_sequences=0",
-                          "logging.metrics=true"}) {
+    for (const char* o : {"training.steps=6", "training.eval_interval=0",
+                          "training.eval_sequences=0", "logging.metrics=true"}) {
       overrides.push_back(o);
     }
     overrides.push_back("checkpoint.dir=" + dir.str());
@@ -291,10 +295,10 @@ TEST(Metrics, ResumedRunLeavesOneLinePerStep) {
 TEST(Export, RunDirectoryBecomesAHuggingFaceDirectory) {
   namespace fs = std::filesystem;
   test_support::TempDir dir("llm_test_export_");
-  Trainer trainer(config_load("configs/tiny.toml",
-                              {"checkpoint.dir=" + dir.file("run"), "checkpoint.resume=none",
-                               "logging.metrics=false"}),
-                  comm_world());
+  Trainer trainer(
+      config_load("configs/tiny.toml", {"checkpoint.dir=" + dir.file("run"),
+                                        "checkpoint.resume=none", "logging.metrics=false"}),
+      comm_world());
   trainer.train_step(0);
   const std::string saved = trainer.save_checkpoint(1);
   const fs::path out = dir.file("hf");
@@ -354,9 +358,10 @@ TEST(Resume, AFinishedRunSaysSoAndDoesNothing) {
 // trainer says so, naming both sizes.
 TEST(Trainer, AVocabularyLargerThanTheTokenizerIsNamed) {
   testing::internal::CaptureStdout();
-  Trainer trainer(config_load("configs/tiny.toml", {"model.vocab_size=1024", "logging.metrics=false",
-                                                   "checkpoint.resume=none"}),
-                  comm_world());
+  Trainer trainer(
+      config_load("configs/tiny.toml",
+                  {"model.vocab_size=1024", "logging.metrics=false", "checkpoint.resume=none"}),
+      comm_world());
   spdlog::default_logger()->flush();
   const std::string log = testing::internal::GetCapturedStdout();
   EXPECT_NE(log.find("model.vocab_size is 1024 but the tokenizer data/tiny/tokenizer.model has 512 "

@@ -35,7 +35,8 @@ TEST(TrainingStepReference, DelayedOffloadUpdateFollowsItsWrittenSemantics) {
     reference_training::DelayedAdamW delayed;
     reference_training::check_trainer_against_reference(
         comm_world(), shard,
-        {mode, "training.micro_batch_size=4", "offload.optimizer=cpu", "offload.delayed_update=true"},
+        {mode, "training.micro_batch_size=4", "offload.optimizer=cpu",
+         "offload.delayed_update=true"},
         delayed);
   }
 }
@@ -57,8 +58,11 @@ TEST(TrainingStepReference, ZenFlowFollowsItsWrittenSemantics) {
     zenflow.shapes = reference_training::tensor_shapes(
         config_parse(reference_training::kModelToml, "shapes", {"data.train=x"}).model);
     std::vector<std::string> overrides = {
-        "training.micro_batch_size=4", "zenflow.enabled=true", "zenflow.topk_ratio=0.25",
-        "zenflow.update_interval=2", "zenflow.select_interval=2",
+        "training.micro_batch_size=4",
+        "zenflow.enabled=true",
+        "zenflow.topk_ratio=0.25",
+        "zenflow.update_interval=2",
+        "zenflow.select_interval=2",
         std::string("zenflow.overlap_step=") + (overlap ? "true" : "false"),
         "zenflow.full_warm_up_rounds=" + std::to_string(zenflow.warm_up)};
     reference_training::check_trainer_against_reference(comm_world(), shard, overrides, zenflow);

@@ -64,8 +64,8 @@ double gemm_gflops(int n, int repeats) {
   double best = 1e30;
   for (int r = 0; r < repeats + 1; ++r) {  // first run warms up
     auto start = Clock::now();
-    cpu::gemm(cpu::GemmArgs<In, float>{cpu::Op::kNone, cpu::Op::kTranspose, n, n, n, a.data(), n, b.data(), n,
-                                       0.0f, c.data(), n});
+    cpu::gemm(cpu::GemmArgs<In, float>{cpu::Op::kNone, cpu::Op::kTranspose, n, n, n, a.data(), n,
+                                       b.data(), n, 0.0f, c.data(), n});
     if (r > 0) best = std::min(best, seconds_since(start));
   }
   return 2.0 * n * n * n / best / 1e9;
@@ -85,7 +85,8 @@ std::unique_ptr<Trainer> synthetic_trainer(Config config, Group& world) {
   const TrainingConfig& t = config.training;
   std::vector<uint32_t> tokens(static_cast<size_t>(t.batch_size) * (t.seq_len + 1));
   Rng rng(static_cast<uint64_t>(t.seed));
-  for (uint32_t& token : tokens) token = static_cast<uint32_t>(rng.next_below(config.model.vocab_size));
+  for (uint32_t& token : tokens)
+    token = static_cast<uint32_t>(rng.next_below(config.model.vocab_size));
   std::filesystem::path shard = std::filesystem::temp_directory_path() /
                                 fmt::format("llm_bench_{}.bin", static_cast<long>(getpid()));
   shard_write(shard.string(), tokens, config.model.vocab_size);
@@ -151,8 +152,9 @@ void benchmark_run(Config config, Group& world, int steps, double peak_tflops) {
   if (gpu) {
     fmt::print("  peak (--peak-tflops)   {:9.1f} TFLOP/s per GPU\n", peak_tflops);
   } else {
-    fmt::print("  sgemm 2048^3 rate      {:9.1f} GFLOP/s per rank (best before and after the steps)\n",
-               reference);
+    fmt::print(
+        "  sgemm 2048^3 rate      {:9.1f} GFLOP/s per rank (best before and after the steps)\n",
+        reference);
   }
   StepFlops flops = step_flops(config);
   double step_tokens = static_cast<double>(t.batch_size) * t.seq_len;
@@ -163,7 +165,8 @@ void benchmark_run(Config config, Group& world, int steps, double peak_tflops) {
              flops.matmul, flops.attention);
   fmt::print("  achieved               {:9.1f} GFLOP/s per rank = {:.1f}% of the {}\n", achieved,
              100.0 * achieved / reference, gpu ? "peak (MFU)" : "sgemm rate");
-  fmt::print("  activations {}, model state {}\n", format_bytes(trainer->model().activation_bytes().total),
+  fmt::print("  activations {}, model state {}\n",
+             format_bytes(trainer->model().activation_bytes().total),
              format_bytes(trainer->engine().bytes().total()));
 }
 
@@ -174,8 +177,10 @@ void benchmark_modes(Config config, Group& world, int steps) {
     ParallelMode mode;
     int shard_group_size;
   };
-  std::vector<Row> rows = {{1, 1, ParallelMode::ddp, 0}, {1, 1, ParallelMode::zero1, 0},
-                           {1, 1, ParallelMode::zero2, 0}, {1, 1, ParallelMode::zero3, 0}};
+  std::vector<Row> rows = {{1, 1, ParallelMode::ddp, 0},
+                           {1, 1, ParallelMode::zero1, 0},
+                           {1, 1, ParallelMode::zero2, 0},
+                           {1, 1, ParallelMode::zero3, 0}};
   if (n >= 4 && n % 2 == 0) rows.push_back({1, 1, ParallelMode::hybrid, n / 2});
   // Tensor parallelism over pairs of ranks, where the world and the model split in two.
   if (n % 2 == 0 && !tensor_parallel_uneven_split(config, 2).key) {
@@ -196,11 +201,13 @@ void benchmark_modes(Config config, Group& world, int steps) {
   if (world.rank() == 0) {
     fmt::print("modes benchmark {}: {} parameters ({}), {} ranks, batch {} x {}, micro-batch {}\n",
                config.path, layout.total_numel, format_bytes(model_bytes), n,
-               config.training.batch_size, config.training.seq_len, config.training.micro_batch_size);
-    fmt::print("{:<3} {:<3} {:<10} {:>9} {:>9} {:>11} {:>11} {:>11} {:>11} {:>12} {:>12} {:>8} "
-               "{:>7} {:>7}\n",
-               "T", "P", "mode", "ms/step", "tokens/s", "params", "grads", "optimizer", "buffers",
-               "activations", "sent/step", "vs ddp", "bubble", "waited");
+               config.training.batch_size, config.training.seq_len,
+               config.training.micro_batch_size);
+    fmt::print(
+        "{:<3} {:<3} {:<10} {:>9} {:>9} {:>11} {:>11} {:>11} {:>11} {:>12} {:>12} {:>8} "
+        "{:>7} {:>7}\n",
+        "T", "P", "mode", "ms/step", "tokens/s", "params", "grads", "optimizer", "buffers",
+        "activations", "sent/step", "vs ddp", "bubble", "waited");
   }
   double ddp_sent = 0;
   for (const Row& row : rows) {
@@ -216,7 +223,8 @@ void benchmark_modes(Config config, Group& world, int steps) {
     const std::string label =
         fmt::format("{:<3} {:<3} {:<10}", row.tensor_parallel, row.pipeline_parallel, name);
     time_steps(*trainer, 1, label + " warm-up");  // before the counted steps
-    Group* groups[] = {topo.shard.get(), topo.replicate.get(), topo.tensor.get(), topo.pipeline.get()};
+    Group* groups[] = {topo.shard.get(), topo.replicate.get(), topo.tensor.get(),
+                       topo.pipeline.get()};
     for (Group* group : groups) group->reset_stats();
     double waited = 0;
     const double seconds = time_steps(*trainer, steps, label, &waited);
@@ -230,31 +238,36 @@ void benchmark_modes(Config config, Group& world, int steps) {
     if (world.rank() != 0) continue;
     const bool staged = row.pipeline_parallel > 1;
     const std::string bubble =
-        staged ? fmt::format("{:.0f}%", 100 * pipeline_bubble_fraction(row.pipeline_parallel,
-                                                                        trainer->accumulation_steps()))
-               : "-";
+        staged
+            ? fmt::format("{:.0f}%", 100 * pipeline_bubble_fraction(row.pipeline_parallel,
+                                                                    trainer->accumulation_steps()))
+            : "-";
     const std::string wait = staged ? fmt::format("{:.0f}%", 100 * waited / seconds) : "-";
-    fmt::print("{:<3} {:<3} {:<10} {:>9.1f} {:>9.0f} {:>11} {:>11} {:>11} {:>11} {:>12} {:>12} "
-               "{:>8.2f} {:>7} {:>7}\n",
-               row.tensor_parallel, row.pipeline_parallel, name, seconds * 1e3,
-               config.training.batch_size * config.training.seq_len / seconds,
-               format_bytes(b.params), format_bytes(b.grads), format_bytes(b.optimizer),
-               format_bytes(b.buffers), format_bytes(trainer->model().activation_bytes().total),
-               format_bytes(sent), ddp_sent > 0 ? sent / ddp_sent : 0.0, bubble, wait);
+    fmt::print(
+        "{:<3} {:<3} {:<10} {:>9.1f} {:>9.0f} {:>11} {:>11} {:>11} {:>11} {:>12} {:>12} "
+        "{:>8.2f} {:>7} {:>7}\n",
+        row.tensor_parallel, row.pipeline_parallel, name, seconds * 1e3,
+        config.training.batch_size * config.training.seq_len / seconds, format_bytes(b.params),
+        format_bytes(b.grads), format_bytes(b.optimizer), format_bytes(b.buffers),
+        format_bytes(trainer->model().activation_bytes().total), format_bytes(sent),
+        ddp_sent > 0 ? sent / ddp_sent : 0.0, bubble, wait);
   }
   if (world.rank() == 0) {
-    fmt::print("theory (ring, per rank): ddp all-reduce = 2 x model x (n-1)/n = {} per step; "
-               "zero1/zero2 1x that with one micro-batch per step; zero3 1.5x (less when gathered "
-               "units stay cached); T = 2 rows add the tensor group's per-layer all-gathers and "
-               "reduce-scatters of activations (planning/tensor_parallel_model.h) and move half "
-               "the state over n / 2 data-parallel ranks\n",
-               format_bytes(2 * model_bytes * (n - 1.0) / n));
-    fmt::print("P = 2 rows: bytes and memory are rank 0's (the first stage: the embedding and "
-               "the most micro-batches in flight); sent adds the stage boundary's activations "
-               "and gradients (planning/pipeline_model.h); bubble = (P - 1) / (M + P - 1) of a "
-               "step, waited = rank 0's time blocked on the other stage's messages{}\n",
-               pipelines ? "" : " (no P rows: they need an even world and an untied LM head, "
-                                "--model.tie_embeddings=false)");
+    fmt::print(
+        "theory (ring, per rank): ddp all-reduce = 2 x model x (n-1)/n = {} per step; "
+        "zero1/zero2 1x that with one micro-batch per step; zero3 1.5x (less when gathered "
+        "units stay cached); T = 2 rows add the tensor group's per-layer all-gathers and "
+        "reduce-scatters of activations (planning/tensor_parallel_model.h) and move half "
+        "the state over n / 2 data-parallel ranks\n",
+        format_bytes(2 * model_bytes * (n - 1.0) / n));
+    fmt::print(
+        "P = 2 rows: bytes and memory are rank 0's (the first stage: the embedding and "
+        "the most micro-batches in flight); sent adds the stage boundary's activations "
+        "and gradients (planning/pipeline_model.h); bubble = (P - 1) / (M + P - 1) of a "
+        "step, waited = rank 0's time blocked on the other stage's messages{}\n",
+        pipelines ? ""
+                  : " (no P rows: they need an even world and an untied LM head, "
+                    "--model.tie_embeddings=false)");
   }
 }
 
@@ -262,14 +275,15 @@ void benchmark_offload(Config config, Group& world, int steps) {
   const TrainingConfig& t = config.training;
   const bool leader = world.rank() == 0;
   if (leader) {
-    fmt::print("offload benchmark {}: {} parameters, {} rank(s), mode {}, {}, batch {} x {}; "
-               "zenflow topk_ratio {}, update_interval {}, overlap_step {}\n",
-               config.path, layout_build(config.model).total_numel, world.size(),
-               config.parallel.mode, t.precision, t.batch_size, t.seq_len,
-               config.zenflow.topk_ratio,
-               config.zenflow.update_interval.automatic() ? std::string("auto")
-                                                          : std::to_string(config.zenflow.update_interval.value),
-               config.zenflow.overlap_step);
+    fmt::print(
+        "offload benchmark {}: {} parameters, {} rank(s), mode {}, {}, batch {} x {}; "
+        "zenflow topk_ratio {}, update_interval {}, overlap_step {}\n",
+        config.path, layout_build(config.model).total_numel, world.size(), config.parallel.mode,
+        t.precision, t.batch_size, t.seq_len, config.zenflow.topk_ratio,
+        config.zenflow.update_interval.automatic()
+            ? std::string("auto")
+            : std::to_string(config.zenflow.update_interval.value),
+        config.zenflow.overlap_step);
     fmt::print("{:<16} {:>9} {:>9} {:>11} {:>11} {:>12} {:>7} {:>12} {:>11} {:>11}\n", "optimizer",
                "ms/step", "tokens/s", "device", "host", "to host/st", "early", "to dev/st",
                "host ms/st", "waited ms/st");
@@ -297,19 +311,21 @@ void benchmark_offload(Config config, Group& world, int steps) {
     if (!leader) continue;
     const uint64_t to_host = after.to_host_bytes - before.to_host_bytes;
     const uint64_t early = after.to_host_early_bytes - before.to_host_early_bytes;
-    fmt::print("{:<16} {:>9.1f} {:>9.0f} {:>11} {:>11} {:>12} {:>7} {:>12} {:>11.2f} {:>11.2f}\n",
-               v.name, seconds * 1e3, t.batch_size * t.seq_len / seconds, format_bytes(b.total()),
-               format_bytes(b.host), format_bytes(static_cast<double>(to_host) / counted),
-               to_host ? fmt::format("{:.0f}%", 100.0 * early / to_host) : "-",
-               format_bytes(static_cast<double>(after.to_device_bytes - before.to_device_bytes) / counted),
-               (after.host_seconds - before.host_seconds) * 1e3 / counted,
-               (after.wait_seconds - before.wait_seconds) * 1e3 / counted);
+    fmt::print(
+        "{:<16} {:>9.1f} {:>9.0f} {:>11} {:>11} {:>12} {:>7} {:>12} {:>11.2f} {:>11.2f}\n", v.name,
+        seconds * 1e3, t.batch_size * t.seq_len / seconds, format_bytes(b.total()),
+        format_bytes(b.host), format_bytes(static_cast<double>(to_host) / counted),
+        to_host ? fmt::format("{:.0f}%", 100.0 * early / to_host) : "-",
+        format_bytes(static_cast<double>(after.to_device_bytes - before.to_device_bytes) / counted),
+        (after.host_seconds - before.host_seconds) * 1e3 / counted,
+        (after.wait_seconds - before.wait_seconds) * 1e3 / counted);
   }
   if (leader) {
-    fmt::print("device = the device's state + buffers per rank; host = the offloaded optimizer's "
-               "host memory; early = the share of the bytes to host whose copy started before the "
-               "optimizer step, as each gradient became final; host ms = the worker's busy time, "
-               "waited ms = the time the step blocked on it (on a GPU: device idle)\n");
+    fmt::print(
+        "device = the device's state + buffers per rank; host = the offloaded optimizer's "
+        "host memory; early = the share of the bytes to host whose copy started before the "
+        "optimizer step, as each gradient became final; host ms = the worker's busy time, "
+        "waited ms = the time the step blocked on it (on a GPU: device idle)\n");
   }
 }
 
@@ -318,12 +334,13 @@ void benchmark_memory(Config config, Group& world, int steps) {
   const TrainingConfig& t = config.training;
   const bool leader = world.rank() == 0;
   if (leader) {
-    fmt::print("activation memory {}: dim {}, {} layers, {} heads ({} kv), ffn {}, micro-batch {} "
-               "x {} tokens\n",
-               config.path, m.dim, m.n_layers, m.n_heads, m.n_kv_heads, m.ffn_dim,
-               t.micro_batch_size, t.seq_len);
-    fmt::print("{:<6} {:<10} {:>9} {:>12} {:>14} {:>14} {:>12}\n", "dtype", "recompute",
-               "tokens/s", "activations", "kept block", "ckpt block", "peak RSS");
+    fmt::print(
+        "activation memory {}: dim {}, {} layers, {} heads ({} kv), ffn {}, micro-batch {} "
+        "x {} tokens\n",
+        config.path, m.dim, m.n_layers, m.n_heads, m.n_kv_heads, m.ffn_dim, t.micro_batch_size,
+        t.seq_len);
+    fmt::print("{:<6} {:<10} {:>9} {:>12} {:>14} {:>14} {:>12}\n", "dtype", "recompute", "tokens/s",
+               "activations", "kept block", "ckpt block", "peak RSS");
   }
   for (Precision precision : {Precision::fp32, Precision::bf16}) {
     for (Recompute recompute : {Recompute::none, Recompute::selective, Recompute::full}) {
@@ -350,17 +367,19 @@ void benchmark_memory(Config config, Group& world, int steps) {
   const double N = static_cast<double>(t.micro_batch_size) * t.seq_len, C = m.dim, F = m.ffn_dim;
   const double H = m.n_heads, D = C / H, QKV = (H + 2.0 * m.n_kv_heads) * D, HD = H * D;
   const double s = t.seq_len, b = t.micro_batch_size, h = m.dim, a = m.n_heads;
-  fmt::print("per block, our formula (kept / selective / full; the block input, e N C = {} in "
-             "bf16, lives in the residual stream):\n",
-             format_bytes(2 * N * C));
+  fmt::print(
+      "per block, our formula (kept / selective / full; the block input, e N C = {} in "
+      "bf16, lives in the residual stream):\n",
+      format_bytes(2 * N * C));
   for (double e : {4.0, 2.0}) {
     fmt::print("  {:<5} {:>12} {:>12} {:>12}\n", e == 4 ? "fp32" : "bf16",
                format_bytes(e * N * (QKV + HD + 3 * C + 3 * F) + 4 * N * (H + 2)),
                format_bytes(e * N * (QKV + HD + C + 2 * F) + 4 * N * H), "0 B");
   }
-  fmt::print("textbook 16-bit layer (Korthikanti et al.): s b h (34 + 5 a s / h) = {} kept, "
-             "2 s b h = {} with full recomputation\n",
-             format_bytes(s * b * h * (34 + 5 * a * s / h)), format_bytes(2 * s * b * h));
+  fmt::print(
+      "textbook 16-bit layer (Korthikanti et al.): s b h (34 + 5 a s / h) = {} kept, "
+      "2 s b h = {} with full recomputation\n",
+      format_bytes(s * b * h * (34 + 5 * a * s / h)), format_bytes(2 * s * b * h));
 }
 
 }  // namespace llm

@@ -60,9 +60,10 @@ ExportResult export_checkpoint(const ExportRequest& request) {
     if (fs::exists(config.data.tokenizer)) {
       tokenizer.emplace(Tokenizer::load(config.data.tokenizer));
     } else {
-      spdlog::warn("{}: the run's tokenizer {} is not there (relative to this directory?); "
-                   "exporting without it",
-                   result.checkpoint, config.data.tokenizer);
+      spdlog::warn(
+          "{}: the run's tokenizer {} is not there (relative to this directory?); "
+          "exporting without it",
+          result.checkpoint, config.data.tokenizer);
     }
   }
   HfExportOptions options;

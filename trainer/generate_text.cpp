@@ -60,11 +60,13 @@ LoadedModel load_checkpoint(const std::string& path) {
   m.config = run.model;
   m.params = checkpoint_read_params(m.source, layout_build(m.config));
   m.tokenizer = run.data.tokenizer;
-  LLM_CHECK(!m.tokenizer.empty(), "{}: the run of {} had no data.tokenizer to encode the prompt with",
-            kCommand, m.source);
-  LLM_CHECK(fs::exists(m.tokenizer),
-            "{}: the run's tokenizer {} is not there (run from the directory the run was started in)",
-            kCommand, m.tokenizer);
+  LLM_CHECK(!m.tokenizer.empty(),
+            "{}: the run of {} had no data.tokenizer to encode the prompt with", kCommand,
+            m.source);
+  LLM_CHECK(
+      fs::exists(m.tokenizer),
+      "{}: the run's tokenizer {} is not there (run from the directory the run was started in)",
+      kCommand, m.tokenizer);
   m.context = run.training.seq_len;
   m.device = run.device();
   m.precision = run.precision();
@@ -77,11 +79,12 @@ GeneratedText generate_text(const GenerateRequest& request) {
   LLM_CHECK(request.samples >= 1, "{}: --samples must be at least 1, got {}", kCommand,
             request.samples);
   LoadedModel m = is_hugging_face_dir(request.model) ? load_hugging_face(request.model)
-                                                      : load_checkpoint(request.model);
+                                                     : load_checkpoint(request.model);
   if (request.device) m.device = *request.device;
   if (m.device == Device::cuda) {
-    LLM_CHECK(cuda_device_count() > 0, "{}: --device cuda, but {}", kCommand,
-              kBuiltWithCuda ? "this machine has no CUDA device" : "this build has no CUDA backend");
+    LLM_CHECK(
+        cuda_device_count() > 0, "{}: --device cuda, but {}", kCommand,
+        kBuiltWithCuda ? "this machine has no CUDA device" : "this build has no CUDA backend");
     cuda_use_device(0);
   }
   const Tokenizer tokenizer = Tokenizer::load(m.tokenizer);

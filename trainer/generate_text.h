@@ -19,11 +19,11 @@
 namespace llm {
 
 struct GenerateRequest {
-  std::string model;               // step_N, a run directory, or a Hugging Face directory
-  std::string prompt;              // may be empty: the samples start from BOS alone
+  std::string model;   // step_N, a run directory, or a Hugging Face directory
+  std::string prompt;  // may be empty: the samples start from BOS alone
   int samples = 1;
-  SamplingOptions sampling;        // its stop_token is the tokenizer's EOS
-  std::optional<Device> device;    // default: the run's training.device (Hugging Face: cpu)
+  SamplingOptions sampling;      // its stop_token is the tokenizer's EOS
+  std::optional<Device> device;  // default: the run's training.device (Hugging Face: cpu)
 };
 
 struct GeneratedText {

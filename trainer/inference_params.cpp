@@ -14,7 +14,8 @@ InferenceParams::InferenceParams(const ParameterLayout& layout, const std::vecto
   const size_t element = precision == Precision::bf16 ? sizeof(Bf16) : sizeof(float);
   BufferPlan plan;
   units_.resize(layout.units.size());
-  for (size_t u = 0; u < units_.size(); ++u) plan.add_bytes(units_[u], layout.units[u].numel * element);
+  for (size_t u = 0; u < units_.size(); ++u)
+    plan.add_bytes(units_[u], layout.units[u].numel * element);
   arena_ = Arena("inference parameters", plan.bytes(), *backend.memory);
   plan.bind(arena_);
   std::vector<Bf16> rounded;

@@ -20,7 +20,8 @@ double median(const std::deque<double>& values) {
 }  // namespace
 
 SpikeGuard::SpikeGuard(double loss_factor, double grad_norm_factor, int window)
-    : loss_factor_(loss_factor), grad_norm_factor_(grad_norm_factor),
+    : loss_factor_(loss_factor),
+      grad_norm_factor_(grad_norm_factor),
       window_(static_cast<size_t>(std::max(window, kMinHistory))) {}
 
 std::optional<SpikeVerdict> SpikeGuard::check(double loss, double grad_norm) {

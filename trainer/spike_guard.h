@@ -14,7 +14,7 @@
 namespace llm {
 
 struct SpikeVerdict {
-  std::string reason;   // e.g. "loss 9.1 > 2 x median 4.2"
+  std::string reason;  // e.g. "loss 9.1 > 2 x median 4.2"
   double median_loss;
   double median_grad_norm;
 };

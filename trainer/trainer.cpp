@@ -48,11 +48,11 @@ std::unique_ptr<Group> device_group(const Config& config, Group& world) {
             "LLM_CUDNN=OFF); use auto or flash",
             config.path);
   if (kCudaEmulated)
-    spdlog::warn("training.device = cuda runs on the CUDA emulation: the CUDA kernels run on the "
-                 "CPU, for testing (neither GPU speed nor GPU numerics); attention {} the flash "
-                 "kernel (cuDNN is not emulated)",
-                 config.training.attention == AttentionKernel::automatic ? "= auto resolves to"
-                                                                         : "runs");
+    spdlog::warn(
+        "training.device = cuda runs on the CUDA emulation: the CUDA kernels run on the "
+        "CPU, for testing (neither GPU speed nor GPU numerics); attention {} the flash "
+        "kernel (cuDNN is not emulated)",
+        config.training.attention == AttentionKernel::automatic ? "= auto resolves to" : "runs");
   cuda_use_device(comm_local_rank() % gpus);
   cuda_set_gemm_autotune(config.training.gemm_autotune);
   if (config.comm() == CommBackend::nccl) {
@@ -74,7 +74,8 @@ MetricsLog open_metrics(Config& config, int start_step) {
   if (config.logging.tensorboard.on) {
     const std::string& named = config.logging.tensorboard.path;
     const std::string dir = named.empty() ? run_dir + "/tensorboard" : named;
-    auto tensorboard = std::make_unique<TensorBoardMetrics>(dir, config_to_toml(config), start_step);
+    auto tensorboard =
+        std::make_unique<TensorBoardMetrics>(dir, config_to_toml(config), start_step);
     spdlog::info("TensorBoard events in {} (view: tensorboard --logdir {})", tensorboard->path(),
                  named.empty() ? run_dir : dir);
     sinks.push_back(std::move(tensorboard));
@@ -96,7 +97,8 @@ MemoryPlan memory_plan(const Config& config, const ShardingPlan& sharding) {
   for (int stage = 0; stage < pp; ++stage) {
     const ModelSlice slice{0, tp, stage, pp};
     MemoryPlan stage_plan;
-    stage_plan.state = ShardingEngine::planned_bytes(layout_build(config.model, slice), sharding, config);
+    stage_plan.state =
+        ShardingEngine::planned_bytes(layout_build(config.model, slice), sharding, config);
     stage_plan.activations =
         Transformer::activation_bytes(
             config.model, t.micro_batch_size, t.seq_len, checkpointing_plan(t), config.precision(),
@@ -110,7 +112,8 @@ MemoryPlan memory_plan(const Config& config, const ShardingPlan& sharding) {
 
 RankMemory rank_memory_available(const Config& config, int ranks_per_node) {
   const int ranks = std::max(ranks_per_node, 1);
-  if (config.device() != Device::cuda) return {memory_available_bytes() / ranks, "this machine has"};
+  if (config.device() != Device::cuda)
+    return {memory_available_bytes() / ranks, "this machine has"};
   const int gpus = std::max(cuda_device_count(), 1);
   const int ranks_per_gpu = (ranks + gpus - 1) / gpus;
   return {cuda_free_bytes() / ranks_per_gpu, "this GPU has"};
@@ -156,13 +159,15 @@ Trainer::Trainer(Config config, Group& world)
     tokenizer_.emplace(Tokenizer::load(config_.data.tokenizer));
     const int pieces = tokenizer_->vocab_size(), rows = config_.model.vocab_size;
     if (pieces < rows && topology_.world.rank() == 0) {
-      spdlog::warn("{}: model.vocab_size is {} but the tokenizer {} has {} pieces: {} embedding "
-                   "rows will never see a token (set model.vocab_size = {})",
-                   config_.path, rows, config_.data.tokenizer, pieces, rows - pieces, pieces);
+      spdlog::warn(
+          "{}: model.vocab_size is {} but the tokenizer {} has {} pieces: {} embedding "
+          "rows will never see a token (set model.vocab_size = {})",
+          config_.path, rows, config_.data.tokenizer, pieces, rows - pieces, pieces);
     }
   }
-  train_data_ = std::make_unique<DataLoader>(config_.data.train, t.seq_len, config_.model.vocab_size,
-                                             static_cast<uint64_t>(t.seed), /*shuffle=*/true);
+  train_data_ =
+      std::make_unique<DataLoader>(config_.data.train, t.seq_len, config_.model.vocab_size,
+                                   static_cast<uint64_t>(t.seed), /*shuffle=*/true);
   if (!config_.data.val.empty() && t.eval_sequences > 0) {
     val_data_ = std::make_unique<DataLoader>(config_.data.val, t.seq_len, config_.model.vocab_size,
                                              static_cast<uint64_t>(t.seed), /*shuffle=*/false);
@@ -319,8 +324,9 @@ float Trainer::evaluate() {
   for (int done = 0; done < total;) {
     int count = std::min(t.micro_batch_size, total - done);
     val_data_->read(done, count, inputs_.data(), targets_.data());
-    loss_sum += static_cast<double>(model_->forward(*engine_, inputs_.data(), targets_.data(), count,
-                                                    t.seq_len)) * count;
+    loss_sum += static_cast<double>(
+                    model_->forward(*engine_, inputs_.data(), targets_.data(), count, t.seq_len)) *
+                count;
     done += count;
   }
   return static_cast<float>(loss_sum / total);
@@ -351,58 +357,70 @@ void Trainer::run() {
   if (!resumed_from_.empty()) {
     spdlog::info("resumed from {} at step {} (loaded in {:.2f} s); config {}", resumed_from_,
                  start_step_, load_seconds_,
-                 resumed_changes_ == 0 ? std::string("unchanged")
-                                       : fmt::format("changed in {} setting(s), listed above",
-                                                     resumed_changes_));
+                 resumed_changes_ == 0
+                     ? std::string("unchanged")
+                     : fmt::format("changed in {} setting(s), listed above", resumed_changes_));
     if (start_step_ >= stop_at) {
-      spdlog::info("{} is already trained to step {} of {}: nothing to do (raise training.steps "
-                   "to train further, or pass --checkpoint.resume=none to start afresh)",
-                   run_dir, start_step_, t.steps);
+      spdlog::info(
+          "{} is already trained to step {} of {}: nothing to do (raise training.steps "
+          "to train further, or pass --checkpoint.resume=none to start afresh)",
+          run_dir, start_step_, t.steps);
       return;
     }
   }
 
   StateBytes state = engine_->bytes();
   const int stages = topology_.pipeline->size();
-  spdlog::info("config {} | {} parameters | batch {} x {} tokens | {} ranks: tensor parallel {} x "
-               "pipeline parallel {} x data parallel {}, mode {} (shard group {}) | {} "
-               "micro-batches of {} per rank | commit {}",
-               config_.path, layout_build(config_.model).total_numel, t.batch_size, t.seq_len,
-               topology_.world.size(), topology_.tensor->size(), stages, topology_.dp_size(),
-               topology_.plan.mode, topology_.plan.shard_group_size, accumulation_steps_,
-               t.micro_batch_size, build_commit());
+  spdlog::info(
+      "config {} | {} parameters | batch {} x {} tokens | {} ranks: tensor parallel {} x "
+      "pipeline parallel {} x data parallel {}, mode {} (shard group {}) | {} "
+      "micro-batches of {} per rank | commit {}",
+      config_.path, layout_build(config_.model).total_numel, t.batch_size, t.seq_len,
+      topology_.world.size(), topology_.tensor->size(), stages, topology_.dp_size(),
+      topology_.plan.mode, topology_.plan.shard_group_size, accumulation_steps_, t.micro_batch_size,
+      build_commit());
   if (stages > 1) {
     const LayerRange layers = model_->layout().layers;
-    spdlog::info("pipeline stage {} of {}: blocks {}..{}{}{} | schedule {}, {} micro-batches in "
-                 "flight | bubble (P - 1) / (M + P - 1) = {:.1f}% of each step",
-                 topology_.pipeline->rank(), stages, layers.begin, layers.end - 1,
-                 model_->layout().slice.first_stage() ? " + embedding" : "",
-                 model_->layout().slice.last_stage() ? " + head" : "",
-                 config_.parallel.pipeline_schedule, model_->split().in_flight,
-                 100 * pipeline_bubble_fraction(stages, accumulation_steps_));
+    spdlog::info(
+        "pipeline stage {} of {}: blocks {}..{}{}{} | schedule {}, {} micro-batches in "
+        "flight | bubble (P - 1) / (M + P - 1) = {:.1f}% of each step",
+        topology_.pipeline->rank(), stages, layers.begin, layers.end - 1,
+        model_->layout().slice.first_stage() ? " + embedding" : "",
+        model_->layout().slice.last_stage() ? " + head" : "", config_.parallel.pipeline_schedule,
+        model_->split().in_flight, 100 * pipeline_bubble_fraction(stages, accumulation_steps_));
   }
   const size_t activations = model_->activation_bytes().total;
-  spdlog::info("memory per rank: parameters {}, gradients {}, optimizer {}, buffers {}, "
-               "activations {} ({}, checkpointing {}); peak resident {}",
-               format_bytes(state.params), format_bytes(state.grads), format_bytes(state.optimizer),
-               format_bytes(state.buffers), format_bytes(activations), t.precision,
-               t.activation_checkpointing, format_bytes(peak_resident_bytes()));
+  spdlog::info(
+      "memory per rank: parameters {}, gradients {}, optimizer {}, buffers {}, "
+      "activations {} ({}, checkpointing {}); peak resident {}",
+      format_bytes(state.params), format_bytes(state.grads), format_bytes(state.optimizer),
+      format_bytes(state.buffers), format_bytes(activations), t.precision,
+      t.activation_checkpointing, format_bytes(peak_resident_bytes()));
   if (config_.offloads_optimizer()) {
-    spdlog::info("optimizer offloaded to the host{}: {} of host memory per rank (masters, moments, "
-                 "gradient landing{})",
-                 config_.zenflow.enabled ? " with ZenFlow" : "", format_bytes(state.host),
-                 config_.zenflow.enabled ? ", accumulator" : "");
+    spdlog::info(
+        "optimizer offloaded to the host{}: {} of host memory per rank (masters, moments, "
+        "gradient landing{})",
+        config_.zenflow.enabled ? " with ZenFlow" : "", format_bytes(state.host),
+        config_.zenflow.enabled ? ", accumulator" : "");
   }
   if (metrics_.is_open()) {
-    metrics_.write({{"event", "start"}, {"step", start_step_}, {"commit", build_commit()},
+    metrics_.write({{"event", "start"},
+                    {"step", start_step_},
+                    {"commit", build_commit()},
                     {"world_size", topology_.world.size()},
-                    {"tensor_parallel", topology_.tensor->size()}, {"pipeline_parallel", stages},
+                    {"tensor_parallel", topology_.tensor->size()},
+                    {"pipeline_parallel", stages},
                     {"data_parallel", topology_.dp_size()},
-                    {"mode", to_string(topology_.plan.mode)}, {"precision", to_string(t.precision)},
+                    {"mode", to_string(topology_.plan.mode)},
+                    {"precision", to_string(t.precision)},
                     {"micro_batches", accumulation_steps_}});
-    metrics_.write({{"event", "memory"}, {"step", start_step_}, {"params_bytes", state.params},
-                    {"grads_bytes", state.grads}, {"optimizer_bytes", state.optimizer},
-                    {"buffers_bytes", state.buffers}, {"host_bytes", state.host},
+    metrics_.write({{"event", "memory"},
+                    {"step", start_step_},
+                    {"params_bytes", state.params},
+                    {"grads_bytes", state.grads},
+                    {"optimizer_bytes", state.optimizer},
+                    {"buffers_bytes", state.buffers},
+                    {"host_bytes", state.host},
                     {"activations_bytes", activations},
                     {"peak_rss_bytes", peak_resident_bytes()}});
   }
@@ -448,35 +466,44 @@ void Trainer::run() {
       std::string extra = fmt::format(" | {}/s per rank", format_si(i.flops_per_rank, "FLOP"));
       if (!std::isnan(i.mfu)) extra += fmt::format(", MFU {:.1f}%", 100 * i.mfu);
       if (stages > 1) extra += fmt::format(" | pipeline wait {:.0f}%", 100 * i.pipeline_wait);
-      spdlog::info("step {:>5}/{} | loss {:.4f}{} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | "
-                   "{:.1f} ms/step{} | mem {} alloc / {} resv / {} peak | {} tokens, {:.2f} "
-                   "epochs | ETA {}",
-                   done, t.steps, i.mean_loss,
-                   i.steps > 1 ? fmt::format(" (mean of {})", i.steps) : std::string(), r.lr,
-                   r.grad_norm, i.tokens_per_s, i.ms_per_step, extra,
-                   format_bytes(static_cast<double>(mem.allocated)),
-                   format_bytes(static_cast<double>(mem.reserved)),
-                   format_bytes(static_cast<double>(mem.peak)), format_si(tokens_seen, ""), epochs,
-                   format_duration(eta));
+      spdlog::info(
+          "step {:>5}/{} | loss {:.4f}{} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | "
+          "{:.1f} ms/step{} | mem {} alloc / {} resv / {} peak | {} tokens, {:.2f} "
+          "epochs | ETA {}",
+          done, t.steps, i.mean_loss,
+          i.steps > 1 ? fmt::format(" (mean of {})", i.steps) : std::string(), r.lr, r.grad_norm,
+          i.tokens_per_s, i.ms_per_step, extra, format_bytes(static_cast<double>(mem.allocated)),
+          format_bytes(static_cast<double>(mem.reserved)),
+          format_bytes(static_cast<double>(mem.peak)), format_si(tokens_seen, ""), epochs,
+          format_duration(eta));
     }
     if (r.skipped) {
       spdlog::warn("step {} | update skipped by the spike guard: {}", done, r.skipped->reason);
       if (metrics_.is_open()) {
-        metrics_.write({{"step", done}, {"event", "spike_skipped"}, {"loss", r.loss},
-                        {"grad_norm", r.grad_norm}, {"median_loss", r.skipped->median_loss},
+        metrics_.write({{"step", done},
+                        {"event", "spike_skipped"},
+                        {"loss", r.loss},
+                        {"grad_norm", r.grad_norm},
+                        {"median_loss", r.skipped->median_loss},
                         {"median_grad_norm", r.skipped->median_grad_norm},
                         {"reason", r.skipped->reason}});
       }
     }
     if (metrics_.is_open()) {
       const double flops = meter.flops_per_rank(1, seconds);
-      nlohmann::json record = {
-          {"step", done}, {"loss", r.loss}, {"lr", r.lr}, {"grad_norm", r.grad_norm},
-          {"tokens_per_s", tokens_per_s}, {"ms_per_step", seconds * 1e3},
-          {"tokens_seen", tokens_seen}, {"epochs", epochs},
-          {"peak_rss_bytes", peak_resident_bytes()}, {"flops_per_rank", flops},
-          {"mem_allocated_bytes", mem.allocated}, {"mem_reserved_bytes", mem.reserved},
-          {"mem_peak_bytes", mem.peak}};
+      nlohmann::json record = {{"step", done},
+                               {"loss", r.loss},
+                               {"lr", r.lr},
+                               {"grad_norm", r.grad_norm},
+                               {"tokens_per_s", tokens_per_s},
+                               {"ms_per_step", seconds * 1e3},
+                               {"tokens_seen", tokens_seen},
+                               {"epochs", epochs},
+                               {"peak_rss_bytes", peak_resident_bytes()},
+                               {"flops_per_rank", flops},
+                               {"mem_allocated_bytes", mem.allocated},
+                               {"mem_reserved_bytes", mem.reserved},
+                               {"mem_peak_bytes", mem.peak}};
       if (const double mfu = meter.mfu(flops); !std::isnan(mfu)) record["mfu"] = mfu;
       metrics_.write(record);
     }

@@ -57,7 +57,7 @@ struct StepResult {
   float grad_norm;
   float lr;
   std::optional<SpikeVerdict> skipped;  // set when the spike guard skipped the update
-  double pipeline_wait_seconds = 0;  // this rank's wait for neighbouring stages' messages
+  double pipeline_wait_seconds = 0;     // this rank's wait for neighbouring stages' messages
 };
 
 class Trainer {
@@ -118,8 +118,8 @@ class Trainer {
   std::unique_ptr<ShardingEngine> engine_;
   std::unique_ptr<DataLoader> train_data_;
   std::unique_ptr<DataLoader> val_data_;
-  std::optional<Tokenizer> tokenizer_;     // data.tokenizer, loaded at start
-  std::vector<int32_t> inputs_, targets_;  // (micro_batch_size, seq_len)
+  std::optional<Tokenizer> tokenizer_;      // data.tokenizer, loaded at start
+  std::vector<int32_t> inputs_, targets_;   // (micro_batch_size, seq_len)
   std::unique_ptr<FileLock> run_dir_lock_;  // rank 0, during run()
   MetricsLog metrics_;
 };

@@ -15,10 +15,10 @@
 
 enum cublasStatus_t {
   CUBLAS_STATUS_SUCCESS = 0,
-  CUBLAS_STATUS_NOT_INITIALIZED = 1,   // a null handle
-  CUBLAS_STATUS_INVALID_VALUE = 7,     // null, inconsistent or conflicting arguments
-  CUBLAS_STATUS_EXECUTION_FAILED = 13, // the work could not be queued (a sticky error)
-  CUBLAS_STATUS_NOT_SUPPORTED = 15,    // valid cuBLASLt, but not what the emulation does
+  CUBLAS_STATUS_NOT_INITIALIZED = 1,    // a null handle
+  CUBLAS_STATUS_INVALID_VALUE = 7,      // null, inconsistent or conflicting arguments
+  CUBLAS_STATUS_EXECUTION_FAILED = 13,  // the work could not be queued (a sticky error)
+  CUBLAS_STATUS_NOT_SUPPORTED = 15,     // valid cuBLASLt, but not what the emulation does
 };
 
 enum cublasOperation_t {
@@ -36,7 +36,7 @@ enum cublasLtMatmulDescAttributes_t {
 };
 
 enum cublasLtMatmulPreferenceAttributes_t {
-  CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1,  // uint64_t, default 0
+  CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1,    // uint64_t, default 0
   CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES = 5,  // uint32_t, default 256
   CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES = 6,
   CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES = 7,
@@ -73,7 +73,8 @@ const char* cublasLtGetStatusString(cublasStatus_t status);
 cublasStatus_t cublasLtCreate(cublasLtHandle_t* handle);
 
 // Only CUBLAS_COMPUTE_32F with scale type CUDA_R_32F (no TF32).
-cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* desc, cublasComputeType_t compute_type,
+cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* desc,
+                                        cublasComputeType_t compute_type,
                                         cudaDataType_t scale_type);
 cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc,
                                               cublasLtMatmulDescAttributes_t attribute,
@@ -102,9 +103,9 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
 
 // alpha and beta are host pointers, read at the call; C is read only when
 // beta != 0 and may be D (same layout) for an in-place accumulation.
-cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
-                              const void* alpha, const void* a, cublasLtMatrixLayout_t a_layout,
-                              const void* b, cublasLtMatrixLayout_t b_layout, const void* beta,
-                              const void* c, cublasLtMatrixLayout_t c_layout, void* d,
+cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const void* alpha,
+                              const void* a, cublasLtMatrixLayout_t a_layout, const void* b,
+                              cublasLtMatrixLayout_t b_layout, const void* beta, const void* c,
+                              cublasLtMatrixLayout_t c_layout, void* d,
                               cublasLtMatrixLayout_t d_layout, const cublasLtMatmulAlgo_t* algo,
                               void* workspace, size_t workspace_bytes, cudaStream_t stream);

@@ -41,21 +41,23 @@ constexpr int kTile = 16, kPerLane = 8;
 
 // One lane's part in a warp-wide tile operation.
 struct TileCall {
-  void* fragment;          // this lane's fragment (the destination of loads, mma's D)
+  void* fragment;           // this lane's fragment (the destination of loads, mma's D)
   const void* a = nullptr;  // mma's A, B and C fragments
   const void* b = nullptr;
   const void* c = nullptr;
-  void* memory = nullptr;   // load source or store destination
+  void* memory = nullptr;  // load source or store destination
   unsigned ldm = 0;
   bool column_major = false;
 };
 
 inline void check_same_call(void** calls, int lanes, const char* what) {
-  if (lanes != 32) cuda_emulation::kernel_fault("a wmma operation in a warp of fewer than 32 threads");
+  if (lanes != 32)
+    cuda_emulation::kernel_fault("a wmma operation in a warp of fewer than 32 threads");
   const auto* first = static_cast<const TileCall*>(calls[0]);
   for (int lane = 1; lane < lanes; lane++) {
     const auto* call = static_cast<const TileCall*>(calls[lane]);
-    if (call->memory != first->memory || call->ldm != first->ldm || call->column_major != first->column_major)
+    if (call->memory != first->memory || call->ldm != first->ldm ||
+        call->column_major != first->column_major)
       cuda_emulation::kernel_fault(what);
   }
 }
@@ -104,7 +106,8 @@ inline void store_all(void** calls, int lanes) {
 
 // D = A B + C over the whole warp's fragments.
 inline void multiply_all(void** calls, int lanes) {
-  if (lanes != 32) cuda_emulation::kernel_fault("a wmma operation in a warp of fewer than 32 threads");
+  if (lanes != 32)
+    cuda_emulation::kernel_fault("a wmma operation in a warp of fewer than 32 threads");
   float a[kTile][kTile], b[kTile][kTile], c[kTile][kTile];
   for (int lane = 0; lane < lanes; lane++) {
     const auto& call = *static_cast<TileCall*>(calls[lane]);

@@ -84,7 +84,7 @@ std::shared_ptr<fe::graph::Graph> build_graph(const Shape& s, std::string& why_n
   const int64_t B = s.B, T = s.T, H = s.H, D = s.D;
   const int64_t qkv_row = (s.H + 2 * s.KV) * D, out_row = H * D;
   // (B, heads, T, D) over token rows of `row` elements.
-  auto head_view = [&](fe::graph::Tensor_attributes& t, int64_t heads, int64_t row) -> auto& {
+  auto head_view = [&](fe::graph::Tensor_attributes & t, int64_t heads, int64_t row) -> auto& {
     return t.set_dim({B, heads, T, D}).set_stride({T * row, D, row, 1});
   };
   auto input = [&](const char* name, Uid uid, int64_t heads, int64_t row) {
@@ -92,9 +92,11 @@ std::shared_ptr<fe::graph::Graph> build_graph(const Shape& s, std::string& why_n
     t.set_name(name).set_uid(uid);
     return graph->tensor(head_view(t, heads, row));
   };
-  auto stats_view = [&](fe::graph::Tensor_attributes& t) -> auto& {
-    return t.set_uid(kStats).set_data_type(fe::DataType_t::FLOAT).set_dim({B, H, T, 1}).set_stride(
-        {H * T, T, 1, 1});
+  auto stats_view = [&](fe::graph::Tensor_attributes & t) -> auto& {
+    return t.set_uid(kStats)
+        .set_data_type(fe::DataType_t::FLOAT)
+        .set_dim({B, H, T, 1})
+        .set_stride({H * T, T, 1, 1});
   };
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.D));
   auto q = input("q", kQ, H, qkv_row), k = input("k", kK, s.KV, qkv_row),
@@ -166,7 +168,8 @@ const Plan* usable_plan(const Shape& s, std::initializer_list<const void*> point
   for (const void* p : pointers) {
     if (aligned(p)) continue;
     static bool warned = false;
-    if (!warned) spdlog::warn("cuDNN attention: a buffer is not 16-byte aligned; running the flash kernel");
+    if (!warned)
+      spdlog::warn("cuDNN attention: a buffer is not 16-byte aligned; running the flash kernel");
     warned = true;
     ++fallback_calls;
     return nullptr;
@@ -184,9 +187,11 @@ void attention_forward(Bf16* out, float* lse, const Bf16* qkv, int B, int T, int
   const Bf16* v = k + static_cast<size_t>(KV) * D;
   const Plan* plan = usable_plan(s, {qkv, k, v, out, lse});
   if (!plan) return cuda::attention_forward(out, lse, qkv, B, T, H, KV, D);
-  std::unordered_map<int64_t, void*> pack = {
-      {kQ, const_cast<Bf16*>(qkv)}, {kK, const_cast<Bf16*>(k)}, {kV, const_cast<Bf16*>(v)},
-      {kO, out},                    {kStats, lse}};
+  std::unordered_map<int64_t, void*> pack = {{kQ, const_cast<Bf16*>(qkv)},
+                                             {kK, const_cast<Bf16*>(k)},
+                                             {kV, const_cast<Bf16*>(v)},
+                                             {kO, out},
+                                             {kStats, lse}};
   execute(s, *plan, pack);
 }
 
@@ -194,15 +199,18 @@ void attention_backward(Bf16* dqkv, const Bf16* dout, const Bf16* qkv, const Bf1
                         const float* lse, int B, int T, int H, int KV, int D) {
   const Shape s{B, T, H, KV, D, true};
   const size_t k_at = static_cast<size_t>(H) * D, v_at = k_at + static_cast<size_t>(KV) * D;
-  const Plan* plan = usable_plan(s, {qkv, qkv + k_at, qkv + v_at, dqkv, dqkv + k_at, dqkv + v_at,
-                                     dout, out, lse});
+  const Plan* plan =
+      usable_plan(s, {qkv, qkv + k_at, qkv + v_at, dqkv, dqkv + k_at, dqkv + v_at, dout, out, lse});
   if (!plan) return cuda::attention_backward(dqkv, dout, qkv, out, lse, B, T, H, KV, D);
-  std::unordered_map<int64_t, void*> pack = {
-      {kQ, const_cast<Bf16*>(qkv)},      {kK, const_cast<Bf16*>(qkv + k_at)},
-      {kV, const_cast<Bf16*>(qkv + v_at)}, {kO, const_cast<Bf16*>(out)},
-      {kDO, const_cast<Bf16*>(dout)},    {kStats, const_cast<float*>(lse)},
-      {kDQ, dqkv},                       {kDK, dqkv + k_at},
-      {kDV, dqkv + v_at}};
+  std::unordered_map<int64_t, void*> pack = {{kQ, const_cast<Bf16*>(qkv)},
+                                             {kK, const_cast<Bf16*>(qkv + k_at)},
+                                             {kV, const_cast<Bf16*>(qkv + v_at)},
+                                             {kO, const_cast<Bf16*>(out)},
+                                             {kDO, const_cast<Bf16*>(dout)},
+                                             {kStats, const_cast<float*>(lse)},
+                                             {kDQ, dqkv},
+                                             {kDK, dqkv + k_at},
+                                             {kDV, dqkv + v_at}};
   execute(s, *plan, pack);
 }
 

@@ -102,25 +102,28 @@ inline int keys_seen(int t0, int i) {
 // transpose_tiles lays them out.
 void score_tile(float* scores, const float* queries, const float* keys_tiled, int t0, int n,
                 int T_pad, int D) {
-  for (int i = 0; i < n; i++) std::memset(scores + (size_t)i * T_pad, 0, sizeof(float) * keys_seen(t0, i));
+  for (int i = 0; i < n; i++)
+    std::memset(scores + (size_t)i * T_pad, 0, sizeof(float) * keys_seen(t0, i));
   for (int kb = 0; kb < t0 / kBlock; kb++) {  // the tiles left of the diagonal: all queries
     tile_gemm({scores + kb * kBlock, (size_t)T_pad}, {queries, (size_t)D, 1},
               {keys_tiled + (size_t)kb * D * kBlock, kBlock}, n, kBlock, D);
   }
   for (int i0 = 0; i0 < n; i0 += kChunk) {  // the diagonal tile, chunk by chunk
     const int rows = n - i0 < kChunk ? n - i0 : kChunk;
-    tile_gemm({scores + (size_t)i0 * T_pad + t0, (size_t)T_pad}, {queries + (size_t)i0 * D, (size_t)D, 1},
-              {keys_tiled + (size_t)t0 * D, kBlock}, rows, keys_seen(t0, i0) - t0, D);
+    tile_gemm({scores + (size_t)i0 * T_pad + t0, (size_t)T_pad},
+              {queries + (size_t)i0 * D, (size_t)D, 1}, {keys_tiled + (size_t)t0 * D, kBlock}, rows,
+              keys_seen(t0, i0) - t0, D);
   }
 }
 
 // C rows [0, n) += A rows (n, keys) B (keys, D), where row i needs only the
 // keys [0, keys_seen(t0, i)): P V and dS K, chunk by chunk of rows.
-void rows_times_keys(float* c, const float* a, size_t a_stride, const float* b, int t0, int n, int D) {
+void rows_times_keys(float* c, const float* a, size_t a_stride, const float* b, int t0, int n,
+                     int D) {
   for (int i0 = 0; i0 < n; i0 += kChunk) {
     const int rows = n - i0 < kChunk ? n - i0 : kChunk;
-    tile_gemm({c + (size_t)i0 * D, (size_t)D}, {a + i0 * a_stride, a_stride, 1}, {b, (size_t)D}, rows, D,
-              keys_seen(t0, i0));
+    tile_gemm({c + (size_t)i0 * D, (size_t)D}, {a + i0 * a_stride, a_stride, 1}, {b, (size_t)D},
+              rows, D, keys_seen(t0, i0));
   }
 }
 
@@ -133,18 +136,37 @@ void keys_times_rows(float* c, const float* a, const float* b, int t0, int n, in
   tile_gemm({c, (size_t)D}, {a, 1, (size_t)T_pad}, {b, (size_t)D}, t0, D, n);
   for (int i0 = 0; i0 < n && t0 + i0 < n_keys; i0 += kChunk) {
     const int rows = n_keys - (t0 + i0) < kChunk ? n_keys - (t0 + i0) : kChunk;
-    tile_gemm({c + (size_t)(t0 + i0) * D, (size_t)D}, {a + (size_t)i0 * T_pad + t0 + i0, 1, (size_t)T_pad},
-              {b + (size_t)i0 * D, (size_t)D}, rows, D, n - i0);
+    tile_gemm({c + (size_t)(t0 + i0) * D, (size_t)D},
+              {a + (size_t)i0 * T_pad + t0 + i0, 1, (size_t)T_pad}, {b + (size_t)i0 * D, (size_t)D},
+              rows, D, n - i0);
   }
 }
 
 // Tags of the two kernels' scratch buffers (cpu_scratch.h).
 struct ForwardScratch;
-enum ForwardSlot { kFwdKeys, kFwdKeysTiled, kFwdValues, kFwdQueries, kFwdOuts, kFwdProbs, kFwdSlots };
+enum ForwardSlot {
+  kFwdKeys,
+  kFwdKeysTiled,
+  kFwdValues,
+  kFwdQueries,
+  kFwdOuts,
+  kFwdProbs,
+  kFwdSlots
+};
 struct BackwardScratch;
 enum BackwardSlot {
-  kBwdKeys, kBwdKeysTiled, kBwdValues, kBwdValuesTiled, kBwdKeyGrads, kBwdValueGrads,
-  kBwdQueries, kBwdOutGrads, kBwdQueryGrads, kBwdProbs, kBwdScoreGrads, kBwdSlots
+  kBwdKeys,
+  kBwdKeysTiled,
+  kBwdValues,
+  kBwdValuesTiled,
+  kBwdKeyGrads,
+  kBwdValueGrads,
+  kBwdQueries,
+  kBwdOutGrads,
+  kBwdQueryGrads,
+  kBwdProbs,
+  kBwdScoreGrads,
+  kBwdSlots
 };
 
 }  // namespace
@@ -163,7 +185,9 @@ void attention_forward(Storage* out, float* lse, const Storage* qkv, int B, int 
     // Per-thread scratch: the current kv head's keys (rows and tiled
     // transpose) and values; one query tile's queries, their scores then
     // probabilities, and their unnormalized outputs.
-    auto buffer = [](ForwardSlot slot, size_t n) { return thread_scratch<ForwardScratch, kFwdSlots>(slot, n); };
+    auto buffer = [](ForwardSlot slot, size_t n) {
+      return thread_scratch<ForwardScratch, kFwdSlots>(slot, n);
+    };
     const HeadRows keys{buffer(kFwdKeys, head_floats), buffer(kFwdKeysTiled, head_floats)};
     float* values = buffer(kFwdValues, head_floats);
     float* queries = buffer(kFwdQueries, tile_floats);
@@ -171,8 +195,8 @@ void attention_forward(Storage* out, float* lse, const Storage* qkv, int B, int 
     float* probs = buffer(kFwdProbs, (size_t)kBlock * T_pad);
     float inv_sums[kBlock];  // 1 / sum of each query's unnormalized probabilities
     int loaded = -1;         // b * KV + kv head of the keys and values in scratch
-    // Query heads (b, h): a static schedule hands each thread consecutive
-    // heads, so the query heads of one kv head mostly load it once.
+                             // Query heads (b, h): a static schedule hands each thread consecutive
+                             // heads, so the query heads of one kv head mostly load it once.
 #pragma omp for collapse(2) schedule(static)
     for (int b = 0; b < B; b++) {
       for (int h = 0; h < H; h++) {
@@ -232,7 +256,9 @@ void attention_backward(Storage* dqkv, const Storage* dout, const Storage* qkv, 
     // tile: its queries, output gradients and query gradients, probabilities
     // and score gradients (query-major; the key gradients read them
     // transposed through the strides of tile_gemm's left operand).
-    auto buffer = [](BackwardSlot slot, size_t n) { return thread_scratch<BackwardScratch, kBwdSlots>(slot, n); };
+    auto buffer = [](BackwardSlot slot, size_t n) {
+      return thread_scratch<BackwardScratch, kBwdSlots>(slot, n);
+    };
     const HeadRows keys{buffer(kBwdKeys, head_floats), buffer(kBwdKeysTiled, head_floats)};
     const HeadRows values{buffer(kBwdValues, head_floats), buffer(kBwdValuesTiled, head_floats)};
     float* dkeys = buffer(kBwdKeyGrads, head_floats);
@@ -265,8 +291,8 @@ void attention_backward(Storage* dqkv, const Storage* dout, const Storage* qkv, 
               float* p = probs + (size_t)i * T_pad;
               float* ds = dscores + (size_t)i * T_pad;  // holds dp = dout_t . v_s
               const float lse_t = lse[((size_t)b * H + h) * T + t];
-              const float delta =
-                  dot(douts + i * D, out + (token0 + i) * out_row + (size_t)h * D, D);  // sum_s p_s dp_s
+              const float delta = dot(douts + i * D, out + (token0 + i) * out_row + (size_t)h * D,
+                                      D);  // sum_s p_s dp_s
 #pragma omp simd
               for (int s = 0; s < seen; s++) {
                 const bool visible = s <= t;

@@ -77,7 +77,7 @@ struct Tiles {
   // warp) fall in distinct banks.
   static constexpr int kPad = kTensorCores ? 8 : 1;
   static constexpr int kAccumulatorPad = kTensorCores ? 4 : 1;
-  static constexpr int ld(int cols) { return cols + kPad; }  // Element tiles
+  static constexpr int ld(int cols) { return cols + kPad; }                 // Element tiles
   static constexpr int ld_acc(int cols) { return cols + kAccumulatorPad; }  // fp32 tiles
   // fp32 tiles of 128-wide rows are twice the bytes: halve them there.
   static constexpr bool kHalfTiles = !kTensorCores && kHeadDim == 128;
@@ -102,10 +102,10 @@ struct ForwardLayout {
   static constexpr size_t kE = sizeof(typename Cfg::Element);
   static constexpr int ld_qkv = Cfg::ld(kHeadDim), ld_scores = Cfg::ld_acc(kK);
   static constexpr int ld_probs = Cfg::ld(kK), ld_outs = Cfg::ld_acc(kHeadDim);
-  static constexpr size_t queries = 0;                                  // (kQ, D) Element
-  static constexpr size_t keys = after(queries, kQ, ld_qkv, kE);        // (kK, D) Element
-  static constexpr size_t values = after(keys, kK, ld_qkv, kE);         // (kK, D) Element
-  static constexpr size_t scores = after(values, kK, ld_qkv, kE);       // (kQ, kK) fp32
+  static constexpr size_t queries = 0;                             // (kQ, D) Element
+  static constexpr size_t keys = after(queries, kQ, ld_qkv, kE);   // (kK, D) Element
+  static constexpr size_t values = after(keys, kK, ld_qkv, kE);    // (kK, D) Element
+  static constexpr size_t scores = after(values, kK, ld_qkv, kE);  // (kQ, kK) fp32
   static constexpr size_t scores_end = after(scores, kQ, ld_scores, 4);
   // fp32 P overwrites the scores it comes from (each by the thread that read it).
   static constexpr size_t probs = Cfg::kTensorCores ? scores_end : scores;  // (kQ, kK) Element
@@ -122,22 +122,23 @@ struct KvLayout {
   static constexpr size_t kE = sizeof(typename Cfg::Element);
   static constexpr int ld_qkv = Cfg::ld(kHeadDim), ld_acc = Cfg::ld_acc(kHeadDim);
   static constexpr int ld_scores = Cfg::ld_acc(kQ), ld_probs = Cfg::ld(kQ);
-  static constexpr size_t keys = 0;                                      // (kK, D) Element
-  static constexpr size_t values = after(keys, kK, ld_qkv, kE);          // (kK, D) Element
-  static constexpr size_t dkeys = after(values, kK, ld_qkv, kE);         // (kK, D) fp32
-  static constexpr size_t dvalues = after(dkeys, kK, ld_acc, 4);         // (kK, D) fp32
-  static constexpr size_t queries = after(dvalues, kK, ld_acc, 4);       // (kQ, D) Element
-  static constexpr size_t douts = after(queries, kQ, ld_qkv, kE);        // (kQ, D) Element
-  static constexpr size_t scores = after(douts, kQ, ld_qkv, kE);         // (kK, kQ) fp32: S^T
-  static constexpr size_t dprobs = after(scores, kK, ld_scores, 4);      // (kK, kQ) fp32: dP^T
+  static constexpr size_t keys = 0;                                  // (kK, D) Element
+  static constexpr size_t values = after(keys, kK, ld_qkv, kE);      // (kK, D) Element
+  static constexpr size_t dkeys = after(values, kK, ld_qkv, kE);     // (kK, D) fp32
+  static constexpr size_t dvalues = after(dkeys, kK, ld_acc, 4);     // (kK, D) fp32
+  static constexpr size_t queries = after(dvalues, kK, ld_acc, 4);   // (kQ, D) Element
+  static constexpr size_t douts = after(queries, kQ, ld_qkv, kE);    // (kQ, D) Element
+  static constexpr size_t scores = after(douts, kQ, ld_qkv, kE);     // (kK, kQ) fp32: S^T
+  static constexpr size_t dprobs = after(scores, kK, ld_scores, 4);  // (kK, kQ) fp32: dP^T
   static constexpr size_t dprobs_end = after(dprobs, kK, ld_scores, 4);
   // fp32 P^T and dS^T overwrite S^T and dP^T in place.
   static constexpr size_t probs = Cfg::kTensorCores ? dprobs_end : scores;  // (kK, kQ) Element
   static constexpr size_t dscores =
       Cfg::kTensorCores ? after(probs, kK, ld_probs, kE) : dprobs;  // (kK, kQ) Element
-  static constexpr size_t rows_at = Cfg::kTensorCores ? after(dscores, kK, ld_probs, kE) : dprobs_end;
-  static constexpr size_t lse_log2 = rows_at;                   // (kQ) fp32: lse * log2(e)
-  static constexpr size_t deltas = after(lse_log2, 1, kQ, 4);   // (kQ) fp32
+  static constexpr size_t rows_at =
+      Cfg::kTensorCores ? after(dscores, kK, ld_probs, kE) : dprobs_end;
+  static constexpr size_t lse_log2 = rows_at;                  // (kQ) fp32: lse * log2(e)
+  static constexpr size_t deltas = after(lse_log2, 1, kQ, 4);  // (kQ) fp32
   static constexpr size_t bytes = after(deltas, 1, kQ, 4);
 };
 
@@ -148,13 +149,13 @@ struct DqLayout {
   static constexpr size_t kE = sizeof(typename Cfg::Element);
   static constexpr int ld_qkv = Cfg::ld(kHeadDim), ld_acc = Cfg::ld_acc(kHeadDim);
   static constexpr int ld_scores = Cfg::ld_acc(kK), ld_probs = Cfg::ld(kK);
-  static constexpr size_t queries = 0;                                   // (kQ, D) Element
-  static constexpr size_t douts = after(queries, kQ, ld_qkv, kE);        // (kQ, D) Element
-  static constexpr size_t keys = after(douts, kQ, ld_qkv, kE);           // (kK, D) Element
-  static constexpr size_t values = after(keys, kK, ld_qkv, kE);          // (kK, D) Element
-  static constexpr size_t dqueries = after(values, kK, ld_qkv, kE);      // (kQ, D) fp32
-  static constexpr size_t scores = after(dqueries, kQ, ld_acc, 4);       // (kQ, kK) fp32
-  static constexpr size_t dprobs = after(scores, kQ, ld_scores, 4);      // (kQ, kK) fp32
+  static constexpr size_t queries = 0;                               // (kQ, D) Element
+  static constexpr size_t douts = after(queries, kQ, ld_qkv, kE);    // (kQ, D) Element
+  static constexpr size_t keys = after(douts, kQ, ld_qkv, kE);       // (kK, D) Element
+  static constexpr size_t values = after(keys, kK, ld_qkv, kE);      // (kK, D) Element
+  static constexpr size_t dqueries = after(values, kK, ld_qkv, kE);  // (kQ, D) fp32
+  static constexpr size_t scores = after(dqueries, kQ, ld_acc, 4);   // (kQ, kK) fp32
+  static constexpr size_t dprobs = after(scores, kQ, ld_scores, 4);  // (kQ, kK) fp32
   static constexpr size_t dprobs_end = after(dprobs, kQ, ld_scores, 4);
   // fp32 dS overwrites dP in place.
   static constexpr size_t dscores = Cfg::kTensorCores ? dprobs_end : dprobs;  // (kQ, kK) Element
@@ -176,8 +177,10 @@ __device__ __forceinline__ float element_to_f32(float x) { return x; }
 __device__ __forceinline__ float element_to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
 template <class Element>
 __device__ __forceinline__ Element f32_to_element(float x) {
-  if constexpr (std::is_same_v<Element, float>) return x;
-  else return __float2bfloat16_rn(x);
+  if constexpr (std::is_same_v<Element, float>)
+    return x;
+  else
+    return __float2bfloat16_rn(x);
 }
 
 // The combine of warp_reduce for a row's running max (fmaxf(a, b) == fmaxf(b, a)).
@@ -468,8 +471,8 @@ __global__ void __launch_bounds__(kThreads)
                               D, packed);
       load_lse<kQ>(lse_log2, lse + ((size_t)b * H + h) * T + q0, valid_queries);
       __syncthreads();
-      compute_deltas<kQ>(deltas, douts, L::ld_qkv, out_tokens + dout_offset, out_row,
-                         valid_queries, D);
+      compute_deltas<kQ>(deltas, douts, L::ld_qkv, out_tokens + dout_offset, out_row, valid_queries,
+                         D);
       tile_product<kK, kQ, kHeadDim, false, true>(scores, L::ld_scores, keys, L::ld_qkv, queries,
                                                   L::ld_qkv);
       tile_product<kK, kQ, kHeadDim, false, true>(dprobs, L::ld_scores, values, L::ld_qkv, douts,
@@ -498,8 +501,8 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   Storage* dkey_rows = dqkv + (size_t)b * T * row + key_offset;
   store_tile<kK, kHeadDim>(dkey_rows, row, dkeys, L::ld_acc, nullptr, valid_keys, D);
-  store_tile<kK, kHeadDim>(dkey_rows + (size_t)KV * D, row, dvalues, L::ld_acc, nullptr,
-                           valid_keys, D);
+  store_tile<kK, kHeadDim>(dkey_rows + (size_t)KV * D, row, dvalues, L::ld_acc, nullptr, valid_keys,
+                           D);
 }
 
 // Grid (query tiles, H, B): dQ of one query tile, summed over the key tiles up
@@ -595,10 +598,14 @@ void check_shape(const char* op, int H, int KV, int D) {
 // Calls f(std::integral_constant<int, P>) with P the padded head dim for D.
 template <class F>
 void with_padded_head_dim(int D, F&& f) {
-  if (D <= 16) f(std::integral_constant<int, 16>{});
-  else if (D <= 32) f(std::integral_constant<int, 32>{});
-  else if (D <= 64) f(std::integral_constant<int, 64>{});
-  else f(std::integral_constant<int, 128>{});
+  if (D <= 16)
+    f(std::integral_constant<int, 16>{});
+  else if (D <= 32)
+    f(std::integral_constant<int, 32>{});
+  else if (D <= 64)
+    f(std::integral_constant<int, 64>{});
+  else
+    f(std::integral_constant<int, 128>{});
 }
 
 // 16-byte loads of every row need D to be a whole number of 16-byte packs and
@@ -610,7 +617,8 @@ bool packs_fit(int D, const void* a, const void* b) {
 
 template <class Kernel>
 void allow_shared_bytes(Kernel kernel, size_t bytes) {
-  LLM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+  LLM_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
 }
 
 }  // namespace

@@ -93,8 +93,8 @@ void scatter_columns(T* slice, const float* compact, size_t lo, size_t hi, size_
                      const int32_t* selected, size_t k) {
   const size_t n = columns_compact_rows(lo, hi, cols) * k;
   if (n == 0) return;
-  launch(scatter_columns_kernel<T>, compact_blocks(n), kThreads, 0, compute_stream(), slice, compact,
-         lo, hi, cols, selected, k, lo / cols, n);
+  launch(scatter_columns_kernel<T>, compact_blocks(n), kThreads, 0, compute_stream(), slice,
+         compact, lo, hi, cols, selected, k, lo / cols, n);
   LLM_CUDA_CHECK_LAUNCH();
 }
 

@@ -49,8 +49,8 @@ dnnl::engine& cpu_engine() {
   return engine;
 }
 
-dnnl::matmul::primitive_desc describe(Op op_a, Op op_b, int M, int N, int K, int lda, int ldb, int ldc,
-                                      float beta, DataType in, DataType out) {
+dnnl::matmul::primitive_desc describe(Op op_a, Op op_b, int M, int N, int K, int lda, int ldb,
+                                      int ldc, float beta, DataType in, DataType out) {
   dnnl::primitive_attr attr;
   if (beta != 0.0f) {
     dnnl::post_ops sum;
@@ -65,18 +65,20 @@ dnnl::matmul::primitive_desc describe(Op op_a, Op op_b, int M, int N, int K, int
 // This thread's primitives, one per distinct call.
 struct Primitives {
   dnnl::stream stream{cpu_engine()};
-  std::map<std::tuple<DataType, DataType, Op, Op, int, int, int, int, int, int, float, int>, dnnl::matmul> cache;
+  std::map<std::tuple<DataType, DataType, Op, Op, int, int, int, int, int, int, float, int>,
+           dnnl::matmul>
+      cache;
 
   // A primitive splits its work for the thread count it was made under, so
   // that count is part of the call's identity (ThreadLimit changes it).
   template <class In, class Out>
   dnnl::matmul& get(const GemmArgs<In, Out>& g) {
-    const auto key = std::make_tuple(data_type<In>(), data_type<Out>(), g.op_a, g.op_b, g.M, g.N, g.K,
-                                     g.lda, g.ldb, g.ldc, g.beta, omp_get_max_threads());
+    const auto key = std::make_tuple(data_type<In>(), data_type<Out>(), g.op_a, g.op_b, g.M, g.N,
+                                     g.K, g.lda, g.ldb, g.ldc, g.beta, omp_get_max_threads());
     auto found = cache.find(key);
     if (found != cache.end()) return found->second;
-    const auto desc = describe(g.op_a, g.op_b, g.M, g.N, g.K, g.lda, g.ldb, g.ldc, g.beta, data_type<In>(),
-                               data_type<Out>());
+    const auto desc = describe(g.op_a, g.op_b, g.M, g.N, g.K, g.lda, g.ldb, g.ldc, g.beta,
+                               data_type<In>(), data_type<Out>());
     return cache.emplace(key, dnnl::matmul(desc)).first->second;
   }
 };
@@ -100,10 +102,13 @@ void run(const GemmArgs<In, Out>& g) {
   thread_local Primitives primitives;
   try {
     dnnl::matmul& matmul = primitives.get(g);
-    const memory a(operand(g.op_a, g.M, g.K, g.lda, data_type<In>()), cpu_engine(), const_cast<In*>(g.a));
-    const memory b(operand(g.op_b, g.K, g.N, g.ldb, data_type<In>()), cpu_engine(), const_cast<In*>(g.b));
+    const memory a(operand(g.op_a, g.M, g.K, g.lda, data_type<In>()), cpu_engine(),
+                   const_cast<In*>(g.a));
+    const memory b(operand(g.op_b, g.K, g.N, g.ldb, data_type<In>()), cpu_engine(),
+                   const_cast<In*>(g.b));
     const memory c(operand(Op::kNone, g.M, g.N, g.ldc, data_type<Out>()), cpu_engine(), g.c);
-    matmul.execute(primitives.stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
+    matmul.execute(primitives.stream,
+                   {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
     primitives.stream.wait();
   } catch (const dnnl::error& e) {
     LLM_FAIL("oneDNN matmul ({} x {} x {}) failed: {}", g.M, g.N, g.K, e.what());
@@ -118,7 +123,8 @@ bool cpu_has_native_bf16() {
   if (isa != dnnl::cpu_isa::avx512_core_bf16 && isa != dnnl::cpu_isa::avx512_core_amx) return false;
   try {
     const std::string impl =
-        describe(Op::kNone, Op::kNone, 64, 64, 64, 64, 64, 64, 0.0f, DataType::bf16, DataType::f32).impl_info_str();
+        describe(Op::kNone, Op::kNone, 64, 64, 64, 64, 64, 64, 0.0f, DataType::bf16, DataType::f32)
+            .impl_info_str();
     return impl.find("bf16") != std::string::npos || impl.find("amx") != std::string::npos;
   } catch (const dnnl::error&) {
     return false;  // no bf16 matmul for this CPU at all

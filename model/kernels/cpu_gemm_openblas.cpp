@@ -31,8 +31,8 @@ CBLAS_TRANSPOSE cblas_op(Op op) { return op == Op::kNone ? CblasNoTrans : CblasT
 // Inside a parallel region (the caller's or gemm's own), so OpenBLAS runs
 // it on this thread alone.
 void sgemm_block(const GemmArgs<float, float>& g) {
-  cblas_sgemm(CblasRowMajor, cblas_op(g.op_a), cblas_op(g.op_b), g.M, g.N, g.K, 1.0f, g.a, g.lda, g.b,
-              g.ldb, g.beta, g.c, g.ldc);
+  cblas_sgemm(CblasRowMajor, cblas_op(g.op_a), cblas_op(g.op_b), g.M, g.N, g.K, 1.0f, g.a, g.lda,
+              g.b, g.ldb, g.beta, g.c, g.ldc);
 }
 
 // Start of block `index` of `blocks` over [0, size), on a multiple of kAlign.

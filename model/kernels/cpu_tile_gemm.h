@@ -48,10 +48,12 @@ template <int R, int NV>
 inline void block(TileC c, TileA a, TileB b, int k) {
   Vec acc[R][NV];
   for (int r = 0; r < R; r++)
-    for (int v = 0; v < NV; v++) std::memcpy(&acc[r][v], c.c + r * c.row_stride + v * kLanes, sizeof(Vec));
+    for (int v = 0; v < NV; v++)
+      std::memcpy(&acc[r][v], c.c + r * c.row_stride + v * kLanes, sizeof(Vec));
   for (int p = 0; p < k; p++) {
     Vec bv[NV];
-    for (int v = 0; v < NV; v++) std::memcpy(&bv[v], b.b + p * b.row_stride + v * kLanes, sizeof(Vec));
+    for (int v = 0; v < NV; v++)
+      std::memcpy(&bv[v], b.b + p * b.row_stride + v * kLanes, sizeof(Vec));
     const float* a_p = a.a + p * a.col_stride;
     for (int r = 0; r < R; r++) {
       const float a_rp = a_p[r * a.row_stride];
@@ -59,7 +61,8 @@ inline void block(TileC c, TileA a, TileB b, int k) {
     }
   }
   for (int r = 0; r < R; r++)
-    for (int v = 0; v < NV; v++) std::memcpy(c.c + r * c.row_stride + v * kLanes, &acc[r][v], sizeof(Vec));
+    for (int v = 0; v < NV; v++)
+      std::memcpy(c.c + r * c.row_stride + v * kLanes, &acc[r][v], sizeof(Vec));
 }
 
 // sum + a * b as the vector blocks compute each term: fused where the target
@@ -79,20 +82,36 @@ template <int NV>
 inline void column_block(TileC c, TileA a, TileB b, int m, int k) {
   int i = 0;
   for (; i + kRows <= m; i += kRows)
-    block<kRows, NV>({c.c + i * c.row_stride, c.row_stride}, {a.a + i * a.row_stride, a.row_stride, a.col_stride}, b, k);
+    block<kRows, NV>({c.c + i * c.row_stride, c.row_stride},
+                     {a.a + i * a.row_stride, a.row_stride, a.col_stride}, b, k);
   const TileC c_rest{c.c + i * c.row_stride, c.row_stride};
   const TileA a_rest{a.a + i * a.row_stride, a.row_stride, a.col_stride};
   switch (m - i) {  // fewer than kRows rows left
 #if defined(__AVX512F__)
-    case 7: block<7, NV>(c_rest, a_rest, b, k); break;
-    case 6: block<6, NV>(c_rest, a_rest, b, k); break;
+    case 7:
+      block<7, NV>(c_rest, a_rest, b, k);
+      break;
+    case 6:
+      block<6, NV>(c_rest, a_rest, b, k);
+      break;
 #endif
-    case 5: block<5, NV>(c_rest, a_rest, b, k); break;
-    case 4: block<4, NV>(c_rest, a_rest, b, k); break;
-    case 3: block<3, NV>(c_rest, a_rest, b, k); break;
-    case 2: block<2, NV>(c_rest, a_rest, b, k); break;
-    case 1: block<1, NV>(c_rest, a_rest, b, k); break;
-    default: break;
+    case 5:
+      block<5, NV>(c_rest, a_rest, b, k);
+      break;
+    case 4:
+      block<4, NV>(c_rest, a_rest, b, k);
+      break;
+    case 3:
+      block<3, NV>(c_rest, a_rest, b, k);
+      break;
+    case 2:
+      block<2, NV>(c_rest, a_rest, b, k);
+      break;
+    case 1:
+      block<1, NV>(c_rest, a_rest, b, k);
+      break;
+    default:
+      break;
   }
 }
 
@@ -112,7 +131,8 @@ inline void tile_gemm(TileC c, TileA a, TileB b, int m, int n, int k) {
   for (; j < n; j++) {
     for (int i = 0; i < m; i++) {
       float sum = c.c[i * c.row_stride + j];
-      for (int p = 0; p < k; p++) sum = add_product(sum, a.a[i * a.row_stride + p * a.col_stride], b.b[p * b.row_stride + j]);
+      for (int p = 0; p < k; p++)
+        sum = add_product(sum, a.a[i * a.row_stride + p * a.col_stride], b.b[p * b.row_stride + j]);
       c.c[i * c.row_stride + j] = sum;
     }
   }

@@ -114,9 +114,8 @@ __global__ void combine_losses_kernel(float* losses, const float* partials, int 
 // read and written by the same thread.
 template <class T>
 __global__ void __launch_bounds__(kThreads)
-    combine_gradient_kernel(float* losses, T* logits, const float* partials,
-                            const int32_t* targets, int N, int V_local, int vocab_begin, int ranks,
-                            float dloss) {
+    combine_gradient_kernel(float* losses, T* logits, const float* partials, const int32_t* targets,
+                            int N, int V_local, int vocab_begin, int ranks, float dloss) {
   __shared__ float row_lse;
   if (threadIdx.x == 0) {
     const RowTotals totals = combine_row(partials, blockIdx.x, N, ranks);

@@ -41,7 +41,8 @@ void cross_entropy_combine(float* losses, T* logits, const float* partials, cons
 
 }  // namespace llm::cpu
 
-// CUDA twins (cross_entropy.cu): the same contracts on device pointers, queued on the compute stream.
+// CUDA twins (cross_entropy.cu): the same contracts on device pointers, queued on the compute
+// stream.
 namespace llm::cuda {
 
 template <class T>

@@ -31,8 +31,10 @@ void embedding_forward(T* out, const int32_t* tokens, const T* wte, int N, int C
   for (int n = 0; n < N; n++) {
     const int row = slice_row(tokens[n], vocab_begin, vocab_rows);
     T* dst = out + (size_t)n * C;
-    if (row < 0) std::memset(dst, 0, sizeof(T) * C);  // all-zero bits: +0 in fp32 and bf16
-    else std::memcpy(dst, wte + (size_t)row * C, sizeof(T) * C);
+    if (row < 0)
+      std::memset(dst, 0, sizeof(T) * C);  // all-zero bits: +0 in fp32 and bf16
+    else
+      std::memcpy(dst, wte + (size_t)row * C, sizeof(T) * C);
   }
 }
 

@@ -45,8 +45,8 @@ __device__ __forceinline__ int slice_row(int32_t token, int vocab_begin, int voc
 // the slice, copied as `Word`s (uint4 or the element type; Word{} is all-zero
 // bits, +0 in fp32 and bf16).
 template <class Word>
-__global__ void gather_rows_kernel(Word* out, const int32_t* tokens, const Word* wte,
-                                   int row_words, int vocab_begin, int vocab_rows) {
+__global__ void gather_rows_kernel(Word* out, const int32_t* tokens, const Word* wte, int row_words,
+                                   int vocab_begin, int vocab_rows) {
   const int n = blockIdx.x;
   const int row = slice_row(tokens[n], vocab_begin, vocab_rows);
   Word* dst = out + (size_t)n * row_words;

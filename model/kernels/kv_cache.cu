@@ -68,12 +68,13 @@ __global__ void attention_cached_kernel(Storage* out, const Storage* qkv, const 
     const float p = s < visible ? expf(score - new_max) : 0.0f;
     probs[threadIdx.x] = p;
     const float rescale = expf(max - new_max);  // 0 on the first chunk
-    sum = sum * rescale + block_sum(p);  // block_sum's barrier publishes probs
+    sum = sum * rescale + block_sum(p);         // block_sum's barrier publishes probs
     max = new_max;
     const int n = min(kThreads, visible - base);
     for (int d = threadIdx.x; d < D; d += blockDim.x) {
       float a = acc[d] * rescale;
-      for (int j = 0; j < n; j++) a += probs[j] * load_f32(&values[(size_t)(base + j) * cache_row + d]);
+      for (int j = 0; j < n; j++)
+        a += probs[j] * load_f32(&values[(size_t)(base + j) * cache_row + d]);
       acc[d] = a;
     }
     __syncthreads();  // probs is rewritten by the next chunk

@@ -38,7 +38,9 @@ int chunk_rows(int N, int C, int OC) {
 enum ScratchRole { kWeight, kInputRows, kOutputRows, kInputGradRows, kScratchRoles };
 
 struct MatmulScratch;
-float* scratch(ScratchRole role, size_t n) { return thread_scratch<MatmulScratch, kScratchRoles>(role, n); }
+float* scratch(ScratchRole role, size_t n) {
+  return thread_scratch<MatmulScratch, kScratchRoles>(role, n);
+}
 
 float* widened(ScratchRole role, const Bf16* x, size_t n) {
   float* wide = scratch(role, n);
@@ -56,9 +58,10 @@ void forward_direct(T* out, const T* inp, const T* weight, int N, int C, int OC,
 // dinp (N, C) = dout (N, OC) @ weight (OC, C) unless dinp is null, and
 // dweight (OC, C) += dout^T @ inp (N, C), one product each on T operands.
 template <class T>
-void backward_direct(T* dinp, float* dweight, const T* dout, const T* inp, const T* weight, int N, int C,
-                     int OC) {
-  if (dinp != nullptr) gemm(GemmArgs<T, T>{Op::kNone, Op::kNone, N, C, OC, dout, OC, weight, C, 0.0f, dinp, C});
+void backward_direct(T* dinp, float* dweight, const T* dout, const T* inp, const T* weight, int N,
+                     int C, int OC) {
+  if (dinp != nullptr)
+    gemm(GemmArgs<T, T>{Op::kNone, Op::kNone, N, C, OC, dout, OC, weight, C, 0.0f, dinp, C});
   gemm(GemmArgs<T, float>{Op::kTranspose, Op::kNone, OC, C, N, dout, OC, inp, C, 1.0f, dweight, C});
 }
 
@@ -89,8 +92,8 @@ void forward_widened(Bf16* out, const Bf16* inp, const Bf16* weight, const Bf16*
 
 // The bf16 backward on widened operands, chunk by chunk of rows; dweight sums
 // the chunks in chunk order, each as one product with beta = 1.
-void backward_widened(Bf16* dinp, float* dweight, const Bf16* dout, const Bf16* inp, const Bf16* weight,
-                      int N, int C, int OC) {
+void backward_widened(Bf16* dinp, float* dweight, const Bf16* dout, const Bf16* inp,
+                      const Bf16* weight, int N, int C, int OC) {
   const float* weight_f32 = dinp != nullptr ? widened(kWeight, weight, (size_t)OC * C) : nullptr;
   const int rows = chunk_rows(N, C, OC);
   float* dinp_f32 = dinp != nullptr ? scratch(kInputGradRows, (size_t)rows * C) : nullptr;
@@ -107,13 +110,15 @@ void backward_widened(Bf16* dinp, float* dweight, const Bf16* dout, const Bf16* 
 
 template <class T>
 void matmul_forward(T* out, const T* inp, const T* weight, int N, int C, int OC) {
-  if (direct<T>()) forward_direct(out, inp, weight, N, C, OC, 0.0f);
-  else if constexpr (std::is_same_v<T, Bf16>) forward_widened(out, inp, weight, nullptr, N, C, OC);
+  if (direct<T>())
+    forward_direct(out, inp, weight, N, C, OC, 0.0f);
+  else if constexpr (std::is_same_v<T, Bf16>)
+    forward_widened(out, inp, weight, nullptr, N, C, OC);
 }
 
 template <class T>
-void matmul_forward_residual(T* out, const T* inp, const T* weight, const T* residual, int N,
-                             int C, int OC) {
+void matmul_forward_residual(T* out, const T* inp, const T* weight, const T* residual, int N, int C,
+                             int OC) {
   if (direct<T>()) {
     if (out != residual) std::memcpy(out, residual, (size_t)N * OC * sizeof(T));
     forward_direct(out, inp, weight, N, C, OC, 1.0f);
@@ -125,8 +130,10 @@ void matmul_forward_residual(T* out, const T* inp, const T* weight, const T* res
 template <class T>
 void matmul_backward(T* dinp, float* dweight, const T* dout, const T* inp, const T* weight, int N,
                      int C, int OC) {
-  if (direct<T>()) backward_direct(dinp, dweight, dout, inp, weight, N, C, OC);
-  else if constexpr (std::is_same_v<T, Bf16>) backward_widened(dinp, dweight, dout, inp, weight, N, C, OC);
+  if (direct<T>())
+    backward_direct(dinp, dweight, dout, inp, weight, N, C, OC);
+  else if constexpr (std::is_same_v<T, Bf16>)
+    backward_widened(dinp, dweight, dout, inp, weight, N, C, OC);
 }
 
 LLM_INSTANTIATE_FOR_STORAGE_TYPES(matmul_forward);

@@ -279,8 +279,7 @@ void linear_backward(void* dinp, float* dweight, const void* dout, const void* i
                      const void* weight, int N, int C, int OC, cudaDataType_t type) {
   // dinp (N, C) = dout @ weight; column-major: dinp^T (C, N) = weight^T (C, OC) @ dout^T (OC, N).
   if (dinp != nullptr)
-    gemm(CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, type, weight, C, dout, OC, type, dinp, dinp, C,
-         0.0f);
+    gemm(CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, type, weight, C, dout, OC, type, dinp, dinp, C, 0.0f);
   // dweight (OC, C) += dout^T @ inp; column-major: dweight^T (C, OC) += inp^T (C, N) @ dout (N,
   // OC), where dout (N, OC) is op_T of the stored dout^T (OC, N).
   gemm(CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, type, inp, C, dout, OC, CUDA_R_32F, dweight, dweight, C,
@@ -299,8 +298,8 @@ void matmul_forward(T* out, const T* inp, const T* weight, int N, int C, int OC)
 }
 
 template <class T>
-void matmul_forward_residual(T* out, const T* inp, const T* weight, const T* residual, int N,
-                             int C, int OC) {
+void matmul_forward_residual(T* out, const T* inp, const T* weight, const T* residual, int N, int C,
+                             int OC) {
   linear_forward(out, inp, weight, residual, N, C, OC, kDataType<T>);
 }
 

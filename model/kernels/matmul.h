@@ -21,8 +21,8 @@ void matmul_forward(T* out, const T* inp, const T* weight, int N, int C, int OC)
 // fp32 and rounded once (bf16). out may be residual itself or a buffer that
 // does not overlap it.
 template <class T>
-void matmul_forward_residual(T* out, const T* inp, const T* weight, const T* residual, int N,
-                             int C, int OC);
+void matmul_forward_residual(T* out, const T* inp, const T* weight, const T* residual, int N, int C,
+                             int OC);
 
 // dinp (N, C) = dout (N, OC) @ weight (skipped when dinp is null);
 // dweight (OC, C) += dout^T @ inp.
@@ -38,8 +38,8 @@ namespace llm::cuda {
 template <class T>
 void matmul_forward(T* out, const T* inp, const T* weight, int N, int C, int OC);
 template <class T>
-void matmul_forward_residual(T* out, const T* inp, const T* weight, const T* residual, int N,
-                             int C, int OC);
+void matmul_forward_residual(T* out, const T* inp, const T* weight, const T* residual, int N, int C,
+                             int OC);
 template <class T>
 void matmul_backward(T* dinp, float* dweight, const T* dout, const T* inp, const T* weight, int N,
                      int C, int OC);

@@ -16,10 +16,9 @@
 
 namespace cuda_emulation {
 
-cudaError_t radix_sort_pairs(void* temp_storage, size_t& temp_storage_bytes,
-                             const int32_t* keys_in, int32_t* keys_out, const int32_t* values_in,
-                             int32_t* values_out, int num_items, int begin_bit, int end_bit,
-                             cudaStream_t stream);
+cudaError_t radix_sort_pairs(void* temp_storage, size_t& temp_storage_bytes, const int32_t* keys_in,
+                             int32_t* keys_out, const int32_t* values_in, int32_t* values_out,
+                             int num_items, int begin_bit, int end_bit, cudaStream_t stream);
 
 }  // namespace cuda_emulation
 
