@@ -13,10 +13,10 @@
 // before each block.
 #pragma once
 
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <functional>
 #include <tuple>
 #include <type_traits>
@@ -127,16 +127,8 @@ T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width = 32) {
 
 // ---- intrinsics and device math ------------------------------------------------------
 
-inline float __uint_as_float(unsigned bits) {
-  float value;
-  std::memcpy(&value, &bits, sizeof value);
-  return value;
-}
-inline unsigned __float_as_uint(float value) {
-  unsigned bits;
-  std::memcpy(&bits, &value, sizeof bits);
-  return bits;
-}
+inline float __uint_as_float(unsigned bits) { return std::bit_cast<float>(bits); }
+inline unsigned __float_as_uint(float value) { return std::bit_cast<unsigned>(value); }
 
 // CUDA's integer min and max, found unqualified in device code.
 inline int min(int a, int b) { return a < b ? a : b; }

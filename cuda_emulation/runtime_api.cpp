@@ -1,6 +1,6 @@
 // The emulated runtime's device, memory and error calls: devices whose
-// memory is the process's host memory, tracked so that copies can check which side a
-// pointer lives on and cudaMemGetInfo can count what is in use.
+// memory is the process's host memory, tracked so that copies can check
+// which side a pointer lives on and cudaMemGetInfo can count what is in use.
 // Invariants: fresh device memory is poisoned (0xFF bytes: NaN in fp32 and
 // bf16), as cudaMalloc's contents are undefined; a copy whose device side is
 // not inside a live allocation fails as an illegal address, and one whose

@@ -3,23 +3,19 @@
 // every NaN into the canonical NaN (0x7FFF), as CUDA's does.
 #pragma once
 
+#include <bit>
 #include <cstdint>
-#include <cstring>
 
 struct __nv_bfloat16 {
   unsigned short __x;
 };
 
 inline float __bfloat162float(__nv_bfloat16 value) {
-  const uint32_t bits = uint32_t{value.__x} << 16;
-  float result;
-  std::memcpy(&result, &bits, sizeof result);
-  return result;
+  return std::bit_cast<float>(uint32_t{value.__x} << 16);
 }
 
 inline __nv_bfloat16 __float2bfloat16_rn(float value) {
-  uint32_t bits;
-  std::memcpy(&bits, &value, sizeof bits);
+  const uint32_t bits = std::bit_cast<uint32_t>(value);
   if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return {0x7FFF};
   const uint32_t lsb = (bits >> 16) & 1u;
   return {static_cast<unsigned short>((bits + 0x7FFFu + lsb) >> 16)};
