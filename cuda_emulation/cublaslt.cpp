@@ -224,6 +224,15 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
     std::memcpy(&preference->max_workspace_bytes, value, sizeof(uint64_t));
     return CUBLAS_STATUS_SUCCESS;
   }
+  if (attribute == CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK) {
+    // The emulated GEMM never splits K, so every mask admits it; only the
+    // value's size and bits are checked.
+    uint32_t mask;
+    if (value_bytes != sizeof mask) return CUBLAS_STATUS_INVALID_VALUE;
+    std::memcpy(&mask, value, sizeof mask);
+    return (mask & ~uint32_t{CUBLASLT_REDUCTION_SCHEME_MASK}) == 0 ? CUBLAS_STATUS_SUCCESS
+                                                                   : CUBLAS_STATUS_INVALID_VALUE;
+  }
   if (attribute < CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES ||
       attribute > CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES || value_bytes != sizeof(uint32_t))
     return CUBLAS_STATUS_INVALID_VALUE;

@@ -7,7 +7,8 @@
 // Invariants: dinp and out are overwritten (beta = 0), dweight accumulates
 // (beta = 1) and is fp32 in both precisions; the residual forward reads the
 // residual as cuBLASLt's C (D = out, beta = 1; C may be D), so its sum is the
-// epilogue's fp32 one, rounded once; one handle and one 32 MiB
+// epilogue's fp32 one, rounded once (bf16 outputs allow only split-K schemes
+// that reduce in fp32); one handle and one 32 MiB
 // workspace for the process, made on first use; each distinct GEMM (shape,
 // types, transposes, beta, pointer alignments) is planned once, on its first
 // call, and cached, so later steps do no allocation and no heuristic search.
@@ -83,7 +84,8 @@ struct GemmPlan {
 struct LtState {
   cublasLtHandle_t handle = nullptr;
   void* workspace = nullptr;
-  GrowingScratch timing_output;  // D (and C) of the timing runs
+  GrowingScratch timing_output;   // D (and C) of the timing runs
+  GrowingScratch aliased_output;  // D of a bf16 GEMM whose C is its output (linear_forward)
   cudaEvent_t timing_start = nullptr, timing_stop = nullptr;
   std::map<GemmKey, GemmPlan> plans;
   std::mutex mutex;  // guards plans (lookups are cheap next to a GEMM)
@@ -161,6 +163,16 @@ Candidates candidate_algorithms(cublasLtHandle_t handle, const GemmPlan& plan, c
   for (int i = 0; i < 4; i++)
     LLM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, alignment_attributes[i],
                                                           &alignments[i], sizeof alignments[i]));
+  // Split-K parts summed in the output type (the INPLACE and OUTPUT_TYPE
+  // schemes) round every partial sum: for a bf16 D only the schemes that sum
+  // in fp32 keep the one-rounding contract.
+  if (key.d_type != CUDA_R_32F) {
+    const uint32_t fp32_reductions =
+        CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    LLM_CUBLAS_CHECK(
+        cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                             &fp32_reductions, sizeof fp32_reductions));
+  }
 
   Candidates candidates;
   const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
@@ -268,11 +280,23 @@ void gemm(cublasOperation_t trans_a, cublasOperation_t trans_b, int m, int n, in
 // out (N, OC) = inp @ weight^T (+ residual, when not null); column-major:
 // out^T (OC, N) = weight (OC, C) @ inp^T (C, N) (+ residual^T), where weight is
 // op_T of the stored weight^T (C, OC).
+// A bf16 residual added in place (out == residual) goes through a scratch D
+// and a copy back: with C == D, cuBLASLt 13.1 on an H100 (2026-11-24) was off
+// by several bf16 ulps where the sum cancels, as if the product were rounded
+// before C was added (test matmul_forward_residual_in_place_or_not; the same
+// GEMMs with C != D round once). The model never adds in place: no cost to it.
 void linear_forward(void* out, const void* inp, const void* weight, const void* residual, int N,
                     int C, int OC, cudaDataType_t type) {
-  const bool add_residual = residual != nullptr;
-  gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, type, weight, C, inp, C, type,
-       add_residual ? residual : out, out, OC, add_residual ? 1.0f : 0.0f);
+  if (residual == nullptr) {
+    gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, type, weight, C, inp, C, type, out, out, OC, 0.0f);
+    return;
+  }
+  void* d = out;
+  const size_t out_bytes = (size_t)N * OC * element_bytes(type);
+  if (residual == out && type != CUDA_R_32F) d = lt_state().aliased_output.reserve(out_bytes);
+  gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, type, weight, C, inp, C, type, residual, d, OC, 1.0f);
+  if (d != out)
+    LLM_CUDA_CHECK(cudaMemcpyAsync(out, d, out_bytes, cudaMemcpyDeviceToDevice, compute_stream()));
 }
 
 void linear_backward(void* dinp, float* dweight, const void* dout, const void* inp,
