@@ -1,7 +1,7 @@
 // Entry point. Subcommands:
 //   ./train [train] --config FILE [--section.key=value ...]   train (default)
 //   ./train prepare --input PATH... --out DIR [--vocab-size N] ...   text -> shards
-//   ./train bench --config FILE [--bench-steps N] [--modes] [--section.key=value ...]
+//   ./train bench --config FILE [--bench-steps N] [--modes | --profile] [--section.key=value ...]
 //   ./train export --checkpoint DIR --out DIR [--force]   checkpoint -> Hugging Face Llama
 //   ./train generate --checkpoint DIR [--prompt TEXT] ...   sample text from a model
 //   ./train plan --config FILE --world N [--gpu-memory 80GiB]   memory planner
@@ -94,24 +94,30 @@ constexpr const char* kUsage = R"(usage:
       --temperature 0 is greedy; defaults 0.8, top-k 40 (0: off), top-p 0.95
       (1: off), seed 0. Prints each sample and the tokens per second. Runs on
       the run's training.device unless --device says otherwise.
-  ./train bench --config FILE [--bench-steps N] [--modes | --memory | --offload] [--peak-tflops P]
-                [--section.key=value ...]
+  ./train bench --config FILE [--bench-steps N] [--modes | --memory | --offload | --profile]
+                [--peak-tflops P] [--section.key=value ...]
       Time training steps on synthetic tokens; report tokens/s and GFLOP/s
       against this machine's sgemm rate, or on a GPU (training.device = cuda)
-      as MFU against P TFLOP/s (default 989, H100 SXM dense bf16). With --modes (under mpirun), run the
-      config in every parallel mode and print a table of step time, memory
-      per rank and bytes communicated per step. With --memory, a table of
-      precision x activation checkpointing: tokens/s and activation bytes.
-      With --offload, the optimizer on the device, offloaded (with and
-      without delayed_update) and ZenFlow: step time, device and host bytes,
-      bytes moved host <-> device and host time per step.
+      as MFU against P TFLOP/s (default 989, H100 SXM dense bf16). With
+      --profile, then time N more steps op by op (a CUDA event on the compute
+      stream after each op; on the CPU the host clock) and print a table:
+      each op's calls and ms per step, its share of the step, the matmuls'
+      FLOP/s, and the ops' sum against the measured step. With --modes (under
+      mpirun), run the config in every parallel mode and print a table of
+      step time, memory per rank and bytes communicated per step. With
+      --memory, a table of precision x activation checkpointing: tokens/s and
+      activation bytes. With --offload, the optimizer on the device,
+      offloaded (with and without delayed_update) and ZenFlow: step time,
+      device and host bytes, bytes moved host <-> device and host time per
+      step.
 )";
 
 using Args = llm::CommandLine;
 
 // Options that take no value.
-constexpr std::string_view kFlags[] = {"quiet",   "modes",    "force",     "memory",     "offload",
-                                       "measure", "validate", "calibrate", "comm-bench", "no-plot"};
+constexpr std::string_view kFlags[] = {"quiet",      "modes",   "force",    "memory",
+                                       "offload",    "measure", "validate", "calibrate",
+                                       "comm-bench", "no-plot", "profile"};
 
 const std::string* find_option(const Args& args, const std::string& name) {
   const std::string* found = nullptr;
@@ -291,7 +297,15 @@ int run_train(const Args& args) {
 }
 
 int run_bench(const Args& args) {
-  check_options(args, {"config", "bench-steps", "modes", "memory", "offload", "peak-tflops"});
+  check_options(args,
+                {"config", "bench-steps", "modes", "memory", "offload", "peak-tflops", "profile"});
+  const bool profile = find_option(args, "profile") != nullptr;
+  alike_on_every_rank([&] {
+    LLM_CHECK(!profile || !(find_option(args, "modes") || find_option(args, "memory") ||
+                            find_option(args, "offload")),
+              "./train bench: --profile times the plain benchmark's steps; it does not combine "
+              "with --modes, --memory or --offload");
+  });
   const std::string* steps_option = find_option(args, "bench-steps");
   int steps = steps_option ? static_cast<int>(llm::parse_integer(*steps_option, "bench-steps")) : 5;
   llm::Group& world = join_world();
@@ -305,7 +319,7 @@ int run_bench(const Args& args) {
     const std::string* peak = find_option(args, "peak-tflops");
     // H100 SXM dense bf16, the MFU reference of `./train bench`.
     const double peak_tflops = peak ? llm::parse_positive_number(*peak, "peak-tflops") : 989.0;
-    llm::benchmark_run(load_config(args), world, steps, peak_tflops);
+    llm::benchmark_run(load_config(args), world, steps, peak_tflops, profile);
   }
   return 0;
 }

@@ -57,6 +57,17 @@ namespace llm {
   X(fill_zero)               \
   X(scatter_columns)
 
+// The ops with one signature, each declared in llm::cpu and llm::cuda as a
+// plain function. Adding one: its kernels header, .cpp and .cu, and one line here.
+#define LLM_NAMED_OPS(X) \
+  X(rope_table)          \
+  X(cast_f32_to_bf16)    \
+  X(cast_bf16_to_f32)    \
+  X(adamw_update)        \
+  X(sum_squares)         \
+  X(column_sum_squares)  \
+  X(gather_columns)
+
 // The typed ops of one storage type T (float or Bf16).
 template <class T>
 struct TypedOps {
@@ -70,13 +81,9 @@ struct Backend {
   const DeviceMemory* memory;
   TypedOps<float> f32;
   TypedOps<Bf16> bf16;
-  decltype(&cpu::rope_table) rope_table;
-  decltype(&cpu::cast_f32_to_bf16) cast_f32_to_bf16;
-  decltype(&cpu::cast_bf16_to_f32) cast_bf16_to_f32;
-  decltype(&cpu::adamw_update) adamw_update;
-  decltype(&cpu::sum_squares) sum_squares;
-  decltype(&cpu::column_sum_squares) column_sum_squares;
-  decltype(&cpu::gather_columns) gather_columns;
+#define LLM_NAMED_OP_FIELD(name) decltype(&cpu::name) name;
+  LLM_NAMED_OPS(LLM_NAMED_OP_FIELD)
+#undef LLM_NAMED_OP_FIELD
 
   // The table of storage type T: f32 or bf16.
   template <class T>

@@ -16,22 +16,23 @@ TypedOps<T> cpu_typed_ops() {
   return table;
 }
 
+// Every op of LLM_NAMED_OPS.
+Backend cpu_backend() {
+  Backend backend{};
+  backend.device = Device::cpu;
+  backend.memory = &host_memory();
+  backend.f32 = cpu_typed_ops<float>();
+  backend.bf16 = cpu_typed_ops<Bf16>();
+#define LLM_SET_CPU_NAMED_OP(name) backend.name = &cpu::name;
+  LLM_NAMED_OPS(LLM_SET_CPU_NAMED_OP)
+#undef LLM_SET_CPU_NAMED_OP
+  return backend;
+}
+
 }  // namespace
 
 const Backend& backend_cpu() {
-  static const Backend backend{
-      .device = Device::cpu,
-      .memory = &host_memory(),
-      .f32 = cpu_typed_ops<float>(),
-      .bf16 = cpu_typed_ops<Bf16>(),
-      .rope_table = cpu::rope_table,
-      .cast_f32_to_bf16 = cpu::cast_f32_to_bf16,
-      .cast_bf16_to_f32 = cpu::cast_bf16_to_f32,
-      .adamw_update = cpu::adamw_update,
-      .sum_squares = cpu::sum_squares,
-      .column_sum_squares = cpu::column_sum_squares,
-      .gather_columns = cpu::gather_columns,
-  };
+  static const Backend backend = cpu_backend();
   return backend;
 }
 

@@ -36,19 +36,15 @@ TypedOps<Bf16> cuda_bf16_ops(bool with_cudnn) {
 }
 
 Backend cuda_backend(bool with_cudnn) {
-  return {
-      .device = Device::cuda,
-      .memory = &cuda_memory(),
-      .f32 = cuda_typed_ops<float>(),
-      .bf16 = cuda_bf16_ops(with_cudnn),
-      .rope_table = cuda::rope_table,
-      .cast_f32_to_bf16 = cuda::cast_f32_to_bf16,
-      .cast_bf16_to_f32 = cuda::cast_bf16_to_f32,
-      .adamw_update = cuda::adamw_update,
-      .sum_squares = cuda::sum_squares,
-      .column_sum_squares = cuda::column_sum_squares,
-      .gather_columns = cuda::gather_columns,
-  };
+  Backend backend{};
+  backend.device = Device::cuda;
+  backend.memory = &cuda_memory();
+  backend.f32 = cuda_typed_ops<float>();
+  backend.bf16 = cuda_bf16_ops(with_cudnn);
+#define LLM_SET_CUDA_NAMED_OP(name) backend.name = &cuda::name;
+  LLM_NAMED_OPS(LLM_SET_CUDA_NAMED_OP)
+#undef LLM_SET_CUDA_NAMED_OP
+  return backend;
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include "trainer/trainer.h"
 #include "data/shard.h"
 #include "model/kernels/cpu_gemm.h"
+#include "model/op_profile.h"
 #include "model/pipeline_schedule.h"
 
 namespace llm {
@@ -80,8 +81,10 @@ double measure_bf16_gemm_gflops(int n, int repeats) { return gemm_gflops<Bf16>(n
 namespace {
 
 // A trainer on synthetic uniform tokens (throughput does not depend on the
-// text); the shard file only lives while the loader opens it.
-std::unique_ptr<Trainer> synthetic_trainer(Config config, Group& world) {
+// text), on `backend` when given; the shard file only lives while the loader
+// opens it.
+std::unique_ptr<Trainer> synthetic_trainer(Config config, Group& world,
+                                           const Backend* backend = nullptr) {
   const TrainingConfig& t = config.training;
   std::vector<uint32_t> tokens(static_cast<size_t>(t.batch_size) * (t.seq_len + 1));
   Rng rng(static_cast<uint64_t>(t.seed));
@@ -95,7 +98,7 @@ std::unique_ptr<Trainer> synthetic_trainer(Config config, Group& world) {
   config.data.tokenizer = "";  // nothing is sampled: no tokenizer to load
   config.training.sample_tokens = 0;
   config.logging.metrics = false;
-  auto trainer = std::make_unique<Trainer>(config, world);
+  auto trainer = std::make_unique<Trainer>(config, world, backend);
   std::filesystem::remove(shard);
   return trainer;
 }
@@ -126,12 +129,73 @@ double time_steps(Trainer& trainer, int steps, const std::string& label, double*
   return seconds_since(start) / steps;
 }
 
+// `steps` more steps, each between the profile's begin_step and end_step (the
+// trainer runs on its profiled backend), counted on rank 0's terminal.
+void profile_steps(Trainer& trainer, OpProfile& profile, int steps) {
+  ProgressOptions options;
+  options.enabled = trainer.topology().world.rank() == 0;
+  options.item_name = "steps";
+  options.style = ProgressStyle::transient;
+  options.show_after = 1;
+  Progress progress("  profiling", static_cast<uint64_t>(steps), options);
+  for (int s = 1; s <= steps; ++s) {
+    profile.begin_step();
+    trainer.train_step(s);
+    profile.end_step();
+    progress.add(1);
+  }
+  progress.finish();
+}
+
+// The op table: the ops by time, then their sum against the measured step.
+void print_op_profile(const OpProfile& profile, bool gpu, int world_size) {
+  const int steps = profile.steps();
+  const double step_ms = profile.step_seconds() * 1e3 / steps;
+  const double op_ms = profile.op_seconds() * 1e3 / steps;
+  const double rate_unit = gpu ? 1e12 : 1e9;  // TFLOP/s on a GPU, GFLOP/s on the CPU
+  fmt::print("  op profile{}, {} more steps on {}:\n", world_size > 1 ? " of rank 0" : "", steps,
+             !gpu            ? "the host clock"
+             : kCudaEmulated ? "the CUDA emulation (CPU times of the emulated kernels, not a GPU's)"
+                             : "CUDA events on the compute stream");
+  fmt::print("  {:<30} {:>10} {:>10} {:>7} {:>9}\n", "op", "calls/step", "ms/step", "% step",
+             gpu ? "TFLOP/s" : "GFLOP/s");
+  for (const OpTotal& op : profile.totals()) {
+    const std::string calls = op.calls % steps == 0
+                                  ? fmt::format("{}", op.calls / steps)
+                                  : fmt::format("{:.1f}", static_cast<double>(op.calls) / steps);
+    const std::string rate = op.flops > 0 && op.seconds > 0
+                                 ? fmt::format("{:.4g}", op.flops / op.seconds / rate_unit)
+                                 : "-";
+    const double ms = op.seconds * 1e3 / steps;
+    fmt::print("  {:<30} {:>10} {:>10.3f} {:>6.1f}% {:>9}\n", op.name, calls, ms,
+               100 * ms / step_ms, rate);
+  }
+  fmt::print("  {:<30} {:>10} {:>10.3f} {:>6.1f}%\n", "all ops", "", op_ms, 100 * op_ms / step_ms);
+  fmt::print("  {:<30} {:>10} {:>10.3f} {:>6.1f}%\n", "outside ops", "", step_ms - op_ms,
+             100 * (step_ms - op_ms) / step_ms);
+  fmt::print("  {:<30} {:>10} {:>10.3f} {:>6.1f}%\n", "step (measured)", "", step_ms, 100.0);
+  fmt::print(
+      "  an op's time runs from the previous op's end (or the step's start) to its own: its work\n"
+      "  and any wait before it (launch gap, host work, copies, collectives); outside ops: the\n"
+      "  rest of the measured step (after its last op; the host's latency at its start and end,\n"
+      "  where each profiled step waits for the device)\n");
+}
+
 }  // namespace
 
-void benchmark_run(Config config, Group& world, int steps, double peak_tflops) {
+void benchmark_run(Config config, Group& world, int steps, double peak_tflops, bool profile_ops) {
   const TrainingConfig& t = config.training;
   const bool gpu = config.device() == Device::cuda;
-  std::unique_ptr<Trainer> trainer = synthetic_trainer(config, world);
+  // With profile_ops the trainer runs on the profiled backend throughout; its
+  // ops mark nothing outside the profile's steps.
+  std::unique_ptr<OpProfile> profile;
+  Backend profiled_backend{};
+  if (profile_ops) {
+    profile = std::make_unique<OpProfile>(config.device());
+    profiled_backend = profiled(backend_for(config.device(), t.attention), *profile);
+  }
+  std::unique_ptr<Trainer> trainer =
+      synthetic_trainer(config, world, profile ? &profiled_backend : nullptr);
   const bool leader = world.rank() == 0;
   if (leader) {
     fmt::print("benchmark {} ({} parameters, {} rank(s) on {}, mode {}, {})\n", config.path,
@@ -147,6 +211,7 @@ void benchmark_run(Config config, Group& world, int steps, double peak_tflops) {
   double reference = gpu ? peak_tflops * 1e3 : measure_gemm_gflops(2048, 10);
   double seconds = time_steps(*trainer, steps, "  timing");
   if (!gpu) reference = std::max(reference, measure_gemm_gflops(2048, 10));
+  if (profile) profile_steps(*trainer, *profile, steps);
 
   if (!leader) return;
   if (gpu) {
@@ -168,6 +233,7 @@ void benchmark_run(Config config, Group& world, int steps, double peak_tflops) {
   fmt::print("  activations {}, model state {}\n",
              format_bytes(trainer->model().activation_bytes().total),
              format_bytes(trainer->engine().bytes().total()));
+  if (profile) print_op_profile(*profile, gpu, world.size());
 }
 
 void benchmark_modes(Config config, Group& world, int steps) {

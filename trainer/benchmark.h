@@ -30,8 +30,12 @@ double measure_bf16_gemm_gflops(int n, int repeats);
 // Times `steps` training steps (after one warm-up step) and prints the
 // report; on a GPU (training.device = cuda) the achieved rate is given as MFU
 // against `peak_tflops` (dense bf16 peak per GPU), on the CPU against the
-// measured sgemm rate.
-void benchmark_run(Config config, Group& world, int steps, double peak_tflops);
+// measured sgemm rate. With `profile_ops`, then times `steps` more steps op by
+// op on a profiled backend (model/op_profile.h) and prints rank 0's table:
+// per op its calls and milliseconds per step, its share of the measured step
+// and the matmuls' achieved FLOP/s, then the ops' sum against that step.
+void benchmark_run(Config config, Group& world, int steps, double peak_tflops,
+                   bool profile_ops = false);
 
 // Runs the config in every parallel mode on `world` and prints a table: step
 // time, tokens/s, bytes per rank of parameters / gradients / optimizer state /

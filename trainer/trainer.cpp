@@ -142,7 +142,7 @@ int micro_batches_per_step(const TrainingConfig& t, int dp_size) {
   return t.batch_size / per_step;
 }
 
-Trainer::Trainer(Config config, Group& world)
+Trainer::Trainer(Config config, Group& world, const Backend* backend_override)
     : config_(std::move(config)),
       device_world_(device_group(config_, world)),
       topology_(device_world_ ? *device_world_ : world, config_.parallel),
@@ -172,7 +172,12 @@ Trainer::Trainer(Config config, Group& world)
     val_data_ = std::make_unique<DataLoader>(config_.data.val, t.seq_len, config_.model.vocab_size,
                                              static_cast<uint64_t>(t.seed), /*shuffle=*/false);
   }
-  const Backend& backend = backend_for(config_.device(), config_.training.attention);
+  const Backend& backend = backend_override
+                               ? *backend_override
+                               : backend_for(config_.device(), config_.training.attention);
+  LLM_CHECK(backend.device == config_.device(),
+            "{}: the trainer was given a backend of another device than training.device",
+            config_.path);
   const int stages = topology_.pipeline->size(), stage = topology_.pipeline->rank();
   model_ = std::make_unique<Transformer>(
       config_.model, t.micro_batch_size, t.seq_len, backend, checkpointing_plan(t),

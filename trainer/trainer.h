@@ -62,8 +62,11 @@ struct StepResult {
 
 class Trainer {
  public:
-  // Trains over `world` (every rank of it calls this together).
-  Trainer(Config config, Group& world);
+  // Trains over `world` (every rank of it calls this together), on the ops of
+  // `backend` when given (it must run on training.device and outlive the
+  // trainer: `./train bench --profile` passes a profiled one), else of
+  // backend_for(training.device, training.attention).
+  Trainer(Config config, Group& world, const Backend* backend = nullptr);
 
   // Runs from start_step() to training.steps with evaluation, logging and
   // checkpoints; then the sample. Returns early (after saving) on SIGTERM, SIGINT,
