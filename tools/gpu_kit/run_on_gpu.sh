@@ -20,6 +20,10 @@
 #               delayed / ZenFlow step times, PCIe bytes and GPU idle (issue 15)
 #   generate_124m  two steps of the 124M shape on the tiny data (bf16), then
 #               ./train generate --device cuda: 8 samples x 256 tokens, tokens/s
+#   contention  nvcc tools/gpu_kit/measure_contention.cu (no CMake), then run it:
+#               a bf16 GEMM's slowdown beside a copy kernel of B blocks, the
+#               measurement behind planning/contention.h; CSV to
+#               $OUT/contention.csv (else BUILD_DIR/contention.csv)
 # and, for a rehearsal without a GPU (tools/gpu_kit/rehearse.sh):
 #   cpu_tests   ctest -L cpu -R 'Config|DataPrepare|Bf16|Matmul' (toml++, SentencePiece,
 #               spdlog, OpenBLAS)
@@ -39,7 +43,7 @@
 #   --jobs N          (nproc, at most 16)
 #   --cuda-arch A     CMAKE_CUDA_ARCHITECTURES (90a)
 #   --steps LIST      comma-separated step names, run in the order above;
-#                     `all` (the default) = the GPU steps, env to bench_1b
+#                     `all` (the default) = the GPU steps, env to contention
 #   --deadline S      seconds for the whole script, 0 = none (570)
 #   --report FILE     ($OUT/gpu_report.txt, else BUILD_DIR/gpu_report.txt)
 set -uo pipefail
@@ -47,7 +51,7 @@ set -uo pipefail
 START=$(date +%s)
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$REPO"
-GPU_STEPS="env,nvidia_smi,mpi_smoke,configure,build,linkage,ctest_gpu,gpu_modes,bench_124m,bench_1b,bench_offload,generate_124m"
+GPU_STEPS="env,nvidia_smi,mpi_smoke,configure,build,linkage,ctest_gpu,gpu_modes,bench_124m,bench_1b,bench_offload,generate_124m,contention"
 KIT=gpu_kit/kit.tar.xz
 DEST=/tmp/gpu_kit
 BUILD=build-gpu
@@ -178,6 +182,21 @@ for t in train tiny_data llm_gpu_tests llm_op_tests llm_mpi_tests $(wanted cpu_t
 done
 # Quote an array for the bash -c command strings.
 q() { local s; printf -v s '%q ' "$@"; printf '%s' "${s% }"; }
+# The contention probe is one nvcc command: kit_env.sh's -I flags (headers
+# outside the toolkit, a wheel's), libcublasLt.so's folder (the shim's link for
+# a wheel's versioned library) and an rpath to where the library really is.
+NVCC=$(command -v nvcc || echo nvcc)
+NVCC_FLAGS=
+for a in ${GPU_KIT_CMAKE_ARGS[@]+"${GPU_KIT_CMAKE_ARGS[@]}"}; do
+  case $a in -DCMAKE_CUDA_FLAGS=*) NVCC_FLAGS=${a#-DCMAKE_CUDA_FLAGS=} ;; esac
+done
+CUBLASLT=$(sed -n 's/^libcublasLt: //p' <<< "${GPU_KIT_CUDA_REPORT:-}")
+case $CUBLASLT in
+  */libcublasLt.so) NVCC_FLAGS+=" -L$(dirname "$CUBLASLT")" ;;
+  /*) NVCC_FLAGS+=" -L$DEST/cuda-shim" ;;
+esac
+case $CUBLASLT in /*) NVCC_FLAGS+=" -Xlinker -rpath=$(dirname "$(readlink -f "$CUBLASLT")")" ;; esac
+case $ARCH in [0-9][0-9]|[0-9][0-9][0-9]|[0-9][0-9]a|[0-9][0-9][0-9]a) NVCC_ARCH=sm_$ARCH ;; *) NVCC_ARCH=native ;; esac
 MPI_ENV="OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 GTEST_COLOR=no"
 
 run_step env 60 "
@@ -218,6 +237,9 @@ run_step generate_124m 180 "./train --config configs/gpu_124m.toml --data.train=
   --training.sample_tokens=0 --checkpoint.dir=/tmp/generate_124m --checkpoint.resume=none &&
   ./train generate --checkpoint /tmp/generate_124m --device cuda --samples 8 --max-new-tokens 256 \
   --temperature 1 --top-k 0 --top-p 1 --prompt 'The'"
+run_step contention 120 "mkdir -p $(q "$BUILD") && $(q "$NVCC") -O2 -std=c++17 -arch=$NVCC_ARCH $NVCC_FLAGS \
+  tools/gpu_kit/measure_contention.cu -lcublasLt -o $(q "$BUILD/measure_contention") &&
+  $(q "$BUILD/measure_contention") --csv $(q "${OUT:-$BUILD}/contention.csv")"
 run_step cpu_tests 900 "$(q "$CTEST") --test-dir $(q "$BUILD") -L cpu -R 'Config\\.|DataPrepare\\.|Bf16\\.|[Mm]atmul' \
   --no-tests=error --output-on-failure -j $JOBS --timeout 600"
 run_step mpi_cpu 600 "$MPI_ENV mpirun -np 2 $(q "$BUILD")/test/llm_mpi_tests --gtest_filter='*CommWorld*:*CommCollective*:StagedComm*'"
