@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "trainer/benchmark.h"
+#include "model/flops.h"
 #include "runtime/error.h"
 #include "model/layout.h"
 #include "model/pipeline_schedule.h"
@@ -111,8 +111,8 @@ int pipeline_compute_stage(const Config& config) {
     double flops = 0;
     for (int u = 0; u < static_cast<int>(layout.units.size()); ++u) {
       if (layout.units[u].numel == 0) continue;  // another stage's
-      flops +=
-          unit_pass_flops(config, u, Pass::forward) + unit_pass_flops(config, u, Pass::backward);
+      flops += unit_pass_flops(config, u, Pass::forward).total() +
+               unit_pass_flops(config, u, Pass::backward).total();
     }
     if (flops > most) {
       most = flops;
@@ -120,35 +120,6 @@ int pipeline_compute_stage(const Config& config) {
     }
   }
   return slowest;
-}
-
-double unit_pass_flops(const Config& config, int unit, Pass pass) {
-  const ModelConfig& m = config.model;
-  const TrainingConfig& t = config.training;
-  const int num_units = m.n_layers + 2;
-  const double C = m.dim, F = m.ffn_dim, V = m.vocab_size, H = m.n_heads;
-  const double D = C / m.n_heads, HD = H * D, QKV = (H + 2.0 * m.n_kv_heads) * D;
-  const double B = t.micro_batch_size, T = t.seq_len, N = B * T;
-  const double pairs = T * (T + 1) / 2.0;  // causal query-key pairs per sequence and head
-  const double attention_forward = 2.0 * 2.0 * D * pairs * H * B;
-  const double pass_factor = pass == Pass::forward ? 1.0 : 2.0;
-  switch (unit_kind(unit, num_units)) {
-    case UnitKind::embed:
-    case UnitKind::scalar:
-      return 0;  // a lookup and a scatter-add
-    case UnitKind::head:
-      return pass_factor * 2.0 * N * V * C;
-    case UnitKind::block:
-      break;
-  }
-  double flops = pass_factor * (2.0 * N * (QKV * C + HD * C + 3.0 * F * C) + attention_forward);
-  const CheckpointingPlan checkpointing = checkpointing_plan(t);
-  if (pass == Pass::backward && checkpointing.checkpointed(unit - 1) &&
-      checkpointing.mode == Recompute::full) {
-    // Forward again up to SwiGLU (everything but the down projection).
-    flops += 2.0 * N * (QKV * C + HD * C + 2.0 * F * C) + attention_forward;
-  }
-  return flops;  // selective recomputation redoes norms and SwiGLU only: no matmuls
 }
 
 StepPrediction throughput_predict(const Config& config, int world, const HardwareProfile& hw,
@@ -220,7 +191,7 @@ StepPrediction throughput_predict(const Config& config, int world, const Hardwar
   for (int u = 0; u < num_units; ++u) {
     for (Pass pass : {Pass::forward, Pass::backward}) {
       const int i = 2 * u + (pass == Pass::backward);
-      flops_by_unit_pass[i] = unit_pass_flops(config, u, pass) / T;
+      flops_by_unit_pass[i] = unit_pass_flops(config, u, pass).total() / T;
       for (const TensorCollective& c : tensor_parallel_collectives(config, u, pass)) {
         const double payload =
             static_cast<double>(traffic_of(c.op, c.count, c.element_bytes, T).payload);

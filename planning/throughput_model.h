@@ -113,8 +113,4 @@ StepPrediction throughput_predict(const Config& config, int world, const Hardwar
 // (the first on a tie); 0 with one stage.
 int pipeline_compute_stage(const Config& config);
 
-// FLOPs of `unit` in `pass` for one micro-batch (backward includes the
-// recomputation activation checkpointing adds).
-double unit_pass_flops(const Config& config, int unit, Pass pass);
-
 }  // namespace llm

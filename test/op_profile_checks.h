@@ -16,7 +16,7 @@
 
 #include "model/op_profile.h"
 #include "parallel/comm.h"
-#include "trainer/benchmark.h"
+#include "model/flops.h"
 #include "trainer/trainer.h"
 
 namespace llm::test_support {
@@ -123,7 +123,7 @@ inline std::vector<float> plain_losses(const Config& config, int steps) {
 }
 
 // Every op the step calls, each as often as the model says, no other op,
-// and the matmuls' FLOPs as the benchmark counts them (6 x matmul parameters
+// and the matmuls' FLOPs as model/flops.h counts them (6 x matmul parameters
 // x tokens: forward, and backward's two products).
 inline void expect_calls_follow_the_model(const Config& config, const ProfiledSteps& run) {
   EXPECT_EQ(run.calls_per_step, run.expected_calls);

@@ -18,6 +18,7 @@
 #include "runtime/system.h"
 #include "trainer/trainer.h"
 #include "data/shard.h"
+#include "model/flops.h"
 #include "model/kernels/cpu_gemm.h"
 #include "model/op_profile.h"
 #include "model/pipeline_schedule.h"
@@ -32,23 +33,6 @@ double seconds_since(Clock::time_point start) {
 }
 
 }  // namespace
-
-StepFlops step_flops(const Config& config) {
-  const ModelConfig& m = config.model;
-  const double C = m.dim, F = m.ffn_dim, V = m.vocab_size, L = m.n_layers;
-  const double D = C / m.n_heads, HD = m.n_heads * D, QKV = (m.n_heads + 2.0 * m.n_kv_heads) * D;
-  const double T = config.training.seq_len;
-  const double tokens = static_cast<double>(config.training.batch_size) * T;
-  const double matmul_params = L * (QKV * C + HD * C + 3.0 * F * C) + V * C;
-  StepFlops f;
-  f.matmul = 6.0 * matmul_params * tokens;
-  // Per head and sequence, causal: T(T+1)/2 query-key pairs, 2 matmuls (scores,
-  // weighted values) of 2*D FLOPs per pair forward, twice that backward.
-  const double pairs = T * (T + 1) / 2.0;
-  const double sequences = config.training.batch_size;
-  f.attention = 3.0 * 2.0 * 2.0 * D * pairs * m.n_heads * L * sequences;
-  return f;
-}
 
 namespace {
 
@@ -221,7 +205,7 @@ void benchmark_run(Config config, Group& world, int steps, double peak_tflops, b
         "  sgemm 2048^3 rate      {:9.1f} GFLOP/s per rank (best before and after the steps)\n",
         reference);
   }
-  StepFlops flops = step_flops(config);
+  const ModelFlops flops = step_flops(config);
   double step_tokens = static_cast<double>(t.batch_size) * t.seq_len;
   double achieved = flops.total() / seconds / 1e9 / world.size();
   fmt::print("  step time              {:9.1f} ms\n", seconds * 1e3);

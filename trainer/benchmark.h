@@ -10,15 +10,6 @@
 
 namespace llm {
 
-struct StepFlops {
-  double matmul;     // 6 * (parameters used in matmuls) * tokens
-  double attention;  // forward + backward of causal attention
-  double total() const { return matmul + attention; }
-};
-
-// FLOPs of one optimizer step of `config` (its global batch).
-StepFlops step_flops(const Config& config);
-
 // GFLOP/s of square sgemm of size n (the model's own CPU matmul path,
 // cpu_gemm.h), best of `repeats`.
 double measure_gemm_gflops(int n, int repeats);

@@ -16,6 +16,7 @@
 #include "runtime/system.h"
 #include "tensorboard/metrics_events.h"
 #include "data/tokenizer.h"
+#include "model/flops.h"
 #include "model/generate.h"
 #include "model/pipeline_schedule.h"
 #include "interop/hf_llama.h"
