@@ -23,16 +23,18 @@ class LayoutBuilder {
   }
 
   // A tensor of `shape` whose elements map onto the whole model's tensor by
-  // `runs` (empty: it is the whole tensor, global_shape == shape).
-  void add(const std::string& name, std::vector<int64_t> shape, std::vector<int64_t> global_shape,
-           std::vector<SliceRun> runs) {
+  // `runs` (empty: it is the whole tensor, global_shape == shape). Returns
+  // its offset in the unit (meaningful where the unit is held).
+  size_t add(const std::string& name, std::vector<int64_t> shape, std::vector<int64_t> global_shape,
+             std::vector<SliceRun> runs) {
     UnitSpec& unit = layout_.units.back();
+    const size_t offset = unit.numel;
     const int global_index = layout_.global_tensor_count++;
     size_t global_numel = 1;
     for (int64_t d : global_shape) global_numel *= static_cast<size_t>(d);
     const size_t global_offset = unit.global_numel;
     unit.global_numel += global_numel;
-    if (!held_) return;
+    if (!held_) return offset;
     size_t numel = 1;
     for (int64_t d : shape) numel *= static_cast<size_t>(d);
     const bool whole = runs.empty();
@@ -56,14 +58,15 @@ class LayoutBuilder {
     unit.tensors.push_back(static_cast<int>(layout_.tensors.size()) - 1);
     unit.numel += numel;
     layout_.total_numel += numel;
+    return offset;
   }
-  void add_whole(const std::string& name, std::vector<int64_t> shape) {
-    add(name, shape, shape, {});
+  size_t add_whole(const std::string& name, std::vector<int64_t> shape) {
+    return add(name, shape, shape, {});
   }
   // Rows [begin, begin + count) of each (begin, count) of a (rows, cols)
   // matrix, stacked in that order.
-  void add_rows(const std::string& name, int64_t rows, int64_t cols,
-                std::vector<std::pair<int64_t, int64_t>> ranges) {
+  size_t add_rows(const std::string& name, int64_t rows, int64_t cols,
+                  std::vector<std::pair<int64_t, int64_t>> ranges) {
     std::vector<SliceRun> runs;
     int64_t local_rows = 0;
     for (auto [begin, count] : ranges) {
@@ -72,14 +75,14 @@ class LayoutBuilder {
                       length, 1, length});
       local_rows += count;
     }
-    add(name, {local_rows, cols}, {rows, cols}, std::move(runs));
+    return add(name, {local_rows, cols}, {rows, cols}, std::move(runs));
   }
   // Columns [begin, begin + count) of a (rows, cols) matrix.
-  void add_columns(const std::string& name, int64_t rows, int64_t cols, int64_t begin,
-                   int64_t count) {
-    add(name, {rows, count}, {rows, cols},
-        {{0, static_cast<size_t>(begin), static_cast<size_t>(count), static_cast<size_t>(rows),
-          static_cast<size_t>(cols)}});
+  size_t add_columns(const std::string& name, int64_t rows, int64_t cols, int64_t begin,
+                     int64_t count) {
+    return add(name, {rows, count}, {rows, cols},
+               {{0, static_cast<size_t>(begin), static_cast<size_t>(count),
+                 static_cast<size_t>(rows), static_cast<size_t>(cols)}});
   }
 
  private:
@@ -138,14 +141,18 @@ ParameterLayout layout_build(const ModelConfig& c, ModelSlice slice) {
   b.add_rows("embed.weight", V, C, {{t * v, v}});
   for (int l = 0; l < c.n_layers; ++l) {
     std::string p = "layers." + std::to_string(l);
-    b.begin_unit(p, l >= layout.layers.begin && l < layout.layers.end);
-    b.add_whole(p + ".attn_norm.weight", {C});
-    b.add_rows(p + ".attn.wqkv", (H + 2 * KV) * D, C,
-               {{t * h * D, h * D}, {(H + t * kv) * D, kv * D}, {(H + KV + t * kv) * D, kv * D}});
-    b.add_columns(p + ".attn.wo", C, H * D, t * h * D, h * D);
-    b.add_whole(p + ".mlp_norm.weight", {C});
-    b.add_rows(p + ".mlp.w13", 2 * F, C, {{t * f, f}, {F + t * f, f}});
-    b.add_columns(p + ".mlp.w2", C, F, t * f, f);
+    const bool held = l >= layout.layers.begin && l < layout.layers.end;
+    b.begin_unit(p, held);
+    BlockTensors block;
+    block.attn_norm = b.add_whole(p + ".attn_norm.weight", {C});
+    block.wqkv = b.add_rows(
+        p + ".attn.wqkv", (H + 2 * KV) * D, C,
+        {{t * h * D, h * D}, {(H + t * kv) * D, kv * D}, {(H + KV + t * kv) * D, kv * D}});
+    block.wo = b.add_columns(p + ".attn.wo", C, H * D, t * h * D, h * D);
+    block.mlp_norm = b.add_whole(p + ".mlp_norm.weight", {C});
+    block.w13 = b.add_rows(p + ".mlp.w13", 2 * F, C, {{t * f, f}, {F + t * f, f}});
+    block.w2 = b.add_columns(p + ".mlp.w2", C, F, t * f, f);
+    if (held) layout.block = block;
   }
   b.begin_unit("head", slice.last_stage());
   b.add_whole("norm.weight", {C});

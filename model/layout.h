@@ -80,12 +80,20 @@ struct UnitSpec {
   size_t global_numel = 0;   // the whole model's unit (numel when not sliced)
 };
 
+// Where each of a block's tensors starts in its unit, the same in every block
+// this layout holds: layout_build fills it as it adds them, and the model
+// reads parameters and gradients through it.
+struct BlockTensors {
+  size_t attn_norm = 0, wqkv = 0, wo = 0, mlp_norm = 0, w13 = 0, w2 = 0;
+};
+
 struct ParameterLayout {
   std::vector<UnitSpec> units;
   std::vector<TensorSpec> tensors;
   size_t total_numel = 0;
   ModelSlice slice;
   LayerRange layers;            // the blocks this layout holds
+  BlockTensors block;           // their tensors' offsets
   int global_tensor_count = 0;  // tensors of the whole model
 
   int embed_unit() const { return 0; }

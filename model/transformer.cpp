@@ -255,9 +255,6 @@ class TransformerImpl : public Transformer::Impl {
     LLM_CHECK(max_seq % tp_ == 0,
               "transformer: max_seq {} is not a multiple of the tensor-parallel size {}", max_seq,
               tp_);
-    const UnitSpec& block = layout_.units[layout_.block_unit(layers_.begin)];
-    auto offset = [&](int i) { return layout_.tensors[block.tensors[i]].offset; };
-    block_ = {offset(0), offset(1), offset(2), offset(3), offset(4), offset(5)};
 
     BufferPlan plan = plan_activations(config, max_batch, max_seq, layout.slice, split.in_flight,
                                        checkpointing, buf_, bytes_);
@@ -326,11 +323,6 @@ class TransformerImpl : public Transformer::Impl {
   }
 
  private:
-  // Offsets of a block's tensors within its unit (the same for every block).
-  struct BlockOffsets {
-    size_t attn_norm, wqkv, wo, mlp_norm, w13, w2;
-  };
-
   static WireType wire_type() { return std::is_same_v<A, Bf16> ? WireType::bf16 : WireType::f32; }
   // Residual-stream entry `index` of a slot: this rank's rows.
   StageMessage stage_rows(A* residual, int B, int T, int index = 0) const {
@@ -420,7 +412,6 @@ class TransformerImpl : public Transformer::Impl {
   LayerRange layers_;  // this stage's blocks
   bool first_, last_;  // the first / last pipeline stage
   CheckpointingPlan checkpointing_;
-  BlockOffsets block_;
   Buffers<A> buf_;
   SlotBuffers<A>* slot_;  // the slot of the micro-batch being computed
   Arena arena_;
@@ -499,8 +490,8 @@ void TransformerImpl<A>::block_forward(int l, const A* p, int B, int T, bool wri
   const int QKV = static_cast<int>(s_.QKV), F = static_cast<int>(s_.F);
   const BlockBuffers<A>& b = block(l);
   const A* x = residual(l);
-  norm_gathered(b.xn1, b.rstd1, x, p + block_.attn_norm, N);
-  ops_.matmul_forward(b.qkv, b.xn1, p + block_.wqkv, N, C, QKV);
+  norm_gathered(b.xn1, b.rstd1, x, p + layout_.block.attn_norm, N);
+  ops_.matmul_forward(b.qkv, b.xn1, p + layout_.block.wqkv, N, C, QKV);
   // Decoding, row t is at position decode_start_ + t: the tables from there.
   const size_t first_angle = static_cast<size_t>(std::max(decode_start_, 0)) * (D / 2);
   ops_.rope_forward(b.qkv, buf_.shared.rope_cos + first_angle, buf_.shared.rope_sin + first_angle,
@@ -512,13 +503,13 @@ void TransformerImpl<A>::block_forward(int l, const A* p, int B, int T, bool wri
   } else {
     ops_.attention_forward(b.att, b.lse, b.qkv, B, T, H, KV, D);
   }
-  row_parallel_forward(b.x_mid, b.att, p + block_.wo, x, N, H * D);
+  row_parallel_forward(b.x_mid, b.att, p + layout_.block.wo, x, N, H * D);
 
-  norm_gathered(b.xn2, b.rstd2, b.x_mid, p + block_.mlp_norm, N);
-  ops_.matmul_forward(b.h13, b.xn2, p + block_.w13, N, C, 2 * F);
+  norm_gathered(b.xn2, b.rstd2, b.x_mid, p + layout_.block.mlp_norm, N);
+  ops_.matmul_forward(b.h13, b.xn2, p + layout_.block.w13, N, C, 2 * F);
   ops_.swiglu_forward(b.g, b.h13, N, F);
   if (!write_output) return;
-  row_parallel_forward(residual(l + 1), b.g, p + block_.w2, b.x_mid, N, F);
+  row_parallel_forward(residual(l + 1), b.g, p + layout_.block.w2, b.x_mid, N, F);
 }
 
 template <class A>
@@ -531,8 +522,8 @@ void TransformerImpl<A>::recompute_block(int l, const A* p, int B, int T) {
   // Selective: the norms and SwiGLU, from the kept x_mid and h13.
   const int N = B * T;
   const BlockBuffers<A>& b = block(l);
-  norm_gathered(b.xn1, b.rstd1, residual(l), p + block_.attn_norm, N);
-  norm_gathered(b.xn2, b.rstd2, b.x_mid, p + block_.mlp_norm, N);
+  norm_gathered(b.xn1, b.rstd1, residual(l), p + layout_.block.attn_norm, N);
+  norm_gathered(b.xn2, b.rstd2, b.x_mid, p + layout_.block.mlp_norm, N);
   ops_.swiglu_forward(b.g, b.h13, N, static_cast<int>(s_.F));
 }
 
@@ -545,20 +536,22 @@ void TransformerImpl<A>::block_backward(int l, const A* p, float* gr, int B, int
   const GradBuffers<A>& d = buf_.grads;
   // MLP branch; dres holds d(loss)/d(block output) and becomes d/d(x_mid).
   gather_dres(N);
-  ops_.matmul_backward(d.dg, gr + block_.w2, d.dres_full, b.g, p + block_.w2, N, F, C);
+  ops_.matmul_backward(d.dg, gr + layout_.block.w2, d.dres_full, b.g, p + layout_.block.w2, N, F,
+                       C);
   ops_.swiglu_backward(d.dh13, d.dg, b.h13, N, F);
-  column_parallel_backward(gr + block_.w13, d.dh13, b.xn2, p + block_.w13, N, 2 * F);
-  ops_.rmsnorm_backward(d.dres, norm_grad(gr + block_.mlp_norm, 1), d.dxn_rows, b.x_mid,
-                        p + block_.mlp_norm, b.rstd2, n, C);
+  column_parallel_backward(gr + layout_.block.w13, d.dh13, b.xn2, p + layout_.block.w13, N, 2 * F);
+  ops_.rmsnorm_backward(d.dres, norm_grad(gr + layout_.block.mlp_norm, 1), d.dxn_rows, b.x_mid,
+                        p + layout_.block.mlp_norm, b.rstd2, n, C);
   // Attention branch; dres becomes d(loss)/d(block input).
   gather_dres(N);
-  ops_.matmul_backward(d.datt, gr + block_.wo, d.dres_full, b.att, p + block_.wo, N, H * D, C);
+  ops_.matmul_backward(d.datt, gr + layout_.block.wo, d.dres_full, b.att, p + layout_.block.wo, N,
+                       H * D, C);
   ops_.attention_backward(d.dqkv, d.datt, b.qkv, b.att, b.lse, B, T, H, KV, D);
   ops_.rope_backward(d.dqkv, buf_.shared.rope_cos, buf_.shared.rope_sin, N, T, H + KV, D, QKV);
-  column_parallel_backward(gr + block_.wqkv, d.dqkv, b.xn1, p + block_.wqkv, N, QKV);
-  ops_.rmsnorm_backward(d.dres, norm_grad(gr + block_.attn_norm, 0), d.dxn_rows, residual(l),
-                        p + block_.attn_norm, b.rstd1, n, C);
-  add_norm_grads(gr + block_.attn_norm, gr + block_.mlp_norm);
+  column_parallel_backward(gr + layout_.block.wqkv, d.dqkv, b.xn1, p + layout_.block.wqkv, N, QKV);
+  ops_.rmsnorm_backward(d.dres, norm_grad(gr + layout_.block.attn_norm, 0), d.dxn_rows, residual(l),
+                        p + layout_.block.attn_norm, b.rstd1, n, C);
+  add_norm_grads(gr + layout_.block.attn_norm, gr + layout_.block.mlp_norm);
 }
 
 template <class A>

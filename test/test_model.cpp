@@ -149,6 +149,35 @@ TEST(Layout, UnitsAreContiguousAndTensorsHaveLlamaShapes) {
   EXPECT_THROW(layout.find("lm_head.weight.x"), Error);
 }
 
+// The block offsets the model reads are where the named tensors sit, in every
+// block a layout holds, whole or sliced by tensor and pipeline parallelism.
+TEST(Layout, BlockTensorsNameTheOffsetsOfEveryHeldBlock) {
+  Config c = tiny_config(false, 4, 2);
+  c.model.n_layers = 3;
+  c.model.vocab_size = 12;  // even, so two tensor ranks split it
+  for (ModelSlice slice :
+       {ModelSlice{}, ModelSlice{1, 2, 0, 1}, ModelSlice{0, 1, 1, 2}, ModelSlice{1, 2, 0, 2}}) {
+    SCOPED_TRACE(testing::Message() << "tp " << slice.tp_rank << "/" << slice.tp_size << " pp "
+                                    << slice.pp_rank << "/" << slice.pp_size);
+    const ParameterLayout layout = layout_build(c.model, slice);
+    ASSERT_GT(layout.layers.count(), 0);
+    for (int l = layout.layers.begin; l < layout.layers.end; ++l) {
+      const std::string p = "layers." + std::to_string(l);
+      auto offset = [&](const std::string& name) {
+        const TensorSpec& t = layout.tensors[layout.find(p + name)];
+        EXPECT_EQ(t.unit, layout.block_unit(l)) << name;
+        return t.offset;
+      };
+      EXPECT_EQ(layout.block.attn_norm, offset(".attn_norm.weight"));
+      EXPECT_EQ(layout.block.wqkv, offset(".attn.wqkv"));
+      EXPECT_EQ(layout.block.wo, offset(".attn.wo"));
+      EXPECT_EQ(layout.block.mlp_norm, offset(".mlp_norm.weight"));
+      EXPECT_EQ(layout.block.w13, offset(".mlp.w13"));
+      EXPECT_EQ(layout.block.w2, offset(".mlp.w2"));
+    }
+  }
+}
+
 TEST(Layout, SliceInitializationMatchesWholeUnit) {
   Config c = tiny_config(true);
   ParameterLayout layout = layout_build(c.model);
@@ -255,7 +284,7 @@ TEST(ActivationCheckpointing, GradientsAreBitIdenticalAndMemoryShrinks) {
       EXPECT_LT(bytes, kept_bytes);
     }
   }
-  // What each kind of block keeps, as documented in the README.
+  // What each kind of block keeps, as documented in docs/memory.md.
   ActivationBytes none = Transformer::activation_bytes(c.model, B, T, {Recompute::none, 1});
   ActivationBytes full = Transformer::activation_bytes(c.model, B, T, {Recompute::full, 1});
   ActivationBytes selective =
@@ -268,7 +297,7 @@ TEST(ActivationCheckpointing, GradientsAreBitIdenticalAndMemoryShrinks) {
   EXPECT_EQ(none.total - full.total, 3 * none.per_block_kept - full.recompute_scratch);
 }
 
-// The per-block activation bytes are exactly the documented formula (README,
+// The per-block activation bytes are exactly the documented formula (docs/memory.md,
 // "Fitting a model in memory"), up to 64-byte alignment of its 10 buffers.
 TEST(ActivationCheckpointing, PerBlockBytesFollowTheFormula) {
   ModelConfig m;
