@@ -80,7 +80,7 @@ PLOT ?= docs/demo_loss.png
 plot:
 	/usr/bin/python3 tools/plot_metrics.py $(RUNS) --out $(PLOT)
 
-# A lent GPU machine (README "On a lent GPU"): pack the Debian dependencies
+# A bare GPU machine (docs/gpu.md, the GPU kit): pack the Debian dependencies
 # into gpu_kit/ (carried to it), and rehearse its run here against only the kit.
 gpu-kit:
 	bash tools/gpu_kit/pack.sh

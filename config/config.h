@@ -334,7 +334,7 @@ struct ParallelConfig {
   }
 };
 
-// ZeRO-Offload: the optimizer's state on the host (README "CPU offload and ZenFlow").
+// ZeRO-Offload: the optimizer's state on the host (docs/offload.md).
 struct OffloadConfig {
   OffloadTarget optimizer = OffloadTarget::none;
   bool delayed_update = false;
@@ -487,7 +487,7 @@ struct UnevenSplit {
 UnevenSplit tensor_parallel_uneven_split(const Config& config, int tp);
 
 // Every key as a Markdown table: name, type, default and its one-line doc,
-// from the same declarations the parser uses (`./train config`; the README's
+// from the same declarations the parser uses (`./train config`; docs/configuration.md's
 // key table is this text).
 std::string config_reference();
 

@@ -3,7 +3,7 @@
 // their own masters and AdamW moments there; the gradients of the others are
 // accumulated on the host and applied by the host's AdamW every
 // update_interval steps, overlapped with the next step when overlap_step.
-// The semantics, step by step, are written out in the README ("CPU offload
+// The semantics, step by step, are written out in docs/offload.md ("CPU offload
 // and ZenFlow"); in short, for step t (1-based) with clipped gradient g_t:
 //  - t <= full_warm_up_rounds: plain offloaded AdamW on every element.
 //  - Otherwise steps group into intervals of U = update_interval. At an

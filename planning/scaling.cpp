@@ -344,7 +344,7 @@ std::string load_average() {
   return fmt::format("{} {} {}", one, five, fifteen);
 }
 
-// The validation table as Markdown, for the README.
+// The validation table as Markdown, for docs/throughput_model.md.
 void write_validation_markdown(const std::string& path, const std::string& hardware,
                                const std::string& load_at_start, const std::vector<Row>& rows) {
   std::ofstream out(path);

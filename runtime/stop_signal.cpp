@@ -15,7 +15,7 @@ void on_stop_signal(int) { g_stop_requested = 1; }
 
 void stop_signal_install() {
   // SIGUSR1 / SIGUSR2 too: mpirun forwards them to every rank, while it
-  // answers SIGINT / SIGTERM by killing the ranks itself (README, checkpoints).
+  // answers SIGINT / SIGTERM by killing the ranks itself (docs/checkpoints.md).
   for (int signal : {SIGTERM, SIGINT, SIGUSR1, SIGUSR2}) std::signal(signal, on_stop_signal);
 }
 

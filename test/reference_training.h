@@ -2,7 +2,7 @@
 // the same sequences read from the shard by the test itself, the gradient of
 // the naive double model (test/naive_model.h, central differences), and the
 // schedule, the global-norm clip, the weight-decay mask and AdamW with
-// t = step + 1 as the README and the AdamW paper state them, none of them
+// t = step + 1 as docs/offload.md and the AdamW paper state them, none of them
 // taken from model/ or trainer/. A bug shared by every parallel mode (the
 // optimizer, the clip, the data position, the loss scale) moves the Trainer
 // away from this loop, where a mode-against-mode test would not see it.

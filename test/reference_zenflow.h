@@ -1,4 +1,4 @@
-// ZenFlow written out by hand, as the README states it ("CPU offload and
+// ZenFlow written out by hand, as docs/offload.md states it ("CPU offload and
 // ZenFlow"), for the hand-written training loop of reference_training.h:
 // doubles, whole tensors, one (param, m, v) per element, no devices, no
 // shards, nothing taken from parallel/. Per step t (1-based), g the gradient

@@ -3,7 +3,7 @@
 # the same command shape resumes it as hybrid 3x2 on 6 ranks for 2 steps, then
 # as zero2 on 3 ranks and finally as ddp on 1 rank. The losses logged by the
 # chain must follow an uninterrupted single-process run within 2e-6, the
-# bound the README states (fp32 reduction order; 4.8e-7 when first measured, 0 on 2026-11-24, one fp32
+# bound docs/checkpoints.md states (fp32 reduction order; 4.8e-7 when first measured, 0 on 2026-11-24, one fp32
 # step at a loss near 6).
 # usage: resume_across_worlds_test.sh <path to train> <mpiexec>
 set -u

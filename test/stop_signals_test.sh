@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every way of stopping an mpirun job that can save: the run stops at a step
 # all ranks agree on, leaves a complete checkpoint of exactly that step (it
-# resumes), and exits 0 wherever mpirun allows it (README, "Stopping a run").
+# resumes), and exits 0 wherever mpirun allows it (docs/checkpoints.md, "Stopping a run").
 #  1. kill -USR1 / -USR2 <mpirun pid>: mpirun forwards both to every rank; exit 0.
 #  2. SIGTERM to every rank (srun tasks, a scheduler signalling the ranks); exit 0.
 #  3. Ctrl-C (SIGINT to mpirun's process group), 4. kill <mpirun pid> (SIGTERM),
@@ -18,7 +18,7 @@ mpiexec=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-export OMPI_MCA_odls_base_sigkill_timeout=5  # the README recommends 30 for real models
+export OMPI_MCA_odls_base_sigkill_timeout=5  # docs/checkpoints.md recommends 30 for real models
 
 args=(--config configs/tiny.toml --training.steps=100000 --training.eval_interval=0
       --training.eval_sequences=0 --checkpoint.interval=0 --logging.log_interval=100)

@@ -166,8 +166,8 @@ TEST(Config, DumpParsesBackToTheSameValues) {
 }
 
 // The key reference lists every key the parser knows, once, with its type
-// and default; the README's key table is exactly this text.
-TEST(ConfigReference, ReadmeTableIsTheGeneratedOne) {
+// and default; docs/configuration.md's key table is exactly this text.
+TEST(ConfigReference, DocsTableIsTheGeneratedOne) {
   const std::string reference = config_reference();
   Config c;
   int keys = 0;
@@ -183,12 +183,12 @@ TEST(ConfigReference, ReadmeTableIsTheGeneratedOne) {
                 "| `parallel.mode` | one of ddp, zero1, zero2, zero3, fsdp or hybrid | `'ddp'` |"),
             std::string::npos)
       << reference;
-  std::ifstream readme("README.md");
+  std::ifstream readme("docs/configuration.md");
   ASSERT_TRUE(readme) << "run from the repository root";
   const std::string text((std::istreambuf_iterator<char>(readme)),
                          std::istreambuf_iterator<char>());
   EXPECT_NE(text.find(reference), std::string::npos)
-      << "README.md's key table differs from `./train config`; paste its output";
+      << "docs/configuration.md's key table differs from `./train config`; paste its output";
 }
 
 // Floats are written in the shortest form that reads back bit-identically

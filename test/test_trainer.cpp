@@ -166,8 +166,8 @@ TEST(Trainer, Bf16FollowsTheFp32LossCurve) {
 // ZenFlow with DeepSpeed's defaults (5% of each matrix's columns on the
 // device every step, the rest every 4 steps, overlapped) trains the tiny
 // model from scratch to within 3% of AdamW's validation loss in 100 steps
-// (measured: 4.94 against 5.03, 1.8%; the demo model's curves are in the
-// README). A ZenFlow that dropped the host's columns would stay near the
+// (measured: 4.94 against 5.03, 1.8%; the demo model's curves are in
+// docs/offload.md). A ZenFlow that dropped the host's columns would stay near the
 // initial loss of ln(512) = 6.24.
 TEST(Trainer, ZenFlowTrainsCloseToAdamW) {
   const std::vector<std::string> shape = {"training.steps=100", "training.eval_interval=0"};

@@ -11,8 +11,8 @@
 # are unpacked with `dpkg-deb -x`; nothing is installed here.
 #
 # Invariant: OUT_DIR holds exactly kit.tar.xz and MANIFEST.txt, together under
-# GPU_KIT_LIMIT_MIB (default 48 MiB, leaving the rest of the device tool's
-# 64 MiB to the working tree). The tarball unpacks to
+# GPU_KIT_LIMIT_MIB (default 48 MiB, so the repository and the kit travel
+# together in 64 MiB). The tarball unpacks to
 #   root/      a relocatable copy of the packages' /usr and /etc, pruned of docs,
 #              man pages, static libraries that have a shared twin, Fortran/Java/
 #              OpenSHMEM parts and every OpenMPI/PMIx plugin whose libraries are

@@ -10,8 +10,8 @@
 # itself with those files deleted, so the build and the tests see the host as
 # a machine that never had the packages. CUDA, the compiler and Python stay.
 #
-# What runs is a copy of exactly what the device tool sends (tracked files,
-# untracked files git does not ignore, and the carried gpu_kit/) in
+# What runs is a copy of exactly what travels to the GPU machine (tracked
+# files, untracked files git does not ignore, and gpu_kit/) in
 # build-gpukit/tree, built in build-gpukit/build-gpu with -j2 by a pip-installed
 # CMake and ninja (as on the GPU machine; the host's when pip cannot), and the
 # report lands in build-gpukit/out/gpu_report.txt. All GPU steps run (they
@@ -64,7 +64,7 @@ T0=$(date +%s)
 mkdir -p "$RDIR"
 [ -f "$REPO/gpu_kit/kit.tar.xz" ] || bash "$REPO/tools/gpu_kit/pack.sh"
 
-# 1. What the device tool would send: tracked + untracked-not-ignored + carry.
+# 1. What travels: tracked + untracked-not-ignored files + gpu_kit/.
 echo "== copying what travels into $RDIR/tree"
 rm -rf "$RDIR/tree" && mkdir -p "$RDIR/tree"
 (cd "$REPO" && git ls-files -z -co --exclude-standard |
@@ -72,7 +72,7 @@ rm -rf "$RDIR/tree" && mkdir -p "$RDIR/tree"
   xargs -0 cp -a --parents -t "$RDIR/tree")
 rm -rf "$RDIR/tree/gpu_kit" && cp -a "$REPO/gpu_kit" "$RDIR/tree/gpu_kit"
 TRAVEL=$(du -sb "$RDIR/tree" | cut -f1)
-echo "   travels: $(awk -v b="$TRAVEL" 'BEGIN { printf "%.1f", b / 1048576 }') MiB (the device tool's limit: 64 MiB)"
+echo "   travels: $(awk -v b="$TRAVEL" 'BEGIN { printf "%.1f", b / 1048576 }') MiB (the kit's budget assumes 64 MiB)"
 [ "$TRAVEL" -le $(( 64 * 1048576 )) ] || { echo "rehearse.sh: over 64 MiB" >&2; exit 1; }
 
 # 2. The pruned copies of the package directories (hard links: instant, no space).

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# tools/gpu_kit/run_on_gpu.sh [options]: the one command for a lent GPU machine.
+# tools/gpu_kit/run_on_gpu.sh [options]: the one command for a bare GPU machine.
 #
 # On a bare machine with CUDA 13, a C++ compiler, CMake (ninja optional) and
-# the kit that `make gpu-kit` packed (gpu_kit/kit.tar.xz, carried along): unpack
+# the kit that `make gpu-kit` packed (gpu_kit/kit.tar.xz, copied along): unpack
 # the kit, point the build at it (tools/gpu_kit/kit_env.sh), configure with
 # CUDA for sm_90a, build only what the checks need, then run each check:
 #   env         host, compiler, CUDA libraries found, kit versions
@@ -31,7 +31,7 @@
 #   mpi_script  ctest -R mpi_config_error_once (./train under the kit's mpiexec)
 #
 # Invariant: every step runs under its own time limit and under the overall
-# deadline (the device tool stops a command at 600 s), a failing step never
+# deadline (a batch slot or remote shell often caps a command at ~10 min), a failing step never
 # stops the next, and the report file always holds every finished step: its
 # status (PASS, FAIL, TIMEOUT, SKIP), duration, command and output. When all
 # steps are done the summary table is put at the top and printed last.
