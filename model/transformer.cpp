@@ -712,9 +712,11 @@ void TransformerImpl<A>::stage_backward(UnitProvider& units, int slot, int B, in
   }
   if (!first_) return;  // dres goes to the previous stage
 
-  // Each rank's vocabulary rows take the gradient of every token row.
-  gather_dres(N);
+  // Each rank's vocabulary rows take the gradient of every token row (the
+  // gather inside the embedding's gradient window: it is the embedding's
+  // backward, as the tensor-parallel recording sees it).
   float* eg = units.acquire_grads(layout_.embed_unit());
+  gather_dres(N);
   ops_.embedding_backward(eg, d.dres_full, slot_->inputs, N, C, vocab_begin_, V);
   units.release_grads(layout_.embed_unit());
 }

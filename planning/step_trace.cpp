@@ -15,6 +15,7 @@
 #include "model/transformer.h"
 #include "parallel/sharding_engine.h"
 #include "parallel/topology.h"
+#include "planning/recording_group.h"
 
 namespace llm {
 
@@ -119,67 +120,25 @@ class Recorder {
   bool recording_ = false;
 };
 
-// A group of `size` ranks seen from rank 0 that records every collective and
-// moves no data beyond keeping buffers finite (rank 0's own chunk is copied,
-// the rest zeroed). Its CommStats count like a real group's.
-class RecordingGroup : public Group {
- public:
-  RecordingGroup(int size, GroupRole role, Recorder& recorder)
-      : size_(size), role_(role), recorder_(recorder) {}
-  int rank() const override { return 0; }
-  int size() const override { return size_; }
-
-  CommHandle all_reduce_async(void*, size_t count, WireType type) override {
-    count_all_reduce(count, type);
-    return record(CollectiveOp::all_reduce, count, type);
-  }
-  CommHandle reduce_scatter_async(const void* send, void* recv, size_t recv_count,
-                                  WireType type) override {
-    count_reduce_scatter(recv_count, type);
-    std::memmove(recv, send, recv_count * wire_bytes(type));
-    return record(CollectiveOp::reduce_scatter, recv_count, type);
-  }
-  CommHandle all_gather_async(const void* send, void* recv, size_t send_count,
-                              WireType type) override {
-    count_all_gather(send_count, type);
-    const size_t chunk = send_count * wire_bytes(type);
-    if (send != recv) std::memmove(recv, send, chunk);
-    std::memset(static_cast<char*>(recv) + chunk, 0, chunk * (size_ - 1));
-    return record(CollectiveOp::all_gather, send_count, type);
-  }
-  CommHandle broadcast_async(void*, size_t, WireType, int) override {
-    LLM_FAIL("step trace: the training step issued a broadcast, which the model does not know");
-  }
-  CommHandle send_async(const void*, size_t, WireType, int) override { point_to_point(); }
-  CommHandle recv_async(void*, size_t, WireType, int) override { point_to_point(); }
-  CommHandle send_recv_async(const void*, size_t, int, void*, size_t, int, WireType) override {
-    point_to_point();
-  }
-  void barrier() override {}
-  std::unique_ptr<Group> split(int, int) override {
-    return std::make_unique<RecordingGroup>(1, role_, recorder_);  // replaced by the caller
-  }
-  double all_reduce_sum(double value) override {
-    int id = recorder_.issue(CollectiveOp::all_reduce, role_, 1, WireType::f32, /*scalar=*/true);
-    recorder_.wait(id);
-    return value;
-  }
-
- private:
-  [[noreturn]] static void point_to_point() {
-    LLM_FAIL(
-        "step trace: the training step issued a point-to-point message, which the model does not "
-        "know");
-  }
-  CommHandle record(CollectiveOp op, size_t count, WireType type) {
-    int id = recorder_.issue(op, role_, count, type, /*scalar=*/false);
-    Recorder* recorder = &recorder_;
-    return CommHandle([recorder, id] { recorder->wait(id); });
-  }
-  int size_;
-  GroupRole role_;
-  Recorder& recorder_;
-};
+// The callbacks of a recording group in `role`: each collective becomes a
+// trace entry, waited for where the engine waits on its handle.
+RecordingGroup::OnCollective record_collectives(GroupRole role, Recorder& recorder) {
+  return [&recorder, role](CollectiveOp op, size_t count, WireType type) {
+    const int id = recorder.issue(op, role, count, type, /*scalar=*/false);
+    Recorder* r = &recorder;
+    return CommHandle([r, id] { r->wait(id); });
+  };
+}
+RecordingGroup::OnScalarSum record_scalar_sums(GroupRole role, Recorder& recorder) {
+  return [&recorder, role] {
+    recorder.wait(
+        recorder.issue(CollectiveOp::all_reduce, role, 1, WireType::f32, /*scalar=*/true));
+  };
+}
+std::unique_ptr<RecordingGroup> recording_group(int size, GroupRole role, Recorder& recorder) {
+  return std::make_unique<RecordingGroup>(size, record_collectives(role, recorder),
+                                          record_scalar_sums(role, recorder));
+}
 
 // The pipeline group of stage `stage` of `stages`. Its messages move
 // nothing and are not traced (pipeline_model.h sizes them); a receive zeroes
@@ -188,7 +147,9 @@ class RecordingGroup : public Group {
 class RecordingPipeline : public RecordingGroup {
  public:
   RecordingPipeline(int stages, int stage, Recorder& recorder)
-      : RecordingGroup(stages, GroupRole::world, recorder), stage_(stage) {}
+      : RecordingGroup(stages, record_collectives(GroupRole::world, recorder),
+                       record_scalar_sums(GroupRole::world, recorder)),
+        stage_(stage) {}
   int rank() const override { return stage_; }
   CommHandle send_async(const void*, size_t, WireType, int) override { return {}; }
   CommHandle recv_async(void* data, size_t count, WireType type, int) override {
@@ -271,20 +232,18 @@ StepTrace step_trace_record(const Config& config, int world, int stage) {
   const int num_units = static_cast<int>(layout.units.size());
 
   Recorder recorder(trace, layout, plan.shard_group_size);
-  RecordingGroup world_group(world, GroupRole::world, recorder);
+  std::unique_ptr<RecordingGroup> world_group = recording_group(world, GroupRole::world, recorder);
   // The data-parallel ranks of one stage; the stage's pipeline group apart.
   ParallelConfig data_parallel = config.parallel;
   data_parallel.pipeline_parallel = 1;
-  Topology topology(world_group, data_parallel);
+  Topology topology(*world_group, data_parallel);
   topology.pipeline = std::make_unique<RecordingPipeline>(stages, stage, recorder);
-  topology.shard =
-      std::make_unique<RecordingGroup>(plan.shard_group_size, GroupRole::shard, recorder);
-  topology.replicate = std::make_unique<RecordingGroup>(world / plan.shard_group_size,
-                                                        GroupRole::replicate, recorder);
+  topology.shard = recording_group(plan.shard_group_size, GroupRole::shard, recorder);
+  topology.replicate =
+      recording_group(world / plan.shard_group_size, GroupRole::replicate, recorder);
   // One copy of this stage's state is one shard group (the norm's sum over
   // the stages is a scalar on it).
-  topology.model_copy =
-      std::make_unique<RecordingGroup>(plan.shard_group_size, GroupRole::shard, recorder);
+  topology.model_copy = recording_group(plan.shard_group_size, GroupRole::shard, recorder);
   const PipelineSchedule schedule = config.parallel.pipeline_schedule;
   Transformer model(stand_in.model, 1, 1, backend_cpu(), checkpointing_plan(stand_in.training),
                     stand_in.precision(),

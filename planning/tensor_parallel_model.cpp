@@ -1,62 +1,135 @@
-// Tensor-parallel collectives of a step (see tensor_parallel_model.h).
+// Tensor-parallel collectives of a step, recorded (see tensor_parallel_model.h).
 #include "planning/tensor_parallel_model.h"
 
-#include "model/transformer.h"
+#include <algorithm>
+#include <utility>
+
+#include "runtime/error.h"
 #include "runtime/group.h"
+#include "model/backend.h"
+#include "model/pipeline_schedule.h"
+#include "model/transformer.h"
+#include "planning/recording_group.h"
 
 namespace llm {
+namespace {
 
-std::vector<TensorCollective> tensor_parallel_collectives(const Config& config, int unit,
-                                                          Pass pass) {
+constexpr int kStandInHeadDim = 4;  // C_s = 4 T: its n x C rows (4 T) and 2N pairs (2 T) differ
+
+// Zeroed parameters and gradients for every unit (fp32-sized, so a bf16
+// compute copy fits too), and which unit's pass is running: the outermost
+// unit whose parameters are held (a tied head holds the embedding's inside
+// its own), else the outermost whose gradients alone are held (the
+// embedding's backward), else the unit whose parameters were released last
+// (the loss after the head's forward).
+class RecordingUnits : public UnitProvider {
+ public:
+  explicit RecordingUnits(const ParameterLayout& layout) {
+    for (const UnitSpec& u : layout.units) {
+      params_.emplace_back(u.numel, 0.0f);
+      grads_.emplace_back(u.numel, 0.0f);
+    }
+  }
+  const void* acquire_params(int unit, Pass pass) override {
+    params_held_.push_back({unit, pass});
+    return params_.at(unit).data();
+  }
+  void release_params(int unit, Pass pass) override {
+    drop(params_held_, {unit, pass});
+    last_released_ = {unit, pass};
+  }
+  float* acquire_grads(int unit) override {
+    grads_held_.push_back({unit, Pass::backward});
+    return grads_.at(unit).data();
+  }
+  void release_grads(int unit) override { drop(grads_held_, {unit, Pass::backward}); }
+  // [2 * unit + pass] of the running pass.
+  int running() const {
+    const std::pair<int, Pass> p = !params_held_.empty()  ? params_held_.front()
+                                   : !grads_held_.empty() ? grads_held_.front()
+                                                          : last_released_;
+    LLM_CHECK(p.first >= 0, "tensor-parallel recording: a collective before any unit's pass");
+    return 2 * p.first + (p.second == Pass::backward);
+  }
+
+ private:
+  using Held = std::vector<std::pair<int, Pass>>;
+  static void drop(Held& held, std::pair<int, Pass> entry) {
+    auto it = std::find(held.rbegin(), held.rend(), entry);
+    LLM_CHECK(it != held.rend(), "tensor-parallel recording: unit {} released, not held",
+              entry.first);
+    held.erase(std::next(it).base());
+  }
+  std::vector<std::vector<float>> params_, grads_;
+  Held params_held_, grads_held_;
+  std::pair<int, Pass> last_released_{-1, Pass::forward};
+};
+
+}  // namespace
+
+std::vector<std::vector<TensorCollective>> tensor_parallel_collectives(const Config& config) {
   const int T = config.parallel.tensor_parallel;
-  if (T == 1) return {};
-  const ModelConfig& m = config.model;
-  const TrainingConfig& t = config.training;
-  const size_t N = static_cast<size_t>(t.micro_batch_size) * t.seq_len, C = m.dim;
-  const size_t a = config.precision() == Precision::bf16 ? 2 : 4;
-  const TensorCollective gather{CollectiveOp::all_gather, N / T * C, a};
-  const TensorCollective scatter{CollectiveOp::reduce_scatter, N / T * C, a};
-  const bool forward = pass == Pass::forward;
-  switch (unit_kind(unit, m.n_layers + 2)) {
-    case UnitKind::embed:
-      return {forward ? scatter : gather};
-    case UnitKind::head:
-      if (forward) return {gather, {CollectiveOp::all_gather, 2 * N, 4}};
-      return {scatter, {CollectiveOp::all_reduce, C, 4}};
-    case UnitKind::scalar:
-      return {};
-    case UnitKind::block:
-      break;
-  }
-  if (forward) return {gather, scatter, gather, scatter};
-  std::vector<TensorCollective> out;
-  const CheckpointingPlan checkpointing = checkpointing_plan(t);
-  if (checkpointing.checkpointed(unit - 1)) {
-    if (checkpointing.mode == Recompute::full)
-      out = {gather, scatter, gather};
-    else
-      out = {gather, gather};
-  }
-  for (const TensorCollective& c :
-       {gather, scatter, gather, scatter, TensorCollective{CollectiveOp::all_reduce, 2 * C, 4}}) {
-    out.push_back(c);
-  }
+  const int units = config.model.n_layers + 2;
+  std::vector<std::vector<TensorCollective>> out(2 * units);
+  if (T == 1) return out;
+
+  Config stand_in = config;
+  ModelConfig& m = stand_in.model;
+  m.n_heads = m.n_kv_heads = T;
+  m.dim = kStandInHeadDim * T;
+  m.ffn_dim = m.vocab_size = T;
+  stand_in.training.micro_batch_size = 1;
+  stand_in.training.seq_len = T;  // one row per rank
+  const size_t stand_in_rows_c = static_cast<size_t>(m.dim), stand_in_pairs = 2 * T;
+  const size_t N = static_cast<size_t>(config.training.micro_batch_size) * config.training.seq_len;
+  const size_t C = config.model.dim;
+
+  RecordingUnits* running = nullptr;
+  RecordingGroup tensor(
+      T,
+      [&](CollectiveOp op, size_t count, WireType type) {
+        size_t real = 0;
+        if (op == CollectiveOp::all_reduce && count % m.dim == 0) {
+          real = count / m.dim * C;  // norm-gain gradients
+        } else if (op != CollectiveOp::all_reduce && count == stand_in_rows_c) {
+          real = N / T * C;  // this rank's activation rows
+        } else if (op == CollectiveOp::all_gather && count == stand_in_pairs) {
+          real = 2 * N;  // every token's (log-sum-exp, target logit)
+        } else {
+          LLM_FAIL(
+              "tensor-parallel recording: a {} of {} elements is none of the sizes it knows (n x "
+              "C = {}, 2N = {}, multiples of C = {} for all-reduces)",
+              collective_op_name(op), count, stand_in_rows_c, stand_in_pairs, m.dim);
+        }
+        out[running->running()].push_back({op, real, wire_bytes(type)});
+        return CommHandle();
+      },
+      [] {});  // scalar sums carry no traffic CommStats counts
+  Transformer model(m, 1, T, backend_cpu(), checkpointing_plan(stand_in.training),
+                    stand_in.precision(), ModelSplit{&tensor, nullptr, 1});
+  RecordingUnits recording(model.layout());
+  running = &recording;
+  const std::vector<int32_t> tokens(T, 0);
+  pipeline_step(
+      config.parallel.pipeline_schedule, model, recording, 1, 1, T, 1.0f,
+      [&](int) {
+        return MicroBatchTokens{tokens.data(), tokens.data()};
+      },
+      [](int) {});
   return out;
 }
 
 void tensor_parallel_step_traffic(const Config& config, int micro_batches, OpTraffic traffic[3]) {
-  const int T = config.parallel.tensor_parallel, units = config.model.n_layers + 2;
-  for (int u = 0; u < units; ++u) {
-    for (Pass pass : {Pass::forward, Pass::backward}) {
-      for (const TensorCollective& c : tensor_parallel_collectives(config, u, pass)) {
-        const uint64_t bytes = static_cast<uint64_t>(c.count) * c.element_bytes;
-        const Traffic one = c.op == CollectiveOp::all_reduce ? all_reduce_traffic(bytes, T)
-                                                             : chunked_traffic(bytes, T);
-        OpTraffic& x = traffic[static_cast<int>(c.op)];
-        x.calls += micro_batches;
-        x.payload_bytes += one.payload * micro_batches;
-        x.sent_bytes += one.sent * micro_batches;
-      }
+  const int T = config.parallel.tensor_parallel;
+  for (const std::vector<TensorCollective>& unit_pass : tensor_parallel_collectives(config)) {
+    for (const TensorCollective& c : unit_pass) {
+      const uint64_t bytes = static_cast<uint64_t>(c.count) * c.element_bytes;
+      const Traffic one = c.op == CollectiveOp::all_reduce ? all_reduce_traffic(bytes, T)
+                                                           : chunked_traffic(bytes, T);
+      OpTraffic& x = traffic[static_cast<int>(c.op)];
+      x.calls += micro_batches;
+      x.payload_bytes += one.payload * micro_batches;
+      x.sent_bytes += one.sent * micro_batches;
     }
   }
 }

@@ -1,22 +1,18 @@
 // The collectives tensor parallelism (with sequence parallelism) adds to a
-// training step, per rank of a tensor group of T, as model/transformer.cpp
-// issues them for one micro-batch of N tokens (n = N / T rows per rank,
-// activations of the precision's width):
-//  - embedding: forward reduce-scatters the vocabulary-parallel lookup (n x C);
-//    backward all-gathers the residual gradient (n x C);
-//  - block forward: per norm an all-gather of its output and per
-//    row-parallel projection (wo, w2) a reduce-scatter of the partial sums;
-//    backward: per branch an all-gather of the residual gradient and a
-//    reduce-scatter of the column-parallel input gradient, one fp32
-//    all-reduce of the two norm gains' gradients (2C), plus the recomputed
-//    forward's collectives (full: 2 gathers + the wo reduce-scatter;
-//    selective: the 2 norm gathers);
-//  - head forward: the final norm's all-gather and one of every rank's
-//    (log-sum-exp, target logit) per token (2N fp32); backward: the
-//    reduce-scatter of the LM head's input gradient and the norm gain's
-//    all-reduce (C).
+// training step, per rank of a tensor group of T, recorded from the model's
+// own calls: the real Transformer runs one micro-batch forward and backward
+// of a tiny stand-in (the config's layers, tying, checkpointing and
+// precision; T heads of 4, an FFN and a vocabulary of T, T tokens) over a
+// recording tensor group (planning/recording_group.h). Each collective is
+// given to the unit whose pass issued it (the outermost unit held, else the
+// one released last: the loss's gather after the head's forward) and re-sized
+// for the real config from what its stand-in count identifies: n x C
+// activation rows (n = N / T of a micro-batch's N tokens), the loss's 2N
+// per-token pairs, or norm-gain gradients in multiples of C.
 // Invariant: the step's traffic equals what the tensor group's CommStats
-// count for the same config (tested under mpirun).
+// count for the same config (tested under mpirun); a collective the model
+// adds shows here without a change to this file, one of a new size fails the
+// recording by name.
 #pragma once
 
 #include <cstddef>
@@ -38,10 +34,10 @@ struct TensorCollective {
   size_t element_bytes;
 };
 
-// What `unit` (0 = embedding, 1..L blocks, L + 1 head) issues in `pass` for
-// one micro-batch; empty when parallel.tensor_parallel = 1.
-std::vector<TensorCollective> tensor_parallel_collectives(const Config& config, int unit,
-                                                          Pass pass);
+// What each unit (0 = embedding, 1..L blocks, L + 1 head) issues in each pass
+// for one micro-batch, at [2 * unit + (pass == Pass::backward)], in issue
+// order; all empty when parallel.tensor_parallel = 1.
+std::vector<std::vector<TensorCollective>> tensor_parallel_collectives(const Config& config);
 
 // The tensor group's traffic over one step of `micro_batches` micro-batches,
 // indexed by CollectiveOp, counted as CommStats counts it.

@@ -188,11 +188,12 @@ StepPrediction throughput_predict(const Config& config, int world, const Hardwar
   // Per unit pass: this rank's 1/T of the FLOPs, and the tensor group's
   // collectives, which the model waits for in line (exposed).
   std::vector<double> flops_by_unit_pass(2 * num_units), tensor_seconds(2 * num_units, 0.0);
+  const std::vector<std::vector<TensorCollective>> tensor = tensor_parallel_collectives(config);
   for (int u = 0; u < num_units; ++u) {
     for (Pass pass : {Pass::forward, Pass::backward}) {
       const int i = 2 * u + (pass == Pass::backward);
       flops_by_unit_pass[i] = unit_pass_flops(config, u, pass).total() / T;
-      for (const TensorCollective& c : tensor_parallel_collectives(config, u, pass)) {
+      for (const TensorCollective& c : tensor[i]) {
         const double payload =
             static_cast<double>(traffic_of(c.op, c.count, c.element_bytes, T).payload);
         tensor_seconds[i] += collective_seconds(c.op, tensor_span, payload, hw);
