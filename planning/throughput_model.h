@@ -1,48 +1,14 @@
 // Predicted time of one training step of a config on `world` ranks of a
-// given hardware profile, and its parts.
-//  - Compute: each unit's forward and backward (plus recomputation) FLOPs
-//    for one micro-batch at the rank's sustained matmul rate
-//    (peak x sustained_fraction, shared by the node's ranks on a CPU); the
-//    optimizer step from the bytes AdamW touches at memory bandwidth.
-//  - Communication: the collectives the engine issues (recorded by
-//    step_trace, re-sized for this config), each costed as the profile's
-//    library runs it (collective_model.h: NCCL's own choice of ring or tree
-//    and LL, LL128 or Simple, with its latencies and bandwidths; or an MPI
-//    ring), a group that spans nodes getting its ranks' share of the node's
-//    NICs.
-//  - Tensor parallelism (T > 1): each rank computes 1/T of every unit's
-//    FLOPs, the data-parallel trace is that of D = world / T ranks moving
-//    their slice, and the tensor group's collectives (tensor_parallel_model.h)
-//    are waited for in line with the compute that issues them.
-//  - Pipeline parallelism (P > 1): the prediction is for the stage with the
-//    most compute (its units' forward + backward FLOPs: its blocks plus the
-//    embedding or the head; the first such stage on a tie), which the others
-//    wait for. Its trace is the data-parallel engine's over D = world /
-//    (T P) ranks for that stage's units, in the config's schedule. The
-//    step adds to its M micro-batches' slots the P - 1 slots the pipeline
-//    idles while it fills and drains (the bubble: pipeline_bubble_fraction
-//    of the M + P - 1 slots), a slot being the stage's forward + backward of
-//    one micro-batch with its tensor collectives; and every slot waits in
-//    line for two messages between stages (an activation and a gradient,
-//    pipeline_message_bytes each, an exchange's two directions at once),
-//    each costing the base latency, one link latency and bytes / bandwidth
-//    of the link: stages are T x D ranks apart, and when the pipeline group
-//    spans nodes every message is costed on the inter-node link (a rank's
-//    share of its node's NICs), the pipeline running at the pace of its
-//    slowest boundary.
-//  - Overlap: the trace is replayed on one compute timeline and one comm
-//    channel per group (a process group's collectives share one stream):
-//    a collective starts when issued (or, without asynchronous progress,
-//    when waited on) and its channel is free; compute after a wait starts
-//    when the collective ends. So the model overlaps exactly what the engine
-//    overlaps (one prefetched gather, reductions in flight while the next
-//    units compute) and exposes the rest.
-//  - Contention (contention.h): while collectives are in flight beside
-//    compute, their blocks hold SMs and the compute runs on the rest, so
-//    overlap is not free: contention_seconds is what it adds to compute.
-//    The optimizer step (memory-bound) is not slowed.
-//  Parts: step = compute + contention + optimizer + exposed communication
-//  (+ the pipeline bubble).
+// given hardware profile, and its parts: compute (model/flops.h at the
+// rank's sustained rate, 1/T of it under tensor parallelism, the stage with
+// the most compute under pipeline parallelism, plus its bubble and stage
+// messages), the optimizer (bytes at memory bandwidth), the collectives the
+// engine issues (recorded by step_trace.h, costed by collective_model.h as
+// the profile's library runs them) and those of the tensor group
+// (tensor_parallel_model.h, waited for in line), replayed on one compute
+// timeline and one channel per group, so the model overlaps exactly what the
+// engine overlaps, with contention.h's cost of overlap. The derivation, term
+// by term: docs/throughput_model.md, "The model".
 // Invariant: traffic per collective type equals what the engine's CommStats
 // (shard and replicate groups) count for the same config and world on a rank
 // of the predicted stage (tested under mpirun).
