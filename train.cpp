@@ -18,9 +18,9 @@
 #include <string>
 #include <vector>
 
-#include "trainer/benchmark.h"
-#include "trainer/export.h"
-#include "trainer/generate_text.h"
+#include "commands/benchmark.h"
+#include "commands/export.h"
+#include "commands/generate_text.h"
 #include "runtime/cli_values.h"
 #include "config/config.h"
 #include "runtime/error.h"

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "model/kernels/cpu_gemm.h"
-#include "trainer/benchmark.h"
+#include "model/kernels/cpu_gemm_rate.h"
 #include "config/config.h"
 #include "model/kernels/adamw.h"
 #include "runtime/device_memory.h"

@@ -13,7 +13,7 @@
 
 #include "model/transformer.h"
 #include "parallel/sharding_engine.h"
-#include "trainer/inference_params.h"
+#include "commands/inference_params.h"
 
 namespace llm::test_support {
 

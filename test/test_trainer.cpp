@@ -16,7 +16,7 @@
 #include "parallel/comm.h"
 #include "data/tokenizer.h"
 #include "runtime/file_io.h"
-#include "trainer/export.h"
+#include "commands/export.h"
 #include "trainer/step_meter.h"
 #include "trainer/trainer.h"
 #include "model/optimizer.h"

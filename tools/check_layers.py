@@ -25,6 +25,9 @@ FLOORS = {
     "cuda_emulation": 3,
     "trainer": 4,
     "planning": 5,
+    # The subcommands beside ./train's training (bench, export, generate):
+    # each drives the floors below it; nothing below runs a command.
+    "commands": 5,
 }
 SOURCE_SUFFIXES = {".h", ".cpp", ".cu", ".cuh", ".cc"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

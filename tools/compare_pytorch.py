@@ -17,7 +17,7 @@ this script
      to batch_size, global-norm gradient clipping, on uniform random tokens,
      under torch.compile (--no-compile for eager). After --warmup steps it
      times --steps steps and reports tokens/s, MFU against --peak-tflops with
-     exactly our FLOP count (core/benchmark.cpp, step_flops), and
+     exactly our FLOP count (model/flops.h, step_flops), and
      torch.cuda.max_memory_allocated;
   3. runs our trainer on the same config:
          ./train bench --config CFG --bench-steps N --peak-tflops P
@@ -143,7 +143,7 @@ def param_count(m: dict) -> dict:
 
 
 def step_flops(m: dict, batch_size: int, seq_len: int) -> dict:
-    """FLOPs of one optimizer step, exactly as core/benchmark.cpp's step_flops.
+    """FLOPs of one optimizer step, exactly as model/flops.h step_flops.
 
     6 x matmul parameters x tokens (the LM head counts V*C even when tied; the
     embedding lookup is not a matmul) + causal attention: per head and
@@ -529,7 +529,7 @@ def run_pytorch(args, cfg: dict, micro: int, batch: int) -> dict:
 
 
 def parse_ours(text: str, cfg: dict, batch: int, peak_tflops: float) -> dict:
-    """Reads what benchmark_run prints (core/benchmark.cpp)."""
+    """Reads what benchmark_run prints (commands/benchmark.cpp)."""
     out = {}
     if match := re.search(r"^benchmark \S+ \((\d+) parameters", text, re.M):
         out["parameters"] = int(match.group(1))

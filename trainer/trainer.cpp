@@ -23,7 +23,7 @@
 #include "parallel/checkpoint.h"
 #include "parallel/comm_nccl.h"
 #include "parallel/comm_staged.h"
-#include "trainer/benchmark.h"
+#include "model/kernels/cpu_gemm_rate.h"
 #include "trainer/hf_weights_source.h"
 #include "trainer/step_meter.h"
 #include "trainer/step_progress.h"

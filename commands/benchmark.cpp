@@ -1,5 +1,5 @@
 // `./train bench`: tokens/s and achieved GFLOP/s of a training step.
-#include "trainer/benchmark.h"
+#include "commands/benchmark.h"
 
 #include <fmt/format.h>
 #include <omp.h>
@@ -19,7 +19,7 @@
 #include "trainer/trainer.h"
 #include "data/shard.h"
 #include "model/flops.h"
-#include "model/kernels/cpu_gemm.h"
+#include "model/kernels/cpu_gemm_rate.h"
 #include "model/op_profile.h"
 #include "model/pipeline_schedule.h"
 
@@ -31,38 +31,6 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
-
-}  // namespace
-
-namespace {
-
-// GFLOP/s of C (n, n) = A B^T on In operands through cpu::gemm, best of `repeats`.
-template <class In>
-double gemm_gflops(int n, int repeats) {
-  std::vector<In> a(static_cast<size_t>(n) * n), b(a.size());
-  std::vector<float> c(a.size());
-  Rng rng(1);
-  for (size_t i = 0; i < a.size(); ++i) {
-    store(&a[i], static_cast<float>(rng.next_uniform() - 0.5));
-    store(&b[i], static_cast<float>(rng.next_uniform() - 0.5));
-  }
-  double best = 1e30;
-  for (int r = 0; r < repeats + 1; ++r) {  // first run warms up
-    auto start = Clock::now();
-    cpu::gemm(cpu::GemmArgs<In, float>{cpu::Op::kNone, cpu::Op::kTranspose, n, n, n, a.data(), n,
-                                       b.data(), n, 0.0f, c.data(), n});
-    if (r > 0) best = std::min(best, seconds_since(start));
-  }
-  return 2.0 * n * n * n / best / 1e9;
-}
-
-}  // namespace
-
-double measure_gemm_gflops(int n, int repeats) { return gemm_gflops<float>(n, repeats); }
-
-double measure_bf16_gemm_gflops(int n, int repeats) { return gemm_gflops<Bf16>(n, repeats); }
-
-namespace {
 
 // A trainer on synthetic uniform tokens (throughput does not depend on the
 // text), on `backend` when given; the shard file only lives while the loader

@@ -10,14 +10,6 @@
 
 namespace llm {
 
-// GFLOP/s of square sgemm of size n (the model's own CPU matmul path,
-// cpu_gemm.h), best of `repeats`.
-double measure_gemm_gflops(int n, int repeats);
-
-// The same with bf16 operands; only where the CPU multiplies them natively
-// (cpu_gemm.h bf16_gemm_native: elsewhere bf16 is widened, at the fp32 rate).
-double measure_bf16_gemm_gflops(int n, int repeats);
-
 // Times `steps` training steps (after one warm-up step) and prints the
 // report; on a GPU (training.device = cuda) the achieved rate is given as MFU
 // against `peak_tflops` (dense bf16 peak per GPU), on the CPU against the

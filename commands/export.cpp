@@ -1,5 +1,5 @@
 // Checkpoint -> Hugging Face directory (see export.h).
-#include "trainer/export.h"
+#include "commands/export.h"
 
 #include <filesystem>
 #include <nlohmann/json.hpp>

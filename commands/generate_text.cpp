@@ -1,6 +1,6 @@
 // Model, tokenizer and context of a checkpoint or Hugging Face directory,
 // then sampling (see generate_text.h).
-#include "trainer/generate_text.h"
+#include "commands/generate_text.h"
 
 #include <chrono>
 #include <filesystem>
@@ -10,7 +10,7 @@
 #include "model/transformer.h"
 #include "parallel/checkpoint.h"
 #include "runtime/error.h"
-#include "trainer/inference_params.h"
+#include "commands/inference_params.h"
 
 namespace llm {
 namespace {

@@ -1,5 +1,5 @@
 // Unit parameters uploaded once in the compute precision (see inference_params.h).
-#include "trainer/inference_params.h"
+#include "commands/inference_params.h"
 
 #include "model/kernels/cast.h"
 #include "runtime/bf16.h"
