@@ -5,13 +5,10 @@
 //  - each gradient leaves for the host as soon as it is final: during the
 //    last micro-batch's backward (zero2 / zero3, or a one-member group),
 //    else when the reductions are waited for; never twice;
-//  - ZenFlow with every column chosen every step is AdamW;
-//  - ZenFlow's choice moves per-column norms across ranks, never gradients;
 //  - a checkpoint saved with offload or ZenFlow resumes bit-identically (a
 //    save is a settle point in both runs), and loads into a run without
 //    offload, and back.
-// ZenFlow against its written semantics, parameter by parameter, is in
-// mpi_test_training_step.cpp / test_training_step.cpp.
+// ZenFlow's own tests are in mpi_test_zenflow.cpp and test_zenflow.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -25,76 +22,13 @@
 #include "parallel/comm.h"
 #include "parallel/sharding_engine.h"
 #include "parallel/topology.h"
+#include "test/offload_runs.h"
 #include "trainer/trainer.h"
 
 namespace llm {
 namespace {
 
-namespace fs = std::filesystem;
-
-constexpr int kSteps = 4;
-
-std::string shared_dir(Group& world, const std::string& name) {
-  fs::path dir = fs::temp_directory_path() /
-                 ("llm_mpi_offload_np" + std::to_string(world.size()) + "_" + name);
-  if (world.rank() == 0) fs::remove_all(dir);
-  world.barrier();
-  return dir.string();
-}
-
-Config make_config(const std::vector<std::string>& extra, const std::string& run_dir = "",
-                   const std::string& resume = "none") {
-  std::vector<std::string> o = {
-      "training.batch_size=12",
-      "training.micro_batch_size=1",
-      "training.warmup_steps=2",
-      "training.lr=1e-3",
-      "logging.metrics=false",
-      "checkpoint.resume=" + resume,
-      "checkpoint.dir=" +
-          (run_dir.empty() ? (fs::temp_directory_path() / "llm_mpi_offload").string() : run_dir)};
-  o.insert(o.end(), extra.begin(), extra.end());
-  return config_load("configs/tiny.toml", o);
-}
-
-struct TrainedRun {
-  std::vector<float> losses;
-  std::vector<float> params;
-  StateBytes bytes, planned;
-};
-
-// Trains steps [trainer.start_step(), until), saving after step `save_at` (0: never).
-TrainedRun train(Trainer& trainer, int until, int save_at = 0) {
-  TrainedRun r;
-  for (int s = trainer.start_step(); s < until; ++s) {
-    r.losses.push_back(trainer.train_step(s).loss);
-    if (s + 1 == save_at) trainer.save_checkpoint(save_at);
-  }
-  r.params = trainer.engine().gather_all_params();
-  r.bytes = trainer.engine().bytes();
-  return r;
-}
-
-TrainedRun train(const std::vector<std::string>& extra) {
-  const Config config = make_config(extra);
-  Trainer trainer(config, comm_world());
-  TrainedRun r = train(trainer, kSteps);
-  r.planned =
-      ShardingEngine::planned_bytes(trainer.model().layout(), trainer.topology().plan, config);
-  return r;
-}
-
-std::vector<std::vector<std::string>> modes_of(int world) {
-  std::vector<std::vector<std::string>> modes = {
-      {"parallel.mode=ddp"}, {"parallel.mode=zero2"}, {"parallel.mode=zero3"}};
-  if (world % 2 == 0) modes.push_back({"parallel.mode=hybrid", "parallel.shard_group_size=2"});
-  return modes;
-}
-
-std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
+using namespace offload_runs;
 
 TEST(Offload, SameBitsAsTheDeviceOptimizerInEveryMode) {
   for (const auto& mode : modes_of(comm_world().size())) {
@@ -196,49 +130,6 @@ TEST(Offload, DelayedUpdateIsDeterministicAndStale) {
   const TrainedRun plain = train({"parallel.mode=zero2"});
   EXPECT_EQ(a.losses[0], plain.losses[0]);  // nothing is stale before the first update
   EXPECT_NE(a.losses[2], plain.losses[2]);  // step 3 sees step 1's parameters
-}
-
-// Every column chosen, a host update every step, no warm-up: each element
-// gets AdamW(g_t) at step t on the device. The compact copy runs the same
-// AdamW kernel on the same values, so the bits match.
-TEST(ZenFlow, AllColumnsEveryStepIsAdamW) {
-  for (const char* mode : {"parallel.mode=ddp", "parallel.mode=zero3"}) {
-    SCOPED_TRACE(mode);
-    const TrainedRun adamw = train({mode});
-    const TrainedRun zenflow =
-        train({mode, "zenflow.enabled=true", "zenflow.topk_ratio=1.0", "zenflow.update_interval=1",
-               "zenflow.full_warm_up_rounds=0"});
-    EXPECT_EQ(zenflow.losses, adamw.losses);
-    EXPECT_EQ(zenflow.params, adamw.params);
-  }
-}
-
-// The choice all-reduces one float per matrix column over the shard group;
-// the gradients themselves only move as the mode's reduce-scatter.
-TEST(ZenFlow, OnlyColumnNormsCrossRanksForTheChoice) {
-  Group& world = comm_world();
-  const Config config = make_config({"parallel.mode=zero2", "zenflow.enabled=true",
-                                     "zenflow.topk_ratio=0.1", "zenflow.update_interval=2"});
-  Trainer trainer(config, world);
-  trainer.topology().shard->reset_stats();
-  for (int s = 0; s < kSteps; ++s) trainer.train_step(s);
-  const ZenFlowStats& zf = *trainer.engine().zenflow_stats();
-  const CommStats& comm = trainer.topology().shard->stats();
-  size_t columns = 0;
-  for (const TensorSpec& t : trainer.model().layout().tensors)
-    columns += t.shape.size() >= 2 ? t.shape.back() : 0;
-  EXPECT_EQ(zf.selections, static_cast<uint64_t>(kSteps / 2));  // at each interval's start
-  EXPECT_EQ(zf.host_updates, static_cast<uint64_t>(kSteps / 2));
-  if (world.size() == 1) {
-    EXPECT_EQ(zf.selection_bytes, 0u);
-    return;
-  }
-  EXPECT_EQ(zf.selection_bytes, zf.selections * columns * sizeof(float));
-  // zero2 issues no other all-reduce in its shard group (scalars are not counted).
-  EXPECT_EQ(comm.all_reduce_sent,
-            all_reduce_traffic(columns * sizeof(float), world.size()).sent * zf.selections);
-  const uint64_t gradient_bytes = kSteps * trainer.model().layout().total_numel * sizeof(float);
-  EXPECT_LT(zf.selection_bytes * 100, gradient_bytes) << "selection traffic is not light";
 }
 
 // Resume is bit-identical to a run that saved at the same step (a save
