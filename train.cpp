@@ -28,7 +28,7 @@
 #include "planning/hardware_profile.h"
 #include "planning/offload_report.h"
 #include "planning/planner.h"
-#include "planning/scaling.h"
+#include "commands/scaling.h"
 #include "runtime/system.h"
 #include "trainer/trainer.h"
 #include "data/prepare.h"

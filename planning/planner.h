@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "config/config.h"
-#include "trainer/trainer.h"
+#include "planning/memory_plan.h"
 
 namespace llm {
 

@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "runtime/error.h"
-#include "trainer/trainer.h"
+#include "planning/memory_plan.h"
 #include "model/backend.h"
 #include "model/layout.h"
 #include "model/pipeline_schedule.h"

@@ -23,7 +23,7 @@
 #include "planning/pipeline_model.h"
 #include "parallel/zenflow.h"
 #include "planning/offload_model.h"
-#include "planning/scaling.h"
+#include "commands/scaling.h"
 #include "planning/step_trace.h"
 #include "planning/throughput_model.h"
 #include "trainer/trainer.h"

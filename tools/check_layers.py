@@ -23,11 +23,13 @@ FLOORS = {
     # by the CUDA sources only as <cuda_runtime.h> and the like, as the
     # vendor's; built on the CPU GEMM and bf16 rounding of the floors below.
     "cuda_emulation": 3,
-    "trainer": 4,
-    "planning": 5,
-    # The subcommands beside ./train's training (bench, export, generate):
-    # each drives the floors below it; nothing below runs a command.
-    "commands": 5,
+    # Cost models: what a config needs and how fast it runs, before a launch.
+    "planning": 4,
+    "trainer": 5,
+    # The subcommands beside ./train's training (bench, export, generate,
+    # the scaling and calibration experiments): each drives the floors below
+    # it; nothing below runs a command.
+    "commands": 6,
 }
 SOURCE_SUFFIXES = {".h", ".cpp", ".cu", ".cuh", ".cc"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

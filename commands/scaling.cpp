@@ -1,6 +1,6 @@
 // `./train scale`: the sweep, its CSV and plot, validation against real runs,
 // and option parsing (see scaling.h).
-#include "planning/scaling.h"
+#include "commands/scaling.h"
 
 #include <fmt/format.h>
 
@@ -10,11 +10,11 @@
 #include <map>
 #include <optional>
 
-#include "planning/calibration.h"
+#include "commands/calibration.h"
 #include "runtime/cli_values.h"
 #include "runtime/error.h"
 #include "planning/hardware_profile.h"
-#include "planning/measure_run.h"
+#include "commands/measure_run.h"
 #include "runtime/system.h"
 #include "planning/throughput_model.h"
 #include "trainer/trainer.h"

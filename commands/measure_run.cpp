@@ -1,5 +1,5 @@
 // Real runs under mpirun and their logged step times (see measure_run.h).
-#include "planning/measure_run.h"
+#include "commands/measure_run.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>

@@ -17,7 +17,7 @@
 
 #include <string>
 
-#include "planning/measure_run.h"
+#include "commands/measure_run.h"
 #include "parallel/comm.h"
 
 namespace llm {

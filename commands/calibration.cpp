@@ -1,5 +1,5 @@
 // Measuring this machine into a hardware profile (see calibration.h).
-#include "planning/calibration.h"
+#include "commands/calibration.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
