@@ -43,7 +43,7 @@ constexpr const char* kUsage = R"(usage:
       Without --config: every config key with its type, default and meaning.
       With it: the resolved config (file, then overrides) as TOML.
   ./train [train] --config FILE [--section.key=value ...]
-      Train. FILE is a path, or a name looked up in configs/ (e.g. tiny).
+      Train. FILE is a path, or a name looked up in train_configs/ (e.g. tiny).
       Any config key can be overridden, e.g. --training.steps=20 or
       --training.steps 20. Set LLM_DEBUG=1 for source locations in errors.
   ./train prepare --input PATH [--input PATH ...] --out DIR [--vocab-size N]

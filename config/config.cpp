@@ -221,11 +221,11 @@ void write_value(std::ostream& out, E value) {
 }
 
 fs::path find_config_file(const std::string& path_or_name) {
-  for (fs::path candidate : {fs::path(path_or_name), fs::path("configs") / path_or_name,
-                             fs::path("configs") / (path_or_name + ".toml")}) {
+  for (fs::path candidate : {fs::path(path_or_name), fs::path("train_configs") / path_or_name,
+                             fs::path("train_configs") / (path_or_name + ".toml")}) {
     if (fs::is_regular_file(candidate)) return candidate;
   }
-  LLM_FAIL("config '{}' not found (looked for it as given and in configs/)", path_or_name);
+  LLM_FAIL("config '{}' not found (looked for it as given and in train_configs/)", path_or_name);
 }
 
 }  // namespace

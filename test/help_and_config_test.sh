@@ -18,7 +18,7 @@ out=$("$train" config) || fail "./train config exited non-zero"
 grep -q '^| `training.lr` | float | `0.003` |' <<<"$out" || fail "no training.lr row: $out"
 grep -q '^| `parallel.pipeline_parallel` | integer | `1` |' <<<"$out" || fail "no pipeline_parallel row"
 
-out=$("$train" config --config configs/tiny.toml --training.lr=0.003 --model.dim=32) ||
+out=$("$train" config --config train_configs/tiny.toml --training.lr=0.003 --model.dim=32) ||
   fail "./train config --config exited non-zero"
 grep -q '^lr = 0.003$' <<<"$out" || fail "resolved config lacks 'lr = 0.003': $out"
 grep -q '^dim = 32$' <<<"$out" || fail "resolved config lacks the override dim = 32"

@@ -37,7 +37,7 @@ class CheckpointFiles : public ::testing::Test {
     std::vector<std::string> o = {"checkpoint.dir=" + dir_.string(), "logging.metrics=false",
                                   "checkpoint.resume=none"};
     o.insert(o.end(), extra.begin(), extra.end());
-    return config_load("configs/tiny.toml", o);
+    return config_load("train_configs/tiny.toml", o);
   }
   // Saves after `steps` steps; returns the checkpoint directory.
   std::string save_after(int steps, std::vector<std::string> extra = {}) {

@@ -18,9 +18,9 @@ namespace {
 
 constexpr size_t kGiB = size_t{1} << 30;
 
-Config llama8b() { return config_load("configs/llama8b.toml", {}); }
+Config llama8b() { return config_load("train_configs/llama8b.toml", {}); }
 
-// configs/llama8b.toml: "mpirun -np 16 ... on 80 GB GPUs", zero3 + bf16,
+// train_configs/llama8b.toml: "mpirun -np 16 ... on 80 GB GPUs", zero3 + bf16,
 // 54.4 GiB per rank of the 77 GiB usable.
 TEST(Planner, ShippedLlama8bFitsSixteen80GiBGpusWithHeadroom) {
   const Config config = llama8b();
@@ -29,7 +29,7 @@ TEST(Planner, ShippedLlama8bFitsSixteen80GiBGpusWithHeadroom) {
   const double needed =
       static_cast<double>(memory_plan(config, sharding_plan(config.parallel, 16)).total());
   EXPECT_LE(needed, (1.0 - kRecommendedHeadroom) * static_cast<double>(gpu.usable()));
-  EXPECT_NEAR(needed / kGiB, 54.4, 0.05) << "the figure in configs/llama8b.toml's header";
+  EXPECT_NEAR(needed / kGiB, 54.4, 0.05) << "the figure in train_configs/llama8b.toml's header";
 }
 
 // The recommendation is the first row (least communication, then least
@@ -101,7 +101,7 @@ TEST(Planner, Llama8bOnOneGpuNeedsTheOptimizerOffloaded) {
 // row's mesh the world, its bubble (P - 1) / (M + P - 1) with M = 512 / D
 // micro-batches of one sequence per data-parallel rank.
 TEST(Planner, PipelineRowsCoverEveryMeshWithItsBubble) {
-  const Config config = config_load("configs/llama70b.toml", {});
+  const Config config = config_load("train_configs/llama70b.toml", {});
   const std::vector<PlanRow> rows = plan_memory(config, 64, 8, 77 * kGiB);
   std::set<std::pair<int, int>> meshes;
   for (const PlanRow& row : rows) {
@@ -132,13 +132,13 @@ TEST(Planner, PipelineRowsNeedUntiedEmbeddingsAndABlockPerStage) {
       p.insert(row.pipeline_parallel);
     return p;
   };
-  EXPECT_EQ(degrees(config_load("configs/llama70b.toml", {"model.tie_embeddings=true"}), 64),
+  EXPECT_EQ(degrees(config_load("train_configs/llama70b.toml", {"model.tie_embeddings=true"}), 64),
             std::set<int>{1});
   // Two blocks: at most two stages; three ranks: no even split in two.
-  const Config tiny = config_load("configs/tiny.toml", {"model.tie_embeddings=false"});
+  const Config tiny = config_load("train_configs/tiny.toml", {"model.tie_embeddings=false"});
   EXPECT_EQ(degrees(tiny, 8), (std::set<int>{1, 2}));
   EXPECT_EQ(degrees(tiny, 3), std::set<int>{1});
-  EXPECT_EQ(degrees(config_load("configs/tiny.toml", {}), 8), std::set<int>{1})
+  EXPECT_EQ(degrees(config_load("train_configs/tiny.toml", {}), 8), std::set<int>{1})
       << "tiny ties its head";
 }
 
@@ -146,7 +146,7 @@ TEST(Planner, PipelineRowsNeedUntiedEmbeddingsAndABlockPerStage) {
 // 80 blocks cut it by about P (the largest stage holds 80 / P blocks and the
 // embedding or the head), so the rank's total falls at every step of P.
 TEST(Planner, StatePerRankFallsWithPipelineStages) {
-  const Config config = config_load("configs/llama70b.toml", {});
+  const Config config = config_load("train_configs/llama70b.toml", {});
   size_t previous = 0;
   double ddp_params = 0;
   for (const PlanRow& row : plan_memory(config, 64, 8, 77 * kGiB)) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Compare our trainer's GPU throughput with the same model trained by PyTorch.
 
-For each TOML config (default configs/gpu_124m.toml and configs/gpu_1b.toml)
+For each TOML config (default train_configs/gpu_124m.toml and train_configs/gpu_1b.toml)
 this script
 
   1. builds the same Llama decoder in PyTorch: embedding; per block RMSNorm,
@@ -40,9 +40,9 @@ PyTorch (2.x; enable_gqa and fused AdamW are used when present):
 
     pip install torch
     python3 tools/compare_pytorch.py
-    python3 tools/compare_pytorch.py --config configs/gpu_1b.toml --steps 20 --json-out cmp.json
+    python3 tools/compare_pytorch.py --config train_configs/gpu_1b.toml --steps 20 --json-out cmp.json
     python3 tools/compare_pytorch.py --config gpu_124m --find-max-micro-batch
-    python3 tools/compare_pytorch.py --param-count-only --config configs/gpu_1b.toml   # no torch needed
+    python3 tools/compare_pytorch.py --param-count-only --config train_configs/gpu_1b.toml   # no torch needed
     python3 tools/compare_pytorch.py --config tiny --skip-ours --pytorch-device cpu --no-compile
         # smoke test of the PyTorch side on a machine without a GPU (no MFU meaning)
 
@@ -69,7 +69,7 @@ import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_CONFIGS = "configs/gpu_124m.toml,configs/gpu_1b.toml"
+DEFAULT_CONFIGS = "train_configs/gpu_124m.toml,train_configs/gpu_1b.toml"
 RESULT_MARK = "COMPARE_PYTORCH_RESULT "  # prefix of the worker's one JSON result line
 
 # Defaults of the keys we use, mirroring core/config.h (a TOML file may omit any).
@@ -91,14 +91,14 @@ TRAINING_DEFAULTS = {
 # ---------------------------------------------------------------------------
 
 def find_config(path_or_name: str) -> Path:
-    """Like config_load: the path as given, else configs/NAME, adding .toml if missing."""
+    """Like config_load: the path as given, else train_configs/NAME, adding .toml if missing."""
     candidates = [Path(path_or_name)]
     if not path_or_name.endswith(".toml"):
         candidates.append(Path(path_or_name + ".toml"))
     for base in list(candidates):
         if not base.is_absolute():
             candidates.append(REPO_ROOT / base)
-            candidates.append(REPO_ROOT / "configs" / base)
+            candidates.append(REPO_ROOT / "train_configs" / base)
     for c in candidates:
         if c.is_file():
             return c.resolve()
@@ -690,7 +690,7 @@ def search_max_micro_batch(run, start: int, cap: int) -> tuple[int | None, dict 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", action="append", default=None,
-                        help=f"TOML config (path or name in configs/); repeatable or comma list "
+                        help=f"TOML config (path or name in train_configs/); repeatable or comma list "
                              f"(default {DEFAULT_CONFIGS})")
     parser.add_argument("--steps", type=int, default=10, help="timed steps (default 10)")
     parser.add_argument("--warmup", type=int, default=3,

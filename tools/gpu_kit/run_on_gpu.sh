@@ -14,8 +14,8 @@
 #   linkage     ldd of the binaries: every kit library resolves into the kit
 #   ctest_gpu   ctest -L gpu
 #   gpu_modes   mpirun -np 2 llm_mpi_tests --gtest_filter=GpuModes*
-#   bench_124m  ./train bench --config configs/gpu_124m.toml
-#   bench_1b    ./train bench --config configs/gpu_1b.toml
+#   bench_124m  ./train bench --config train_configs/gpu_124m.toml
+#   bench_1b    ./train bench --config train_configs/gpu_1b.toml
 #   bench_offload ./train bench --offload on gpu_1b: device / ZeRO-Offload /
 #               delayed / ZenFlow step times, PCIe bytes and GPU idle (issue 15)
 #   generate_124m  two steps of the 124M shape on the tiny data (bf16), then
@@ -228,10 +228,10 @@ run_step linkage 60 "
   [ -x train ] && [ \$bad = 0 ]"
 run_step ctest_gpu 360 "$(q "$CTEST") --test-dir $(q "$BUILD") -L gpu --output-on-failure -j 4 --timeout 300"
 run_step gpu_modes 300 "$MPI_ENV mpirun -np 2 $(q "$BUILD")/test/llm_mpi_tests --gtest_filter='GpuModes*'"
-run_step bench_124m 240 "./train bench --config configs/gpu_124m.toml"
-run_step bench_1b 300 "./train bench --config configs/gpu_1b.toml"
-run_step bench_offload 300 "./train bench --config configs/gpu_1b.toml --offload --bench-steps 8"
-run_step generate_124m 180 "./train --config configs/gpu_124m.toml --data.train='data/tiny/train_*.bin' \
+run_step bench_124m 240 "./train bench --config train_configs/gpu_124m.toml"
+run_step bench_1b 300 "./train bench --config train_configs/gpu_1b.toml"
+run_step bench_offload 300 "./train bench --config train_configs/gpu_1b.toml --offload --bench-steps 8"
+run_step generate_124m 180 "./train --config train_configs/gpu_124m.toml --data.train='data/tiny/train_*.bin' \
   --data.val='data/tiny/val_*.bin' --data.tokenizer=data/tiny/tokenizer.model --model.vocab_size=512 \
   --training.seq_len=512 --training.batch_size=16 --training.steps=2 --training.eval_interval=0 \
   --training.sample_tokens=0 --checkpoint.dir=/tmp/generate_124m --checkpoint.resume=none &&
