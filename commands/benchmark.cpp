@@ -55,17 +55,22 @@ std::unique_ptr<Trainer> synthetic_trainer(Config config, Group& world,
   return trainer;
 }
 
-// Seconds per step over `steps` steps after one warm-up step (slowest rank),
-// counted on rank 0's terminal as `label` while they run (the row's result
-// replaces the line); `waited` (when given) receives this rank's mean wait per
-// counted step for the neighbouring pipeline stages.
-double time_steps(Trainer& trainer, int steps, const std::string& label, double* waited = nullptr) {
+// Rank 0's transient count of a benchmark's steps (the row's result replaces it).
+ProgressOptions step_counter(Trainer& trainer) {
   ProgressOptions options;
   options.enabled = trainer.topology().world.rank() == 0;
   options.item_name = "steps";
   options.style = ProgressStyle::transient;
   options.show_after = 1;
-  Progress progress(label, static_cast<uint64_t>(steps) + 1, options);
+  return options;
+}
+
+// Seconds per step over `steps` steps after one warm-up step (slowest rank),
+// counted on rank 0's terminal as `label` while they run (the row's result
+// replaces the line); `waited` (when given) receives this rank's mean wait per
+// counted step for the neighbouring pipeline stages.
+double time_steps(Trainer& trainer, int steps, const std::string& label, double* waited = nullptr) {
+  Progress progress(label, static_cast<uint64_t>(steps) + 1, step_counter(trainer));
   trainer.train_step(0);
   progress.add(1);
   trainer.topology().world.barrier();
@@ -84,12 +89,7 @@ double time_steps(Trainer& trainer, int steps, const std::string& label, double*
 // `steps` more steps, each between the profile's begin_step and end_step (the
 // trainer runs on its profiled backend), counted on rank 0's terminal.
 void profile_steps(Trainer& trainer, OpProfile& profile, int steps) {
-  ProgressOptions options;
-  options.enabled = trainer.topology().world.rank() == 0;
-  options.item_name = "steps";
-  options.style = ProgressStyle::transient;
-  options.show_after = 1;
-  Progress progress("  profiling", static_cast<uint64_t>(steps), options);
+  Progress progress("  profiling", static_cast<uint64_t>(steps), step_counter(trainer));
   for (int s = 1; s <= steps; ++s) {
     profile.begin_step();
     trainer.train_step(s);

@@ -110,7 +110,6 @@ bool g_give_up = false;
 
 // Written by the copy kernel; zeroed before every run.
 struct Control {
-  unsigned int started;         // copy blocks that have begun
   unsigned int copy_timed_out;  // the copy ran out of its time before its passes
   unsigned long long vectors;   // 16-byte vectors copied, all threads
   int sm_of_block[kMaxCopyBlocks];
@@ -148,13 +147,12 @@ __global__ void fill_random_bf16(__nv_bfloat16* p, size_t n, uint64_t seed) {
 
 // Copies src to dst (n 16-byte vectors) `passes` times with a grid-stride
 // loop, or until `timeout_ns` of the GPU's clock have passed. Block b records
-// its SM; thread 0 of each block counts the block in ctrl->started.
+// its SM.
 __global__ void __launch_bounds__(kCopyThreads)
     copy_kernel(const int4* __restrict__ src, int4* __restrict__ dst, size_t n, int passes,
                 Control* ctrl, unsigned long long timeout_ns) {
   if (threadIdx.x == 0) {
     ctrl->sm_of_block[blockIdx.x] = static_cast<int>(sm_id());
-    atomicAdd(&ctrl->started, 1u);
   }
   const unsigned long long t0 = global_ns();
   const size_t stride = size_t(gridDim.x) * blockDim.x;
