@@ -175,7 +175,7 @@ void calibrate_machine(const CalibrationOptions& options) {
   hw.device.compute_units = omp_get_num_procs();
   hw.node.devices_per_node = 64;
   hw.intra_node = hw.inter_node = {comm.bandwidth_gbs, comm.alpha_us};
-  hw.collective = {"mpi", 0.0, false};
+  hw.collective = {CollectiveLibrary::mpi, 0.0, false};
   hw.host = {host.adamw_params_per_s, host.accumulate_params_per_s};
   hw.pcie = {host.copy_bytes_per_s / 1e9, 0.0};
 

@@ -2,8 +2,6 @@
 // visit_fields() list, so adding a key is one line in config.h.
 #include "config/config.h"
 
-#include <toml++/toml.h>
-
 #include <algorithm>
 #include <cmath>
 #include <charconv>
@@ -13,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "config/toml_tables.h"
 #include "runtime/cli_values.h"
 #include "runtime/error.h"
 
@@ -21,61 +20,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// --- reading one value from a TOML node or from override text ---------------
+// --- reading one value from override text ------------------------------------
 
 template <class T>
 std::string integer_range() {
   return fmt::format("[{}, {}]", std::numeric_limits<T>::min(), std::numeric_limits<T>::max());
-}
-
-void read_node(const toml::node& node, int& out, const std::string& key) {
-  auto value = node.value_exact<int64_t>();
-  LLM_CHECK(value.has_value(), "{}: expected an integer", key);
-  LLM_CHECK(*value >= std::numeric_limits<int>::min() && *value <= std::numeric_limits<int>::max(),
-            "{}: {} is out of range for a 32-bit integer {}", key, *value, integer_range<int>());
-  out = static_cast<int>(*value);
-}
-void read_node(const toml::node& node, int64_t& out, const std::string& key) {
-  auto value = node.value_exact<int64_t>();
-  LLM_CHECK(value.has_value(), "{}: expected an integer", key);
-  out = *value;
-}
-void read_node(const toml::node& node, double& out, const std::string& key) {
-  LLM_CHECK(node.is_number(), "{}: expected a number", key);
-  out = *node.value<double>();
-}
-void read_node(const toml::node& node, bool& out, const std::string& key) {
-  auto value = node.value_exact<bool>();
-  LLM_CHECK(value.has_value(), "{}: expected true or false", key);
-  out = *value;
-}
-void read_node(const toml::node& node, std::string& out, const std::string& key) {
-  auto value = node.value_exact<std::string>();
-  LLM_CHECK(value.has_value(), "{}: expected a string", key);
-  out = *value;
-}
-void read_text(const std::string& text, AutoCount& out, const std::string& key);
-void read_node(const toml::node& node, SwitchOrPath& out, const std::string& key) {
-  if (auto on = node.value_exact<bool>()) {
-    out = {*on, ""};
-    return;
-  }
-  auto path = node.value_exact<std::string>();
-  LLM_CHECK(path.has_value() && !path->empty(), "{}: expected true, false or a directory", key);
-  out = {true, *path};
-}
-void read_node(const toml::node& node, AutoCount& out, const std::string& key) {
-  if (auto text = node.value_exact<std::string>()) return read_text(*text, out, key);
-  auto value = node.value_exact<int64_t>();
-  LLM_CHECK(value.has_value() && *value >= 1 && *value <= std::numeric_limits<int>::max(),
-            "{}: expected a positive integer or \"auto\"", key);
-  out.value = static_cast<int>(*value);
-}
-template <NamedEnum E>
-void read_node(const toml::node& node, E& out, const std::string& key) {
-  auto value = node.value_exact<std::string>();
-  LLM_CHECK(value.has_value(), "{}: expected a string: {}", key, enum_choices<E>());
-  out = parse_enum<E>(*value, key);
 }
 
 template <class T>
@@ -138,34 +87,6 @@ std::vector<std::string> all_keys(Config& config) {
     });
   });
   return keys;
-}
-
-void apply_table(Config& config, const toml::table& root, const std::string& origin) {
-  std::vector<std::string> tables;
-  config.visit_tables([&](const char* table_name, auto& section) {
-    tables.push_back(table_name);
-    const toml::node* node = root.get(table_name);
-    if (!node) return;
-    const toml::table* table = node->as_table();
-    LLM_CHECK(table, "{}: [{}] must be a table", origin, table_name);
-    std::set<std::string> known;
-    section.visit_fields([&](const char* key, auto& field, const char*) {
-      known.insert(key);
-      if (const toml::node* value = table->get(key)) {
-        read_node(*value, field, fmt::format("{}: {}.{}", origin, table_name, key));
-      }
-    });
-    for (auto&& [key, value] : *table) {
-      const std::string name = fmt::format("{}.{}", table_name, key.str());
-      LLM_CHECK(known.count(std::string(key.str())), "{}: unknown key '{}'{}", origin, name,
-                did_you_mean(name, all_keys(config)));
-    }
-  });
-  for (auto&& [key, value] : root) {
-    const std::string name(key.str());
-    LLM_CHECK(std::find(tables.begin(), tables.end(), name) != tables.end(),
-              "{}: unknown table or key '{}'{}", origin, name, did_you_mean(name, tables));
-  }
 }
 
 void apply_override(Config& config, const std::string& assignment) {
@@ -239,12 +160,7 @@ Config config_parse(const std::string& toml_text, const std::string& origin,
   Config config;
   config.path = origin;
   config.name = fs::path(origin).stem().string();
-  try {
-    toml::table root = toml::parse(toml_text, origin);
-    apply_table(config, root, origin);
-  } catch (const toml::parse_error& e) {
-    LLM_FAIL("{}:{}: {}", origin, e.source().begin.line, e.description());
-  }
+  read_toml_tables(config, parse_toml(toml_text, origin), origin, Omitted::keeps_default);
   for (const std::string& assignment : overrides) apply_override(config, assignment);
   config.overrides = overrides;
   config_validate(config);

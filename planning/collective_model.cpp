@@ -162,15 +162,16 @@ CollectiveCost nccl_cost(CollectiveOp op, const GroupSpan& span, double payload_
                 : protocol == CollectiveProtocol::ll128 ? kLL128
                                                         : kSimple;
   const NcclProfile& nccl = hw.nccl;
-  const bool ampere = nccl.gpu_arch == "ampere";
-  const bool ll128_on = (nccl.gpu_arch == "volta" || ampere) && nccl.intra_link == "nvlink";
+  const bool ampere = nccl.gpu_arch == GpuArch::ampere;
+  const bool ll128_on =
+      (nccl.gpu_arch == GpuArch::volta || ampere) && nccl.intra_link == IntraLink::nvlink;
   if ((a == kTree && !all_reduce) || (p == kLL128 && !ll128_on)) {
     cost.seconds = -1;
     return cost;
   }
   const int n = span.size, nodes = span.nodes;
   const int index2 = nodes <= 2 ? nodes - 1 : 2;
-  const int index1 = nodes == 1 ? (ampere ? 1 : 0) : (nccl.host_cpu == "amd" ? 1 : 0);
+  const int index1 = nodes == 1 ? (ampere ? 1 : 0) : (nccl.host_cpu == HostCpu::amd ? 1 : 0);
   const double ll_max = kLLMaxBandwidth[index1][index2];
   const double tree_max_per_channel = kTreeMaxBandwidthPerChannel[ampere ? 1 : 0][index2];
   const double ppn = static_cast<double>(n) / nodes;
@@ -197,7 +198,7 @@ CollectiveCost nccl_cost(CollectiveOp op, const GroupSpan& span, double payload_
   double algorithm_bandwidth = bus * (a == kTree ? 0.5 : static_cast<double>(n) / steps);
 
   // Latency, microseconds.
-  const int intra_hw = nccl.intra_link == "nvlink" ? kNvlink : kPci;
+  const int intra_hw = nccl.intra_link == IntraLink::nvlink ? kNvlink : kPci;
   double intra_latency = kHopLatency[intra_hw][a][p];
   const double inter_latency = kHopLatency[kNet][a][p];
   if (nodes > 1 && p == kLL) intra_latency *= 1.8;

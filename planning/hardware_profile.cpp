@@ -2,38 +2,16 @@
 // derived from it.
 #include "planning/hardware_profile.h"
 
-#include <toml++/toml.h>
-
 #include <algorithm>
 #include <fstream>
 #include <iterator>
-#include <set>
 
+#include "config/toml_tables.h"
 #include "runtime/error.h"
 #include "planning/planner.h"
 
 namespace llm {
 namespace {
-
-void read_value(const toml::node& node, double& out, const std::string& key) {
-  LLM_CHECK(node.is_number(), "{}: expected a number", key);
-  out = *node.value<double>();
-}
-void read_value(const toml::node& node, int& out, const std::string& key) {
-  auto value = node.value_exact<int64_t>();
-  LLM_CHECK(value.has_value(), "{}: expected an integer", key);
-  out = static_cast<int>(*value);
-}
-void read_value(const toml::node& node, bool& out, const std::string& key) {
-  auto value = node.value_exact<bool>();
-  LLM_CHECK(value.has_value(), "{}: expected true or false", key);
-  out = *value;
-}
-void read_value(const toml::node& node, std::string& out, const std::string& key) {
-  auto value = node.value_exact<std::string>();
-  LLM_CHECK(value.has_value(), "{}: expected a string", key);
-  out = *value;
-}
 
 void validate(const HardwareProfile& p) {
   const std::string& f = p.path;
@@ -54,17 +32,8 @@ void validate(const HardwareProfile& p) {
   LLM_CHECK(p.pcie.bandwidth_gbs > 0, "{}: pcie.bandwidth_gbs must be positive", f);
   LLM_CHECK(p.pcie.latency_us >= 0, "{}: pcie.latency_us must not be negative", f);
   LLM_CHECK(p.device.compute_units >= 1, "{}: device.compute_units must be at least 1", f);
-  LLM_CHECK(p.collective.library == "nccl" || p.collective.library == "mpi",
-            "{}: collective.library must be \"nccl\" or \"mpi\", got \"{}\"", f,
-            p.collective.library);
   if (p.uses_nccl()) {
     const NcclProfile& n = p.nccl;
-    LLM_CHECK(n.gpu_arch == "volta" || n.gpu_arch == "ampere" || n.gpu_arch == "hopper",
-              "{}: nccl.gpu_arch must be volta, ampere or hopper, got \"{}\"", f, n.gpu_arch);
-    LLM_CHECK(n.host_cpu == "amd" || n.host_cpu == "intel",
-              "{}: nccl.host_cpu must be amd or intel", f);
-    LLM_CHECK(n.intra_link == "nvlink" || n.intra_link == "pci",
-              "{}: nccl.intra_link must be nvlink or pci", f);
     LLM_CHECK(n.intra_channels >= 1 && n.inter_channels >= 1,
               "{}: nccl.intra_channels and nccl.inter_channels must be at least 1", f);
   }
@@ -76,43 +45,9 @@ void validate(const HardwareProfile& p) {
 }  // namespace
 
 HardwareProfile hardware_parse(const std::string& toml_text, const std::string& origin) {
-  toml::table root;
-  try {
-    root = toml::parse(toml_text, origin);
-  } catch (const toml::parse_error& e) {
-    LLM_FAIL("{}: {}", origin, e.description());
-  }
   HardwareProfile profile;
   profile.path = origin;
-  std::set<std::string> known = {"name"};
-  if (const toml::node* name = root.get("name")) read_value(*name, profile.name, origin + ": name");
-  profile.visit_tables([&](const char* table_name, auto& section) {
-    known.insert(table_name);
-    const toml::node* node = root.get(table_name);
-    if (std::string(table_name) == "nccl" && !profile.uses_nccl()) {
-      // [collective] comes first: [nccl] belongs to the NCCL model only.
-      LLM_CHECK(!node, "{}: [nccl] is read only with collective.library = \"nccl\"", origin);
-      return;
-    }
-    LLM_CHECK(node && node->is_table(), "{}: missing table [{}]", origin, table_name);
-    const toml::table& table = *node->as_table();
-    std::set<std::string> fields;
-    section.visit_fields([&](const char* key, auto& field, const char*) {
-      fields.insert(key);
-      const std::string where = fmt::format("{}: {}.{}", origin, table_name, key);
-      const toml::node* value = table.get(key);
-      LLM_CHECK(value, "{}: missing", where);
-      read_value(*value, field, where);
-    });
-    for (auto&& [key, value] : table) {
-      LLM_CHECK(fields.count(std::string(key.str())), "{}: unknown key {}.{}", origin, table_name,
-                key.str());
-    }
-  });
-  for (auto&& [key, value] : root) {
-    LLM_CHECK(known.count(std::string(key.str())), "{}: unknown table or key '{}'", origin,
-              key.str());
-  }
+  read_toml_tables(profile, parse_toml(toml_text, origin), origin, Omitted::is_error);
   validate(profile);
   return profile;
 }

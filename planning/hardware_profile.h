@@ -16,6 +16,27 @@
 
 namespace llm {
 
+// Which collective cost model a profile uses (collective.library).
+enum class CollectiveLibrary { mpi, nccl };
+inline constexpr EnumName<CollectiveLibrary> kCollectiveLibraryNames[] = {
+    {"mpi", CollectiveLibrary::mpi}, {"nccl", CollectiveLibrary::nccl}};
+constexpr std::span<const EnumName<CollectiveLibrary>> enum_names(CollectiveLibrary) {
+  return kCollectiveLibraryNames;
+}
+// The facts NCCL's tuning tables key on (nccl.gpu_arch, host_cpu, intra_link).
+enum class GpuArch { volta, ampere, hopper };
+inline constexpr EnumName<GpuArch> kGpuArchNames[] = {
+    {"volta", GpuArch::volta}, {"ampere", GpuArch::ampere}, {"hopper", GpuArch::hopper}};
+constexpr std::span<const EnumName<GpuArch>> enum_names(GpuArch) { return kGpuArchNames; }
+enum class HostCpu { amd, intel };
+inline constexpr EnumName<HostCpu> kHostCpuNames[] = {{"amd", HostCpu::amd},
+                                                      {"intel", HostCpu::intel}};
+constexpr std::span<const EnumName<HostCpu>> enum_names(HostCpu) { return kHostCpuNames; }
+enum class IntraLink { nvlink, pci };
+inline constexpr EnumName<IntraLink> kIntraLinkNames[] = {{"nvlink", IntraLink::nvlink},
+                                                          {"pci", IntraLink::pci}};
+constexpr std::span<const EnumName<IntraLink>> enum_names(IntraLink) { return kIntraLinkNames; }
+
 struct DeviceProfile {
   std::string memory = "80GiB";
   std::string reserved_memory = "0";
@@ -66,15 +87,15 @@ struct LinkProfile {
 };
 
 struct CollectiveProfile {
-  std::string library = "mpi";
+  CollectiveLibrary library = CollectiveLibrary::mpi;
   double base_latency_us = 0;
   bool async_progress = true;
 
   template <class V>
   void visit_fields(V&& v) {
     v("library", library,
-      "\"nccl\": NCCL's algorithm and protocol choice (collective_model.h, needs [nccl]); "
-      "\"mpi\": one ring with the links' latency and bandwidth");
+      "nccl: NCCL's algorithm and protocol choice (collective_model.h, needs [nccl]); "
+      "mpi: one ring with the links' latency and bandwidth");
     v("base_latency_us", base_latency_us,
       "fixed cost of launching one collective, microseconds (mpi rings and point-to-point)");
     v("async_progress", async_progress,
@@ -86,21 +107,18 @@ struct CollectiveProfile {
 // and the hardware facts its tuning tables (src/graph/tuning.cc) key on.
 // Used only with collective.library = "nccl".
 struct NcclProfile {
-  std::string gpu_arch = "ampere";
-  std::string host_cpu = "amd";
-  std::string intra_link = "nvlink";
+  GpuArch gpu_arch = GpuArch::ampere;
+  HostCpu host_cpu = HostCpu::amd;
+  IntraLink intra_link = IntraLink::nvlink;
   int intra_channels = 1;
   int inter_channels = 1;
 
   template <class V>
   void visit_fields(V&& v) {
     v("gpu_arch", gpu_arch,
-      "\"volta\", \"ampere\" or \"hopper\": picks NCCL's per-architecture bandwidth caps and "
-      "whether "
-      "LL128 is on by default");
-    v("host_cpu", host_cpu,
-      "\"amd\" or \"intel\": NCCL's LL bandwidth cap across nodes depends on it");
-    v("intra_link", intra_link, "\"nvlink\" or \"pci\": the link between GPUs of a node");
+      "picks NCCL's per-architecture bandwidth caps and whether LL128 is on by default");
+    v("host_cpu", host_cpu, "NCCL's LL bandwidth cap across nodes depends on it");
+    v("intra_link", intra_link, "the link between GPUs of a node");
     v("intra_channels", intra_channels,
       "channels of the ring graph NCCL's search builds inside one node (intra_node.bandwidth_gbs "
       "is "
@@ -152,10 +170,15 @@ struct HardwareProfile {
   CollectiveProfile collective;
   HostProfile host;
   PcieProfile pcie;
-  NcclProfile nccl;  // read only with collective.library = "nccl"
+  NcclProfile nccl;  // read only with collective.library = nccl
 
-  bool uses_nccl() const { return collective.library == "nccl"; }
+  bool uses_nccl() const { return collective.library == CollectiveLibrary::nccl; }
 
+  template <class V>
+  void visit_fields(V&& v) {
+    v("name", name, "what the profile describes, for reports");
+  }
+  // [nccl] comes after [collective], whose library says whether it is read.
   template <class V>
   void visit_tables(V&& v) {
     v("device", device);
@@ -165,7 +188,7 @@ struct HardwareProfile {
     v("collective", collective);
     v("host", host);
     v("pcie", pcie);
-    v("nccl", nccl);
+    if (uses_nccl()) v("nccl", nccl);
   }
 
   // Sustained matmul rate of one rank, FLOP/s, for a config's precision and

@@ -62,7 +62,7 @@ TEST(HardwareProfile, EveryShippedProfileLoads) {
 }
 
 TEST(HardwareProfile, RejectsUnknownAndMissingKeys) {
-  std::string text = R"(
+  std::string text = R"(name = "test profile"
 [device]
 memory = "80GiB"
 reserved_memory = "0"
@@ -102,7 +102,7 @@ latency_us = 0.0
   host_typo.insert(host_typo.find("[pcie]"), "adam_params_per_s = 1.0\n");
   EXPECT_NE(error_of([&] {
               hardware_parse(host_typo, "x.toml");
-            }).find("unknown key host.adam_params_per_s"),
+            }).find("unknown key 'host.adam_params_per_s'"),
             std::string::npos);
   std::string zero_rate = text;
   zero_rate.replace(zero_rate.find("2e9"), 3, "0.0");
@@ -111,19 +111,19 @@ latency_us = 0.0
   std::string typo = text;
   typo.insert(typo.find("[inter_node]"), "latency_ms = 1.0\n");
   EXPECT_NE(
-      error_of([&] { hardware_parse(typo, "x.toml"); }).find("unknown key intra_node.latency_ms"),
+      error_of([&] { hardware_parse(typo, "x.toml"); }).find("unknown key 'intra_node.latency_ms'"),
       std::string::npos);
   std::string missing = text;
   missing.erase(missing.find("base_latency_us = 0.0"), 21);
   EXPECT_NE(error_of([&] {
               hardware_parse(missing, "x.toml");
-            }).find("collective.base_latency_us: missing"),
+            }).find("missing key 'collective.base_latency_us'"),
             std::string::npos);
   std::string fraction = text;
   fraction.replace(fraction.find("0.5"), 3, "1.5");
   EXPECT_NE(error_of([&] { hardware_parse(fraction, "x.toml"); }).find("sustained_fraction"),
             std::string::npos);
-  // [nccl] belongs to library = "nccl": required there, refused elsewhere.
+  // [nccl] belongs to library = "nccl": required there, unknown elsewhere.
   const std::string nccl_table = R"(
 [nccl]
 gpu_arch = "ampere"
@@ -134,7 +134,7 @@ inter_channels = 8
 )";
   EXPECT_NE(error_of([&] {
               hardware_parse(text + nccl_table, "x.toml");
-            }).find("only with collective.library"),
+            }).find("unknown table or key 'nccl'"),
             std::string::npos);
   std::string nccl = text;
   nccl.replace(nccl.find("library = \"mpi\""), 15, "library = \"nccl\"");
@@ -168,7 +168,7 @@ TEST(ThroughputModel, GroupsSpanNodesAsTheTopologyPlacesThem) {
 // bandwidth (a group spanning nodes gets its ranks' share of the NICs).
 TEST(CollectiveModel, MpiRingFollowsTheAlphaBetaFormula) {
   HardwareProfile hw = a100();
-  hw.collective.library = "mpi";
+  hw.collective.library = CollectiveLibrary::mpi;
   const double gb = 1e9;
   EXPECT_EQ(collective_seconds(CollectiveOp::all_gather, {1, 1, 1}, gb, hw), 0);
   // 16 ranks on 2 nodes: 15 steps of which 1 crosses nodes; the NICs (192
@@ -302,7 +302,7 @@ TEST(ThroughputModel, ReplayOverlapsOnlyWhatTheEngineOverlaps) {
   HardwareProfile free = hw;
   free.intra_node = free.inter_node = {1e12, 0};
   free.collective.base_latency_us = 0;
-  free.collective.library = "mpi";
+  free.collective.library = CollectiveLibrary::mpi;
   const StepPrediction ideal = throughput_predict(c, 16, free);
   EXPECT_NEAR(ideal.step_seconds, ideal.compute_seconds + ideal.optimizer_seconds,
               1e-6 * ideal.step_seconds);
@@ -429,7 +429,7 @@ TEST(ThroughputModel, PipelineBubbleIsPMinusOneMoreSlots) {
   HardwareProfile free = a100();
   free.intra_node = free.inter_node = {1e12, 0};
   free.collective.base_latency_us = 0;
-  free.collective.library = "mpi";
+  free.collective.library = CollectiveLibrary::mpi;
   for (const char* mode : {"ddp", "zero3"}) {
     SCOPED_TRACE(mode);
     const Config c = two_stages(4, mode);
@@ -563,7 +563,7 @@ TEST(Scaling, ElevenBContentionGrowsWithScaleAndHalvesWithTwiceTheBatch) {
 // A made-up GPU node: round numbers; the host and PCIe rates are the test's.
 HardwareProfile offload_profile(double adamw_per_s, double accumulate_per_s, double pcie_gbs,
                                 double pcie_latency_us = 0) {
-  return hardware_parse(fmt::format(R"(
+  return hardware_parse(fmt::format(R"(name = "offload test profile"
 [device]
 memory = "80GiB"
 reserved_memory = "0"
