@@ -21,7 +21,7 @@
 #include "model/flops.h"
 #include "model/kernels/cpu_gemm_rate.h"
 #include "model/op_profile.h"
-#include "model/pipeline_schedule.h"
+#include "parallel/pipeline_schedule.h"
 
 namespace llm {
 namespace {

@@ -22,7 +22,7 @@
 // Pipeline parallelism (a pipeline group of P > 1 ranks; the layout's stage):
 // a rank runs its stage's blocks, stage_forward / stage_backward one
 // micro-batch at a time, holding the activations of up to `in_flight` of them
-// in slots; the schedule (pipeline_schedule.h) moves the activations and
+// in slots; the schedule (parallel/pipeline_schedule.h) moves the activations and
 // gradients between stages through stage_input / stage_output /
 // stage_gradient. forward() (evaluation, generation) runs one micro-batch
 // through the whole pipeline itself.

@@ -7,7 +7,7 @@
 #include "runtime/error.h"
 #include "runtime/system.h"
 #include "model/layout.h"
-#include "model/pipeline_schedule.h"
+#include "parallel/pipeline_schedule.h"
 #include "model/transformer.h"
 
 namespace llm {

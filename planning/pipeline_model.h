@@ -1,5 +1,5 @@
 // The messages pipeline parallelism adds to a training step, as
-// model/pipeline_schedule.cpp sends them: each of the P - 1 boundaries
+// parallel/pipeline_schedule.cpp sends them: each of the P - 1 boundaries
 // between stages carries, per micro-batch, the residual stream forward and
 // its gradient backward, one message each way per pipeline group (one per
 // tensor-parallel and data-parallel position): B x T / tensor_parallel rows of

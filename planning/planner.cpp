@@ -12,7 +12,7 @@
 
 #include "runtime/error.h"
 #include "runtime/system.h"
-#include "model/pipeline_schedule.h"
+#include "parallel/pipeline_schedule.h"
 #include "parallel/topology.h"
 
 namespace llm {

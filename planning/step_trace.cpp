@@ -11,7 +11,7 @@
 #include "planning/memory_plan.h"
 #include "model/backend.h"
 #include "model/layout.h"
-#include "model/pipeline_schedule.h"
+#include "parallel/pipeline_schedule.h"
 #include "model/transformer.h"
 #include "parallel/sharding_engine.h"
 #include "parallel/topology.h"

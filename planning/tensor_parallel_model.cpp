@@ -7,7 +7,7 @@
 #include "runtime/error.h"
 #include "runtime/group.h"
 #include "model/backend.h"
-#include "model/pipeline_schedule.h"
+#include "parallel/pipeline_schedule.h"
 #include "model/transformer.h"
 #include "planning/recording_group.h"
 

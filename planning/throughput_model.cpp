@@ -8,7 +8,7 @@
 #include "model/flops.h"
 #include "runtime/error.h"
 #include "model/layout.h"
-#include "model/pipeline_schedule.h"
+#include "parallel/pipeline_schedule.h"
 #include "model/transformer.h"
 #include "parallel/topology.h"
 #include "planning/contention.h"

@@ -18,7 +18,7 @@
 #include "data/tokenizer.h"
 #include "model/flops.h"
 #include "model/generate.h"
-#include "model/pipeline_schedule.h"
+#include "parallel/pipeline_schedule.h"
 #include "interop/hf_llama.h"
 #include "parallel/checkpoint.h"
 #include "parallel/comm_nccl.h"

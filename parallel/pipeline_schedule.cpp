@@ -1,5 +1,5 @@
 // The GPipe and 1F1B schedules (see pipeline_schedule.h).
-#include "model/pipeline_schedule.h"
+#include "parallel/pipeline_schedule.h"
 
 #include <algorithm>
 #include <chrono>
