@@ -7,7 +7,7 @@
 //   ./train plan --config FILE --world N [--gpu-memory 80GiB]   memory planner
 //   ./train scale [--validate | --calibrate] ...   throughput model, scaling curves
 //   ./train scale --offload --config FILE [--hardware FILE] [--world N]   offload step time
-//   ./train config [--config FILE [--section.key=value ...]]   every key, or the resolved config
+//   ./train config [--config FILE [--counts] ...]   every key, the resolved config, or its counts
 // Only main decides to exit: every failure below it is an llm::Error, printed
 // as one line on stderr (naming the rank) with a non-zero exit status; under
 // mpirun a failing rank aborts the whole job. Errors of the command line and
@@ -21,6 +21,7 @@
 #include "commands/benchmark.h"
 #include "commands/export.h"
 #include "commands/generate_text.h"
+#include "commands/model_counts.h"
 #include "runtime/cli_values.h"
 #include "config/config.h"
 #include "runtime/error.h"
@@ -39,9 +40,10 @@
 namespace {
 
 constexpr const char* kUsage = R"(usage:
-  ./train config [--config FILE [--section.key=value ...]]
+  ./train config [--config FILE [--counts] [--section.key=value ...]]
       Without --config: every config key with its type, default and meaning.
-      With it: the resolved config (file, then overrides) as TOML.
+      With it: the resolved config (file, then overrides) as TOML; with
+      --counts, its parameters and FLOPs per step as JSON instead.
   ./train [train] --config FILE [--section.key=value ...]
       Train. FILE is a path, or a name looked up in train_configs/ (e.g. tiny).
       Any config key can be overridden, e.g. --training.steps=20 or
@@ -117,7 +119,7 @@ using Args = llm::CommandLine;
 // Options that take no value.
 constexpr std::string_view kFlags[] = {"quiet",      "modes",   "force",    "memory",
                                        "offload",    "measure", "validate", "calibrate",
-                                       "comm-bench", "no-plot", "profile"};
+                                       "comm-bench", "no-plot", "profile",  "counts"};
 
 const std::string* find_option(const Args& args, const std::string& name) {
   const std::string* found = nullptr;
@@ -328,15 +330,19 @@ int run_bench(const Args& args) {
 
 // `./train config`: the key reference, or the resolved config.
 int run_config(const Args& args) {
-  check_options(args, {"config"});
+  check_options(args, {"config", "counts"});
   if (!find_option(args, "config")) {
-    alike_on_every_rank(
-        [&] { LLM_CHECK(args.overrides.empty(), "./train config: overrides need --config FILE"); });
+    alike_on_every_rank([&] {
+      LLM_CHECK(args.overrides.empty() && !find_option(args, "counts"),
+                "./train config: overrides and --counts need --config FILE");
+    });
     std::fputs(llm::config_reference().c_str(), stdout);
     return 0;
   }
   llm::Config config = load_config(args);
-  std::fputs(llm::config_to_toml(config).c_str(), stdout);
+  const std::string text =
+      find_option(args, "counts") ? llm::model_counts_json(config) : llm::config_to_toml(config);
+  std::fputs(text.c_str(), stdout);
   return 0;
 }
 

@@ -10,14 +10,16 @@ this script
      scaled_dot_product_attention (scale 1/sqrt(head_dim)), output projection,
      RMSNorm, fused [gate|up] projection, SiLU gate, down projection; final
      RMSNorm, LM head (tied or not, per the config) and cross-entropy. Its
-     parameter count is checked to equal our layout's exactly;
+     parameter count is checked to equal our layout's exactly. The config,
+     with its defaults, and both counts come from our trainer (`./train
+     config`), never from a second copy here;
   2. trains it the way ours trains: bf16 autocast over fp32 master weights,
      AdamW (fused when available) with the config's lr schedule, betas, eps and
      weight decay (matrices only), gradient accumulation from micro_batch_size
      to batch_size, global-norm gradient clipping, on uniform random tokens,
      under torch.compile (--no-compile for eager). After --warmup steps it
      times --steps steps and reports tokens/s, MFU against --peak-tflops with
-     exactly our FLOP count (model/flops.h, step_flops), and
+     exactly our FLOP count (`./train config --counts`: model/flops.h), and
      torch.cuda.max_memory_allocated;
   3. runs our trainer on the same config:
          ./train bench --config CFG --bench-steps N --peak-tflops P
@@ -42,7 +44,7 @@ PyTorch (2.x; enable_gqa and fused AdamW are used when present):
     python3 tools/compare_pytorch.py
     python3 tools/compare_pytorch.py --config train_configs/gpu_1b.toml --steps 20 --json-out cmp.json
     python3 tools/compare_pytorch.py --config gpu_124m --find-max-micro-batch
-    python3 tools/compare_pytorch.py --param-count-only --config train_configs/gpu_1b.toml   # no torch needed
+    python3 tools/compare_pytorch.py --param-count-only --config train_configs/gpu_1b.toml   # no torch, no GPU
     python3 tools/compare_pytorch.py --config tiny --skip-ours --pytorch-device cpu --no-compile
         # smoke test of the PyTorch side on a machine without a GPU (no MFU meaning)
 
@@ -72,95 +74,43 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIGS = "train_configs/gpu_124m.toml,train_configs/gpu_1b.toml"
 RESULT_MARK = "COMPARE_PYTORCH_RESULT "  # prefix of the worker's one JSON result line
 
-# Defaults of the keys we use, mirroring core/config.h (a TOML file may omit any).
-MODEL_DEFAULTS = {
-    "dim": 256, "n_layers": 4, "n_heads": 4, "n_kv_heads": 4, "ffn_dim": 768,
-    "vocab_size": 512, "rope_theta": 10000.0, "norm_eps": 1e-5,
-    "tie_embeddings": True, "init_std": 0.02,
-}
-TRAINING_DEFAULTS = {
-    "steps": 100, "batch_size": 8, "micro_batch_size": 8, "seq_len": 64, "lr": 3e-3,
-    "min_lr_ratio": 0.1, "warmup_steps": 10, "lr_schedule": "cosine", "weight_decay": 0.1,
-    "beta1": 0.9, "beta2": 0.95, "adam_eps": 1e-8, "grad_clip": 1.0, "seed": 1337,
-    "precision": "fp32", "device": "cpu",
-}
 
 
 # ---------------------------------------------------------------------------
-# Config, parameter count and FLOPs: plain Python, no torch.
+# Config, parameter count and FLOPs: read from our trainer, never recomputed.
 # ---------------------------------------------------------------------------
 
-def find_config(path_or_name: str) -> Path:
-    """Like config_load: the path as given, else train_configs/NAME, adding .toml if missing."""
-    candidates = [Path(path_or_name)]
-    if not path_or_name.endswith(".toml"):
-        candidates.append(Path(path_or_name + ".toml"))
-    for base in list(candidates):
-        if not base.is_absolute():
-            candidates.append(REPO_ROOT / base)
-            candidates.append(REPO_ROOT / "train_configs" / base)
-    for c in candidates:
-        if c.is_file():
-            return c.resolve()
-    raise SystemExit(f"error: config '{path_or_name}' not found (tried {', '.join(map(str, candidates))})")
+def run_trainer_tool(binary: str, args: list[str]) -> str:
+    """Stdout of `binary args` run at the repository root; its error line otherwise."""
+    try:
+        proc = subprocess.run([binary, *args], capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+    except OSError as e:
+        raise SystemExit(f"error: cannot run {binary} (build it with make, or pass --train-binary): {e}")
+    if proc.returncode != 0:
+        raise SystemExit(tail(proc.stderr or proc.stdout, 1))
+    return proc.stdout
 
 
-def load_config(path: Path) -> dict:
-    """The [model] and [training] tables of a TOML config, with core/config.h defaults."""
+def load_config(binary: str, name: str) -> dict:
+    """The config as our trainer resolves it (`./train config --config NAME`: the
+    file over the defaults), so this script keeps no defaults of its own."""
     import tomllib  # Python 3.11+
 
-    with open(path, "rb") as f:
-        raw = tomllib.load(f)
-    model = dict(MODEL_DEFAULTS, **raw.get("model", {}))
-    training = dict(TRAINING_DEFAULTS, **raw.get("training", {}))
-    m = model
-    if m["dim"] % m["n_heads"] != 0:
-        raise SystemExit(f"error: {path}: model.dim ({m['dim']}) must be a multiple of n_heads ({m['n_heads']})")
-    if m["n_heads"] % m["n_kv_heads"] != 0:
-        raise SystemExit(f"error: {path}: n_kv_heads ({m['n_kv_heads']}) must divide n_heads ({m['n_heads']})")
-    return {"path": str(path), "model": model, "training": training}
+    if Path(name).is_file():  # a path from here; the trainer runs at the repository root
+        name = str(Path(name).resolve())
+    resolved = tomllib.loads(run_trainer_tool(binary, ["config", "--config", name]))
+    counts = model_counts(binary, name)
+    return {"path": counts["config"], "name": name, "model": resolved["model"],
+            "training": resolved["training"], "parameters": counts["parameters"]}
 
 
-def param_count(m: dict) -> dict:
-    """Our layout's parameter count (model/layout.cpp), term by term.
-
-    embeddings V*C; per block 2*C (norms) + C*(H+2KV)*D (wqkv) + H*D*C (wo)
-    + 2*F*C (w13) + F*C (w2); final norm C; LM head V*C unless tied.
-    """
-    C, L, H, KV, F, V = (m["dim"], m["n_layers"], m["n_heads"], m["n_kv_heads"],
-                         m["ffn_dim"], m["vocab_size"])
-    D = C // H
-    per_block = 2 * C + C * (H + 2 * KV) * D + H * D * C + 2 * F * C + F * C
-    parts = {
-        "embedding": V * C,
-        "blocks": L * per_block,
-        "final_norm": C,
-        "lm_head": 0 if m["tie_embeddings"] else V * C,
-    }
-    parts["per_block"] = per_block
-    parts["total"] = parts["embedding"] + parts["blocks"] + parts["final_norm"] + parts["lm_head"]
-    return parts
-
-
-def step_flops(m: dict, batch_size: int, seq_len: int) -> dict:
-    """FLOPs of one optimizer step, exactly as model/flops.h step_flops.
-
-    6 x matmul parameters x tokens (the LM head counts V*C even when tied; the
-    embedding lookup is not a matmul) + causal attention: per head and
-    sequence T(T+1)/2 query-key pairs, 2 matmuls of 2*D FLOPs per pair
-    forward and twice that backward, i.e. 12*D*T(T+1)/2*H*L per sequence.
-    """
-    C, L, H, KV, F, V = (float(m["dim"]), float(m["n_layers"]), float(m["n_heads"]),
-                         float(m["n_kv_heads"]), float(m["ffn_dim"]), float(m["vocab_size"]))
-    D = C / H
-    HD, QKV = H * D, (H + 2.0 * KV) * D
-    T = float(seq_len)
-    tokens = float(batch_size) * T
-    matmul_params = L * (QKV * C + HD * C + 3.0 * F * C) + V * C
-    matmul = 6.0 * matmul_params * tokens
-    pairs = T * (T + 1) / 2.0
-    attention = 3.0 * 2.0 * 2.0 * D * pairs * H * L * float(batch_size)
-    return {"matmul": matmul, "attention": attention, "total": matmul + attention}
+def model_counts(binary: str, name: str, micro: int | None = None, batch: int | None = None) -> dict:
+    """Parameters and FLOPs per step as our trainer counts them (`./train config
+    --counts`: the layout and model/flops.h), for a batch other than the config's
+    when given."""
+    overrides = [] if batch is None else [f"--training.micro_batch_size={micro}",
+                                          f"--training.batch_size={batch}"]
+    return json.loads(run_trainer_tool(binary, ["config", "--config", name, "--counts", *overrides]))
 
 
 def mfu_percent(flops_per_step: float, seconds_per_step: float, peak_tflops: float) -> float:
@@ -204,14 +154,12 @@ def parse_bytes(text: str) -> int:
 
 
 def print_param_count(cfg: dict) -> None:
-    m, t = cfg["model"], cfg["training"]
-    p = param_count(m)
-    flops = step_flops(m, t["batch_size"], t["seq_len"])
+    m, t, p = cfg["model"], cfg["training"], cfg["parameters"]
+    flops = cfg["flops_per_step"]
     print(f"{cfg['path']}: {p['total']:,} parameters ({p['total'] / 1e6:.1f}M)")
     print(f"  embedding   {p['embedding']:>15,}   (V*C = {m['vocab_size']} x {m['dim']})")
     print(f"  blocks      {p['blocks']:>15,}   ({m['n_layers']} x {p['per_block']:,})")
-    print(f"  final norm  {p['final_norm']:>15,}")
-    print(f"  LM head     {p['lm_head']:>15,}   ({'tied to the embedding' if m['tie_embeddings'] else 'V*C'})")
+    print(f"  head        {p['head']:>15,}   (final norm{'' if m['tie_embeddings'] else ' + LM head'})")
     print(f"  FLOPs per step (batch {t['batch_size']} x {t['seq_len']}): {flops['total']:.4g} "
           f"(matmul {flops['matmul']:.4g}, attention {flops['attention']:.4g})")
 
@@ -359,8 +307,7 @@ def pytorch_measure(torch, spec: dict) -> dict:
     import contextlib
     import inspect
 
-    cfg = load_config(Path(spec["config"]))
-    m, t = cfg["model"], cfg["training"]
+    m, t = spec["model"], spec["training"]
     micro, batch, T = spec["micro_batch"], spec["batch_size"], t["seq_len"]
     if batch % micro != 0:
         raise SystemExit(f"error: batch_size {batch} is not a multiple of micro_batch_size {micro}")
@@ -379,7 +326,7 @@ def pytorch_measure(torch, spec: dict) -> dict:
     init_like_ours(torch, model, m)
 
     # Same parameter count as our layout, exactly.
-    expected = param_count(m)["total"]
+    expected = spec["parameters"]
     n_params = sum(p.numel() for p in model.parameters())  # a tied weight is listed once
     if n_params != expected:
         raise SystemExit(f"error: PyTorch model has {n_params:,} parameters, our layout {expected:,}")
@@ -454,7 +401,6 @@ def pytorch_measure(torch, spec: dict) -> dict:
             loss = train_step(s)
         sync()
         seconds = (time.perf_counter() - start) / spec["steps"]
-    flops = step_flops(m, batch, T)
     return {
         "oom": False,
         "gpu": torch.cuda.get_device_name() if cuda else "cpu",
@@ -469,7 +415,7 @@ def pytorch_measure(torch, spec: dict) -> dict:
         "seq_len": T,
         "step_ms": seconds * 1e3,
         "tokens_per_s": batch * T / seconds,
-        "mfu_percent": mfu_percent(flops["total"], seconds, spec["peak_tflops"]),
+        "mfu_percent": mfu_percent(spec["flops_per_step"], seconds, spec["peak_tflops"]),
         "peak_memory_bytes": torch.cuda.max_memory_allocated() if cuda else None,
         "peak_reserved_bytes": torch.cuda.max_memory_reserved() if cuda else None,
         "warmup_seconds": warmup_seconds,
@@ -504,8 +450,10 @@ def tail(text: str, lines: int = 15) -> str:
 
 
 def run_pytorch(args, cfg: dict, micro: int, batch: int) -> dict:
+    counts = model_counts(args.train_binary, cfg["name"], micro, batch)
     spec = {
-        "config": cfg["path"], "micro_batch": micro, "batch_size": batch,
+        "model": cfg["model"], "training": cfg["training"], "micro_batch": micro, "batch_size": batch,
+        "parameters": counts["parameters"]["total"], "flops_per_step": counts["flops_per_step"]["total"],
         "steps": args.steps, "warmup": args.warmup, "compile": not args.no_compile,
         "compile_mode": args.compile_mode, "gqa": args.gqa, "sdpa_backend": args.sdpa_backend,
         "peak_tflops": args.peak_tflops, "device": args.pytorch_device,
@@ -528,7 +476,7 @@ def run_pytorch(args, cfg: dict, micro: int, batch: int) -> dict:
     return dict(result, error=f"exit status {proc.returncode}")
 
 
-def parse_ours(text: str, cfg: dict, batch: int, peak_tflops: float) -> dict:
+def parse_ours(text: str, flops_per_step: float, peak_tflops: float) -> dict:
     """Reads what benchmark_run prints (commands/benchmark.cpp)."""
     out = {}
     if match := re.search(r"^benchmark \S+ \((\d+) parameters", text, re.M):
@@ -540,8 +488,7 @@ def parse_ours(text: str, cfg: dict, batch: int, peak_tflops: float) -> dict:
     if match := re.search(r"=\s*([\d.]+)% of the peak \(MFU\)", text):
         out["mfu_percent"] = float(match.group(1))
     elif "step_ms" in out:  # not on a GPU (sgemm rate): compute it against the GPU peak anyway
-        flops = step_flops(cfg["model"], batch, cfg["training"]["seq_len"])
-        out["mfu_percent"] = mfu_percent(flops["total"], out["step_ms"] / 1e3, peak_tflops)
+        out["mfu_percent"] = mfu_percent(flops_per_step, out["step_ms"] / 1e3, peak_tflops)
     if match := re.search(r"activations ([\d.]+ \w+), model state ([\d.]+ \w+)", text):
         out["activation_bytes"] = parse_bytes(match.group(1))
         out["model_state_bytes"] = parse_bytes(match.group(2))
@@ -551,13 +498,8 @@ def parse_ours(text: str, cfg: dict, batch: int, peak_tflops: float) -> dict:
 
 def run_ours(args, cfg: dict, micro: int, batch: int) -> dict:
     t = cfg["training"]
-    config_arg = cfg["path"]
-    try:  # shorter, and what our trainer prints, when the config lives in the repository
-        config_arg = str(Path(cfg["path"]).relative_to(REPO_ROOT))
-    except ValueError:
-        pass
     binary = args.train_binary
-    cmd = [binary, "bench", "--config", config_arg, "--bench-steps", str(args.steps),
+    cmd = [binary, "bench", "--config", cfg["name"], "--bench-steps", str(args.steps),
            "--peak-tflops", f"{args.peak_tflops:g}"]
     if t["device"] != "cuda":
         cmd.append("--training.device=cuda")
@@ -578,7 +520,8 @@ def run_ours(args, cfg: dict, micro: int, batch: int) -> dict:
             return dict(result, oom=True, error=tail(proc.stderr, 1))
         print(f"  ours failed (exit {proc.returncode}):\n{tail(proc.stderr or proc.stdout)}", flush=True)
         return dict(result, error=f"exit status {proc.returncode}")
-    parsed = parse_ours(proc.stdout, cfg, batch, args.peak_tflops)
+    flops = model_counts(binary, cfg["name"], micro, batch)["flops_per_step"]["total"]
+    parsed = parse_ours(proc.stdout, flops, args.peak_tflops)
     if "tokens_per_s" not in parsed:
         print(f"  could not parse ours' output:\n{tail(proc.stdout)}", flush=True)
         return dict(result, error="unparsable output", output=proc.stdout)
@@ -633,10 +576,10 @@ def print_table(cfg: dict, micro: int, batch: int, ours: dict | None, torch_r: d
 
 
 def check_param_counts(cfg: dict, ours: dict | None, torch_r: dict | None) -> bool:
-    """Prints our formula's count next to each implementation's; True when all match."""
-    expected = param_count(cfg["model"])["total"]
+    """Prints our layout's count next to each implementation's; True when all match."""
+    expected = cfg["parameters"]["total"]
     good = True
-    line = f"  parameters: formula {expected:,}"
+    line = f"  parameters: layout {expected:,}"
     for name, r in (("PyTorch", torch_r), ("ours", ours)):
         if r and r.get("parameters") is not None:
             match = r["parameters"] == expected
@@ -731,11 +674,11 @@ def main() -> int:
         return pytorch_worker(args.worker_spec)
 
     names = [n.strip() for item in (args.config or [DEFAULT_CONFIGS]) for n in item.split(",") if n.strip()]
-    configs = [load_config(find_config(n)) for n in names]
+    configs = [load_config(args.train_binary, n) for n in names]
 
     if args.param_count_only:
         for cfg in configs:
-            print_param_count(cfg)
+            print_param_count(dict(cfg, flops_per_step=model_counts(args.train_binary, cfg["name"])["flops_per_step"]))
         return 0
 
     if args.steps < 1 or args.warmup < 1:
@@ -759,8 +702,8 @@ def main() -> int:
 
     for cfg in configs:
         t = cfg["training"]
-        print(f"\n== {cfg['path']} ({param_count(cfg['model'])['total']:,} parameters)", flush=True)
-        entry = {"config": cfg["path"], "parameters": param_count(cfg["model"])["total"],
+        print(f"\n== {cfg['path']} ({cfg['parameters']['total']:,} parameters)", flush=True)
+        entry = {"config": cfg["path"], "parameters": cfg["parameters"]["total"],
                  "seq_len": t["seq_len"]}
         if args.find_max_micro_batch:
             start = args.micro_batch or t["micro_batch_size"]
@@ -806,7 +749,7 @@ def main() -> int:
 
     report["gpu"] = gpu or gpu_name_without_torch() or "unknown"
     print(f"\nGPU: {report['gpu']}   date: {date}   peak for MFU: {args.peak_tflops:g} TFLOP/s")
-    print(f"MFU = (6 x matmul params x tokens + 12 D T(T+1)/2 H L per sequence) / step time / peak")
+    print("MFU = model FLOPs per step (./train config --counts) / step time / peak")
     print(f"command: {invocation}")
     for entry in report["results"]:
         for key in ("ours", "pytorch"):

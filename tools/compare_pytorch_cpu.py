@@ -16,7 +16,7 @@ script runs, one after the other and with the same number of threads
 tokens/s: on a shared machine a neighbour's burst then slows one round rather
 than the verdict. It prints both figures, the ratio ours / PyTorch, each
 side's achieved GFLOP/s as a share of the sgemm rate that ours measures
-(the same FLOP count for both: tools/compare_pytorch.py step_flops), the CPU
+(the same FLOP count for both: our trainer's, `./train config --counts`), the CPU
 model, the date and the exact commands.
 
 Not part of `make test`; it needs PyTorch (pip install torch) and a built
@@ -38,7 +38,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import compare_pytorch as gpu_compare  # noqa: E402  (the shared model, configs and FLOP count)
+import compare_pytorch as gpu_compare  # noqa: E402  (the shared model, and our config and counts)
 
 DEFAULT_CONFIGS = "train_configs/3m.toml,train_configs/25m.toml"
 
@@ -65,12 +65,7 @@ def cpu_vector_isa() -> str:
 
 
 def run_ours(args, cfg: dict, env: dict) -> dict:
-    config_arg = cfg["path"]
-    try:
-        config_arg = str(Path(cfg["path"]).relative_to(gpu_compare.REPO_ROOT))
-    except ValueError:
-        pass
-    cmd = [args.train_binary, "bench", "--config", config_arg, "--bench-steps", str(args.steps)]
+    cmd = [args.train_binary, "bench", "--config", cfg["name"], "--bench-steps", str(args.steps)]
     result = {"command": f"OMP_NUM_THREADS={env['OMP_NUM_THREADS']} {shlex.join(cmd)}"}
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=gpu_compare.REPO_ROOT, env=env,
                           timeout=args.timeout)
@@ -89,7 +84,7 @@ def run_pytorch(args, cfg: dict) -> dict:
     worker_args = argparse.Namespace(
         steps=args.steps, warmup=args.warmup, no_compile=True, compile_mode=None, gqa="auto",
         sdpa_backend="auto", peak_tflops=1.0, pytorch_device="cpu", timeout=args.timeout,
-        verbose=args.verbose)
+        verbose=args.verbose, train_binary=args.train_binary)
     return gpu_compare.run_pytorch(worker_args, cfg, t["micro_batch_size"], t["batch_size"])
 
 
@@ -126,17 +121,17 @@ def main() -> int:
     env = dict(os.environ)
 
     names = [n.strip() for item in (args.config or [DEFAULT_CONFIGS]) for n in item.split(",") if n.strip()]
-    configs = [gpu_compare.load_config(gpu_compare.find_config(n)) for n in names]
+    configs = [gpu_compare.load_config(args.train_binary, n) for n in names]
     date = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
     report = {"date": date, "cpu": cpu_model(), "isa": cpu_vector_isa(), "threads": threads,
               "command": shlex.join([sys.executable, *sys.argv]), "results": []}
     all_good = True
     for cfg in configs:
-        m, t = cfg["model"], cfg["training"]
+        t = cfg["training"]
         if t["precision"] != "fp32":
             raise SystemExit(f"error: {cfg['path']}: this comparison is fp32 (training.precision = {t['precision']})")
-        params = gpu_compare.param_count(m)["total"]
-        flops = gpu_compare.step_flops(m, t["batch_size"], t["seq_len"])["total"]
+        params = cfg["parameters"]["total"]
+        flops = gpu_compare.model_counts(args.train_binary, cfg["name"])["flops_per_step"]["total"]
         tokens_per_step = t["batch_size"] * t["seq_len"]
         print(f"\n== {cfg['path']}: {params:,} parameters, batch {t['batch_size']} x {t['seq_len']} "
               f"tokens, micro-batch {t['micro_batch_size']}, {threads} threads", flush=True)
