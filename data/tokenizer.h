@@ -1,41 +1,60 @@
-// A thin wrapper over a SentencePiece model (data/prepare.cpp trains one).
-// Invariant: a Tokenizer that loaded holds a valid model; ids it returns are in
-// [0, vocab_size()).
+// A tokenizer of one of the kinds Llama-family models ship (docs/data.md):
+// a SentencePiece .model (Llama 2, Mistral, ours), a tiktoken BPE file
+// (Llama 3's tokenizer.model) or a Hugging Face byte-level BPE tokenizer.json
+// (Llama 3's), or a directory holding one. Text may be any bytes: invalid
+// UTF-8 is replaced by U+FFFD first (utf8.h), as the reference libraries see
+// it through Python. Special tokens are never produced from text.
+// Invariant: a Tokenizer that loaded encodes to ids in [0, vocab_size()).
 #pragma once
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
-
-namespace sentencepiece {
-class SentencePieceProcessor;
-}
 
 namespace llm {
 
+enum class TokenizerKind { sentencepiece, tiktoken, hf_tokenizer_json };
+const char* to_string(TokenizerKind kind);
+
+// Where a run directory keeps the copy of its tokenizer that training makes,
+// so that generate and export work wherever the run directory is.
+std::string run_tokenizer_dir(const std::string& run_dir);
+
 class Tokenizer {
  public:
+  // A file of any kind (told apart by name and content), or a directory: its
+  // tokenizer.model if it has one, else its tokenizer.json.
   static Tokenizer load(const std::string& path);
 
   Tokenizer(Tokenizer&&) noexcept;
   Tokenizer& operator=(Tokenizer&&) noexcept;
   ~Tokenizer();
 
-  std::vector<int> encode(const std::string& text) const;
+  std::vector<int> encode(std::string_view text) const;
+  // Appends the ids of `text`, bracketed by bos_id() and eos_id(): how every
+  // document goes into the token shards.
+  void encode_document(std::string_view text, std::vector<int>& out) const;
+  // The text of `ids` (bytes that split a UTF-8 character at either end come
+  // out as U+FFFD).
   std::string decode(const std::vector<int>& ids) const;
   int vocab_size() const;
-  // Special ids, -1 when the model has none.
   int bos_id() const;
   int eos_id() const;
-  int unk_id() const;
-  std::string piece(int id) const;  // the text of id (e.g. "<s>")
-  const std::string& path() const { return path_; }
+  int unk_id() const;               // -1 when the kind has none (byte-level BPE covers every byte)
+  std::string piece(int id) const;  // the text of id (e.g. "<s>", "<|begin_of_text|>")
+  TokenizerKind kind() const;
+  // The file it was read from (a directory resolves to the file inside).
+  const std::string& path() const;
+  // Copies the file into `dir` (created) as tokenizer.model or tokenizer.json,
+  // the names load() looks for in a directory, atomically.
+  void save_copy(const std::string& dir) const;
+
+  class Model;  // one per kind (tokenizer.cpp)
 
  private:
-  Tokenizer();
-
-  std::string path_;
-  std::unique_ptr<sentencepiece::SentencePieceProcessor> processor_;
+  explicit Tokenizer(std::unique_ptr<Model> model);
+  std::unique_ptr<Model> model_;
 };
 
 }  // namespace llm

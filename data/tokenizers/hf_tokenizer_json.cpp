@@ -1,0 +1,179 @@
+// Reading tokenizer.json: the byte-level alphabet (GPT-2's bytes_to_unicode:
+// printable Latin-1 bytes stand for themselves, the other 68 are mapped to
+// U+0100 upward in byte order), then vocab, merges (as "a b" strings or as
+// [a, b] pairs), added tokens, and the structure checks.
+#include "data/tokenizers/hf_tokenizer_json.h"
+
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <unordered_map>
+
+#include "data/tokenizers/llama3_split.h"
+#include "data/utf8.h"
+#include "runtime/error.h"
+#include "runtime/file_io.h"
+
+namespace llm {
+namespace {
+
+using nlohmann::json;
+
+// Code point -> byte of the byte-level alphabet (-1: not in it).
+std::unordered_map<uint32_t, int> byte_of_char() {
+  std::unordered_map<uint32_t, int> map;
+  uint32_t extra = 0;
+  for (int b = 0; b < 256; ++b) {
+    const bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+    map.emplace(printable ? static_cast<uint32_t>(b) : 256 + extra++, b);
+  }
+  return map;
+}
+
+class TokenizerJson {
+ public:
+  explicit TokenizerJson(const std::string& path) : path_(path) {
+    const std::string text = read_file(path);
+    try {
+      root_ = json::parse(text);
+    } catch (const json::exception& e) {
+      LLM_FAIL("{}: not valid JSON: {}", path, e.what());
+    }
+    LLM_CHECK(root_.is_object(), "{}: not a JSON object", path);
+  }
+
+  const json& at(const json& object, const char* key, const char* where) const {
+    LLM_CHECK(object.is_object() && object.contains(key), "{}: {} has no key '{}'", path_, where,
+              key);
+    return object.at(key);
+  }
+  void require(bool condition, const std::string& what) const {
+    LLM_CHECK(condition, "{}: {} (only Llama 3's byte-level BPE kind is supported)", path_, what);
+  }
+  const json& root() const { return root_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  json root_;
+};
+
+// Llama 3's layout: Sequence[Split(pattern, Isolated), ByteLevel(use_regex false)].
+void check_pre_tokenizer(const TokenizerJson& file) {
+  const json& pre = file.at(file.root(), "pre_tokenizer", "the file");
+  file.require(pre.is_object() && pre.value("type", "") == "Sequence",
+               "pre_tokenizer.type must be Sequence");
+  const json& steps = file.at(pre, "pretokenizers", "pre_tokenizer");
+  file.require(steps.is_array() && steps.size() == 2,
+               "pre_tokenizer.pretokenizers must be [Split, ByteLevel]");
+  const json& split = steps[0];
+  file.require(split.value("type", "") == "Split" && split.value("behavior", "") == "Isolated" &&
+                   !split.value("invert", true),
+               "pre_tokenizer.pretokenizers[0] must be a Split, behavior Isolated, not inverted");
+  const json& pattern = file.at(split, "pattern", "pre_tokenizer.pretokenizers[0]");
+  file.require(pattern.is_object() && pattern.contains("Regex") &&
+                   pattern["Regex"].get<std::string>() == kLlama3SplitPattern,
+               "pre_tokenizer.pretokenizers[0].pattern must be Llama 3's Regex");
+  const json& level = steps[1];
+  file.require(level.value("type", "") == "ByteLevel" && !level.value("use_regex", true) &&
+                   !level.value("add_prefix_space", true),
+               "pre_tokenizer.pretokenizers[1] must be ByteLevel with use_regex and "
+               "add_prefix_space false");
+}
+
+}  // namespace
+
+ByteBpeVocab read_hf_tokenizer_json(const std::string& path) {
+  const TokenizerJson file(path);
+  const json& root = file.root();
+  file.require(!root.contains("normalizer") || root["normalizer"].is_null(),
+               "normalizer must be null");
+  check_pre_tokenizer(file);
+  const json& model = file.at(root, "model", "the file");
+  file.require(model.value("type", "") == "BPE", "model.type must be BPE");
+  file.require(!model.contains("dropout") || model["dropout"].is_null(),
+               "model.dropout must be null");
+  file.require(!model.value("byte_fallback", false), "model.byte_fallback must be false");
+  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    file.require(!model.contains(key) || model[key].is_null() || model[key] == "",
+                 fmt::format("model.{} must be empty", key));
+  }
+
+  const std::unordered_map<uint32_t, int> byte_of = byte_of_char();
+  auto bytes_of = [&](const std::string& spelled) {
+    file.require(is_valid_utf8(spelled), fmt::format("vocabulary entry is not UTF-8"));
+    std::string bytes;
+    for (size_t at = 0; at < spelled.size();) {
+      const CodePoint c = next_code_point(spelled, at);
+      const auto found = byte_of.find(c.value);
+      file.require(found != byte_of.end(),
+                   fmt::format("vocabulary entry '{}' is not in the byte-level alphabet", spelled));
+      bytes.push_back(static_cast<char>(found->second));
+      at += static_cast<size_t>(c.length);
+    }
+    return bytes;
+  };
+
+  ByteBpeVocab vocab;
+  const json& entries = file.at(model, "vocab", "model");
+  file.require(entries.is_object(), "model.vocab must be an object");
+  std::unordered_map<std::string, int> id_of;  // spelled -> id
+  for (auto it = entries.begin(); it != entries.end(); ++it) {
+    file.require(it.value().is_number_integer(),
+                 fmt::format("model.vocab['{}'] must be an integer", it.key()));
+    const int id = it.value().get<int>();
+    file.require(id >= 0 && static_cast<size_t>(id) < entries.size(),
+                 fmt::format("model.vocab ids must be 0 .. {}; '{}' has {}", entries.size() - 1,
+                             it.key(), id));
+    id_of.emplace(it.key(), id);
+  }
+  vocab.tokens.resize(entries.size());
+  std::vector<bool> seen(entries.size(), false);
+  for (const auto& [spelled, id] : id_of) {
+    file.require(!seen[static_cast<size_t>(id)],
+                 fmt::format("model.vocab id {} appears twice", id));
+    seen[static_cast<size_t>(id)] = true;
+    vocab.tokens[static_cast<size_t>(id)] = bytes_of(spelled);
+  }
+
+  const json& merges = file.at(model, "merges", "model");
+  file.require(merges.is_array(), "model.merges must be an array");
+  for (size_t rank = 0; rank < merges.size(); ++rank) {
+    const json& merge = merges[rank];
+    std::string left, right;
+    if (merge.is_string()) {
+      const std::string text = merge.get<std::string>();
+      const size_t space = text.find(' ');
+      file.require(space != std::string::npos && text.find(' ', space + 1) == std::string::npos,
+                   fmt::format("model.merges[{}] must be two tokens split by one space", rank));
+      left = text.substr(0, space);
+      right = text.substr(space + 1);
+    } else {
+      file.require(
+          merge.is_array() && merge.size() == 2 && merge[0].is_string() && merge[1].is_string(),
+          fmt::format("model.merges[{}] must be \"a b\" or [a, b]", rank));
+      left = merge[0].get<std::string>();
+      right = merge[1].get<std::string>();
+    }
+    const auto l = id_of.find(left), r = id_of.find(right), m = id_of.find(left + right);
+    file.require(l != id_of.end() && r != id_of.end() && m != id_of.end(),
+                 fmt::format("model.merges[{}] ('{} {}') names a token not in model.vocab", rank,
+                             left, right));
+    vocab.merges.push_back({l->second, r->second, m->second, static_cast<int>(rank)});
+  }
+  vocab.whole_piece_lookup = model.value("ignore_merges", false);
+
+  if (root.contains("added_tokens")) {
+    for (const json& added : root["added_tokens"]) {
+      const int id = file.at(added, "id", "added_tokens[]").get<int>();
+      const std::string content = file.at(added, "content", "added_tokens[]").get<std::string>();
+      if (static_cast<size_t>(id) < vocab.tokens.size()) continue;  // already in model.vocab
+      vocab.specials.push_back({content, id});
+    }
+  }
+  vocab.bos = "<|begin_of_text|>";
+  vocab.eos = "<|end_of_text|>";
+  return vocab;
+}
+
+}  // namespace llm

@@ -1,0 +1,217 @@
+// The tokenizers: UTF-8 replacement and the Llama 3 split against Python's
+// (bytes.decode(errors="replace") and the `regex` package with Llama 3's
+// pattern, their outputs pasted here), and every kind's ids against its
+// reference library on the committed fixtures (test/data/tokenizers, made
+// by tools/make_tokenizer_fixtures.py).
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "data/tokenizer.h"
+#include "data/tokenizers/llama3_split.h"
+#include "data/utf8.h"
+#include "error_of.h"
+#include "runtime/file_io.h"
+#include "test/temp_dir.h"
+
+namespace llm {
+namespace {
+
+using test_support::error_of;
+using test_support::TempDir;
+
+TEST(Utf8, ReplacesMaximalIllFormedSubpartsAsPythonDoes) {
+  // (input, Python's input.decode("utf-8", "replace").encode())
+  const std::pair<std::string, std::string> cases[] = {
+      {"\x6F\x6B", "\x6F\x6B"},
+      {"\x80", "\xEF\xBF\xBD"},
+      {"\x61\xC0\xAF\x62", "\x61\xEF\xBF\xBD\xEF\xBF\xBD\x62"},
+      {"\xED\xA0\x80", "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"},
+      {"\xF0\x9F\x98", "\xEF\xBF\xBD"},
+      {"\xF0\x9F\x98\x80", "\xF0\x9F\x98\x80"},
+      {"\xE2\x82", "\xEF\xBF\xBD"},
+      {"\xE2\x82\x78", "\xEF\xBF\xBD\x78"},
+      {"\xF5\x80", "\xEF\xBF\xBD\xEF\xBF\xBD"},
+      {"\xF4\x90\x80\x80", "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"},
+      {"\xE0\x80\x80", "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"},
+      {"\xC2", "\xEF\xBF\xBD"},
+      {"\xFF\xFE", "\xEF\xBF\xBD\xEF\xBF\xBD"},
+  };
+  for (const auto& [input, expected] : cases) {
+    EXPECT_EQ(replace_invalid_utf8(input), expected) << input;
+    EXPECT_EQ(is_valid_utf8(input), input == expected) << input;
+  }
+}
+
+TEST(Llama3Split, SplitsAsTheRegexDoes) {
+  // (text, the `regex` package's findall(kLlama3SplitPattern, text))
+  const std::pair<std::string, std::vector<std::string>> cases[] = {
+      {"Hello world", {"Hello", " world"}},
+      {"I'M they'Re DON'T 'sup 'S x'll",
+       {"I", "'M", " they", "'Re", " DON", "'T", " '", "sup", " '", "S", " x", "'ll"}},
+      {"  two spaces\x09"
+       "and\x09tabs   \x0A\x0A  next",
+       {" ", " two", " spaces",
+        "\x09"
+        "and",
+        "\x09tabs", "   \x0A\x0A", " ", " next"}},
+      {"1234567 x12y 3.14159", {"123", "456", "7", " x", "12", "y", " ", "3", ".", "141", "59"}},
+      {"$foo !!!\x0D\x0A\x0D\x0A end  ", {"$foo", " !!!\x0D\x0A\x0D\x0A", " end", "  "}},
+      {"x'\xC5\xBFt", {"x", "'\xC5\xBF", "t"}},  // (?i) folds U+017F to s
+      {" \xC2\xA0\xE3\x80\x80x", {" \xC2\xA0", "\xE3\x80\x80x"}},
+      {"na\xC3\xAFve caf\xC3\xA9\x0D\x0A", {"na\xC3\xAFve", " caf\xC3\xA9", "\x0D\x0A"}},
+      {"\xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E\xE3\x81\xAE \xED\x95\x9C\xEA\xB5\xAD",
+       {"\xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E\xE3\x81\xAE", " \xED\x95\x9C\xEA\xB5\xAD"}},
+      {"emoji \xF0\x9F\x91\x8D\xF0\x9F\x8F\xBD ok",
+       {"emoji", " \xF0\x9F\x91\x8D\xF0\x9F\x8F\xBD", " ok"}},
+      {"a\x0A \x0A b", {"a", "\x0A \x0A", " b"}},
+      {"   ", {"   "}},
+  };
+  for (const auto& [text, expected] : cases) {
+    std::vector<std::string> pieces;
+    llama3_split(text, [&](std::string_view piece) { pieces.emplace_back(piece); });
+    EXPECT_EQ(pieces, expected) << text;
+  }
+}
+
+std::string base64_decode(const std::string& text) {
+  std::string out;
+  uint32_t bits = 0;
+  int held = 0;
+  for (char c : text) {
+    const char* alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const char* at = c == '=' ? nullptr : std::strchr(alphabet, c);
+    if (!at) continue;
+    bits = (bits << 6) | static_cast<uint32_t>(at - alphabet);
+    held += 6;
+    if (held >= 8) {
+      held -= 8;
+      out.push_back(static_cast<char>((bits >> held) & 0xFF));
+    }
+  }
+  return out;
+}
+
+const std::string kFixtures = "test/data/tokenizers/";
+
+// Every fixture document through `tokenizer_file` against the reference
+// library's ids in `expected_file`; decoding gives the text back.
+void expect_reference_ids(const std::string& tokenizer_file, const std::string& expected_file,
+                          TokenizerKind kind) {
+  const Tokenizer tokenizer = Tokenizer::load(kFixtures + tokenizer_file);
+  EXPECT_EQ(tokenizer.kind(), kind);
+  const auto cases = nlohmann::json::parse(read_file(kFixtures + "cases.json"));
+  const auto expected = nlohmann::json::parse(read_file(kFixtures + expected_file));
+  ASSERT_EQ(expected["tokenizer"], tokenizer_file);
+  const auto& documents = cases["documents"];
+  ASSERT_EQ(documents.size(), expected["ids"].size());
+  ASSERT_GE(documents.size(), 50u);
+  int mismatches = 0;
+  for (size_t i = 0; i < documents.size(); ++i) {
+    const std::string text = base64_decode(documents[i].get<std::string>());
+    const std::vector<int> ids = tokenizer.encode(text);
+    const auto want = expected["ids"][i].get<std::vector<int>>();
+    if (ids != want && ++mismatches <= 3) {
+      ADD_FAILURE() << tokenizer_file << ": document " << i << " differs from "
+                    << expected["reference"] << "; text: " << text;
+    }
+    if (tokenizer.kind() != TokenizerKind::sentencepiece) {
+      EXPECT_EQ(tokenizer.decode(ids), replace_invalid_utf8(text)) << "document " << i;
+    }
+  }
+  EXPECT_EQ(mismatches, 0) << tokenizer_file;
+}
+
+TEST(Tokenizer, TiktokenFileEncodesAsTiktoken) {
+  expect_reference_ids("bpe.tiktoken", "expected_tiktoken.json", TokenizerKind::tiktoken);
+}
+
+TEST(Tokenizer, TokenizerJsonEncodesAsHuggingFaceTokenizers) {
+  expect_reference_ids("tokenizer.json", "expected_tokenizer_json.json",
+                       TokenizerKind::hf_tokenizer_json);
+}
+
+TEST(Tokenizer, SentencePieceModelEncodesAsSentencePiece) {
+  expect_reference_ids("sentencepiece.model", "expected_sentencepiece.json",
+                       TokenizerKind::sentencepiece);
+}
+
+TEST(Tokenizer, ByteLevelKindsHaveLlama3sDocumentTokens) {
+  for (const char* file : {"bpe.tiktoken", "tokenizer.json"}) {
+    const Tokenizer tokenizer = Tokenizer::load(kFixtures + file);
+    EXPECT_EQ(tokenizer.piece(tokenizer.bos_id()), "<|begin_of_text|>") << file;
+    EXPECT_EQ(tokenizer.piece(tokenizer.eos_id()), "<|end_of_text|>") << file;
+    EXPECT_EQ(tokenizer.eos_id(), tokenizer.bos_id() + 1) << file;
+    // Text that looks like a special token is ordinary text.
+    const std::vector<int> ids = tokenizer.encode("<|begin_of_text|>");
+    EXPECT_GT(ids.size(), 1u) << file;
+    EXPECT_EQ(std::count(ids.begin(), ids.end(), tokenizer.bos_id()), 0) << file;
+  }
+}
+
+// A tokenizer.json merges only the pairs it lists, in list order: for "abc"
+// with merges [b c, a b, ab c], "b c" ranks first, and (a, bc) is not listed,
+// so the piece ends as [a, bc] although "abc" is a token; with ignore_merges
+// the whole piece is that token. (A tiktoken file would give "abc": its
+// merges are every split of every token.)
+TEST(Tokenizer, TokenizerJsonMergesOnlyItsListedPairsInListOrder) {
+  TempDir dir("llm_test_tokenizers_");
+  nlohmann::json vocab = nlohmann::json::object();
+  // GPT-2's byte-level alphabet: printable Latin-1 bytes as themselves, the
+  // rest from U+0100 on, in byte order.
+  int extra = 0;
+  for (int b = 0; b < 256; ++b) {
+    const bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+    const uint32_t c = printable ? static_cast<uint32_t>(b) : 256u + static_cast<uint32_t>(extra++);
+    std::string spelled;
+    if (c < 0x80) {
+      spelled.push_back(static_cast<char>(c));
+    } else {
+      spelled.push_back(static_cast<char>(0xC0 | (c >> 6)));
+      spelled.push_back(static_cast<char>(0x80 | (c & 0x3F)));
+    }
+    vocab[spelled] = b;
+  }
+  vocab["bc"] = 256;
+  vocab["ab"] = 257;
+  vocab["abc"] = 258;
+  for (bool ignore_merges : {false, true}) {
+    nlohmann::json file = {
+        {"normalizer", nullptr},
+        {"pre_tokenizer",
+         {{"type", "Sequence"},
+          {"pretokenizers",
+           {{{"type", "Split"},
+             {"pattern", {{"Regex", std::string(kLlama3SplitPattern)}}},
+             {"behavior", "Isolated"},
+             {"invert", false}},
+            {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}}},
+        {"model",
+         {{"type", "BPE"},
+          {"ignore_merges", ignore_merges},
+          {"vocab", vocab},
+          {"merges", {"b c", "a b", "ab c"}}}},
+        {"added_tokens",
+         {{{"id", 259}, {"content", "<|begin_of_text|>"}},
+          {{"id", 260}, {"content", "<|end_of_text|>"}}}}};
+    write_file_atomically(dir.file("tokenizer.json"), file.dump());
+    const Tokenizer tokenizer = Tokenizer::load(dir.file("tokenizer.json"));
+    const std::vector<int> whole = {258}, listed = {'a', 256};
+    EXPECT_EQ(tokenizer.encode("abc"), ignore_merges ? whole : listed);
+    EXPECT_EQ(tokenizer.encode("xab"), (std::vector<int>{'x', 257}));
+    EXPECT_EQ(tokenizer.vocab_size(), 261);
+  }
+  // Another pre-tokenizer is refused, naming the key.
+  write_file_atomically(dir.file("other.json"),
+                        R"({"normalizer": null, "pre_tokenizer": {"type": "Whitespace"}})");
+  EXPECT_NE(error_of([&] { Tokenizer::load(dir.file("other.json")); }).find("pre_tokenizer.type"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace llm
