@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "commands/benchmark.h"
@@ -48,10 +49,17 @@ constexpr const char* kUsage = R"(usage:
       Train. FILE is a path, or a name looked up in train_configs/ (e.g. tiny).
       Any config key can be overridden, e.g. --training.steps=20 or
       --training.steps 20. Set LLM_DEBUG=1 for source locations in errors.
-  ./train prepare --input PATH [--input PATH ...] --out DIR [--vocab-size N]
+  ./train prepare --input PATH [--input PATH ...] --out DIR [--tokenizer PATH | --vocab-size N]
+                  [--text-field NAME] [--skip-missing-text] [--jobs N]
                   [--val-fraction F] [--shard-tokens N] [--seed N] [--quiet]
-      Train a SentencePiece BPE tokenizer on text files or directories and
-      write tokenizer.model, train_*.bin and val_*.bin into DIR.
+      Encode documents into train_*.bin and val_*.bin in DIR, each as BOS +
+      text + EOS. Inputs: files or directories of text, .jsonl or .json
+      records (the document in --text-field, default text), each possibly
+      .gz. --tokenizer: a SentencePiece .model, a tiktoken file (Llama 3's
+      tokenizer.model), a tokenizer.json or a model directory; without it a
+      SentencePiece BPE of --vocab-size pieces is trained on the train split
+      and written to DIR. --jobs: parallel encoders (default: all cores); the
+      shards are the same for any number.
   ./train plan --config FILE [--world N] [--gpu-memory 80GiB] [--reserved 3GiB] [--shard-group G]
       Per-rank memory of every parallel mode x activation checkpointing x
       precision at N ranks (hybrid with groups of G, default min(N, 8)),
@@ -117,9 +125,9 @@ constexpr const char* kUsage = R"(usage:
 using Args = llm::CommandLine;
 
 // Options that take no value.
-constexpr std::string_view kFlags[] = {"quiet",      "modes",   "force",    "memory",
-                                       "offload",    "measure", "validate", "calibrate",
-                                       "comm-bench", "no-plot", "profile",  "counts"};
+constexpr std::string_view kFlags[] = {
+    "quiet",     "modes",      "force",   "memory",  "offload", "measure",          "validate",
+    "calibrate", "comm-bench", "no-plot", "profile", "counts",  "skip-missing-text"};
 
 const std::string* find_option(const Args& args, const std::string& name) {
   const std::string* found = nullptr;
@@ -160,11 +168,16 @@ llm::Config load_config(const Args& args) {
 }
 
 int run_prepare(const Args& args) {
-  check_options(args,
-                {"input", "out", "vocab-size", "val-fraction", "shard-tokens", "seed", "quiet"});
+  check_options(args, {"input", "out", "vocab-size", "val-fraction", "shard-tokens", "seed",
+                       "quiet", "tokenizer", "text-field", "skip-missing-text", "jobs"});
   LLM_CHECK(args.overrides.empty(), "./train prepare takes no config overrides");
   llm::PrepareOptions options;
+  options.jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   for (const auto& [key, value] : args.options) {
+    if (key == "tokenizer") options.tokenizer = value;
+    if (key == "text-field") options.text_field = value;
+    if (key == "skip-missing-text") options.skip_missing_text = true;
+    if (key == "jobs") options.jobs = static_cast<int>(llm::parse_integer(value, key));
     if (key == "input") options.inputs.push_back(value);
     if (key == "out") options.out_dir = value;
     if (key == "vocab-size") options.vocab_size = static_cast<int>(llm::parse_integer(value, key));
@@ -175,6 +188,8 @@ int run_prepare(const Args& args) {
   }
   LLM_CHECK(!options.inputs.empty(), "./train prepare: --input PATH is required");
   LLM_CHECK(!options.out_dir.empty(), "./train prepare: --out DIR is required");
+  LLM_CHECK(options.tokenizer.empty() || !find_option(args, "vocab-size"),
+            "./train prepare: --vocab-size is for training a tokenizer; --tokenizer gives one");
   llm::prepare_dataset(options);
   return 0;
 }

@@ -22,6 +22,10 @@ namespace fs = std::filesystem;
 // transformers' view of the tokenizer: the SentencePiece model as a Llama
 // tokenizer with its special pieces, adding BOS as training did.
 void write_tokenizer(const Tokenizer& tokenizer, int max_length, const fs::path& out) {
+  LLM_CHECK(tokenizer.kind() == TokenizerKind::sentencepiece,
+            "./train export: the run's tokenizer {} is a {}; export writes SentencePiece "
+            "tokenizers only so far",
+            tokenizer.path(), to_string(tokenizer.kind()));
   fs::copy_file(tokenizer.path(), out / "tokenizer.model", fs::copy_options::overwrite_existing);
   nlohmann::ordered_json config = {{"tokenizer_class", "LlamaTokenizer"},
                                    {"add_bos_token", true},
@@ -57,14 +61,8 @@ ExportResult export_checkpoint(const ExportRequest& request) {
 
   std::optional<Tokenizer> tokenizer;
   if (!config.data.tokenizer.empty()) {
-    if (fs::exists(config.data.tokenizer)) {
-      tokenizer.emplace(Tokenizer::load(config.data.tokenizer));
-    } else {
-      spdlog::warn(
-          "{}: the run's tokenizer {} is not there (relative to this directory?); "
-          "exporting without it",
-          result.checkpoint, config.data.tokenizer);
-    }
+    tokenizer.emplace(
+        Tokenizer::load(checkpoint_tokenizer(result.checkpoint, config, "./train export")));
   }
   HfExportOptions options;
   options.dtype = request.dtype;

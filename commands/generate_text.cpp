@@ -59,14 +59,7 @@ LoadedModel load_checkpoint(const std::string& path) {
   const Config run = checkpoint_read_config(m.source);
   m.config = run.model;
   m.params = checkpoint_read_params(m.source, layout_build(m.config));
-  m.tokenizer = run.data.tokenizer;
-  LLM_CHECK(!m.tokenizer.empty(),
-            "{}: the run of {} had no data.tokenizer to encode the prompt with", kCommand,
-            m.source);
-  LLM_CHECK(
-      fs::exists(m.tokenizer),
-      "{}: the run's tokenizer {} is not there (run from the directory the run was started in)",
-      kCommand, m.tokenizer);
+  m.tokenizer = checkpoint_tokenizer(m.source, run, kCommand);
   m.context = run.training.seq_len;
   m.device = run.device();
   m.precision = run.precision();

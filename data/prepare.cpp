@@ -1,9 +1,11 @@
-// prepare_dataset: text files -> documents -> train/val split -> SentencePiece
-// BPE tokenizer (trained on train documents only) -> token shards. Invariant:
+// prepare_dataset: documents (document_reader.h) -> train/val split -> token
+// shards, with a given tokenizer (streamed, encoded in parallel) or with a
+// SentencePiece BPE tokenizer trained here on the train documents. Invariant:
 // deterministic: file order is sorted, the split hashes (seed, document index),
-// the trainer is single-threaded and seeded, and every output file is written
-// to a temporary name, synced and renamed into place. Unless quiet, each phase
-// shows its progress and result on stdout (runtime/progress.h).
+// the trainer is single-threaded and seeded, the shards do not depend on the
+// number of jobs, and every output file is written to a temporary name, synced
+// and renamed into place. Unless quiet, each phase shows its progress and
+// result on stdout (runtime/progress.h).
 #include "data/prepare.h"
 
 #include <fcntl.h>
@@ -29,7 +31,9 @@
 #include "runtime/rng.h"
 #include "runtime/system.h"
 #include "data/shard.h"
+#include "data/document_reader.h"
 #include "data/tokenizer.h"
+#include "data/utf8.h"
 
 namespace llm {
 namespace fs = std::filesystem;
@@ -37,126 +41,6 @@ namespace {
 
 // 3 special pieces (unk, bos, eos) + 256 byte-fallback pieces.
 constexpr int kMinVocabSize = 3 + 256 + 1;
-
-struct InputFiles {
-  std::vector<std::string> paths;  // in reading order, no two with the same real path
-  int skipped_duplicates = 0;
-};
-
-bool is_valid_utf8(std::string_view text) {
-  size_t i = 0;
-  while (i < text.size()) {
-    const auto lead = static_cast<unsigned char>(text[i]);
-    int length;
-    uint32_t code_point, minimum;
-    if (lead < 0x80) {
-      length = 1;
-      code_point = lead;
-      minimum = 0;
-    } else if ((lead & 0xE0) == 0xC0) {
-      length = 2;
-      code_point = lead & 0x1F;
-      minimum = 0x80;
-    } else if ((lead & 0xF0) == 0xE0) {
-      length = 3;
-      code_point = lead & 0x0F;
-      minimum = 0x800;
-    } else if ((lead & 0xF8) == 0xF0) {
-      length = 4;
-      code_point = lead & 0x07;
-      minimum = 0x10000;
-    } else
-      return false;
-    if (i + length > text.size()) return false;
-    for (int k = 1; k < length; ++k) {
-      const auto next = static_cast<unsigned char>(text[i + k]);
-      if ((next & 0xC0) != 0x80) return false;
-      code_point = (code_point << 6) | (next & 0x3F);
-    }
-    const bool surrogate = code_point >= 0xD800 && code_point <= 0xDFFF;
-    if (code_point < minimum || code_point > 0x10FFFF || surrogate) return false;
-    i += length;
-  }
-  return true;
-}
-
-bool is_text(std::string_view content) {
-  return content.find('\0') == std::string_view::npos && is_valid_utf8(content);
-}
-
-// Files in input order, each directory's files sorted; duplicates by real path
-// (fortune's X.u8 links to X) are skipped and counted.
-InputFiles collect_input_files(const std::vector<std::string>& inputs) {
-  std::vector<std::string> candidates;
-  for (const std::string& input : inputs) {
-    LLM_CHECK(fs::exists(input), "prepare: input {} does not exist", input);
-    if (!fs::is_directory(input)) {
-      candidates.push_back(input);
-      continue;
-    }
-    std::vector<std::string> found;
-    for (const auto& entry : fs::recursive_directory_iterator(input)) {
-      if (entry.is_regular_file()) found.push_back(entry.path().string());
-    }
-    std::sort(found.begin(), found.end());
-    candidates.insert(candidates.end(), found.begin(), found.end());
-  }
-  InputFiles files;
-  std::set<std::string> seen_real_paths;
-  for (const std::string& path : candidates) {
-    if (seen_real_paths.insert(fs::canonical(path).string()).second) {
-      files.paths.push_back(path);
-    } else {
-      ++files.skipped_duplicates;
-    }
-  }
-  return files;
-}
-
-bool is_blank(std::string_view line) {
-  return line.find_first_not_of(" \t\r\f\v") == std::string_view::npos;
-}
-
-std::vector<std::string_view> split_lines(std::string_view text) {
-  std::vector<std::string_view> lines;
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view line = text.substr(start, end - start);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    lines.push_back(line);
-    start = end + 1;
-  }
-  return lines;
-}
-
-// Fortune files separate documents by lines that are exactly "%"; other text
-// by blank lines. Leading and trailing blank lines of a document are dropped,
-// and documents left empty are skipped.
-void append_documents(std::string_view text, std::vector<std::string>& documents) {
-  const std::vector<std::string_view> lines = split_lines(text);
-  const bool fortune_format = std::find(lines.begin(), lines.end(), "%") != lines.end();
-  std::vector<std::string_view> current;
-  auto flush = [&] {
-    auto first = std::find_if_not(current.begin(), current.end(), is_blank);
-    auto last = std::find_if_not(current.rbegin(), current.rend(), is_blank).base();
-    if (first < last) {
-      std::string document(*first);
-      for (auto line = first + 1; line != last; ++line) document.append("\n").append(*line);
-      documents.push_back(std::move(document));
-    }
-    current.clear();
-  };
-  for (std::string_view line : lines) {
-    const bool separator = fortune_format ? line == "%" : is_blank(line);
-    if (separator)
-      flush();
-    else
-      current.push_back(line);
-  }
-  flush();
-}
 
 bool is_validation_document(uint64_t seed, uint64_t document_index, double val_fraction) {
   return uniform_from_bits(hash_mix(seed, document_index)) < val_fraction;
@@ -229,22 +113,22 @@ std::string train_tokenizer(const std::vector<std::string>& documents,
   return model_path;
 }
 
-// Concatenates documents (each prefixed with bos) into <split>_000.bin, ...
+// Concatenates encoded documents into <split>_000.bin, ... of at most
+// shard_tokens tokens each (a document may span two shards).
 class ShardSequenceWriter {
  public:
-  ShardSequenceWriter(const PrepareOptions& options, std::string split, const Tokenizer& tokenizer)
+  ShardSequenceWriter(const PrepareOptions& options, std::string split, int vocab_size)
       : out_dir_(options.out_dir),
         split_(std::move(split)),
         shard_tokens_(options.shard_tokens),
-        tokenizer_(tokenizer) {}
+        vocab_size_(vocab_size) {}
 
-  void append(const std::string& document) {
-    buffer_.push_back(static_cast<uint32_t>(tokenizer_.bos_id()));
-    for (int id : tokenizer_.encode(document)) {
-      if (static_cast<int64_t>(buffer_.size()) == shard_tokens_) flush();
+  void append(const std::vector<int>& ids) {
+    for (int id : ids) {
       buffer_.push_back(static_cast<uint32_t>(id));
+      if (static_cast<int64_t>(buffer_.size()) == shard_tokens_) flush();
     }
-    if (static_cast<int64_t>(buffer_.size()) == shard_tokens_) flush();
+    ++documents_;
   }
 
   // Writes the last shard and removes higher-numbered shards of an earlier run.
@@ -255,8 +139,10 @@ class ShardSequenceWriter {
     }
   }
 
-  int shards_written() const { return shards_written_; }
-  int64_t tokens_written() const { return tokens_written_; }
+  std::string summary() const {
+    return fmt::format("{} {} documents, {} tokens in {} shard(s)", split_, documents_,
+                       tokens_written_, shards_written_);
+  }
 
  private:
   std::string shard_path(int index) const {
@@ -264,7 +150,7 @@ class ShardSequenceWriter {
   }
 
   void flush() {
-    shard_write(shard_path(shards_written_), buffer_, tokenizer_.vocab_size());
+    shard_write(shard_path(shards_written_), buffer_, vocab_size_);
     tokens_written_ += static_cast<int64_t>(buffer_.size());
     ++shards_written_;
     buffer_.clear();
@@ -273,10 +159,10 @@ class ShardSequenceWriter {
   std::string out_dir_;
   std::string split_;
   int64_t shard_tokens_;
-  const Tokenizer& tokenizer_;
+  int vocab_size_;
   std::vector<uint32_t> buffer_;
   int shards_written_ = 0;
-  int64_t tokens_written_ = 0;
+  int64_t tokens_written_ = 0, documents_ = 0;
 };
 
 // "a, b, c" for error messages (fmt::join trips a GCC 12 false warning).
@@ -303,58 +189,147 @@ ProgressOptions phase_options(const PrepareOptions& options) {
 void check_options(const PrepareOptions& options) {
   LLM_CHECK(!options.inputs.empty(), "prepare: no input given");
   LLM_CHECK(!options.out_dir.empty(), "prepare: no output directory given");
-  LLM_CHECK(options.vocab_size >= kMinVocabSize,
+  LLM_CHECK(!options.tokenizer.empty() || options.vocab_size >= kMinVocabSize,
             "prepare: vocab size {} is too small: byte fallback needs 3 special + 256 byte "
             "pieces, so at least {}",
             options.vocab_size, kMinVocabSize);
-  LLM_CHECK(options.val_fraction > 0 && options.val_fraction < 1,
-            "prepare: val fraction {} must be in (0, 1)", options.val_fraction);
+  LLM_CHECK(options.val_fraction >= 0 && options.val_fraction < 1,
+            "prepare: val fraction {} must be in [0, 1)", options.val_fraction);
   LLM_CHECK(options.shard_tokens > 0, "prepare: shard tokens {} must be positive",
             options.shard_tokens);
+  LLM_CHECK(options.jobs >= 1, "prepare: jobs {} must be at least 1", options.jobs);
+  LLM_CHECK(!options.text_field.empty(), "prepare: the text field name is empty");
 }
 
-}  // namespace
+std::string reader_summary(const DocumentReader& reader) {
+  const DocumentCounts& c = reader.counts();
+  std::string text =
+      fmt::format("{} file(s), {} skipped as not text, {} as duplicates",
+                  c.files - c.skipped_not_text, c.skipped_not_text, c.skipped_duplicates);
+  if (c.records_missing_text > 0) {
+    text += fmt::format(", {} record(s) without a text field skipped", c.records_missing_text);
+  }
+  return text;
+}
 
-void prepare_dataset(const PrepareOptions& options) {
-  check_options(options);
-  const InputFiles files = collect_input_files(options.inputs);
-  uint64_t input_bytes = 0;
-  for (const std::string& path : files.paths) input_bytes += fs::file_size(path);
-  std::vector<std::string> documents;
-  int text_files = 0, skipped_not_text = 0;
-  {
-    Progress reading("prepare: reading", input_bytes, phase_options(options));
-    for (const std::string& path : files.paths) {
-      const std::string content = read_file(path);
-      reading.add(content.size());
-      if (!is_text(content)) {
-        ++skipped_not_text;
-        continue;
+// Encodes every batch that `next_batch` gives, `jobs` documents at a time in
+// parallel, and writes them in input order: the shards do not depend on jobs.
+class ParallelEncoder {
+ public:
+  ParallelEncoder(const Tokenizer& tokenizer, const PrepareOptions& options)
+      : tokenizer_(tokenizer),
+        options_(options),
+        train_(options, "train", tokenizer.vocab_size()),
+        val_(options, "val", tokenizer.vocab_size()) {}
+
+  void encode(const std::vector<std::string>& documents) {
+    const auto start = std::chrono::steady_clock::now();
+    ids_.resize(documents.size());
+    std::exception_ptr failure;
+    const int count = static_cast<int>(documents.size());
+#pragma omp parallel for schedule(dynamic, 8) num_threads(options_.jobs)
+    for (int i = 0; i < count; ++i) {
+      try {
+        ids_[static_cast<size_t>(i)].clear();
+        tokenizer_.encode_document(documents[static_cast<size_t>(i)], ids_[static_cast<size_t>(i)]);
+      } catch (...) {
+#pragma omp critical
+        failure = std::current_exception();
       }
-      ++text_files;
-      append_documents(content, documents);
     }
-    reading.set_detail(fmt::format("{} text file(s), {} skipped as not text, {} as duplicates",
-                                   text_files, skipped_not_text, files.skipped_duplicates));
+    if (failure) std::rethrow_exception(failure);
+    encode_seconds_ +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    for (size_t i = 0; i < documents.size(); ++i) {
+      const bool val = is_validation_document(options_.seed, next_index_++, options_.val_fraction);
+      (val ? val_ : train_).append(ids_[i]);
+      text_bytes_ += documents[i].size();
+      tokens_ += ids_[i].size();
+    }
   }
-  LLM_CHECK(!documents.empty(),
-            "prepare: no usable text in {}: {} text file(s), {} skipped as not text, {} as "
-            "duplicates",
-            list_inputs(options.inputs), text_files, skipped_not_text, files.skipped_duplicates);
 
-  std::vector<std::string> train_documents, val_documents;
-  for (size_t index = 0; index < documents.size(); ++index) {
-    const bool val = is_validation_document(options.seed, index, options.val_fraction);
-    (val ? val_documents : train_documents).push_back(std::move(documents[index]));
+  void finish(const std::string& detail_prefix) {
+    train_.finish();
+    val_.finish();
+    if (options_.quiet) return;
+    fmt::print("prepare: {}; {}\n", train_.summary(), val_.summary());
+    fmt::print(
+        "prepare: encoded {} of text into {} tokens in {:.2f} s ({:.1f} MB/s, {} job(s)){}\n",
+        format_bytes(static_cast<double>(text_bytes_)), tokens_, encode_seconds_,
+        static_cast<double>(text_bytes_) / 1e6 / std::max(encode_seconds_, 1e-9), options_.jobs,
+        detail_prefix);
   }
-  LLM_CHECK(!train_documents.empty() && !val_documents.empty(),
+
+  uint64_t documents() const { return next_index_; }
+
+ private:
+  const Tokenizer& tokenizer_;
+  const PrepareOptions& options_;
+  ShardSequenceWriter train_, val_;
+  std::vector<std::vector<int>> ids_;
+  uint64_t next_index_ = 0, text_bytes_ = 0, tokens_ = 0;
+  double encode_seconds_ = 0;
+};
+
+// Text bytes per parallel batch and job: large enough to keep every job busy,
+// small enough that memory does not grow with the corpus.
+constexpr size_t kBatchBytesPerJob = 4 << 20;
+
+// --tokenizer: documents stream from the reader through the encoder.
+void prepare_with_tokenizer(const PrepareOptions& options) {
+  const Tokenizer tokenizer = Tokenizer::load(options.tokenizer);
+  if (!options.quiet) {
+    fmt::print("prepare: tokenizer {} ({}, {} ids; documents as {} ... {})\n", tokenizer.path(),
+               to_string(tokenizer.kind()), tokenizer.vocab_size(),
+               tokenizer.piece(tokenizer.bos_id()), tokenizer.piece(tokenizer.eos_id()));
+  }
+  DocumentReader reader(options.inputs, {options.text_field, options.skip_missing_text});
+  fs::create_directories(options.out_dir);
+  ParallelEncoder encoder(tokenizer, options);
+  {
+    Progress encoding("prepare: encoding", reader.input_bytes(), phase_options(options));
+    std::vector<std::string> batch;
+    while (reader.next_batch(kBatchBytesPerJob * static_cast<size_t>(options.jobs), batch)) {
+      encoder.encode(batch);
+      batch.clear();
+      encoding.set(reader.bytes_read());
+    }
+    encoding.set_detail(reader_summary(reader));
+  }
+  LLM_CHECK(encoder.documents() > 0, "prepare: no documents in {}: {}", list_inputs(options.inputs),
+            reader_summary(reader));
+  encoder.finish("");
+}
+
+// No --tokenizer: every document is read first, a SentencePiece tokenizer is
+// trained on the train split, then the documents are encoded with it.
+void prepare_training_tokenizer(const PrepareOptions& options) {
+  DocumentReader reader(options.inputs, {options.text_field, options.skip_missing_text});
+  std::vector<std::string> documents;
+  {
+    Progress reading("prepare: reading", reader.input_bytes(), phase_options(options));
+    while (reader.next_batch(kBatchBytesPerJob, documents)) reading.set(reader.bytes_read());
+    reading.set_detail(reader_summary(reader));
+  }
+  LLM_CHECK(!documents.empty(), "prepare: no usable text in {}: {}", list_inputs(options.inputs),
+            reader_summary(reader));
+
+  std::vector<std::string> train_documents;
+  size_t val_documents = 0;
+  for (size_t index = 0; index < documents.size(); ++index) {
+    if (is_validation_document(options.seed, index, options.val_fraction))
+      ++val_documents;
+    else
+      train_documents.push_back(documents[index]);
+  }
+  LLM_CHECK(!train_documents.empty() && val_documents > 0,
             "prepare: the split of {} documents in {} (val fraction {}, seed {}) left {} train "
             "and {} val; each needs at least one",
             documents.size(), list_inputs(options.inputs), options.val_fraction, options.seed,
-            train_documents.size(), val_documents.size());
+            train_documents.size(), val_documents);
   if (!options.quiet) {
     fmt::print("prepare: {} documents: {} train, {} val\n", documents.size(),
-               train_documents.size(), val_documents.size());
+               train_documents.size(), val_documents);
   }
 
   fs::create_directories(options.out_dir);
@@ -368,25 +343,42 @@ void prepare_dataset(const PrepareOptions& options) {
   }
   const auto tokenizer_start = std::chrono::steady_clock::now();
   const Tokenizer tokenizer = Tokenizer::load(train_tokenizer(train_documents, options));
+  train_documents = {};
   if (!options.quiet) {
     const std::chrono::duration<double> took = std::chrono::steady_clock::now() - tokenizer_start;
     fmt::print("prepare: tokenizer {} trained in {:.1f} s: vocab size {} (requested {})\n",
                tokenizer.path(), took.count(), tokenizer.vocab_size(), options.vocab_size);
   }
-
-  for (const auto& [split, split_documents] :
-       {std::pair{"train", &train_documents}, std::pair{"val", &val_documents}}) {
-    Progress encoding(fmt::format("prepare: encoding {}", split), bytes_of(*split_documents),
-                      phase_options(options));
-    ShardSequenceWriter writer(options, split, tokenizer);
-    for (const std::string& document : *split_documents) {
-      writer.append(document);
-      encoding.add(document.size());
+  ParallelEncoder encoder(tokenizer, options);
+  {
+    Progress encoding("prepare: encoding", bytes_of(documents), phase_options(options));
+    const size_t batch_bytes = kBatchBytesPerJob * static_cast<size_t>(options.jobs);
+    std::vector<std::string> batch;
+    size_t batched = 0;
+    for (std::string& document : documents) {
+      batched += document.size() + 1;
+      batch.push_back(std::move(document));
+      if (batched >= batch_bytes) {
+        encoder.encode(batch);
+        encoding.add(bytes_of(batch));
+        batch.clear();
+        batched = 0;
+      }
     }
-    writer.finish();
-    encoding.set_detail(fmt::format("{} tokens in {} shard(s) in {}", writer.tokens_written(),
-                                    writer.shards_written(), options.out_dir));
+    encoder.encode(batch);
+    encoding.add(bytes_of(batch));
   }
+  encoder.finish("");
+}
+
+}  // namespace
+
+void prepare_dataset(const PrepareOptions& options) {
+  check_options(options);
+  if (options.tokenizer.empty())
+    prepare_training_tokenizer(options);
+  else
+    prepare_with_tokenizer(options);
 }
 
 }  // namespace llm

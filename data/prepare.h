@@ -1,8 +1,10 @@
-// Text -> token shards: read text files, split them into documents, hold out a
-// deterministic validation split, train a SentencePiece BPE tokenizer on the
-// training documents, and write out_dir/{tokenizer.model, tokenizer.vocab,
-// train_NNN.bin, val_NNN.bin}. Invariant: the same inputs and options give the
-// same output files, byte for byte.
+// Documents -> token shards: read text, JSON Lines or JSON files (gzip or not;
+// document_reader.h), hold out a deterministic validation split, encode each
+// document as BOS + text + EOS with the given tokenizer (or one trained here:
+// SentencePiece BPE on the training documents, written as
+// out_dir/tokenizer.model and tokenizer.vocab), and write out_dir/train_NNN.bin
+// and val_NNN.bin. Invariant: the same inputs and options give the same output
+// files, byte for byte, whatever the number of jobs.
 #pragma once
 
 #include <cstdint>
@@ -15,10 +17,14 @@ struct PrepareOptions {
   std::vector<std::string> inputs;  // files or directories (recursed, sorted)
   std::string out_dir;
   int vocab_size = 4096;               // a target; small corpora may end below it
-  double val_fraction = 0.05;          // expected share of documents held out
+  double val_fraction = 0.05;          // expected share of documents held out (0: none)
   int64_t shard_tokens = 100'000'000;  // at most this many tokens per shard
   uint64_t seed = 1337;                // decides the train/val split
   bool quiet = false;                  // no progress lines, SentencePiece silent
+  std::string tokenizer;               // encode with this one (tokenizer.h) instead of training
+  std::string text_field = "text";     // of JSON records
+  bool skip_missing_text = false;      // skip records without it (counted), else an error
+  int jobs = 1;                        // documents encoded in parallel
 };
 
 void prepare_dataset(const PrepareOptions& options);

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <vector>
 
+#include "data/tokenizer.h"
 #include "runtime/error.h"
 #include "runtime/file_io.h"
 #include "runtime/progress.h"
@@ -362,6 +363,19 @@ std::string checkpoint_step_directory(const std::string& path, const std::string
             "checkpoint",
             command, path);
   return latest;
+}
+
+std::string checkpoint_tokenizer(const std::string& step_dir, const Config& run,
+                                 const std::string& command) {
+  LLM_CHECK(!run.data.tokenizer.empty(), "{}: the run of {} had no data.tokenizer", command,
+            step_dir);
+  const std::string copy = run_tokenizer_dir(fs::path(step_dir).parent_path().string());
+  if (fs::is_directory(copy)) return copy;
+  LLM_CHECK(fs::exists(run.data.tokenizer),
+            "{}: the run of {} kept no copy of its tokenizer, and its data.tokenizer {} is not "
+            "there (run this from the directory the run was started in)",
+            command, step_dir, run.data.tokenizer);
+  return run.data.tokenizer;
 }
 
 namespace {

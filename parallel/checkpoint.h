@@ -43,6 +43,13 @@ std::string checkpoint_latest(const std::string& run_dir);
 // it is neither.
 std::string checkpoint_step_directory(const std::string& path, const std::string& command);
 
+// The tokenizer of the run that saved checkpoint `step_dir` (config `run`):
+// the copy in its run directory (data/tokenizer.h's run_tokenizer_dir),
+// else, for a run older than those copies, its data.tokenizer where that
+// path still leads. Errors name `command`, the checkpoint and the path.
+std::string checkpoint_tokenizer(const std::string& step_dir, const Config& run,
+                                 const std::string& command);
+
 // Collective over the world. Loads parameters and moments from `path` into
 // `engine` (any saved world size or mode) after checking its index against
 // the engine's layout; returns the saved step. Errors name the file. With

@@ -22,11 +22,13 @@ no_carriage_return() {
 no_carriage_return prepare
 lines=$(wc -l < "$tmp/out.txt")
 [ "$lines" -le 12 ] || fail "$lines lines from prepare on the tiny corpus"
-grep -q '^prepare: reading: .* | 1 text file(s), 0 skipped' "$tmp/out.txt" ||
+grep -q '^prepare: reading: .* | 1 file(s), 0 skipped' "$tmp/out.txt" ||
   fail "no reading result"
 grep -q '^prepare: tokenizer .* trained in [0-9.]* s' "$tmp/out.txt" || fail "no tokenizer timing"
-grep -q '^prepare: encoding train: .* | [0-9]* tokens in 1 shard(s)' "$tmp/out.txt" ||
+grep -q '^prepare: train [0-9]* documents, [0-9]* tokens in 1 shard(s); val ' "$tmp/out.txt" ||
   fail "no encoding result"
+grep -q '^prepare: encoded .* into [0-9]* tokens in [0-9.]* s (.* MB/s, [0-9]* job(s))' \
+  "$tmp/out.txt" || fail "no encoding speed"
 
 "$train" prepare --input data/tiny/corpus.txt --out "$tmp/quiet" --vocab-size 512 --quiet |
   cat > "$tmp/out.txt"
@@ -51,14 +53,14 @@ no_carriage_return "prepare under mpirun"
 
 LLM_PROGRESS=terminal "$train" prepare --input data/tiny/corpus.txt --out "$tmp/forced" \
   --vocab-size 512 | cat > "$tmp/out.txt"
-grep -q $'^\rprepare: reading .*\rprepare: reading: .* | 1 text file(s)' "$tmp/out.txt" ||
+grep -q $'^\rprepare: reading .*\rprepare: reading: .* | 1 file(s)' "$tmp/out.txt" ||
   fail "LLM_PROGRESS=terminal does not redraw"
 
 if command -v script > /dev/null; then
   # -onlcr: the pty keeps '\n' as it is, so every '\r' is a redraw.
   script -qec "stty -onlcr; '$train' prepare --input data/tiny/corpus.txt --out '$tmp/tty' \
     --vocab-size 512" /dev/null > "$tmp/out.txt" 2>&1 || fail "prepare on a terminal failed"
-  grep -q $'^\rprepare: reading .*\rprepare: reading: .* | 1 text file(s)' "$tmp/out.txt" ||
+  grep -q $'^\rprepare: reading .*\rprepare: reading: .* | 1 file(s)' "$tmp/out.txt" ||
     fail "no line redrawn in place on a terminal"
   [ "$(tail -c 1 "$tmp/out.txt" | od -An -c | tr -d ' ')" = '\n' ] ||
     fail "the terminal output does not end with a newline"

@@ -50,10 +50,14 @@ TEST(ZenFlow, FollowsItsWrittenSemantics) {
 
 // ZenFlow with DeepSpeed's defaults (5% of each matrix's columns on the
 // device every step, the rest every 4 steps, overlapped) trains the tiny
-// model from scratch to within 3% of AdamW's validation loss in 100 steps
-// (measured: 4.94 against 5.03, 1.8%; the demo model's curves are in
-// docs/offload.md). A ZenFlow that dropped the host's columns would stay near the
-// initial loss of ln(512) = 6.24.
+// model from scratch to within 5% of AdamW's validation loss in 100 steps.
+// The gap is not noise: 95% of the columns take one AdamW step per 4 steps,
+// so from scratch ZenFlow lags, and more so the longer it trains (measured
+// on the tiny data with documents as BOS + text + EOS: 5.00 against 4.85,
+// 3.1%, at 100 steps; 8% at 200). The bound keeps the margin the first one
+// had over its measurement (3% over 1.8%, when documents had no EOS): 1.6 x
+// 3.1% = 5%. The demo model's curves are in docs/offload.md. A ZenFlow that
+// dropped the host's columns would stay near the initial loss of ln(512) = 6.24.
 TEST(ZenFlow, TrainsCloseToAdamW) {
   const std::vector<std::string> shape = {"training.steps=100", "training.eval_interval=0"};
   std::vector<std::string> zenflow = shape;
@@ -63,7 +67,7 @@ TEST(ZenFlow, TrainsCloseToAdamW) {
   losses_of(zen, 100);
   zen.engine().settle();  // the last host update, as a save would apply it
   const float adamw_val = adamw.evaluate(), zen_val = zen.evaluate();
-  EXPECT_LT(zen_val, 1.03f * adamw_val);
+  EXPECT_LT(zen_val, 1.05f * adamw_val);
   EXPECT_LT(adamw_val, std::log(512.0f) - 1.0f);
   EXPECT_GT(zen.engine().zenflow_stats()->host_updates, 20u);
 }

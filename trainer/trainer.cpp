@@ -103,6 +103,10 @@ Trainer::Trainer(Config config, Group& world, const Backend* backend_override)
   if (!config_.data.tokenizer.empty()) {
     tokenizer_.emplace(Tokenizer::load(config_.data.tokenizer));
     const int pieces = tokenizer_->vocab_size(), rows = config_.model.vocab_size;
+    LLM_CHECK(pieces <= rows,
+              "{}: the tokenizer {} has {} ids but model.vocab_size is {}: ids {} and up have no "
+              "embedding row",
+              config_.path, tokenizer_->path(), pieces, rows, rows);
     if (pieces < rows && topology_.world.rank() == 0) {
       spdlog::warn(
           "{}: model.vocab_size is {} but the tokenizer {} has {} pieces: {} embedding "
@@ -300,6 +304,8 @@ void Trainer::run() {
     claim_run_dir();
     write_file_atomically((std::filesystem::path(run_dir) / "config.toml").string(),
                           config_to_toml(config_));
+    // generate and export read this copy: the run directory stands alone.
+    if (tokenizer_) tokenizer_->save_copy(run_tokenizer_dir(run_dir));
     metrics_ = open_metrics(config_, start_step_);
   }
   stop_signal_install();
