@@ -92,14 +92,16 @@ constexpr const char* kUsage = R"(usage:
       Write a checkpoint (a step_N directory, or a run directory: its latest)
       as a Hugging Face Llama directory: model.safetensors, config.json,
       generation_config.json and, when the run had one, the tokenizer
-      (tokenizer.model, tokenizer_config.json). A non-empty --out is refused
+      (tokenizer.model or tokenizer.json, and tokenizer_config.json). The
+      run directory's own copy of its tokenizer is used, so this works from
+      any directory. A non-empty --out is refused
       unless --force. The reverse: [model] init_from = "DIR" starts training
       from such weights.
   ./train generate --checkpoint DIR [--prompt TEXT] [--samples N] [--max-new-tokens N]
                    [--temperature T] [--top-k K] [--top-p P] [--seed N] [--device cpu|cuda]
       Sample text from a model: DIR is a checkpoint (step_N, or a run directory:
-      its latest) or a Hugging Face directory with tokenizer.model (as export
-      writes). The prompt is encoded after BOS; each of N samples (default 1)
+      its latest) or a Hugging Face directory with tokenizer.model or
+      tokenizer.json (as export writes). The prompt is encoded after BOS; each of N samples (default 1)
       ends at EOS, after --max-new-tokens (128) or when the context is full.
       --temperature 0 is greedy; defaults 0.8, top-k 40 (0: off), top-p 0.95
       (1: off), seed 0. Prints each sample and the tokens per second. Runs on
@@ -217,7 +219,7 @@ int run_export(const Args& args) {
       "exported %s (%zu parameters, %s) to %s: model.safetensors, config.json, "
       "generation_config.json%s\n",
       result.checkpoint.c_str(), result.parameters, request.dtype.c_str(), out->c_str(),
-      result.tokenizer ? ", tokenizer.model, tokenizer_config.json" : " (no tokenizer in the run)");
+      result.tokenizer ? ", the tokenizer, tokenizer_config.json" : " (no tokenizer in the run)");
   return 0;
 }
 

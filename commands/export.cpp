@@ -19,20 +19,24 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// transformers' view of the tokenizer: the SentencePiece model as a Llama
-// tokenizer with its special pieces, adding BOS as training did.
+// transformers' view of the tokenizer, adding BOS as training did: a
+// SentencePiece model as a Llama tokenizer with its special pieces; a
+// byte-level BPE (Llama 3's kinds) as its tokenizer.json for the fast
+// tokenizer class.
 void write_tokenizer(const Tokenizer& tokenizer, int max_length, const fs::path& out) {
-  LLM_CHECK(tokenizer.kind() == TokenizerKind::sentencepiece,
-            "./train export: the run's tokenizer {} is a {}; export writes SentencePiece "
-            "tokenizers only so far",
-            tokenizer.path(), to_string(tokenizer.kind()));
-  fs::copy_file(tokenizer.path(), out / "tokenizer.model", fs::copy_options::overwrite_existing);
-  nlohmann::ordered_json config = {{"tokenizer_class", "LlamaTokenizer"},
-                                   {"add_bos_token", true},
-                                   {"add_eos_token", false},
-                                   {"legacy", false},
-                                   {"clean_up_tokenization_spaces", false},
-                                   {"model_max_length", max_length}};
+  nlohmann::ordered_json config;
+  if (tokenizer.kind() == TokenizerKind::sentencepiece) {
+    fs::copy_file(tokenizer.path(), out / "tokenizer.model", fs::copy_options::overwrite_existing);
+    config = {{"tokenizer_class", "LlamaTokenizer"},
+              {"add_bos_token", true},
+              {"add_eos_token", false},
+              {"legacy", false}};
+  } else {
+    write_file_atomically((out / "tokenizer.json").string(), tokenizer.hf_tokenizer_json());
+    config = {{"tokenizer_class", "PreTrainedTokenizerFast"}};
+  }
+  config["clean_up_tokenization_spaces"] = false;
+  config["model_max_length"] = max_length;
   for (auto [key, id] : {std::pair{"bos_token", tokenizer.bos_id()},
                          {"eos_token", tokenizer.eos_id()},
                          {"unk_token", tokenizer.unk_id()}}) {

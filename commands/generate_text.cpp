@@ -46,9 +46,7 @@ LoadedModel load_hugging_face(const fs::path& dir) {
   for (size_t u = 0; u < layout.units.size(); offset += layout.units[u++].numel) {
     weights.read(static_cast<int>(u), 0, layout.units[u].numel, m.params.data() + offset);
   }
-  m.tokenizer = (dir / "tokenizer.model").string();
-  LLM_CHECK(fs::exists(m.tokenizer), "{}: {} has no tokenizer.model to encode the prompt with",
-            kCommand, dir.string());
+  m.tokenizer = dir.string();  // its tokenizer.model or tokenizer.json (Tokenizer::load)
   m.context = hf_read_context_length(dir.string());
   return m;
 }

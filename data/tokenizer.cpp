@@ -42,6 +42,9 @@ class Tokenizer::Model {
   virtual int bos_id() const = 0;
   virtual int eos_id() const = 0;
   virtual int unk_id() const { return -1; }
+  virtual std::string hf_tokenizer_json() const {
+    LLM_FAIL("tokenizer {}: a {} has no tokenizer.json form", path_, to_string(kind_));
+  }
   virtual std::string piece(int id) const = 0;
   const std::string& path() const { return path_; }
   TokenizerKind kind() const { return kind_; }
@@ -84,7 +87,8 @@ class SentencePieceModel final : public Tokenizer::Model {
 class ByteBpeModel final : public Tokenizer::Model {
  public:
   ByteBpeModel(const std::string& path, TokenizerKind kind, ByteBpeVocab vocab)
-      : Model(path, kind), bpe_(std::move(vocab), path) {}
+      : Model(path, kind), vocab_(vocab), bpe_(std::move(vocab), path) {}
+  std::string hf_tokenizer_json() const override { return hf_tokenizer_json_text(vocab_); }
   void encode(std::string_view text, std::vector<int>& out) const override {
     bpe_.encode(text, out);
   }
@@ -97,6 +101,7 @@ class ByteBpeModel final : public Tokenizer::Model {
   std::string piece(int id) const override { return bpe_.piece(id); }
 
  private:
+  ByteBpeVocab vocab_;  // what the file said, for its tokenizer.json form
   ByteBpe bpe_;
 };
 
@@ -154,6 +159,8 @@ void Tokenizer::encode_document(std::string_view text, std::vector<int>& out) co
     model_->encode(replace_invalid_utf8(text), out);
   out.push_back(eos_id());
 }
+
+std::string Tokenizer::hf_tokenizer_json() const { return model_->hf_tokenizer_json(); }
 
 std::string Tokenizer::decode(const std::vector<int>& ids) const {
   const int size = vocab_size();

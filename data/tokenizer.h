@@ -46,6 +46,9 @@ class Tokenizer {
   TokenizerKind kind() const;
   // The file it was read from (a directory resolves to the file inside).
   const std::string& path() const;
+  // A byte-level BPE as a Hugging Face tokenizer.json that encodes as this
+  // one does (for export); refused for SentencePiece, which exports as is.
+  std::string hf_tokenizer_json() const;
   // Copies the file into `dir` (created) as tokenizer.model or tokenizer.json,
   // the names load() looks for in a directory, atomically.
   void save_copy(const std::string& dir) const;

@@ -271,6 +271,27 @@ int hf_read_context_length(const std::string& dir_or_config_json) {
   return ConfigKeys(read_json(path), path).positive_int("max_position_embeddings", 2048);
 }
 
+void hf_check_document_tokens(const std::string& dir_or_config_json, const std::string& tokenizer,
+                              int bos_id, int eos_id) {
+  const std::string path = config_json_path(dir_or_config_json);
+  const nlohmann::json json = read_json(path);
+  if (json.contains("bos_token_id") && !json["bos_token_id"].is_null()) {
+    const nlohmann::json& bos = json["bos_token_id"];
+    LLM_CHECK(bos.is_number_integer() && bos.get<int>() == bos_id,
+              "{}: bos_token_id is {} but the tokenizer {} begins documents with {}", path,
+              bos.dump(), tokenizer, bos_id);
+  }
+  if (json.contains("eos_token_id") && !json["eos_token_id"].is_null()) {
+    const nlohmann::json& eos = json["eos_token_id"];
+    bool named = eos.is_number_integer() && eos.get<int>() == eos_id;
+    for (const nlohmann::json& id : eos.is_array() ? eos : nlohmann::json::array()) {
+      named = named || (id.is_number_integer() && id.get<int>() == eos_id);
+    }
+    LLM_CHECK(named, "{}: eos_token_id is {} but the tokenizer {} ends documents with {}", path,
+              eos.dump(), tokenizer, eos_id);
+  }
+}
+
 ModelConfig hf_read_config(const std::string& dir_or_config_json) {
   const std::string path = config_json_path(dir_or_config_json);
   const nlohmann::json json = read_json(path);

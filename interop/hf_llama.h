@@ -51,6 +51,12 @@ ModelConfig hf_read_config(const std::string& dir_or_config_json);
 // The context length the same config.json declares: max_position_embeddings
 // (LlamaConfig's default, 2048, when absent); errors name the file and key.
 int hf_read_context_length(const std::string& dir_or_config_json);
+// Checks that the same config.json's bos_token_id and eos_token_id (an id, or
+// a list of ids for EOS, as Llama 3.1 has) name `tokenizer`'s BOS and EOS, so
+// that fine-tuning data starts and ends documents as the model learned to;
+// an absent key is not checked. Errors name the file, the key and both ids.
+void hf_check_document_tokens(const std::string& dir_or_config_json, const std::string& tokenizer,
+                              int bos_id, int eos_id);
 
 // An opened HF checkpoint, validated against our config: the config.json
 // beside the weights exists and describes `config` (shapes alone cannot tell 8

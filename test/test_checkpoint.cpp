@@ -17,11 +17,13 @@
 #include "interop/hf_llama.h"
 #include "parallel/checkpoint.h"
 #include "parallel/comm.h"
+#include "error_of.h"
 
 namespace llm {
 namespace {
 
 namespace fs = std::filesystem;
+using test_support::error_of;
 
 class CheckpointFiles : public ::testing::Test {
  protected:
@@ -180,6 +182,30 @@ TEST_F(CheckpointFiles, HuggingFaceExportThenImportRoundTrips) {
 #define EXPECT_CONTAINS(text, part)                          \
   EXPECT_NE(std::string(text).find(part), std::string::npos) \
       << "'" << (part) << "' not in: " << (text)
+
+// Fine-tuning data must begin and end documents as the model learned to:
+// init_from refuses a tokenizer whose BOS or EOS is not the config.json's.
+TEST_F(CheckpointFiles, InitFromRefusesATokenizerWithOtherDocumentTokens) {
+  Trainer trained(config(), comm_world());
+  const std::string ckpt = trained.save_checkpoint(0);
+  const Config saved = checkpoint_read_config(ckpt);
+  const ParameterLayout layout = layout_build(saved.model);
+  const std::vector<float> params = checkpoint_read_params(ckpt, layout);
+  for (const auto& [bos, eos] : {std::pair{5, 2}, std::pair{1, 7}}) {
+    HfExportOptions options;
+    options.bos_token_id = bos;
+    options.eos_token_id = eos;
+    const std::string hf_dir = (dir_ / fmt::format("hf_{}_{}", bos, eos)).string();
+    hf_export(saved.model, layout, params.data(), hf_dir, options);
+    const std::string message = error_of([&] {
+      Trainer(config({"model.init_from=" + hf_dir,
+                      "checkpoint.dir=" + (dir_ / fmt::format("ft_{}_{}", bos, eos)).string()}),
+              comm_world());
+    });
+    EXPECT_CONTAINS(message, bos != 1 ? "bos_token_id is 5" : "eos_token_id is 7");
+    EXPECT_CONTAINS(message, "data/tiny/tokenizer.model");
+  }
+}
 
 // A run resumed at step 4 with stop_at_step 2 used to "save step_2" holding
 // step-4 weights; now it is refused, and no save can misname its state.

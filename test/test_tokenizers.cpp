@@ -154,6 +154,47 @@ TEST(Tokenizer, ByteLevelKindsHaveLlama3sDocumentTokens) {
   }
 }
 
+// Byte-level tokens may split a UTF-8 character (generation can stop
+// between them): decoding gives U+FFFD for a partial character, the
+// character once both halves are there.
+TEST(Tokenizer, ByteLevelDecodingOfASplitCharacter) {
+  const Tokenizer tokenizer = Tokenizer::load(kFixtures + "bpe.tiktoken");
+  const std::vector<int> ids = tokenizer.encode("\xE2\x82\xAC");  // the euro sign: 3 bytes
+  std::vector<int> bytes;  // the same text one byte per token
+  for (unsigned char byte : std::string("\xE2\x82\xAC")) {
+    for (int id = 0; id < tokenizer.vocab_size(); ++id) {
+      if (tokenizer.piece(id) == std::string(1, static_cast<char>(byte))) bytes.push_back(id);
+    }
+  }
+  ASSERT_EQ(bytes.size(), 3u);
+  EXPECT_EQ(tokenizer.decode(ids), "\xE2\x82\xAC");
+  EXPECT_EQ(tokenizer.decode(std::vector<int>(bytes.begin(), bytes.begin() + 2)), "\xEF\xBF\xBD");
+  EXPECT_EQ(tokenizer.decode(bytes), "\xE2\x82\xAC");
+}
+
+// Export writes a byte-level BPE as a tokenizer.json; read back, it encodes
+// every fixture document as the original does (both kinds).
+TEST(Tokenizer, ItsTokenizerJsonFormEncodesAsItDoes) {
+  TempDir dir("llm_test_tokenizers_");
+  const auto cases = nlohmann::json::parse(read_file(kFixtures + "cases.json"));
+  for (const char* file : {"bpe.tiktoken", "tokenizer.json"}) {
+    const Tokenizer original = Tokenizer::load(kFixtures + file);
+    write_file_atomically(dir.file("tokenizer.json"), original.hf_tokenizer_json());
+    const Tokenizer copy = Tokenizer::load(dir.file("tokenizer.json"));
+    EXPECT_EQ(copy.vocab_size(), original.vocab_size());
+    EXPECT_EQ(copy.bos_id(), original.bos_id());
+    EXPECT_EQ(copy.eos_id(), original.eos_id());
+    for (const auto& document : cases["documents"]) {
+      const std::string text = base64_decode(document.get<std::string>());
+      EXPECT_EQ(copy.encode(text), original.encode(text)) << file << ": " << text;
+    }
+  }
+  EXPECT_NE(error_of([] {
+              Tokenizer::load(kFixtures + "sentencepiece.model").hf_tokenizer_json();
+            }).find("no tokenizer.json form"),
+            std::string::npos);
+}
+
 // A tokenizer.json merges only the pairs it lists, in list order: for "abc"
 // with merges [b c, a b, ab c], "b c" ranks first, and (a, bc) is not listed,
 // so the piece ends as [a, bc] although "abc" is a token; with ignore_merges

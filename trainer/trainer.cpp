@@ -184,6 +184,10 @@ void Trainer::restore_state() {
     // Fine-tuning: parameters from Hugging Face weights, fresh AdamW moments.
     // The engine asks for the whole model's units and offsets (a tensor slice
     // or a pipeline stage reads its part of them).
+    if (tokenizer_) {
+      hf_check_document_tokens(config_.model.init_from, tokenizer_->path(), tokenizer_->bos_id(),
+                               tokenizer_->eos_id());
+    }
     HfWeights weights =
         HfWeights::open(config_.model.init_from, config_.model, layout_build(config_.model));
     HfWeightsSource source(weights);

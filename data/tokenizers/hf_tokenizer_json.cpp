@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <array>
 #include <unordered_map>
 
@@ -79,6 +80,26 @@ void check_pre_tokenizer(const TokenizerJson& file) {
                    !level.value("add_prefix_space", true),
                "pre_tokenizer.pretokenizers[1] must be ByteLevel with use_regex and "
                "add_prefix_space false");
+}
+
+// The byte-level spelling of `bytes` (UTF-8 of the alphabet's characters).
+std::string spelled(std::string_view bytes) {
+  static const std::array<uint32_t, 256> char_of = [] {
+    std::array<uint32_t, 256> table{};
+    for (const auto& [c, b] : byte_of_char()) table[static_cast<size_t>(b)] = c;
+    return table;
+  }();
+  std::string out;
+  for (char byte : bytes) {
+    const uint32_t c = char_of[static_cast<uint8_t>(byte)];
+    if (c < 0x80) {
+      out.push_back(static_cast<char>(c));
+    } else {  // the alphabet stays below U+0800: two bytes
+      out.push_back(static_cast<char>(0xC0 | (c >> 6)));
+      out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -174,6 +195,82 @@ ByteBpeVocab read_hf_tokenizer_json(const std::string& path) {
   vocab.bos = "<|begin_of_text|>";
   vocab.eos = "<|end_of_text|>";
   return vocab;
+}
+
+}  // namespace llm
+
+namespace llm {
+
+std::string hf_tokenizer_json_text(const ByteBpeVocab& vocab) {
+  using ordered = nlohmann::ordered_json;
+  ordered tokens = ordered::object();
+  for (size_t id = 0; id < vocab.tokens.size(); ++id) tokens[spelled(vocab.tokens[id])] = id;
+  ordered merges = ordered::array();
+  std::vector<const ByteBpeVocab::Merge*> by_rank;
+  for (const ByteBpeVocab::Merge& m : vocab.merges) by_rank.push_back(&m);
+  std::stable_sort(by_rank.begin(), by_rank.end(),
+                   [](const auto* a, const auto* b) { return a->rank < b->rank; });
+  for (const ByteBpeVocab::Merge* m : by_rank) {
+    merges.push_back(spelled(vocab.tokens[static_cast<size_t>(m->left)]) + " " +
+                     spelled(vocab.tokens[static_cast<size_t>(m->right)]));
+  }
+  ordered added = ordered::array();
+  int bos_id = -1;
+  for (const ByteBpeVocab::Special& special : vocab.specials) {
+    added.push_back({{"id", special.id},
+                     {"content", special.text},
+                     {"single_word", false},
+                     {"lstrip", false},
+                     {"rstrip", false},
+                     {"normalized", false},
+                     {"special", true}});
+    if (special.text == vocab.bos) bos_id = special.id;
+  }
+  const ordered bos_token = {{"SpecialToken", {{"id", vocab.bos}, {"type_id", 0}}}};
+  const ordered file = {
+      {"version", "1.0"},
+      {"truncation", nullptr},
+      {"padding", nullptr},
+      {"added_tokens", added},
+      {"normalizer", nullptr},
+      {"pre_tokenizer",
+       {{"type", "Sequence"},
+        {"pretokenizers",
+         {{{"type", "Split"},
+           {"pattern", {{"Regex", std::string(kLlama3SplitPattern)}}},
+           {"behavior", "Isolated"},
+           {"invert", false}},
+          {{"type", "ByteLevel"},
+           {"add_prefix_space", false},
+           {"trim_offsets", true},
+           {"use_regex", false}}}}}},
+      {"post_processor",
+       {{"type", "TemplateProcessing"},
+        {"single", {bos_token, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+        {"pair",
+         {bos_token,
+          {{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+          {{"SpecialToken", {{"id", vocab.bos}, {"type_id", 1}}}},
+          {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}}},
+        {"special_tokens",
+         {{vocab.bos, {{"id", vocab.bos}, {"ids", {bos_id}}, {"tokens", {vocab.bos}}}}}}}},
+      {"decoder",
+       {{"type", "ByteLevel"},
+        {"add_prefix_space", true},
+        {"trim_offsets", true},
+        {"use_regex", true}}},
+      {"model",
+       {{"type", "BPE"},
+        {"dropout", nullptr},
+        {"unk_token", nullptr},
+        {"continuing_subword_prefix", nullptr},
+        {"end_of_word_suffix", nullptr},
+        {"fuse_unk", false},
+        {"byte_fallback", false},
+        {"ignore_merges", vocab.whole_piece_lookup},
+        {"vocab", tokens},
+        {"merges", merges}}}};
+  return file.dump() + "\n";
 }
 
 }  // namespace llm

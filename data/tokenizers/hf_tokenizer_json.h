@@ -15,4 +15,10 @@ namespace llm {
 
 ByteBpeVocab read_hf_tokenizer_json(const std::string& path);
 
+// `vocab` as a tokenizer.json of that same kind, which read_hf_tokenizer_json
+// reads back to the same encoder and Hugging Face's tokenizers encodes with
+// the same ids: merges in rank order, whole-piece lookup as ignore_merges,
+// and a post-processor that adds BOS as training did.
+std::string hf_tokenizer_json_text(const ByteBpeVocab& vocab);
+
 }  // namespace llm
