@@ -14,10 +14,19 @@ special tokens (text that reads "<|eot_id|>" is text):
   tokenizer-json  test/data/tokenizers/tokenizer.json through HF tokenizers
                   (encode(add_special_tokens=False) with encode_special_tokens on)
   sentencepiece   test/data/tokenizers/sentencepiece.model through sentencepiece (its bos/eos ids)
+  export          `./train export`'s tokenizer.json for Llama 3, against tiktoken as in llama3: in a
+                  folder, the first EXPORT_DOCS documents are prepared (--val-fraction 0.1), a tiny
+                  model (EXPORT_TOML) trains one step, and `./train export --checkpoint run --out hf`
+                  writes hf/; then every document is encoded by HF tokenizers from hf/tokenizer.json
+                  (encode_special_tokens on; add_special_tokens=False, and =True, which must add BOS)
+                  and, if transformers is installed, by AutoTokenizer.from_pretrained(hf):
+                  tok(text)["input_ids"] must be BOS + the ids and tok.decode(ids) the text, for
+                  the documents without "<|" (it would cut out the look-alikes of special tokens),
+                  and tok.bos_token / eos_token must be <|begin_of_text|> / <|end_of_text|> (ids too)
 The corpus: the fixture cases (cases.json, decoded with errors="replace")
 --repeat times, every UTF-8 text file git tracks, and the --corpus files. A
 mismatch prints the first differing document with a short diff and makes the
-exit status 1.
+exit status 1. A dry run skips export.
 
 Speed, on Llama 3 and the corpus copied up to --speed-mb: ours at --jobs 1
 (tokens and seconds parsed from prepare's closing line, PREPARE_LINE below;
@@ -30,8 +39,10 @@ not, so --corpus documents should hold no such runs.
 
 Usage:
     python3 -m venv /tmp/tokvenv && /tmp/tokvenv/bin/pip install tiktoken tokenizers sentencepiece
+    /tmp/tokvenv/bin/pip install transformers                          # optional, for export; no torch needed
     /tmp/tokvenv/bin/python tools/check_tokenizers.py                  # after building ./train
     /tmp/tokvenv/bin/python tools/check_tokenizers.py --corpus more.jsonl --only llama3
+    /tmp/tokvenv/bin/python tools/check_tokenizers.py --only export --no-speed
     /tmp/tokvenv/bin/python tools/check_tokenizers.py --dry-run        # without ./train: the corpus, the
         references, tiktoken's timing, and the shard reader and comparer on shards written from the references
 """
@@ -39,6 +50,7 @@ import argparse
 import array
 import datetime
 import importlib
+import json
 import os
 import pathlib
 import platform
@@ -62,7 +74,35 @@ LLAMA3_MEMBER = "llama_models/llama3/tokenizer.model"
 # prepare's closing line, e.g. "prepare: encoded 31.72 MiB of text into 9371022 tokens in 1.52 s (...)".
 # Only the groups tokens and seconds are read (the bytes are the corpus's); adjust if the wording changes.
 PREPARE_LINE = re.compile(r"prepare: encoded .+? into (?P<tokens>\d+) tokens in (?P<seconds>[0-9.]+) ?s\b")
-CHECKS = ("llama3", "tiktoken", "tokenizer-json", "sentencepiece")
+CHECKS = ("llama3", "tiktoken", "tokenizer-json", "sentencepiece", "export")
+EXPORT_DOCS = 300
+# The export check's model: Llama 3's vocabulary, everything else tiny.
+EXPORT_TOML = """\
+[model]
+dim = 64
+n_layers = 1
+n_heads = 4
+n_kv_heads = 2
+ffn_dim = 128
+vocab_size = {vocab_size}
+tie_embeddings = false
+
+[training]
+steps = 1
+batch_size = 2
+micro_batch_size = 2
+seq_len = 32
+eval_interval = 0
+sample_tokens = 0
+
+[data]
+train = "data/train_*.bin"
+val = "data/val_*.bin"
+tokenizer = {tokenizer}
+
+[checkpoint]
+dir = "run"
+"""
 
 
 def need(module):
@@ -128,12 +168,12 @@ def sentencepiece_reference(path):
 
 
 def reference_for(name, llama3):
-    path = pathlib.Path({"llama3": llama3, "tiktoken": FIXTURES / "bpe.tiktoken",
+    path = pathlib.Path({"llama3": llama3, "export": llama3, "tiktoken": FIXTURES / "bpe.tiktoken",
                          "tokenizer-json": FIXTURES / "tokenizer.json",
                          "sentencepiece": FIXTURES / "sentencepiece.model"}[name])
     if not path.is_file():
         sys.exit(f"error: {path}: missing")
-    make = {"llama3": tiktoken_reference, "tiktoken": tiktoken_reference,
+    make = {"llama3": tiktoken_reference, "export": tiktoken_reference, "tiktoken": tiktoken_reference,
             "tokenizer-json": tokenizer_json_reference, "sentencepiece": sentencepiece_reference}[name]
     return path, make(path)
 
@@ -150,19 +190,25 @@ def read_tokens(out):
     return tokens
 
 
+def run_command(command, cwd=None):
+    """Runs command (in cwd); returns its stdout + stderr, or exits with its last lines if it fails."""
+    command = [str(c) for c in command]
+    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
+    if result.returncode != 0:
+        tail = (result.stderr or result.stdout).strip().splitlines()[-5:]
+        sys.exit(f"error: {' '.join(command)} exited {result.returncode}: {' | '.join(tail)}")
+    return result.stdout + result.stderr
+
+
 def run_prepare(train, tokenizer, corpus, out, jobs, quiet=True):
     """Runs prepare; returns (the train shards' tokens in order, its closing line or '', wall seconds)."""
     if out.exists():
         shutil.rmtree(out)
-    command = [str(train), "prepare", "--tokenizer", str(tokenizer), "--input", str(corpus), "--out", str(out),
-               "--val-fraction", "0", "--jobs", str(jobs)] + (["--quiet"] if quiet else [])
     start = time.perf_counter()
-    result = subprocess.run(command, capture_output=True, text=True)
+    output = run_command([train, "prepare", "--tokenizer", tokenizer, "--input", corpus, "--out", out,
+                          "--val-fraction", "0", "--jobs", jobs] + (["--quiet"] if quiet else []))
     wall = time.perf_counter() - start
-    if result.returncode != 0:
-        tail = (result.stderr or result.stdout).strip().splitlines()[-5:]
-        sys.exit(f"error: {' '.join(command)} exited {result.returncode}: {' | '.join(tail)}")
-    lines = [line for line in (result.stdout + result.stderr).splitlines() if PREPARE_LINE.search(line)]
+    lines = [line for line in output.splitlines() if PREPARE_LINE.search(line)]
     return read_tokens(out), (lines[-1] if lines else ""), wall
 
 
@@ -217,6 +263,19 @@ def compare(label, docs, expected, tokens, bos, eos, copies=1):
     first = bad[0] % len(docs)
     print(f"{head}, {len(bad)} mismatching\n  first mismatch: document {first}\n"
           f"{show_diff(docs[first], ours[bad[0]], list(expected[first]))}")
+    return len(bad)
+
+
+def compare_docs(label, docs, encode, expected, keep=None):
+    """Prints how encode(docs[k]) compares with expected[k] for each k in keep (default: all); returns mismatches."""
+    keep = range(len(docs)) if keep is None else keep
+    bad = [k for k in keep if list(encode(docs[k])) != list(expected[k])]
+    ntok = sum(len(expected[k]) for k in keep)
+    print(f"  {label}: {len(keep)} documents, {ntok} tokens, {len(bad)} mismatching")
+    if bad:
+        first = bad[0]
+        print(f"  first mismatch: document {first}\n"
+              f"{show_diff(docs[first], list(encode(docs[first])), list(expected[first]))}")
     return len(bad)
 
 
@@ -281,6 +340,61 @@ def speed(args, train, llama3, docs, reference, work):
     return failures
 
 
+# ---- export
+
+def check_export(args, train, llama3, docs, expected, bos, eos, work):
+    """Trains and exports a tiny Llama 3 run; compares its tokenizer with expected; returns the mismatches."""
+    tokenizers = need("tokenizers")
+    folder = work / "export"
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    train, llama3 = train.resolve(), llama3.resolve()
+    tokenizer_corpus.write_jsonl(folder / "corpus.jsonl", docs[:EXPORT_DOCS])
+    run_command([train, "prepare", "--tokenizer", llama3, "--input", "corpus.jsonl", "--out", "data",
+                 "--val-fraction", "0.1", "--jobs", args.jobs, "--quiet"], folder)
+    (folder / "tiny.toml").write_text(EXPORT_TOML.format(vocab_size=bos + len(llama3_tokens.SPECIALS),
+                                                         tokenizer=json.dumps(str(llama3))))
+    run_command([train, "--config", "tiny.toml"], folder)
+    run_command([train, "export", "--checkpoint", "run", "--out", "hf"], folder)
+    hf = folder / "hf"
+    print(f"  exported a 1-step run on the first {min(EXPORT_DOCS, len(docs))} documents to {hf}")
+
+    tok = tokenizers.Tokenizer.from_file(str(hf / "tokenizer.json"))
+    tok.encode_special_tokens = True
+    with_bos = [[bos] + list(ids) for ids in expected]
+    label = f"tokenizers {tokenizers.__version__}, hf/tokenizer.json"
+    failures = compare_docs(f"{label}, add_special_tokens=False", docs,
+                            lambda d: tok.encode(d, add_special_tokens=False).ids, expected)
+    failures += compare_docs(f"{label}, add_special_tokens=True", docs, lambda d: tok.encode(d).ids, with_bos)
+
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")  # "PyTorch was not found ..."
+    try:
+        transformers = importlib.import_module("transformers")
+    except ImportError:
+        print("  transformers: not installed, AutoTokenizer not checked (pip install transformers)")
+        return failures
+    auto = transformers.AutoTokenizer.from_pretrained(str(hf))
+    label = f"transformers {transformers.__version__}, AutoTokenizer ({type(auto).__name__})"
+    wrong = (auto.bos_token, auto.bos_token_id, auto.eos_token, auto.eos_token_id) != (
+        "<|begin_of_text|>", bos, "<|end_of_text|>", eos)
+    keep = [k for k, d in enumerate(docs) if "<|" not in d]
+    print(f"  {label}: bos_token {auto.bos_token} ({auto.bos_token_id}), eos_token {auto.eos_token} "
+          f"({auto.eos_token_id}){' MISMATCH' if wrong else ''}; {len(docs) - len(keep)} documents holding "
+          f"\"<|\" skipped")
+    failures += wrong
+    # verbose=False: no warning that a document is longer than model_max_length (seq_len).
+    failures += compare_docs(f"{label}, tok(text)", docs, lambda d: auto(d, verbose=False)["input_ids"],
+                             with_bos, keep)
+    # Every document is valid UTF-8 (a str without surrogates), so decoding its ids gives it back.
+    bad = [k for k in keep if auto.decode(list(expected[k])) != docs[k]]
+    print(f"  {label}, decode(ids): {len(keep)} documents, {len(bad)} not giving the text back")
+    if bad:
+        print(f"  first: document {bad[0]}\n    text[:120]    = {docs[bad[0]][:120]!r}\n"
+              f"    decoded[:120] = {auto.decode(list(expected[bad[0]]))[:120]!r}")
+    return failures + len(bad)
+
+
 def machine():
     model = "unknown CPU"
     try:
@@ -295,7 +409,7 @@ def run(args, train, work):
     now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
     print(f"machine: {machine()}\ndate: {now}")
     llama3 = None
-    if "llama3" in args.only:
+    if {"llama3", "export"} & set(args.only):
         llama3 = pathlib.Path(args.llama3_tokenizer) if args.llama3_tokenizer else fetch_llama3(args.cache)
         if not llama3.is_file():
             sys.exit(f"error: {llama3}: no such file")
@@ -311,8 +425,12 @@ def run(args, train, work):
         expected = [array.array("I", encode(d)) for d in docs]
         print(f"{name}: {path} against {version} (reference: {time.perf_counter() - start:.2f} s)")
         references[name] = (encode, expected, bos, eos)
-        if args.dry_run:
+        if args.dry_run and name == "export":
+            print("  (skipped in a dry run)")
+        elif args.dry_run:
             self_test(name, docs, expected, bos, eos, wide, work)
+        elif name == "export":
+            failures += check_export(args, train, llama3, docs, expected, bos, eos, work)
         elif name == "llama3" and not args.no_speed:
             print("  (checked in the speed runs below)")
         else:
@@ -340,7 +458,7 @@ def main():
                         help="more documents: .jsonl with a \"text\" field, or plain text")
     parser.add_argument("--repeat", type=int, default=20, help="copies of the fixture cases (default: 20)")
     parser.add_argument("--jobs", type=int, default=2, help="prepare's --jobs for the checks (default: 2)")
-    parser.add_argument("--only", nargs="+", choices=CHECKS, default=list(CHECKS), help="tokenizers to check")
+    parser.add_argument("--only", nargs="+", choices=CHECKS, default=list(CHECKS), help="checks to run (default: all)")
     parser.add_argument("--speed-mb", type=float, default=32.0, help="corpus size for the timing (default: 32)")
     parser.add_argument("--no-speed", action="store_true", help="skip the timing")
     parser.add_argument("--work", type=pathlib.Path, help="keep the corpus and shards here (default: a temp folder)")
