@@ -323,6 +323,10 @@ void config_validate(const Config& c) {
   LLM_CHECK(!c.data.train.empty(), "{}: data.train must name the training shards",
             at("data.train"));
 
+  parse_duration_seconds(c.parallel.timeout, at("parallel.timeout") + ": parallel.timeout");
+  LLM_CHECK(c.parallel.flight_recorder_entries >= 1,
+            "{}: parallel.flight_recorder_entries must be at least 1, got {}",
+            at("parallel.flight_recorder_entries"), c.parallel.flight_recorder_entries);
   LLM_CHECK(c.parallel.shard_group_size >= 0, "{}: parallel.shard_group_size must be >= 0, got {}",
             at("parallel.shard_group_size"), c.parallel.shard_group_size);
   // Tensor parallelism splits heads (whole, kv heads included), ffn columns

@@ -313,6 +313,8 @@ struct ParallelConfig {
 
   Precision reduce_dtype = Precision::fp32;
   CommBackend comm = CommBackend::automatic;
+  std::string timeout = "10min";
+  int flight_recorder_entries = 2000;
 
   template <class V>
   void visit_fields(V&& v) {
@@ -331,6 +333,12 @@ struct ParallelConfig {
     v("pipeline_schedule", pipeline_schedule,
       "1f1b | gpipe: the order a stage runs its micro-batches in (same results; 1f1b holds at "
       "most P micro-batches' activations, gpipe all of them)");
+    v("timeout", timeout,
+      "a collective or message not done within this (e.g. 90s, 10min, 1h) ends the job with "
+      "exit status 75, naming the ranks that never reached it (docs/failure.md)");
+    v("flight_recorder_entries", flight_recorder_entries,
+      "the last N collectives and messages each rank records, written as JSON under the run "
+      "directory when the job fails (docs/failure.md)");
   }
 };
 

@@ -13,11 +13,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
+#include <vector>
 
 #include "runtime/bf16.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
 #include "parallel/comm.h"
+#include "parallel/watchdog_mpi.h"
+#include "runtime/watchdog.h"
 
 namespace llm {
 namespace {
@@ -69,25 +72,47 @@ int mpi_count(size_t count, const char* collective) {
   return static_cast<int>(count);
 }
 
+// The world rank of each member of `comm`.
+std::vector<int> world_ranks_of(MPI_Comm comm) {
+  MPI_Group group, world;
+  MPI_Comm_group(comm, &group);
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  int size = 0;
+  MPI_Group_size(group, &size);
+  std::vector<int> members(static_cast<size_t>(size)), ranks(static_cast<size_t>(size));
+  for (int i = 0; i < size; ++i) members[static_cast<size_t>(i)] = i;
+  MPI_Group_translate_ranks(group, size, members.data(), world, ranks.data());
+  MPI_Group_free(&group);
+  MPI_Group_free(&world);
+  return ranks;
+}
+
 bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
   auto a0 = reinterpret_cast<uintptr_t>(a), b0 = reinterpret_cast<uintptr_t>(b);
   return a_bytes > 0 && b_bytes > 0 && a0 < b0 + b_bytes && b0 < a0 + a_bytes;
 }
 
-// Waits on `request` and `second` (send_recv's other half; MPI_REQUEST_NULL,
-// which completes at once, when there is none).
-CommHandle wait_on(MPI_Request request, MPI_Request second = MPI_REQUEST_NULL) {
-  return CommHandle([requests = std::array{request, second}]() mutable {
-    MPI_Waitall(2, requests.data(), MPI_STATUSES_IGNORE);
+// Waits, under the watchdog, on `request` and `second` (send_recv's other
+// half; MPI_REQUEST_NULL, which completes at once, when there is none).
+CommHandle wait_on(GroupTrace& trace, const OpRecord& op, MPI_Request request,
+                   MPI_Request second = MPI_REQUEST_NULL) {
+  return CommHandle([&trace, op, requests = std::array{request, second}]() mutable {
+    watchdog_wait(trace, op, [&] {
+      int done = 0;
+      MPI_Testall(2, requests.data(), &done, MPI_STATUSES_IGNORE);
+      return done != 0;
+    });
   });
 }
 
 class MpiGroup : public Group {
  public:
   // `owned` communicators (from split) are freed with the group.
-  MpiGroup(MPI_Comm comm, bool owned) : comm_(comm), owned_(owned) {
+  MpiGroup(MPI_Comm comm, bool owned, std::string label) : comm_(comm), owned_(owned) {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
+    trace_.label = std::move(label);
+    trace_.world_ranks = world_ranks_of(comm_);
   }
   ~MpiGroup() override {
     if (owned_ && mpi_active()) MPI_Comm_free(&comm_);
@@ -101,9 +126,10 @@ class MpiGroup : public Group {
   CommHandle all_reduce_async(void* data, size_t count, WireType type) override {
     int n = mpi_count(count, "all_reduce");
     count_all_reduce(count, type);
+    const OpRecord& op = issue("all_reduce", count, type);
     MPI_Request request;
     MPI_Iallreduce(MPI_IN_PLACE, data, n, mpi_type(type), mpi_sum(type), comm_, &request);
-    return wait_on(request);
+    return wait_on(trace_, op, request);
   }
 
   CommHandle reduce_scatter_async(const void* send, void* recv, size_t recv_count,
@@ -113,9 +139,10 @@ class MpiGroup : public Group {
     LLM_CHECK(!overlaps(send, size_ * chunk, recv, chunk),
               "reduce_scatter: send and recv buffers overlap");
     count_reduce_scatter(recv_count, type);
+    const OpRecord& op = issue("reduce_scatter", size_ * recv_count, type);
     MPI_Request request;
     MPI_Ireduce_scatter_block(send, recv, n, mpi_type(type), mpi_sum(type), comm_, &request);
-    return wait_on(request);
+    return wait_on(trace_, op, request);
   }
 
   // send may be this member's own slot of recv (the shard living inside the
@@ -129,31 +156,35 @@ class MpiGroup : public Group {
     LLM_CHECK(in_place || !overlaps(send, chunk, recv, size_ * chunk),
               "all_gather: send overlaps recv without being this member's slot of it");
     count_all_gather(send_count, type);
+    const OpRecord& op = issue("all_gather", size_ * send_count, type);
     MPI_Request request;
     MPI_Datatype t = mpi_type(type);
     MPI_Iallgather(in_place ? MPI_IN_PLACE : send, n, t, recv, n, t, comm_, &request);
-    return wait_on(request);
+    return wait_on(trace_, op, request);
   }
 
   CommHandle broadcast_async(void* data, size_t count, WireType type, int root) override {
     int n = mpi_count(count, "broadcast");
     LLM_CHECK(root >= 0 && root < size_, "broadcast: root {} outside a group of {}", root, size_);
     count_broadcast(count, type);
+    const OpRecord& op = issue("broadcast", count, type);
     MPI_Request request;
     MPI_Ibcast(data, n, mpi_type(type), root, comm_, &request);
-    return wait_on(request);
+    return wait_on(trace_, op, request);
   }
 
   CommHandle send_async(const void* data, size_t count, WireType type, int peer) override {
     check_peer("send", peer);
     int n = mpi_count(count, "send");
     count_send(count, type);
-    return wait_on(post_send(data, n, type, peer));
+    const OpRecord& op = issue("send", count, type, peer);
+    return wait_on(trace_, op, post_send(data, n, type, peer));
   }
 
   CommHandle recv_async(void* data, size_t count, WireType type, int peer) override {
     check_peer("recv", peer);
-    return wait_on(post_recv(data, mpi_count(count, "recv"), type, peer));
+    const OpRecord& op = issue("recv", count, type, peer);
+    return wait_on(trace_, op, post_recv(data, mpi_count(count, "recv"), type, peer));
   }
 
   CommHandle send_recv_async(const void* send, size_t send_count, int send_peer, void* recv,
@@ -164,22 +195,34 @@ class MpiGroup : public Group {
     LLM_CHECK(!overlaps(send, send_count * wire_bytes(type), recv, recv_count * wire_bytes(type)),
               "send_recv: send and recv buffers overlap");
     count_send(send_count, type);
+    const OpRecord& op =
+        issue("send_recv", send_count + recv_count, type, send_count > 0 ? send_peer : recv_peer);
     MPI_Request received = post_recv(recv, recv_n, type, recv_peer);
-    return wait_on(post_send(send, send_n, type, send_peer), received);
+    return wait_on(trace_, op, post_send(send, send_n, type, send_peer), received);
   }
 
-  void barrier() override { MPI_Barrier(comm_); }
+  void barrier() override {
+    const OpRecord& op = issue("barrier", 0, WireType::f32);
+    MPI_Request request;
+    MPI_Ibarrier(comm_, &request);
+    wait_on(trace_, op, request).wait();
+  }
 
   std::unique_ptr<Group> split(int color, int key) override {
     LLM_CHECK(color >= 0, "split: color {} must be non-negative", color);
     MPI_Comm sub;
     MPI_Comm_split(comm_, color, key, &sub);
-    return std::make_unique<MpiGroup>(sub, /*owned=*/true);
+    return std::make_unique<MpiGroup>(sub, /*owned=*/true,
+                                      fmt::format("{}.{}", trace_.label, splits_++));
   }
 
   double all_reduce_sum(double value) override {
+    if (skips_this_all_reduce_sum()) return value;
+    const OpRecord& op = watchdog_issue(trace_, "all_reduce_sum", sizeof(double), "f64", "mpi");
     double sum = 0;
-    MPI_Allreduce(&value, &sum, 1, MPI_DOUBLE, MPI_SUM, comm_);
+    MPI_Request request;
+    MPI_Iallreduce(&value, &sum, 1, MPI_DOUBLE, MPI_SUM, comm_, &request);
+    wait_on(trace_, op, request).wait();
     return sum;
   }
 
@@ -202,9 +245,33 @@ class MpiGroup : public Group {
     return request;
   }
 
+  const OpRecord& issue(const char* name, size_t count, WireType type, int peer = -1) {
+    return watchdog_issue(trace_, name, count * wire_bytes(type), to_string(type), "mpi", peer);
+  }
+
+  // The test hook of docs/testing.md: LLM_FAULT_SKIP_ALL_REDUCE_SUM=R:N makes
+  // world rank R skip its N-th all_reduce_sum, as a rank that lost track of
+  // the collectives would, so that the watchdog's naming of it is tested.
+  static bool skips_this_all_reduce_sum() {
+    static const std::pair<int, uint64_t> fault = [] {
+      const char* text = std::getenv("LLM_FAULT_SKIP_ALL_REDUCE_SUM");
+      int rank = -1;
+      unsigned long long n = 0;
+      if (!text || std::sscanf(text, "%d:%llu", &rank, &n) != 2)
+        return std::pair<int, uint64_t>{-1, 0};
+      return std::pair<int, uint64_t>{rank, n};
+    }();
+    static uint64_t calls = 0;
+    if (fault.first < 0) return false;
+    int world = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &world);
+    return world == fault.first && ++calls == fault.second;
+  }
+
   MPI_Comm comm_;
   bool owned_;
   int rank_ = 0, size_ = 1;
+  int splits_ = 0;  // names the next split's group
 };
 
 void finalize_mpi() {
@@ -224,6 +291,7 @@ MPI_Comm init_mpi_world() {
     // Registered during the world's construction, so it runs after the
     // world's destructor.
     std::atexit(finalize_mpi);
+    watchdog_mpi_install();
   }
   return MPI_COMM_WORLD;
 }
@@ -249,7 +317,7 @@ const NodeRanks& node_ranks() {
 }  // namespace
 
 Group& comm_world() {
-  static MpiGroup world(init_mpi_world(), /*owned=*/false);
+  static MpiGroup world(init_mpi_world(), /*owned=*/false, "world");
   return world;
 }
 
@@ -263,9 +331,12 @@ void comm_abort(const std::string& message) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
   }
+  // The collectives that led here, for tools/flight_recorder.py.
+  const std::string recorder = flight_recorder_dump("fatal error: " + message);
+  const std::string where = recorder.empty() ? "" : " (flight recorder: " + recorder + ")";
   // One process has no ranks to tell apart.
   if (size > 1)
-    std::fprintf(stderr, "rank %d: error: %s\n", rank, message.c_str());
+    std::fprintf(stderr, "rank %d: error: %s%s\n", rank, message.c_str(), where.c_str());
   else
     std::fprintf(stderr, "error: %s\n", message.c_str());
   std::fflush(stderr);

@@ -50,6 +50,14 @@ Topology::Topology(Group& world_group, const ParallelConfig& config)
   replicate = data->split(/*color=*/d % s, /*key=*/d);
   model_copy = world.split(/*color=*/d / s, /*key=*/r);
   model_parallel = world.split(/*color=*/d, /*key=*/r);
+  // The watchdog names groups by these labels (the same on every member).
+  tensor->set_label("tensor");
+  data->set_label("data");
+  pipeline->set_label("pipeline");
+  shard->set_label("shard");
+  replicate->set_label("replicate");
+  model_copy->set_label("model_copy");
+  model_parallel->set_label("model_parallel");
 }
 
 std::vector<int> Topology::checkpoint_writers() const {

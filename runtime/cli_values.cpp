@@ -3,7 +3,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
+#include <string_view>
+#include <utility>
 
 #include "runtime/error.h"
 
@@ -120,6 +123,24 @@ std::string did_you_mean(std::string_view word, const std::vector<std::string>& 
     }
   }
   return best ? " (did you mean '" + *best + "'?)" : "";
+}
+
+double parse_duration_seconds(const std::string& text, const std::string& key) {
+  static const std::pair<const char*, double> kUnits[] = {
+      {"ms", 1e-3}, {"s", 1}, {"min", 60}, {"h", 3600}};
+  for (const auto& [unit, seconds] : kUnits) {
+    const std::string_view suffix(unit);
+    if (text.size() <= suffix.size() ||
+        text.compare(text.size() - suffix.size(), suffix.size(), suffix) != 0) {
+      continue;
+    }
+    const std::string number = text.substr(0, text.size() - suffix.size());
+    if (number.find_first_not_of("0123456789.") != std::string::npos) continue;  // "10m" + "s"?
+    char* end = nullptr;
+    const double value = std::strtod(number.c_str(), &end);
+    if (end == number.c_str() + number.size() && value > 0) return value * seconds;
+  }
+  LLM_FAIL("{}: expected a positive duration such as 90s, 10min, 1h or 500ms, got '{}'", key, text);
 }
 
 }  // namespace llm

@@ -30,6 +30,9 @@ long long parse_integer(const std::string& text, const std::string& option);
 double parse_positive_number(const std::string& text, const std::string& option);
 // The whole text as a number in [min, max], else an llm::Error naming --option.
 double parse_number(const std::string& text, const std::string& option, double min, double max);
+// A duration such as "90s", "10min", "1.5h" or "500ms" in seconds (> 0),
+// else an llm::Error naming `key`.
+double parse_duration_seconds(const std::string& text, const std::string& key);
 // "a,b,,c" -> {a, b, c} (empty items dropped).
 std::vector<std::string> split_commas(const std::string& text);
 

@@ -19,12 +19,10 @@
 #include <memory>
 #include <string>
 
-namespace llm {
+#include "runtime/watchdog.h"
+#include "runtime/wire_type.h"
 
-// Element type on the wire. bf16 is summed with fp32 arithmetic, each partial
-// sum rounded to nearest even.
-enum class WireType { f32, bf16 };
-size_t wire_bytes(WireType type);
+namespace llm {
 
 // Traffic of one group, counted per collective. `payload` is the bytes of the
 // full logical buffer (e.g. the whole input of a reduce-scatter); `sent` is
@@ -76,9 +74,18 @@ class CommHandle {
 
 class Group {
  public:
-  virtual ~Group() = default;
+  Group() { watchdog_register(&trace_); }
+  virtual ~Group() { watchdog_unregister(&trace_); }
+  Group(const Group&) = delete;
+  Group& operator=(const Group&) = delete;
   virtual int rank() const = 0;
   virtual int size() const = 0;
+
+  // The watchdog's view: label, members' world ranks, operations numbered.
+  // Implementations fill the members; the label is the parent's plus the
+  // split's index ("world.2") until set_label names it ("tensor").
+  const GroupTrace& trace() const { return trace_; }
+  void set_label(std::string label) { trace_.label = std::move(label); }
 
   // In place: data (count) becomes the elementwise sum over the group.
   virtual CommHandle all_reduce_async(void* data, size_t count, WireType type) = 0;
@@ -150,6 +157,7 @@ class Group {
   void check_peer(const char* op, int peer) const;
 
   CommStats stats_;
+  GroupTrace trace_;
 
  private:
   void count(Traffic traffic, uint64_t& collective_sent);

@@ -78,3 +78,24 @@ TEST(CommandLine, SizesWithoutAUnitAreRefused) {
 
 }  // namespace
 }  // namespace llm
+
+namespace llm {
+namespace {
+
+// parallel.timeout's durations: a positive number with its unit.
+TEST(CliValues, DurationsNeedAPositiveNumberAndAUnit) {
+  EXPECT_DOUBLE_EQ(parse_duration_seconds("90s", "k"), 90);
+  EXPECT_DOUBLE_EQ(parse_duration_seconds("10min", "k"), 600);
+  EXPECT_DOUBLE_EQ(parse_duration_seconds("1.5h", "k"), 5400);
+  EXPECT_DOUBLE_EQ(parse_duration_seconds("500ms", "k"), 0.5);
+  for (const char* bad : {"10", "0s", "-5s", "10m", "s", "1e3s", "ten min", ""}) {
+    EXPECT_NE(test_support::error_of([&] {
+                parse_duration_seconds(bad, "parallel.timeout");
+              }).find("parallel.timeout: expected a positive duration"),
+              std::string::npos)
+        << bad;
+  }
+}
+
+}  // namespace
+}  // namespace llm

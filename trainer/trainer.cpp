@@ -20,6 +20,8 @@
 #include "model/generate.h"
 #include "parallel/pipeline_schedule.h"
 #include "interop/hf_llama.h"
+#include "runtime/cli_values.h"
+#include "runtime/watchdog.h"
 #include "parallel/checkpoint.h"
 #include "parallel/comm_nccl.h"
 #include "parallel/comm_staged.h"
@@ -95,6 +97,9 @@ Trainer::Trainer(Config config, Group& world, const Backend* backend_override)
       spike_guard_(config_.training.spike_loss_factor, config_.training.spike_grad_norm_factor,
                    config_.training.spike_window) {
   const TrainingConfig& t = config_.training;
+  watchdog_configure({parse_duration_seconds(config_.parallel.timeout, "parallel.timeout"),
+                      config_.run_dir(),
+                      static_cast<size_t>(config_.parallel.flight_recorder_entries)});
   check_memory_fits(config_, topology_.plan, rank_memory_available(config_, comm_local_size()));
   // Everything the run reads is checked before step 1, not after hours.
   LLM_CHECK(t.sample_tokens == 0 || !config_.data.tokenizer.empty(),

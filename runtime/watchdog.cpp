@@ -1,0 +1,199 @@
+// The watchdog's bookkeeping: the group registry, the ring of records, the
+// polled wait and the JSON dump. Only the main thread issues and waits on
+// operations; the SIGQUIT handler only sets a flag, served in the next wait.
+#include "runtime/watchdog.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "runtime/file_io.h"
+#include "runtime/system.h"
+
+namespace llm {
+namespace {
+
+namespace fs = std::filesystem;
+
+const auto kProcessStart = std::chrono::steady_clock::now();
+const auto kProcessStartWall = std::chrono::system_clock::now();
+
+struct State {
+  WatchdogSettings settings;
+  int world_rank = 0;
+  std::vector<GroupTrace*> groups;
+  std::vector<OpRecord> ring = std::vector<OpRecord>(settings.recorder_entries);
+  uint64_t issued = 0;
+  WatchdogHandlers handlers;
+  CurrentWait current;
+};
+
+State& state() {
+  static State s;
+  return s;
+}
+
+std::atomic<bool> dump_requested{false};
+
+void on_dump_signal(int) { dump_requested = true; }
+
+void serve_dump_request() {
+  if (!dump_requested.exchange(false)) return;
+  const std::string path = flight_recorder_dump("requested by SIGQUIT");
+  if (!path.empty()) {
+    fmt::print(stderr, "rank {}: flight recorder written to {}\n", state().world_rank, path);
+  }
+}
+
+}  // namespace
+
+void watchdog_configure(const WatchdogSettings& settings) {
+  State& s = state();
+  s.settings = settings;
+  s.ring.assign(std::max<size_t>(settings.recorder_entries, 1), OpRecord{});
+  s.issued = 0;
+  std::signal(SIGQUIT, on_dump_signal);
+}
+
+void watchdog_set_world_rank(int world_rank) { state().world_rank = world_rank; }
+const WatchdogSettings& watchdog_settings() { return state().settings; }
+
+double watchdog_clock() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - kProcessStart).count();
+}
+
+void watchdog_register(GroupTrace* trace) { state().groups.push_back(trace); }
+void watchdog_unregister(GroupTrace* trace) {
+  auto& groups = state().groups;
+  groups.erase(std::remove(groups.begin(), groups.end(), trace), groups.end());
+}
+
+const GroupTrace* watchdog_find_group(std::string_view label) {
+  for (const GroupTrace* trace : state().groups) {
+    if (trace->label == label) return trace;
+  }
+  return nullptr;
+}
+
+void watchdog_set_handlers(WatchdogHandlers handlers) { state().handlers = std::move(handlers); }
+
+CurrentWait watchdog_current_wait() {
+  CurrentWait wait = state().current;
+  if (wait.waiting) wait.waited = watchdog_clock() - wait.op.started;
+  return wait;
+}
+
+const OpRecord& watchdog_issue(GroupTrace& trace, const char* op, uint64_t bytes, const char* dtype,
+                               const char* stream, int peer) {
+  State& s = state();
+  OpRecord& record = s.ring[s.issued % s.ring.size()];
+  record = OpRecord{};
+  record.ticket = ++s.issued;
+  record.op = op;
+  record.group = trace.label;
+  record.collective = peer < 0;
+  record.seq = record.collective ? ++trace.collectives_entered : ++trace.messages_entered;
+  if (peer >= 0 && static_cast<size_t>(peer) < trace.world_ranks.size()) {
+    record.peer = trace.world_ranks[static_cast<size_t>(peer)];
+  }
+  record.bytes = bytes;
+  record.dtype = dtype;
+  record.stream = stream;
+  record.enqueued = record.started = watchdog_clock();
+  return record;
+}
+
+void watchdog_wait(GroupTrace& trace, const OpRecord& issued, const std::function<bool()>& done) {
+  State& s = state();
+  // The ring may have wrapped since the issue: keep a copy to report.
+  const OpRecord op = issued;
+  auto finish = [&] {
+    OpRecord& slot = s.ring[(op.ticket - 1) % s.ring.size()];
+    if (slot.ticket == op.ticket) slot.ended = watchdog_clock();
+    if (op.collective) trace.collectives_completed = std::max(trace.collectives_completed, op.seq);
+  };
+  if (done()) {
+    finish();
+    return;
+  }
+  s.current = {true, op, 0};
+  const double start = watchdog_clock();
+  // Spin briefly (most waits end within microseconds of the peers), then
+  // poll every 20 us, serving peers' questions and dump requests.
+  for (int spins = 0; !done(); ++spins) {
+    if (spins < 200) continue;
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+    if (s.handlers.serve) s.handlers.serve();
+    serve_dump_request();
+    const double waited = watchdog_clock() - start;
+    if (waited > s.settings.timeout_seconds && s.handlers.expire) {
+      s.handlers.expire(op, trace, waited);
+    }
+  }
+  s.current = {};
+  finish();
+}
+
+std::string describe_op(const OpRecord& op) {
+  std::string text = fmt::format("{} #{} on group {}", op.op, op.seq, op.group);
+  if (!op.collective) text += fmt::format(" with rank {}", op.peer);
+  return text + fmt::format(" ({} {})", format_bytes(static_cast<double>(op.bytes)), op.dtype);
+}
+
+std::string flight_recorder_json(const std::string& reason) {
+  const State& s = state();
+  nlohmann::ordered_json entries = nlohmann::ordered_json::array();
+  const uint64_t first = s.issued > s.ring.size() ? s.issued - s.ring.size() : 0;
+  for (uint64_t ticket = first + 1; ticket <= s.issued; ++ticket) {
+    const OpRecord& r = s.ring[(ticket - 1) % s.ring.size()];
+    nlohmann::ordered_json entry = {{"ticket", r.ticket},         {"op", r.op},
+                                    {"group", r.group},           {"seq", r.seq},
+                                    {"collective", r.collective}, {"bytes", r.bytes},
+                                    {"dtype", r.dtype},           {"stream", r.stream},
+                                    {"enqueued", r.enqueued},     {"started", r.started}};
+    entry["ended"] = r.ended >= 0 ? nlohmann::ordered_json(r.ended) : nlohmann::ordered_json();
+    if (!r.collective) entry["peer"] = r.peer;
+    entries.push_back(std::move(entry));
+  }
+  nlohmann::ordered_json groups = nlohmann::ordered_json::array();
+  for (const GroupTrace* trace : s.groups) {
+    groups.push_back({{"label", trace->label},
+                      {"world_ranks", trace->world_ranks},
+                      {"collectives_entered", trace->collectives_entered},
+                      {"collectives_completed", trace->collectives_completed}});
+  }
+  const double wall_start =
+      std::chrono::duration<double>(kProcessStartWall.time_since_epoch()).count();
+  const nlohmann::ordered_json dump = {{"rank", s.world_rank},
+                                       {"pid", static_cast<int>(::getpid())},
+                                       {"reason", reason},
+                                       {"dumped_at", watchdog_clock()},
+                                       {"clock_zero_unix_seconds", wall_start},
+                                       {"timeout_seconds", s.settings.timeout_seconds},
+                                       {"groups", groups},
+                                       {"entries", entries}};
+  return dump.dump(1) + "\n";
+}
+
+std::string flight_recorder_dump(const std::string& reason) {
+  const State& s = state();
+  if (s.settings.dump_dir.empty()) return "";
+  const fs::path dir = fs::path(s.settings.dump_dir) / "flight_recorder";
+  try {
+    fs::create_directories(dir);
+    const std::string path = (dir / fmt::format("rank_{:05d}.json", s.world_rank)).string();
+    write_file_atomically(path, flight_recorder_json(reason));
+    return path;
+  } catch (const std::exception&) {
+    return "";  // a dump is best effort: the job is going down anyway
+  }
+}
+
+}  // namespace llm

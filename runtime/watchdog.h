@@ -1,0 +1,97 @@
+// The collective watchdog and its flight recorder (docs/failure.md). Every
+// operation a Group issues is recorded in a ring of the last N (op, group,
+// sequence number, bytes, type, stream; enqueue, start and end times), and
+// every wait on one is polled against parallel.timeout. Past it, the comm
+// layer's expiry handler asks the group's members where they are, prints one
+// line naming the members that never reached the operation, writes the
+// recorder and takes the job down with kWatchdogExitStatus.
+// Invariant: no wait on a collective or a message blocks longer than the
+// timeout plus the few seconds the expiry handler spends asking the peers.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace llm {
+
+// A job taken down by the watchdog exits with this status (EX_TEMPFAIL: the
+// run can be resumed from its last checkpoint); an error exits with 1.
+inline constexpr int kWatchdogExitStatus = 75;
+
+struct WatchdogSettings {
+  double timeout_seconds = 600;  // parallel.timeout
+  std::string dump_dir;          // the run directory; "" writes no recorder file
+  size_t recorder_entries = 2000;
+};
+// Applies `settings` from now on; installs the SIGQUIT handler that asks for
+// a recorder dump. `world_rank` names this process's files and lines.
+void watchdog_configure(const WatchdogSettings& settings);
+void watchdog_set_world_rank(int world_rank);
+const WatchdogSettings& watchdog_settings();
+
+// Where one group of this process stands. Collectives are numbered 1, 2, ...
+// in the order issued, the same on every member; messages are numbered apart.
+struct GroupTrace {
+  std::string label;             // "world", "tensor", "data", ... (the same on every member)
+  std::vector<int> world_ranks;  // member i's rank in the world
+  uint64_t collectives_entered = 0, collectives_completed = 0;
+  uint64_t messages_entered = 0;
+};
+
+// One recorded operation; times in seconds since this process started.
+struct OpRecord {
+  uint64_t ticket = 0;  // this process's operation count
+  const char* op = "";  // "all_reduce", "recv", ...
+  std::string group;    // its label
+  uint64_t seq = 0;     // collectives: the group's collective number; messages: theirs
+  bool collective = true;
+  int peer = -1;  // a message's other end, as a world rank
+  uint64_t bytes = 0;
+  const char* dtype = "";
+  const char* stream = "";                       // "mpi", "staged", "nccl"
+  double enqueued = 0, started = 0, ended = -1;  // ended < 0: not waited for yet
+};
+
+// Records an operation that `trace`'s group issues now and numbers it.
+// `peer` (a member index) marks a point-to-point message.
+const OpRecord& watchdog_issue(GroupTrace& trace, const char* op, uint64_t bytes, const char* dtype,
+                               const char* stream, int peer = -1);
+// Blocks until done() is true, polling it and serving the comm layer's
+// watchdog messages; past the timeout calls the expiry handler, which does
+// not return. Marks the operation completed.
+void watchdog_wait(GroupTrace& trace, const OpRecord& op, const std::function<bool()>& done);
+
+// What the comm layer plugs in (parallel/comm_mpi.cpp).
+struct WatchdogHandlers {
+  std::function<void()> serve;  // answers peers' questions; called while waiting
+  std::function<void(const OpRecord& op, const GroupTrace& trace, double waited)> expire;
+};
+void watchdog_set_handlers(WatchdogHandlers handlers);
+
+// What this process waits on now, for answers to peers.
+struct CurrentWait {
+  bool waiting = false;
+  OpRecord op;
+  double waited = 0;
+};
+CurrentWait watchdog_current_wait();
+// This process's group labelled `label`, or null.
+const GroupTrace* watchdog_find_group(std::string_view label);
+void watchdog_register(GroupTrace* trace);
+void watchdog_unregister(GroupTrace* trace);
+
+// Writes the recorder as JSON to <dump_dir>/flight_recorder/rank_NNNNN.json
+// with `reason`; returns the path, or "" without a dump directory.
+std::string flight_recorder_dump(const std::string& reason);
+// The recorder's JSON text (what the dump writes).
+std::string flight_recorder_json(const std::string& reason);
+// Seconds since this process started (the recorder's clock).
+double watchdog_clock();
+// "4.0 MiB f32" style description of an operation, for messages.
+std::string describe_op(const OpRecord& op);
+
+}  // namespace llm

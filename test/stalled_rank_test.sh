@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# A stalled rank never hangs the job: one rank is stopped with SIGSTOP (or,
+# in case skip_np2, skips one collective through the test hook
+# LLM_FAULT_SKIP_ALL_REDUCE_SUM), and the job must end within
+# parallel.timeout + 10 s of it, with the watchdog's exit status 75, a line
+# naming that rank, the flight recorder's dumps (tools/flight_recorder.py
+# finds a skipped collective's divergence), and the latest checkpoint
+# complete.
+# usage: stalled_rank_test.sh <path to train> <mpiexec> <case>
+#   cases: ddp_np2 (stop rank 1 of 2), zero3_np4 (rank 2 of 4),
+#          mesh_np4 (rank 3 of a 2 x 2 tensor x pipeline mesh), skip_np2
+set -u
+train=$1
+mpiexec=$2
+case=$3
+timeout_s=6
+fail() { echo "FAIL ($case): $*"; exit 1; }
+work=$(mktemp -d /tmp/stalled_rank.XXXXXX)
+cleanup() {
+  pkill -KILL -f "checkpoint.dir=$work/run" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+flags=(--training.steps=100000 --training.eval_interval=0 --training.sample_tokens=0
+       --checkpoint.interval=20 --checkpoint.dir="$work/run" --parallel.timeout=${timeout_s}s)
+case $case in
+  ddp_np2) ranks=2 stopped=1 flags+=(--parallel.mode=ddp) ;;
+  zero3_np4) ranks=4 stopped=2 flags+=(--parallel.mode=zero3) ;;
+  mesh_np4) ranks=4 stopped=3
+    flags+=(--parallel.tensor_parallel=2 --parallel.pipeline_parallel=2 --model.tie_embeddings=false) ;;
+  skip_np2) ranks=2 stopped=1 flags=("${flags[@]/--training.steps=100000/--training.steps=60}")
+    export LLM_FAULT_SKIP_ALL_REDUCE_SUM=1:50 ;;
+  *) fail "unknown case" ;;
+esac
+
+"$mpiexec" -np "$ranks" --oversubscribe -x LLM_FAULT_SKIP_ALL_REDUCE_SUM "$train" \
+  --config train_configs/tiny.toml "${flags[@]}" > "$work/job.log" 2>&1 &
+job=$!
+
+# The rank's pid, from the rank each process was given.
+rank_pid() {
+  for pid in $(pgrep -f "checkpoint.dir=$work/run" ); do
+    if tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1"; then
+      echo "$pid"
+      return
+    fi
+  done
+}
+
+# Wait for a first checkpoint, so that there is one to keep intact.
+for _ in $(seq 300); do
+  [ -e "$work/run/latest" ] && break
+  kill -0 "$job" 2>/dev/null || break
+  sleep 0.1
+done
+[ -e "$work/run/latest" ] || fail "no checkpoint before the fault: $(tail -3 "$work/job.log")"
+start=$(date +%s.%N)
+if [ "$case" != skip_np2 ]; then
+  pid=$(rank_pid "$stopped")
+  [ -n "$pid" ] || fail "no process for rank $stopped"
+  kill -STOP "$pid"
+fi
+wait "$job"
+status=$?
+elapsed=$(echo "$(date +%s.%N) - $start" | bc)
+echo "$case: exit $status after ${elapsed} s (parallel.timeout ${timeout_s} s)"
+[ "$status" -eq 75 ] || fail "exit status $status, not 75: $(grep error "$work/job.log" | head -3)"
+(( $(echo "$elapsed <= $timeout_s + 10" | bc) )) || fail "took $elapsed s"
+line=$(grep -m1 'error: watchdog: .* never reached by' "$work/job.log") ||
+  fail "no watchdog line: $(grep -i error "$work/job.log" | head -3)"
+echo "$line"
+if [ "$case" = skip_np2 ]; then
+  grep -q "rank $stopped (at #" <<<"$line" || grep -q "^rank $stopped: error: watchdog" "$work/job.log" ||
+    fail "the skipping rank $stopped is not named"
+else
+  grep -q "rank $stopped (no answer" "$work/job.log" || fail "the stopped rank $stopped is not named"
+fi
+# Every rank that could wrote its recorder; after a skip, the dumps show the
+# divergence. (A stopped rank may still write one: the job's teardown sends
+# SIGCONT before SIGTERM, and by then it may have caught up.)
+[ -f "$work/run/flight_recorder/rank_00000.json" ] || fail "rank 0 wrote no flight recorder"
+analysis=$(python3 tools/flight_recorder.py "$work/run")
+if [ "$case" = skip_np2 ]; then
+  grep -q 'first divergence' <<<"$analysis" || fail "no divergence found: $analysis"
+fi
+latest=$(cat "$work/run/latest")
+[ -f "$work/run/$latest/meta.json" ] || fail "latest ($latest) is not a complete checkpoint"
+"$train" export --checkpoint "$work/run" --out "$work/hf" > "$work/export.log" 2>&1 ||
+  fail "the latest checkpoint does not load: $(tail -2 "$work/export.log")"
+echo "PASS: $case"
