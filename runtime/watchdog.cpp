@@ -33,6 +33,7 @@ struct State {
   uint64_t issued = 0;
   WatchdogHandlers handlers;
   CurrentWait current;
+  double total_wait = 0;
 };
 
 State& state() {
@@ -138,8 +139,11 @@ void watchdog_wait(GroupTrace& trace, const OpRecord& issued, const std::functio
     }
   }
   s.current = {};
+  s.total_wait += watchdog_clock() - start;
   finish();
 }
+
+double watchdog_total_wait_seconds() { return state().total_wait; }
 
 std::string describe_op(const OpRecord& op) {
   std::string text = fmt::format("{} #{} on group {}", op.op, op.seq, op.group);

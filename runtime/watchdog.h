@@ -89,6 +89,9 @@ void watchdog_unregister(GroupTrace* trace);
 std::string flight_recorder_dump(const std::string& reason);
 // The recorder's JSON text (what the dump writes).
 std::string flight_recorder_json(const std::string& reason);
+// Seconds this process has spent blocked in watchdog_wait, in all: the time
+// it waited for other ranks (the straggler report subtracts it from a step).
+double watchdog_total_wait_seconds();
 // Seconds since this process started (the recorder's clock).
 double watchdog_clock();
 // "4.0 MiB f32" style description of an operation, for messages.

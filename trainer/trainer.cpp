@@ -4,6 +4,9 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <thread>
+#include <cstdlib>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -28,6 +31,7 @@
 #include "model/kernels/cpu_gemm_rate.h"
 #include "trainer/hf_weights_source.h"
 #include "trainer/step_meter.h"
+#include "trainer/straggler_meter.h"
 #include "trainer/step_progress.h"
 
 namespace llm {
@@ -85,6 +89,19 @@ MetricsLog open_metrics(Config& config, int start_step) {
   }
   return MetricsLog(config.logging.metrics ? run_dir + "/metrics.jsonl" : "", start_step,
                     std::move(sinks));
+}
+
+// The test hook of docs/testing.md: LLM_FAULT_SLOW_STEP_MS=R:MS makes world
+// rank R compute MS milliseconds longer each step, a straggler for the
+// straggler report to find.
+void slow_step_for_tests(int world_rank) {
+  static const std::pair<int, int> slow = [] {
+    const char* text = std::getenv("LLM_FAULT_SLOW_STEP_MS");
+    int rank = -1, ms = 0;
+    if (!text || std::sscanf(text, "%d:%d", &rank, &ms) != 2) return std::pair{-1, 0};
+    return std::pair{rank, ms};
+  }();
+  if (slow.first == world_rank) std::this_thread::sleep_for(std::chrono::milliseconds(slow.second));
 }
 
 }  // namespace
@@ -415,22 +432,32 @@ void Trainer::run() {
   MemoryMonitor memory(config_.device(), state.total() + activations +
                                              (config_.device() == Device::cpu ? state.host : 0));
   const double samples = static_cast<double>(std::max<int64_t>(1, train_data_->num_samples()));
+  StragglerMeter stragglers(topology_.world);
   for (int step = start_step_; step < stop_at; ++step) {
     auto step_start = Clock::now();
+    const double waited_before = watchdog_total_wait_seconds();
+    slow_step_for_tests(topology_.world.rank());
     StepResult r = train_step(step, /*show_progress=*/true);
     double seconds = seconds_since(step_start);
     double tokens_per_s = tokens_per_step / seconds;
     int done = step + 1;
     meter.add(r.loss, seconds, r.pipeline_wait_seconds);
+    stragglers.add(seconds, watchdog_total_wait_seconds() - waited_before);
     const MemoryUsage mem = memory.sample();
     const double tokens_seen = tokens_per_step * done;
     const double epochs = static_cast<double>(done) * t.batch_size / samples;
+    StragglerReport slowest;  // filled at a log line
     if (done % config_.logging.log_interval == 0 || done == t.steps) {
       const double eta = seconds_since(run_start) / (done - start_step_) * (t.steps - done);
       const StepInterval i = meter.take();
       std::string extra = fmt::format(" | {}/s per rank", format_si(i.flops_per_rank, "FLOP"));
       if (!std::isnan(i.mfu)) extra += fmt::format(", MFU {:.1f}%", 100 * i.mfu);
       if (stages > 1) extra += fmt::format(" | pipeline wait {:.0f}%", 100 * i.pipeline_wait);
+      slowest = stragglers.take();
+      if (slowest.ranks > 1) {
+        extra += fmt::format(" | slowest rank {} +{:.1f} ms/step ({:.0f}%)", slowest.rank,
+                             slowest.behind_ms, 100 * slowest.behind_fraction);
+      }
       spdlog::info(
           "step {:>5}/{} | loss {:.4f}{} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | "
           "{:.1f} ms/step{} | mem {} alloc / {} resv / {} peak | {} tokens, {:.2f} "
@@ -470,6 +497,11 @@ void Trainer::run() {
                                {"mem_reserved_bytes", mem.reserved},
                                {"mem_peak_bytes", mem.peak}};
       if (const double mfu = meter.mfu(flops); !std::isnan(mfu)) record["mfu"] = mfu;
+      if (slowest.ranks > 1) {  // the log interval's, on its last step
+        record["slowest_rank"] = slowest.rank;
+        record["slowest_busy_ms_per_step"] = slowest.busy_ms;
+        record["slowest_behind_ms_per_step"] = slowest.behind_ms;
+      }
       metrics_.write(record);
     }
     bool last = done == t.steps;
