@@ -8,16 +8,18 @@ SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # Everything comes from Debian packages; `fortunes` is the demo's English corpus;
 # protobuf-c encodes TensorBoard's event files (logging.tensorboard);
-# clang-format checks the sources' format (ctest's "format").
+# clang-format checks the sources' format (ctest's "format"); clang and its
+# runtime build the libFuzzer targets (make fuzz); bc times the failure tests.
 # With a CUDA toolkit, the header-only cudnn-frontend comes from PyPI (pip).
 DEB_PACKAGES := build-essential cmake pkg-config python3-pip \
   libopenmpi-dev openmpi-bin libdnnl-dev \
   libsentencepiece-dev libspdlog-dev libfmt-dev libtomlplusplus-dev nlohmann-json3-dev zlib1g-dev \
-  libprotobuf-c-dev protobuf-c-compiler libgtest-dev fortunes python3-matplotlib clang-format
+  libprotobuf-c-dev protobuf-c-compiler libgtest-dev fortunes python3-matplotlib clang-format \
+  clang libclang-rt-dev bc
 
 FORTUNES_DATA := data/fortunes/train_000.bin
 
-.PHONY: all deps configure build build-train demo test bench scaling plot clean gpu-kit gpu-kit-rehearse
+.PHONY: all deps configure build build-train demo test bench scaling plot clean gpu-kit gpu-kit-rehearse fuzz fuzz-build
 
 all: build
 
@@ -51,6 +53,21 @@ demo: deps build-train $(FORTUNES_DATA)
 test: deps
 	$(MAKE) build CMAKE_FLAGS="$(CMAKE_FLAGS) -DLLM_CUDA_EMULATION=ON"
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+	$(MAKE) fuzz FUZZ_SECONDS=$(FUZZ_SMOKE_SECONDS)
+
+# libFuzzer targets of every reader (test/fuzz, docs/testing.md#fuzzing), in a
+# build of their own with clang, ASan and UBSan; `make test` runs each for
+# FUZZ_SMOKE_SECONDS as a smoke test, a campaign sets FUZZ_SECONDS.
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_SMOKE_SECONDS ?= 20
+fuzz-build: deps
+	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=Fuzz -DCMAKE_C_COMPILER=clang \
+	  -DCMAKE_CXX_COMPILER=clang++ -DLLM_FUZZ=ON -DLLM_CUDA=OFF -DLLM_TESTS=OFF
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzz_targets
+
+fuzz: fuzz-build
+	bash tools/run_fuzzers.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
 bench: deps build
 	./train bench --config train_configs/3m.toml

@@ -349,6 +349,10 @@ std::string checkpoint_latest(const std::string& run_dir) {
   if (!fs::exists(latest)) return "";
   std::string name = read_file(latest.string());
   name.erase(name.find_last_not_of(" \n\r\t") + 1);
+  // Only a step directory of this run: never a path elsewhere, nor a name the
+  // filesystem would refuse (found by fuzz_checkpoint_meta).
+  LLM_CHECK(checkpoint_step_of(name) >= 0, "{}: holds '{}', not the name of a step_N directory",
+            latest.string(), name.substr(0, 64));
   fs::path dir = fs::path(run_dir) / name;
   LLM_CHECK(fs::exists(dir / "meta.json"), "{}: names {}, which has no meta.json", latest.string(),
             dir.string());

@@ -183,6 +183,18 @@ TEST_F(CheckpointFiles, HuggingFaceExportThenImportRoundTrips) {
   EXPECT_NE(std::string(text).find(part), std::string::npos) \
       << "'" << (part) << "' not in: " << (text)
 
+// `latest` names a step directory of its run and nothing else; a name the
+// filesystem refuses (found by fuzz_checkpoint_meta) is a clean error too.
+TEST_F(CheckpointFiles, LatestMustNameAStepDirectory) {
+  fs::create_directories(dir_);
+  for (const std::string& name :
+       {std::string(300, 'a'), std::string("../elsewhere"), std::string("step_1/../../x")}) {
+    write_file_atomically((dir_ / "latest").string(), name + "\n");
+    EXPECT_CONTAINS(error_of([&] { checkpoint_latest(dir_.string()); }),
+                    "not the name of a step_N directory");
+  }
+}
+
 // Fine-tuning data must begin and end documents as the model learned to:
 // init_from refuses a tokenizer whose BOS or EOS is not the config.json's.
 TEST_F(CheckpointFiles, InitFromRefusesATokenizerWithOtherDocumentTokens) {

@@ -82,6 +82,15 @@ TEST(DocumentReader, ARecordWithoutTheFieldIsAnErrorUnlessSkipped) {
             std::string::npos);
 }
 
+// A .json whose array does not parse is refused naming the file (its zlib
+// stream was leaked before: fuzz_prepare_input).
+TEST(DocumentReader, AJsonArrayThatDoesNotParseIsAnError) {
+  TempDir dir(kTempPrefix);
+  const std::string path = dir.file("a.json");
+  write_file_atomically(path, "[{\"text;: \"a\"}]");
+  EXPECT_NE(error_of([&] { read_all({path}); }).find(path + ": not valid JSON"), std::string::npos);
+}
+
 std::vector<uint32_t> read_tokens(const std::string& path) {
   const Shard shard = Shard::open(path);
   std::vector<int32_t> tokens(static_cast<size_t>(shard.num_tokens()));
