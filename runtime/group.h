@@ -10,7 +10,9 @@
 // matched in the order they were issued; a single-rank group needs no special
 // casing for collectives (every one is a copy or a no-op), while a
 // point-to-point peer must be another member; every collective and every send
-// adds its traffic to the group's CommStats (a receive adds nothing).
+// adds its traffic to the group's CommStats (a receive adds nothing); an MPI
+// group numbers every operation in its GroupTrace and waits on it under the
+// watchdog (runtime/watchdog.h; NCCL groups are not watched yet).
 #pragma once
 
 #include <cstddef>
