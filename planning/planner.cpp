@@ -149,6 +149,9 @@ size_t parse_bytes(const std::string& text, const std::string& what) {
   }
   LLM_CHECK(end > 0 && scale > 0 && value > 0, "{}: expected a size like 80GiB or 40GB, got '{}'",
             what, text);
+  // Converting a double beyond size_t's range is undefined (found by
+  // fuzz_hardware_toml): sizes stop at an exbibyte, far above any machine.
+  LLM_CHECK(value * scale <= 0x1p60, "{}: '{}' is larger than 1 EiB", what, text);
   return static_cast<size_t>(value * scale);
 }
 

@@ -76,6 +76,14 @@ TEST(CommandLine, SizesWithoutAUnitAreRefused) {
             std::string::npos);
 }
 
+// Regression (fuzz_hardware_toml): a size beyond size_t was converted
+// regardless, which is undefined; now refused, naming the key.
+TEST(CommandLine, SizesBeyondAnExbibyteAreRefused) {
+  EXPECT_EQ(error_of([] { parse_bytes("2e132B", "device.memory"); }),
+            "device.memory: '2e132B' is larger than 1 EiB");
+  EXPECT_EQ(parse_bytes("1024TiB", "device.memory"), 1ull << 50);
+}
+
 }  // namespace
 }  // namespace llm
 
