@@ -8,21 +8,13 @@
 // result on stdout (runtime/progress.h).
 #include "data/prepare.h"
 
-#include <fcntl.h>
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <set>
-#include <sstream>
-#include <string_view>
 #include <unordered_map>
 
 #include "runtime/error.h"
@@ -33,7 +25,6 @@
 #include "data/shard.h"
 #include "data/document_reader.h"
 #include "data/tokenizer.h"
-#include "data/utf8.h"
 
 namespace llm {
 namespace fs = std::filesystem;

@@ -142,21 +142,22 @@ Tokenizer Tokenizer::load(const std::string& path) {
   LLM_FAIL("tokenizer {}: the directory has neither tokenizer.model nor tokenizer.json", path);
 }
 
+void Tokenizer::append_ids(std::string_view text, std::vector<int>& out) const {
+  if (is_valid_utf8(text))
+    model_->encode(text, out);
+  else
+    model_->encode(replace_invalid_utf8(text), out);
+}
+
 std::vector<int> Tokenizer::encode(std::string_view text) const {
   std::vector<int> ids;
-  if (is_valid_utf8(text))
-    model_->encode(text, ids);
-  else
-    model_->encode(replace_invalid_utf8(text), ids);
+  append_ids(text, ids);
   return ids;
 }
 
 void Tokenizer::encode_document(std::string_view text, std::vector<int>& out) const {
   out.push_back(bos_id());
-  if (is_valid_utf8(text))
-    model_->encode(text, out);
-  else
-    model_->encode(replace_invalid_utf8(text), out);
+  append_ids(text, out);
   out.push_back(eos_id());
 }
 

@@ -57,6 +57,8 @@ class Tokenizer {
 
  private:
   explicit Tokenizer(std::unique_ptr<Model> model);
+  // Appends the ids of `text`, its invalid UTF-8 replaced first.
+  void append_ids(std::string_view text, std::vector<int>& out) const;
   std::unique_ptr<Model> model_;
 };
 

@@ -332,8 +332,7 @@ void comm_abort(const std::string& message) {
     MPI_Comm_size(MPI_COMM_WORLD, &size);
   }
   // The collectives that led here, for tools/flight_recorder.py.
-  const std::string recorder = flight_recorder_dump("fatal error: " + message);
-  const std::string where = recorder.empty() ? "" : " (flight recorder: " + recorder + ")";
+  const std::string where = flight_recorder_note("fatal error: " + message);
   // One process has no ranks to tell apart.
   if (size > 1)
     std::fprintf(stderr, "rank %d: error: %s%s\n", rank, message.c_str(), where.c_str());

@@ -97,7 +97,7 @@ std::string diagnose(const OpRecord& op, const GroupTrace& trace);
 // The one line a rank prints when it gives up, or when another rank has and
 // this one is waiting: what it waits on, and who never reached it.
 void report(const OpRecord& op, const GroupTrace* trace, double waited, const std::string& why) {
-  const std::string recorder = flight_recorder_dump(
+  const std::string recorder = flight_recorder_note(
       fmt::format("watchdog: {} waited {:.1f} s{}", describe_op(op), waited, why));
   const std::string missing = trace ? diagnose(op, *trace) : "its group is gone";
   std::fprintf(stderr,
@@ -105,7 +105,7 @@ void report(const OpRecord& op, const GroupTrace* trace, double waited, const st
                "%s: %s%s\n",
                world_rank(), describe_op(op).c_str(), waited, watchdog_settings().timeout_seconds,
                why.c_str(), op.collective ? "never reached by" : "its peer", missing.c_str(),
-               recorder.empty() ? "" : (" (flight recorder: " + recorder + ")").c_str());
+               recorder.c_str());
   std::fflush(stderr);
 }
 
@@ -119,12 +119,11 @@ void report(const OpRecord& op, const GroupTrace* trace, double waited, const st
   if (now.waiting) {
     report(now.op, watchdog_find_group(now.op.group), now.waited, why);
   } else {
-    const std::string recorder = flight_recorder_dump(fmt::format("rank {} gave up", giver));
+    const std::string recorder = flight_recorder_note(fmt::format("rank {} gave up", giver));
     std::fprintf(stderr,
                  "rank %d: error: watchdog: rank %d gave up on the job; this rank was "
                  "not waiting on a collective%s\n",
-                 world_rank(), giver,
-                 recorder.empty() ? "" : (" (flight recorder: " + recorder + ")").c_str());
+                 world_rank(), giver, recorder.c_str());
     std::fflush(stderr);
   }
   serve_for(10);

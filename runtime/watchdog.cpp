@@ -126,10 +126,17 @@ void watchdog_wait(GroupTrace& trace, const OpRecord& issued, const std::functio
   }
   s.current = {true, op, 0};
   const double start = watchdog_clock();
-  // Spin briefly (most waits end within microseconds of the peers), then
-  // poll every 20 us, serving peers' questions and dump requests.
+  // Spin for the first millisecond, as MPI_Wait would (a collective of a
+  // training step ends within it, and a sleep would add its wake-up latency
+  // to every one), then poll every 20 us, serving peers' questions and dump
+  // requests.
+  constexpr double kSpinSeconds = 1e-3;
+  bool spinning = true;
   for (int spins = 0; !done(); ++spins) {
-    if (spins < 200) continue;
+    if (spinning) {
+      if (spins % 64 != 0 || watchdog_clock() - start < kSpinSeconds) continue;
+      spinning = false;
+    }
     std::this_thread::sleep_for(std::chrono::microseconds(20));
     if (s.handlers.serve) s.handlers.serve();
     serve_dump_request();
@@ -198,6 +205,11 @@ std::string flight_recorder_dump(const std::string& reason) {
   } catch (const std::exception&) {
     return "";  // a dump is best effort: the job is going down anyway
   }
+}
+
+std::string flight_recorder_note(const std::string& reason) {
+  const std::string path = flight_recorder_dump(reason);
+  return path.empty() ? "" : " (flight recorder: " + path + ")";
 }
 
 }  // namespace llm

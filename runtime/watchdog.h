@@ -87,6 +87,9 @@ void watchdog_unregister(GroupTrace* trace);
 // Writes the recorder as JSON to <dump_dir>/flight_recorder/rank_NNNNN.json
 // with `reason`; returns the path, or "" without a dump directory.
 std::string flight_recorder_dump(const std::string& reason);
+// Writes the dump and returns " (flight recorder: PATH)" for an error line,
+// or "" when nothing was written.
+std::string flight_recorder_note(const std::string& reason);
 // The recorder's JSON text (what the dump writes).
 std::string flight_recorder_json(const std::string& reason);
 // Seconds this process has spent blocked in watchdog_wait, in all: the time
