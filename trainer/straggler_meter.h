@@ -3,7 +3,8 @@
 // waiting for other ranks, runtime/watchdog.h) is gathered, and the slowest
 // rank is the busiest one. How far behind it is: its busy time over the
 // (lower) median rank's. A collective over the world, called by every rank at the
-// same steps (the log steps).
+// same steps (the log steps), on a host-buffer (MPI) group: on a GPU run the
+// device group's buffers are device pointers.
 #pragma once
 
 #include "runtime/group.h"
@@ -20,6 +21,7 @@ struct StragglerReport {
 
 class StragglerMeter {
  public:
+  // `world`: the whole world, as a host-buffer group.
   explicit StragglerMeter(Group& world) : world_(world) {}
   // A step's time, and how much of it this rank spent blocked on the others.
   void add(double step_seconds, double waited_seconds);

@@ -108,6 +108,7 @@ void slow_step_for_tests(int world_rank) {
 
 Trainer::Trainer(Config config, Group& world, const Backend* backend_override)
     : config_(std::move(config)),
+      host_world_(world),
       device_world_(device_group(config_, world)),
       topology_(device_world_ ? *device_world_ : world, config_.parallel),
       accumulation_steps_(micro_batches_per_step(config_.training, topology_.dp_size())),
@@ -432,7 +433,7 @@ void Trainer::run() {
   MemoryMonitor memory(config_.device(), state.total() + activations +
                                              (config_.device() == Device::cpu ? state.host : 0));
   const double samples = static_cast<double>(std::max<int64_t>(1, train_data_->num_samples()));
-  StragglerMeter stragglers(topology_.world);
+  StragglerMeter stragglers(host_world_);  // its floats are on the host
   for (int step = start_step_; step < stop_at; ++step) {
     auto step_start = Clock::now();
     const double waited_before = watchdog_total_wait_seconds();

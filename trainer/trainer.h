@@ -79,6 +79,7 @@ class Trainer {
   double peak_flops_per_rank() const;
 
   Config config_;
+  Group& host_world_;  // the world as given: host buffers (MPI)
   // With training.device = cuda: the world as a group of device buffers
   // (NCCL, or MPI staged through host memory); null on the CPU.
   std::unique_ptr<Group> device_world_;
