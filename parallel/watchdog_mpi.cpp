@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "runtime/stop_signal.h"
 #include "runtime/watchdog.h"
 
 namespace llm {
@@ -25,7 +26,7 @@ constexpr int kQuestionTag = 1, kAnswerTag = 2, kNoticeTag = 3;
 // How long a rank waits for answers (live ranks answer within milliseconds),
 // and how long the rank that gives up first then serves the others, who ask
 // their own groups and print their own line, before it aborts the job.
-constexpr double kAskSeconds = 2, kFarewellSeconds = kAskSeconds + 2;
+constexpr double kAskSeconds = 2, kFarewellSeconds = kAskSeconds + 1;
 
 struct Question {
   char group[96];
@@ -77,16 +78,20 @@ Answer answer_for(const char* label) {
 
 [[noreturn]] void abort_job() {
   std::fflush(stderr);
+  watchdog_run_abort_hooks();  // NCCL's communicators, so the GPU is released
   MPI_Abort(MPI_COMM_WORLD, kWatchdogExitStatus);
   std::_Exit(kWatchdogExitStatus);
 }
 
 void serve();
 
-// Serves the others for `seconds` (they may still be asking).
+// Serves the others for `seconds` (they may still be asking), unless the
+// launcher is already ending the job: mpirun answers the abort by sending
+// SIGTERM, which the training loop would only note for a graceful stop.
 void serve_for(double seconds) {
   const double until = watchdog_clock() + seconds;
   while (watchdog_clock() < until) {
+    if (stop_signal_received()) abort_job();
     serve();
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
