@@ -339,6 +339,7 @@ void comm_abort(const std::string& message) {
   else
     std::fprintf(stderr, "error: %s\n", message.c_str());
   std::fflush(stderr);
+  watchdog_run_abort_hooks();  // NCCL's communicators, so the GPU is released
   if (active && size > 1) MPI_Abort(MPI_COMM_WORLD, 1);
   std::exit(1);
 }

@@ -13,20 +13,24 @@
 // except in barrier and all_reduce_sum); each collective communicator sees its
 // collectives in the same order on every member (the group's call order), the
 // p2p communicator the messages of each pair in the same order on both sides;
-// events come from a per-group pool that grows to the number of handles
-// pending at once and is then reused, so steady-state calls create no events;
-// every collective adds the MPI group's ring-algorithm traffic to stats_,
-// every send its bytes.
+// events come from a per-group pool that grows to the number of operations
+// in flight at once and is then reused, so steady-state calls create no
+// events; every collective adds the MPI group's ring-algorithm traffic to
+// stats_, every send its bytes; every operation is recorded and tracked by
+// the watchdog (runtime/watchdog.h) until its end event has passed, and an
+// expiry aborts the communicators (ncclCommAbort) before the job goes down.
 #include <nccl.h>
 
 #include <cstdint>
 #include <exception>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "runtime/cuda_runtime.cuh"
+#include "runtime/watchdog.h"
 #include "parallel/comm.h"
 #include "parallel/comm_nccl.h"
 
@@ -118,9 +122,17 @@ class NcclGroup : public Group {
     LLM_NCCL_CHECK(ncclCommInitRank(&gather_comm_, size_, ids[0], rank_));
     LLM_NCCL_CHECK(ncclCommInitRank(&reduce_comm_, size_, ids[1], rank_));
     LLM_NCCL_CHECK(ncclCommInitRank(&p2p_comm_, size_, ids[2], rank_));
+    // The watchdog names this group as its host group was named; the host
+    // group (barrier, all_reduce_sum) becomes "<label>/host".
+    trace_.world_ranks = host_->trace().world_ranks;
+    set_label(host_->trace().label);
+    // A stalled collective must not keep the GPU: the watchdog aborts the
+    // communicators (the kernels waiting on a lost peer end) before MPI_Abort.
+    watchdog_add_abort_hook(this, [this] { abort_communicators(); });
   }
 
   ~NcclGroup() override {
+    watchdog_remove_abort_hooks(this);
     const bool unwinding = std::uncaught_exceptions() > 0;
     for (auto [comm, stream] : {std::pair{gather_comm_, cuda::gather_stream()},
                                 std::pair{reduce_comm_, cuda::reduce_stream()},
@@ -143,13 +155,19 @@ class NcclGroup : public Group {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
+  void set_label(std::string label) override {
+    host_->set_label(label + "/host");
+    trace_.label = std::move(label);
+  }
+
   CommHandle all_reduce_async(void* data, size_t count, WireType type) override {
     count_all_reduce(count, type);
     if (count == 0) return {};
-    return enqueue(cuda::reduce_stream(), [&](cudaStream_t stream) {
-      LLM_NCCL_CHECK(
-          ncclAllReduce(data, data, count, nccl_type(type), ncclSum, reduce_comm_, stream));
-    });
+    return enqueue(
+        cuda::reduce_stream(), issue("all_reduce", count, type), [&](cudaStream_t stream) {
+          LLM_NCCL_CHECK(
+              ncclAllReduce(data, data, count, nccl_type(type), ncclSum, reduce_comm_, stream));
+        });
   }
 
   CommHandle reduce_scatter_async(const void* send, void* recv, size_t recv_count,
@@ -159,10 +177,11 @@ class NcclGroup : public Group {
       throw_argument_error("reduce_scatter", "send and recv buffers overlap", __FILE__, __LINE__);
     count_reduce_scatter(recv_count, type);
     if (recv_count == 0) return {};
-    return enqueue(cuda::reduce_stream(), [&](cudaStream_t stream) {
-      LLM_NCCL_CHECK(ncclReduceScatter(send, recv, recv_count, nccl_type(type), ncclSum,
-                                       reduce_comm_, stream));
-    });
+    return enqueue(cuda::reduce_stream(), issue("reduce_scatter", size_ * recv_count, type),
+                   [&](cudaStream_t stream) {
+                     LLM_NCCL_CHECK(ncclReduceScatter(send, recv, recv_count, nccl_type(type),
+                                                      ncclSum, reduce_comm_, stream));
+                   });
   }
 
   // send may be this member's own slot of recv (the shard living inside the
@@ -178,9 +197,11 @@ class NcclGroup : public Group {
                            __LINE__);
     count_all_gather(send_count, type);
     if (send_count == 0) return {};
-    return enqueue(cuda::gather_stream(), [&](cudaStream_t stream) {
-      LLM_NCCL_CHECK(ncclAllGather(send, recv, send_count, nccl_type(type), gather_comm_, stream));
-    });
+    return enqueue(cuda::gather_stream(), issue("all_gather", size_ * send_count, type),
+                   [&](cudaStream_t stream) {
+                     LLM_NCCL_CHECK(ncclAllGather(send, recv, send_count, nccl_type(type),
+                                                  gather_comm_, stream));
+                   });
   }
 
   CommHandle broadcast_async(void* data, size_t count, WireType type, int root) override {
@@ -188,9 +209,11 @@ class NcclGroup : public Group {
       throw_argument_error("broadcast", "root outside the group", __FILE__, __LINE__);
     count_broadcast(count, type);
     if (count == 0) return {};
-    return enqueue(cuda::gather_stream(), [&](cudaStream_t stream) {
-      LLM_NCCL_CHECK(ncclBroadcast(data, data, count, nccl_type(type), root, gather_comm_, stream));
-    });
+    return enqueue(
+        cuda::gather_stream(), issue("broadcast", count, type), [&](cudaStream_t stream) {
+          LLM_NCCL_CHECK(
+              ncclBroadcast(data, data, count, nccl_type(type), root, gather_comm_, stream));
+        });
   }
 
   // Point-to-point messages run on their own communicator and stream, not on
@@ -204,7 +227,7 @@ class NcclGroup : public Group {
     check_peer("send", peer);
     count_send(count, type);
     if (count == 0) return {};
-    return enqueue(cuda::p2p_stream(), [&](cudaStream_t stream) {
+    return enqueue(cuda::p2p_stream(), issue("send", count, type, peer), [&](cudaStream_t stream) {
       LLM_NCCL_CHECK(ncclSend(data, count, nccl_type(type), peer, p2p_comm_, stream));
     });
   }
@@ -212,7 +235,7 @@ class NcclGroup : public Group {
   CommHandle recv_async(void* data, size_t count, WireType type, int peer) override {
     check_peer("recv", peer);
     if (count == 0) return {};
-    return enqueue(cuda::p2p_stream(), [&](cudaStream_t stream) {
+    return enqueue(cuda::p2p_stream(), issue("recv", count, type, peer), [&](cudaStream_t stream) {
       LLM_NCCL_CHECK(ncclRecv(data, count, nccl_type(type), peer, p2p_comm_, stream));
     });
   }
@@ -228,7 +251,9 @@ class NcclGroup : public Group {
       throw_argument_error("send_recv", "send and recv buffers overlap", __FILE__, __LINE__);
     count_send(send_count, type);
     if (send_count == 0 && recv_count == 0) return {};
-    return enqueue(cuda::p2p_stream(), [&](cudaStream_t stream) {
+    const OpRecord& op =
+        issue("send_recv", send_count + recv_count, type, send_count > 0 ? send_peer : recv_peer);
+    return enqueue(cuda::p2p_stream(), op, [&](cudaStream_t stream) {
       LLM_NCCL_CHECK(ncclGroupStart());
       ncclResult_t queued = ncclSuccess;
       if (send_count > 0)
@@ -244,11 +269,11 @@ class NcclGroup : public Group {
   }
 
   // Everything this process queued is done, then every member has got here.
+  // The waits are the watchdog's: a collective stalled on a lost peer expires.
   void barrier() override {
-    LLM_CUDA_CHECK(cudaStreamSynchronize(cuda::gather_stream()));
-    LLM_CUDA_CHECK(cudaStreamSynchronize(cuda::reduce_stream()));
-    LLM_CUDA_CHECK(cudaStreamSynchronize(cuda::p2p_stream()));
-    LLM_CUDA_CHECK(cudaStreamSynchronize(cuda::compute_stream()));
+    for (cudaStream_t stream :
+         {cuda::gather_stream(), cuda::reduce_stream(), cuda::p2p_stream(), cuda::compute_stream()})
+      cuda::wait_for_stream(stream);
     host_->barrier();
   }
 
@@ -265,11 +290,26 @@ class NcclGroup : public Group {
   double all_reduce_sum(double value) override { return host_->all_reduce_sum(value); }
 
  private:
+  // The watchdog's record of an operation about to be queued; `peer` marks a message.
+  const OpRecord& issue(const char* name, size_t count, WireType type, int peer = -1) {
+    return watchdog_issue(trace_, name, count * wire_bytes(type), to_string(type), "nccl", peer);
+  }
+
+  // Ends every communicator now, without waiting for the peers (NCCL's
+  // kernels stuck on a lost peer end); the group is unusable afterwards.
+  void abort_communicators() {
+    for (ncclComm_t* comm : {&gather_comm_, &reduce_comm_, &p2p_comm_}) {
+      if (*comm) ncclCommAbort(*comm);
+      *comm = nullptr;
+    }
+  }
+
   // Queues `nccl_call` on `comm` (the gather, reduce or p2p stream) behind
   // everything queued on the compute stream so far; the handle puts the
-  // compute stream behind it.
+  // compute stream behind it, and the watchdog tracks `op` until the stream
+  // has run it.
   template <class NcclCall>
-  CommHandle enqueue(cudaStream_t comm, NcclCall&& nccl_call) {
+  CommHandle enqueue(cudaStream_t comm, const OpRecord& op, NcclCall&& nccl_call) {
     cudaStream_t compute = cuda::compute_stream();
     cudaEvent_t inputs_ready = events_->acquire();
     cudaError_t status = cudaEventRecord(inputs_ready, compute);
@@ -279,16 +319,20 @@ class NcclGroup : public Group {
 
     nccl_call(comm);
 
-    cudaEvent_t done = events_->acquire();
-    status = cudaEventRecord(done, comm);
+    cudaEvent_t end = events_->acquire();
+    status = cudaEventRecord(end, comm);
     if (status != cudaSuccess) {
-      events_->release(done);
+      events_->release(end);
       LLM_CUDA_CHECK(status);
     }
-    // The pool is shared so that a handle outliving its group stays valid.
-    return CommHandle([events = events_, done] {
-      cudaError_t wait_status = cudaStreamWaitEvent(cuda::compute_stream(), done, 0);
-      events->release(done);
+    // Two hold the end event: the handle, until the compute stream is told to
+    // wait on it, and the watchdog, until it has passed; the last returns it
+    // to the pool (shared, so that either may outlive the group).
+    std::shared_ptr<std::remove_pointer_t<cudaEvent_t>> done(
+        end, [events = events_](cudaEvent_t event) { events->release(event); });
+    watchdog_track(trace_, op, [done] { return cudaEventQuery(done.get()) != cudaErrorNotReady; });
+    return CommHandle([done] {
+      cudaError_t wait_status = cudaStreamWaitEvent(cuda::compute_stream(), done.get(), 0);
       // A handle destroyed while unwinding must not throw a second exception.
       if (wait_status != cudaSuccess && std::uncaught_exceptions() == 0)
         LLM_CUDA_CHECK(wait_status);

@@ -1,6 +1,8 @@
 // The staged Group (see comm_staged.h).
 #include "parallel/comm_staged.h"
 
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace llm {
@@ -30,7 +32,13 @@ class StagedGroup : public Group {
       : host_(host),
         owned_(std::move(owned)),
         memory_(memory),
-        pool_(std::make_shared<StagingPool>()) {}
+        pool_(std::make_shared<StagingPool>()) {
+    // Its operations are the host group's, recorded and watched there: its
+    // own trace would be an empty twin under the same label.
+    watchdog_unregister(&trace_);
+  }
+
+  void set_label(std::string label) override { host_.set_label(std::move(label)); }
 
   int rank() const override { return host_.rank(); }
   int size() const override { return host_.size(); }

@@ -14,6 +14,7 @@
 #include "runtime/cuda_runtime.cuh"
 #include "runtime/device.h"
 #include "runtime/device_memory.h"
+#include "runtime/watchdog.h"
 
 namespace llm {
 
@@ -68,7 +69,7 @@ void* allocate(size_t bytes) {
   // On the compute stream (which does not wait for the legacy default
   // stream), so a copy queued right after cannot be overtaken by the fill.
   LLM_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, compute_stream()));
-  LLM_CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
+  wait_for_stream(compute_stream());
   return p;
 }
 
@@ -79,13 +80,18 @@ void release(void* p) {
 void to_device(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
   LLM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, compute_stream()));
-  LLM_CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
+  wait_for_stream(compute_stream());
 }
 
 void to_host(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
+  // Into pageable memory cudaMemcpyAsync returns only once the copy is done,
+  // so it would block the host, unwatched, behind all the work queued before
+  // it (a collective stalled on a lost peer, say): that work is waited for
+  // first, under the watchdog, and the copy is then all the call waits for.
+  wait_for_stream(compute_stream());
   LLM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, compute_stream()));
-  LLM_CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
+  wait_for_stream(compute_stream());  // a page-locked destination
 }
 
 void copy(void* dst, const void* src, size_t bytes) {
@@ -93,7 +99,7 @@ void copy(void* dst, const void* src, size_t bytes) {
   LLM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, compute_stream()));
 }
 
-void synchronize() { LLM_CUDA_CHECK(cudaStreamSynchronize(compute_stream())); }
+void synchronize() { wait_for_stream(compute_stream()); }
 
 void* allocate_staging(size_t bytes) {
   void* p = nullptr;
@@ -136,7 +142,7 @@ class TransferQueue {
 
   void wait_for(uint64_t mark) {
     while (!marks_.empty() && marks_.front().first <= mark) {
-      LLM_CUDA_CHECK(cudaEventSynchronize(marks_.front().second));
+      wait_for_event(marks_.front().second);
       free_.push_back(marks_.front().second);
       marks_.pop_front();
     }
@@ -187,6 +193,26 @@ void device_waits_for_transfers() { transfers().device_waits(); }
 }  // namespace
 
 cudaStream_t compute_stream() { return streams().compute; }
+
+void wait_for_event(cudaEvent_t event) {
+  cudaError_t status = cudaSuccess;
+  watchdog_wait_device("a device synchronize", [&] {
+    status = cudaEventQuery(event);
+    return status != cudaErrorNotReady;
+  });
+  LLM_CUDA_CHECK(status);
+}
+
+void wait_for_stream(cudaStream_t stream) {
+  // One event serves every wait: the host waits on one stream at a time.
+  static const cudaEvent_t reached = [] {
+    cudaEvent_t event = nullptr;
+    LLM_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    return event;
+  }();
+  LLM_CUDA_CHECK(cudaEventRecord(reached, stream));
+  wait_for_event(reached);
+}
 
 void* GrowingScratch::reserve(size_t bytes) {
   if (bytes <= capacity_) return buffer_;

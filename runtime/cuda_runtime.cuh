@@ -36,6 +36,14 @@ cudaStream_t gather_stream();
 cudaStream_t reduce_stream();
 cudaStream_t p2p_stream();
 
+// Block the host until `stream` has run everything queued on it so far /
+// until `event`'s latest record has run, polled under the watchdog
+// (runtime/watchdog.h): a stream behind a collective stalled on a lost peer
+// expires at parallel.timeout instead of hanging. Every host wait of the
+// backend goes through these. Throw llm::Error on a CUDA error.
+void wait_for_stream(cudaStream_t stream);
+void wait_for_event(cudaEvent_t event);
+
 // Whether GEMM algorithms are timed per shape (cuda_set_gemm_autotune in
 // runtime/device.h; off by default).
 bool gemm_autotune();

@@ -85,9 +85,10 @@ class Group {
 
   // The watchdog's view: label, members' world ranks, operations numbered.
   // Implementations fill the members; the label is the parent's plus the
-  // split's index ("world.2") until set_label names it ("tensor").
+  // split's index ("world.2") until set_label names it ("tensor"). A group
+  // built over a host group of the same members (NCCL's) labels that one too.
   const GroupTrace& trace() const { return trace_; }
-  void set_label(std::string label) { trace_.label = std::move(label); }
+  virtual void set_label(std::string label) { trace_.label = std::move(label); }
 
   // In place: data (count) becomes the elementwise sum over the group.
   virtual CommHandle all_reduce_async(void* data, size_t count, WireType type) = 0;

@@ -28,7 +28,7 @@ class CudaTimeline final : public Timeline {
   }
 
   void wait() override {
-    if (used_ > 0) LLM_CUDA_CHECK(cudaEventSynchronize(events_[used_ - 1]));
+    if (used_ > 0) cuda::wait_for_event(events_[used_ - 1]);
   }
 
   std::vector<double> intervals() override {

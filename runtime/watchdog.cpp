@@ -10,9 +10,11 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <deque>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <utility>
 
 #include "runtime/file_io.h"
 #include "runtime/system.h"
@@ -25,6 +27,12 @@ namespace fs = std::filesystem;
 const auto kProcessStart = std::chrono::steady_clock::now();
 const auto kProcessStartWall = std::chrono::system_clock::now();
 
+struct TrackedOp {
+  GroupTrace* trace;
+  OpRecord op;
+  std::function<bool()> complete;
+};
+
 struct State {
   WatchdogSettings settings;
   int world_rank = 0;
@@ -32,8 +40,15 @@ struct State {
   std::vector<OpRecord> ring = std::vector<OpRecord>(settings.recorder_entries);
   uint64_t issued = 0;
   WatchdogHandlers handlers;
-  CurrentWait current;
+  CurrentWait current;  // a collective or a message waited on
   double total_wait = 0;
+  std::deque<TrackedOp> tracked;  // in issue order: the front is the oldest
+  double next_tracked_check = 0;
+  // A host wait on device work: its operation (group "device") and start.
+  bool in_device_wait = false;
+  OpRecord device_work;
+  GroupTrace device_trace{"device", {}, 0, 0, 0};
+  std::vector<std::pair<const void*, std::function<void()>>> abort_hooks;
 };
 
 State& state() {
@@ -72,8 +87,9 @@ double watchdog_clock() {
 
 void watchdog_register(GroupTrace* trace) { state().groups.push_back(trace); }
 void watchdog_unregister(GroupTrace* trace) {
-  auto& groups = state().groups;
-  groups.erase(std::remove(groups.begin(), groups.end(), trace), groups.end());
+  State& s = state();
+  std::erase(s.groups, trace);
+  std::erase_if(s.tracked, [trace](const TrackedOp& t) { return t.trace == trace; });
 }
 
 const GroupTrace* watchdog_find_group(std::string_view label) {
@@ -83,10 +99,17 @@ const GroupTrace* watchdog_find_group(std::string_view label) {
   return nullptr;
 }
 
-void watchdog_set_handlers(WatchdogHandlers handlers) { state().handlers = std::move(handlers); }
+WatchdogHandlers watchdog_set_handlers(WatchdogHandlers handlers) {
+  return std::exchange(state().handlers, std::move(handlers));
+}
 
 CurrentWait watchdog_current_wait() {
-  CurrentWait wait = state().current;
+  const State& s = state();
+  CurrentWait wait = s.current;
+  if (!wait.waiting && s.in_device_wait) {
+    // The device's work waits on its oldest tracked operation, if any.
+    wait = {true, s.tracked.empty() ? s.device_work : s.tracked.front().op, 0};
+  }
   if (wait.waiting) wait.waited = watchdog_clock() - wait.op.started;
   return wait;
 }
@@ -111,25 +134,50 @@ const OpRecord& watchdog_issue(GroupTrace& trace, const char* op, uint64_t bytes
   return record;
 }
 
-void watchdog_wait(GroupTrace& trace, const OpRecord& issued, const std::function<bool()>& done) {
+namespace {
+
+// Marks `op` of `trace` as completed: its record's end time, and the group's
+// completed count.
+void mark_completed(GroupTrace& trace, const OpRecord& op) {
   State& s = state();
-  // The ring may have wrapped since the issue: keep a copy to report.
-  const OpRecord op = issued;
-  auto finish = [&] {
-    OpRecord& slot = s.ring[(op.ticket - 1) % s.ring.size()];
-    if (slot.ticket == op.ticket) slot.ended = watchdog_clock();
-    if (op.collective) trace.collectives_completed = std::max(trace.collectives_completed, op.seq);
-  };
-  if (done()) {
-    finish();
-    return;
-  }
-  s.current = {true, op, 0};
+  OpRecord& slot = s.ring[(op.ticket - 1) % s.ring.size()];
+  if (op.ticket != 0 && slot.ticket == op.ticket) slot.ended = watchdog_clock();
+  if (op.collective) trace.collectives_completed = std::max(trace.collectives_completed, op.seq);
+}
+
+void expire(const OpRecord& op, GroupTrace& trace, double waited) {
+  State& s = state();
+  if (s.handlers.expire) s.handlers.expire(op, trace, waited);
+}
+
+// Retires the tracked operations the device has run; the oldest still
+// pending expires past the timeout. Checked every 10 ms at most: a
+// completion query costs a driver call, and the timeout is seconds.
+void check_tracked() {
+  State& s = state();
+  const double now = watchdog_clock();
+  if (now < s.next_tracked_check) return;
+  s.next_tracked_check = now + 0.01;
+  std::erase_if(s.tracked, [](TrackedOp& t) {
+    if (!t.complete()) return false;
+    mark_completed(*t.trace, t.op);
+    return true;
+  });
+  if (s.tracked.empty()) return;
+  TrackedOp& oldest = s.tracked.front();
+  const double age = now - oldest.op.enqueued;
+  if (age > s.settings.timeout_seconds) expire(oldest.op, *oldest.trace, age);
+}
+
+// Polls done() until it is true: spins for the first millisecond, as
+// MPI_Wait would (a collective of a training step ends within it, and a
+// sleep would add its wake-up latency to every one), then polls every 20 us,
+// serving peers' questions and dump requests, and calling check() (which
+// expires, and does not return, once something waited past the timeout).
+// Returns the seconds it waited.
+double poll(const std::function<bool()>& done, const std::function<void(double waited)>& check) {
+  State& s = state();
   const double start = watchdog_clock();
-  // Spin for the first millisecond, as MPI_Wait would (a collective of a
-  // training step ends within it, and a sleep would add its wake-up latency
-  // to every one), then poll every 20 us, serving peers' questions and dump
-  // requests.
   constexpr double kSpinSeconds = 1e-3;
   bool spinning = true;
   for (int spins = 0; !done(); ++spins) {
@@ -140,14 +188,81 @@ void watchdog_wait(GroupTrace& trace, const OpRecord& issued, const std::functio
     std::this_thread::sleep_for(std::chrono::microseconds(20));
     if (s.handlers.serve) s.handlers.serve();
     serve_dump_request();
-    const double waited = watchdog_clock() - start;
-    if (waited > s.settings.timeout_seconds && s.handlers.expire) {
-      s.handlers.expire(op, trace, waited);
-    }
+    check(watchdog_clock() - start);
   }
-  s.current = {};
-  s.total_wait += watchdog_clock() - start;
-  finish();
+  return watchdog_clock() - start;
+}
+
+}  // namespace
+
+void watchdog_wait(GroupTrace& trace, const OpRecord& issued, const std::function<bool()>& done) {
+  State& s = state();
+  // The ring may have wrapped since the issue: keep a copy to report.
+  const OpRecord op = issued;
+  if (!done()) {
+    s.current = {true, op, 0};
+    struct Clear {
+      ~Clear() { state().current = {}; }
+    } clear_on_exit;
+    s.total_wait += poll(done, [&](double waited) {
+      check_tracked();  // an older device operation expires first
+      if (waited > s.settings.timeout_seconds) expire(op, trace, waited);
+    });
+  }
+  mark_completed(trace, op);
+}
+
+void watchdog_track(GroupTrace& trace, const OpRecord& op, std::function<bool()> complete) {
+  State& s = state();
+  // Retire what the device has finished from the front, so that the list
+  // stays as long as the work in flight.
+  while (!s.tracked.empty() && s.tracked.front().complete()) {
+    mark_completed(*s.tracked.front().trace, s.tracked.front().op);
+    s.tracked.pop_front();
+  }
+  s.tracked.push_back({&trace, op, std::move(complete)});
+}
+
+size_t watchdog_tracked_count() { return state().tracked.size(); }
+
+void watchdog_wait_device(const char* what, const std::function<bool()>& done) {
+  State& s = state();
+  if (done()) return;
+  s.device_work = OpRecord{};
+  s.device_work.op = what;
+  s.device_work.group = s.device_trace.label;
+  s.device_work.dtype = "-";
+  s.device_work.stream = "device";
+  s.device_work.seq = ++s.device_trace.collectives_entered;
+  s.device_work.enqueued = s.device_work.started = watchdog_clock();
+  s.in_device_wait = true;
+  struct Clear {
+    ~Clear() { state().in_device_wait = false; }
+  } clear_on_exit;
+  // The time spent here is the device's work, not waiting for peers: it is
+  // not added to watchdog_total_wait_seconds.
+  poll(done, [&](double waited) {
+    check_tracked();
+    if (s.tracked.empty() && waited > s.settings.timeout_seconds) {
+      s.device_trace.world_ranks = {s.world_rank};
+      expire(s.device_work, s.device_trace, waited);
+    }
+  });
+  mark_completed(s.device_trace, s.device_work);
+}
+
+void watchdog_add_abort_hook(const void* owner, std::function<void()> hook) {
+  state().abort_hooks.emplace_back(owner, std::move(hook));
+}
+
+void watchdog_remove_abort_hooks(const void* owner) {
+  std::erase_if(state().abort_hooks, [owner](const auto& hook) { return hook.first == owner; });
+}
+
+void watchdog_run_abort_hooks() {
+  // Taken out first: a hook runs once even if the abort path is re-entered.
+  const auto hooks = std::exchange(state().abort_hooks, {});
+  for (const auto& [owner, hook] : hooks) hook();
 }
 
 double watchdog_total_wait_seconds() { return state().total_wait; }

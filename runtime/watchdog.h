@@ -5,8 +5,12 @@
 // layer's expiry handler asks the group's members where they are, prints one
 // line naming the members that never reached the operation, writes the
 // recorder and takes the job down with kWatchdogExitStatus.
-// Invariant: no wait on a collective or a message blocks longer than the
-// timeout plus the few seconds the expiry handler spends asking the peers.
+// Operations queued on a device (NCCL) are tracked until the device has run
+// them; a host wait on device work (a stream synchronize) is polled the same
+// way, and expires on the oldest tracked operation past the timeout.
+// Invariant: no wait on a collective, a message or device work blocks longer
+// than the timeout plus the few seconds the expiry handler spends asking the
+// peers.
 #pragma once
 
 #include <cstddef>
@@ -65,12 +69,34 @@ const OpRecord& watchdog_issue(GroupTrace& trace, const char* op, uint64_t bytes
 // not return. Marks the operation completed.
 void watchdog_wait(GroupTrace& trace, const OpRecord& op, const std::function<bool()>& done);
 
+// An operation queued on a device stream (an NCCL collective): the host does
+// not wait for it, so the watchdog keeps it until complete() says the device
+// has run it. Every wait retires the completed ones, and expires once the
+// oldest has been pending (since its enqueue, as PyTorch's NCCL watchdog
+// counts) past the timeout. `op` comes from watchdog_issue on `trace`.
+void watchdog_track(GroupTrace& trace, const OpRecord& op, std::function<bool()> complete);
+// Tracked operations not yet seen complete.
+size_t watchdog_tracked_count();
+// A host wait on device work (`what`: "synchronize", ...): polls done() as
+// watchdog_wait does. While it waits, peers are told it waits on the oldest
+// tracked operation; past the timeout with none tracked, the device itself
+// is hung, and it expires on the work as an operation of group "device".
+void watchdog_wait_device(const char* what, const std::function<bool()>& done);
+
+// Run, in the order added, before the watchdog takes the job down (so that
+// NCCL's communicators are aborted and the GPU released); an owner removes
+// its hooks before it goes.
+void watchdog_add_abort_hook(const void* owner, std::function<void()> hook);
+void watchdog_remove_abort_hooks(const void* owner);
+void watchdog_run_abort_hooks();
+
 // What the comm layer plugs in (parallel/comm_mpi.cpp).
 struct WatchdogHandlers {
   std::function<void()> serve;  // answers peers' questions; called while waiting
   std::function<void(const OpRecord& op, const GroupTrace& trace, double waited)> expire;
 };
-void watchdog_set_handlers(WatchdogHandlers handlers);
+// Returns the handlers it replaces (a test puts them back).
+WatchdogHandlers watchdog_set_handlers(WatchdogHandlers handlers);
 
 // What this process waits on now, for answers to peers.
 struct CurrentWait {

@@ -48,6 +48,21 @@ gtest_discover_tests(llm_gpu_tests_emulated
   DISCOVERY_TIMEOUT 60
   PROPERTIES LABELS emulation ENVIRONMENT "${LLM_EMULATION_ENVIRONMENT}")
 
+# The trainer itself on the emulated backend (build/test/train_emulated,
+# never the repository's ./train), for the scripted runs: a stalled rank
+# over NCCL ends through the watchdog (stalled_rank_test.sh, cases nccl_*).
+add_executable(train_emulated ${PROJECT_SOURCE_DIR}/train.cpp)
+target_link_libraries(train_emulated PRIVATE llm_emulated)
+foreach(case nccl_ddp_np2 nccl_zero3_np2)
+  add_test(NAME emulated.mpi_stalled_rank_${case}
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/stalled_rank_test.sh $<TARGET_FILE:train_emulated> ${MPIEXEC_EXECUTABLE} ${case}
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(emulated.mpi_stalled_rank_${case} PROPERTIES
+    LABELS "emulation;mpi"
+    TIMEOUT 120
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1")
+endforeach()
+
 add_executable(llm_mpi_tests_emulated)
 target_link_libraries(llm_mpi_tests_emulated PRIVATE llm_mpi_test_objects llm_emulated GTest::gtest)
 # Collective results land 5 ms late (poisoned until then), so a compute
@@ -56,6 +71,9 @@ target_link_libraries(llm_mpi_tests_emulated PRIVATE llm_mpi_test_objects llm_em
 llm_add_mpi_test(NAME emulated.mpi_np2_gpu_modes NP 2 FILTER GpuModes.*
   EXECUTABLE llm_mpi_tests_emulated LABEL emulation
   ENVIRONMENT LLM_CUDA_EMULATION_COLLECTIVE_LATENCY_US=5000)
+# The watchdog tracks NCCL collectives and expires a host wait behind one.
+llm_add_mpi_test(NAME emulated.mpi_np2_nccl_watchdog NP 2 FILTER NcclWatchdog.*
+  EXECUTABLE llm_mpi_tests_emulated LABEL emulation)
 
 add_executable(llm_gpu_tests_tsan)
 target_link_libraries(llm_gpu_tests_tsan PRIVATE llm_gpu_test_objects llm_core

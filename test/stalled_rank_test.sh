@@ -8,7 +8,9 @@
 # complete.
 # usage: stalled_rank_test.sh <path to train> <mpiexec> <case>
 #   cases: ddp_np2 (stop rank 1 of 2), zero3_np4 (rank 2 of 4),
-#          mesh_np4 (rank 3 of a 2 x 2 tensor x pipeline mesh), skip_np2
+#          mesh_np4 (rank 3 of a 2 x 2 tensor x pipeline mesh), skip_np2;
+#          nccl_ddp_np2 (rank 1 of 2), nccl_zero3_np2 (rank 0 of 2): the CUDA
+#          backend over NCCL, run by the emulation's trainer (train_emulated)
 set -u
 train=$1
 mpiexec=$2
@@ -29,6 +31,10 @@ case $case in
   zero3_np4) ranks=4 stopped=2 flags+=(--parallel.mode=zero3) ;;
   mesh_np4) ranks=4 stopped=3
     flags+=(--parallel.tensor_parallel=2 --parallel.pipeline_parallel=2 --model.tie_embeddings=false) ;;
+  nccl_ddp_np2) ranks=2 stopped=1
+    flags+=(--parallel.mode=ddp --training.device=cuda --parallel.comm=nccl) ;;
+  nccl_zero3_np2) ranks=2 stopped=0
+    flags+=(--parallel.mode=zero3 --training.device=cuda --parallel.comm=nccl) ;;
   skip_np2) ranks=2 stopped=1 flags=("${flags[@]/--training.steps=100000/--training.steps=60}")
     export LLM_FAULT_SKIP_ALL_REDUCE_SUM=1:50 ;;
   *) fail "unknown case" ;;
@@ -79,7 +85,8 @@ fi
 # Every rank that could wrote its recorder; after a skip, the dumps show the
 # divergence. (A stopped rank may still write one: the job's teardown sends
 # SIGCONT before SIGTERM, and by then it may have caught up.)
-[ -f "$work/run/flight_recorder/rank_00000.json" ] || fail "rank 0 wrote no flight recorder"
+live=$(( stopped == 0 ? 1 : 0 ))
+[ -f "$work/run/flight_recorder/rank_0000$live.json" ] || fail "rank $live wrote no flight recorder"
 analysis=$(python3 tools/flight_recorder.py "$work/run")
 if [ "$case" = skip_np2 ]; then
   grep -q 'first divergence' <<<"$analysis" || fail "no divergence found: $analysis"

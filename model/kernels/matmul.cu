@@ -209,7 +209,7 @@ float time_algorithm(LtState& lt, const GemmPlan& plan, const cublasLtMatmulAlgo
   LLM_CUDA_CHECK(cudaEventRecord(lt.timing_start, compute_stream()));
   for (int i = 0; i < kTimedRuns; i++) LLM_CUBLAS_CHECK(run());
   LLM_CUDA_CHECK(cudaEventRecord(lt.timing_stop, compute_stream()));
-  LLM_CUDA_CHECK(cudaEventSynchronize(lt.timing_stop));
+  wait_for_event(lt.timing_stop);
   float milliseconds = 0.0f;
   LLM_CUDA_CHECK(cudaEventElapsedTime(&milliseconds, lt.timing_start, lt.timing_stop));
   return milliseconds;

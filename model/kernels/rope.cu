@@ -99,7 +99,7 @@ void rope_table(float* cos, float* sin, int T, int D, float theta) {
       cudaMemcpyAsync(cos, host_cos.data(), count * sizeof(float), cudaMemcpyHostToDevice, stream));
   LLM_CUDA_CHECK(
       cudaMemcpyAsync(sin, host_sin.data(), count * sizeof(float), cudaMemcpyHostToDevice, stream));
-  LLM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  wait_for_stream(stream);
 }
 
 template <class Storage>
