@@ -9,6 +9,7 @@
 #include <mpi.h>
 #include <nccl.h>
 
+#include <atomic>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -23,6 +24,11 @@ struct ncclComm {
   // issue order, two would not.
   std::mutex stream_mutex;
   std::optional<cudaStream_t> stream;
+
+  // Non-blocking creation: the state the creating thread leaves (set last,
+  // after everything else it writes), and its error message.
+  std::atomic<ncclResult_t> state{ncclSuccess};
+  std::string creation_error;
 };
 
 namespace cuda_emulation::nccl {

@@ -6,12 +6,14 @@
 // then MPI_Comm_create_group), never over the world, so groups on disjoint
 // ranks may be made at the same time; the creator checks every member's
 // arguments and all members get the same verdict, so a disagreement fails on
-// every member instead of hanging some.
+// every member instead of hanging some; a non-blocking creation runs that
+// exchange on a thread of its own and publishes its result last.
 #include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <future>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "cuda_emulation/nccl_mpi.h"
@@ -186,6 +188,8 @@ const char* ncclGetErrorString(ncclResult_t result) {
       return "invalid argument";
     case ncclInvalidUsage:
       return "invalid usage";
+    case ncclInProgress:
+      return "NCCL operation in progress";
   }
   return "unknown result code";
 }
@@ -207,57 +211,114 @@ ncclResult_t ncclGetUniqueId(ncclUniqueId* unique_id) {
   return ncclSuccess;
 }
 
-ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId comm_id, int rank) {
-  using namespace cuda_emulation::nccl;
-  if (!comm) return set_last_error(ncclInvalidArgument, "ncclCommInitRank: comm is NULL");
-  *comm = nullptr;
+namespace cuda_emulation::nccl {
+namespace {
+
+// What can be checked before talking to the other members: MPI's state, the
+// id, and (on the creator, who counts the others' hellos) nranks.
+ncclResult_t check_creation(const std::string& call, int nranks, const IdContents& id) {
   if (!mpi_active())
     return set_last_error(ncclInvalidUsage,
-                          "ncclCommInitRank: MPI is not initialized (the "
-                          "emulation runs NCCL over MPI)");
+                          call + ": MPI is not initialized (the emulation runs NCCL over MPI)");
   int thread_level = MPI_THREAD_SINGLE;
   MPI_Query_thread(&thread_level);
   if (thread_level < MPI_THREAD_MULTIPLE)
     return set_last_error(ncclInvalidUsage,
-                          "ncclCommInitRank: MPI was initialized with thread level " +
+                          call + ": MPI was initialized with thread level " +
                               std::to_string(thread_level) +
                               "; the NCCL emulation calls MPI from stream threads and needs "
                               "MPI_THREAD_MULTIPLE");
   int world_rank = 0, world_size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world_size);
-  IdContents id;
-  std::memcpy(&id, comm_id.internal, sizeof(id));
   if (id.magic != kIdMagic || id.creator < 0 || id.creator >= world_size)
     return set_last_error(ncclInvalidArgument,
-                          "ncclCommInitRank: comm_id was not made by ncclGetUniqueId in this job");
+                          call + ": comm_id was not made by ncclGetUniqueId in this job");
+  // The creator cannot count the hellos to wait for without a sane nranks:
+  // the other members are left waiting, as on NCCL.
+  if (world_rank == id.creator && (nranks < 1 || nranks > world_size))
+    return set_last_error(ncclInvalidArgument, call + ": nranks " + std::to_string(nranks) +
+                                                   " outside [1, " + std::to_string(world_size) +
+                                                   "] (the job's process count)");
+  return ncclSuccess;
+}
 
+// Meets the other members (blocking until every one has called) and fills
+// `comm`'s MPI communicator, rank and size.
+ncclResult_t join_members(const std::string& call, ncclComm& comm, int nranks, const IdContents& id,
+                          int rank) {
+  int world_rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
   std::vector<int> members;
-  std::string problem;
-  if (world_rank == id.creator) {
-    // The creator cannot count the hellos to wait for without a sane nranks:
-    // the other members are left waiting, as on NCCL.
-    if (nranks < 1 || nranks > world_size)
-      return set_last_error(ncclInvalidArgument,
-                            "ncclCommInitRank: nranks " + std::to_string(nranks) + " outside [1, " +
-                                std::to_string(world_size) + "] (the job's process count)");
-    problem = collect_members(id, nranks, rank, members);
-  } else {
-    problem = ask_creator_for_members(id, nranks, rank, members);
-  }
-  if (!problem.empty()) return set_last_error(ncclInvalidArgument, "ncclCommInitRank: " + problem);
+  const std::string problem = world_rank == id.creator
+                                  ? collect_members(id, nranks, rank, members)
+                                  : ask_creator_for_members(id, nranks, rank, members);
+  if (!problem.empty()) return set_last_error(ncclInvalidArgument, call + ": " + problem);
+  comm.mpi_comm = create_members_comm(members, id);
+  comm.rank = rank;
+  comm.size = nranks;
+  return ncclSuccess;
+}
+
+}  // namespace
+}  // namespace cuda_emulation::nccl
+
+ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId comm_id, int rank) {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  return ncclCommInitRankConfig(comm, nranks, comm_id, rank, &config);
+}
+
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId comm_id, int rank,
+                                    ncclConfig_t* config) {
+  using namespace cuda_emulation::nccl;
+  const std::string call = "ncclCommInitRank";
+  if (!comm) return set_last_error(ncclInvalidArgument, call + ": comm is NULL");
+  *comm = nullptr;
+  if (config && config->magic != 0xcafebeef)
+    return set_last_error(ncclInvalidArgument,
+                          call + ": config was not initialized with NCCL_CONFIG_INITIALIZER");
+  IdContents id;
+  std::memcpy(&id, comm_id.internal, sizeof(id));
+  if (ncclResult_t refused = check_creation(call, nranks, id); refused != ncclSuccess)
+    return refused;
 
   auto created = std::make_unique<ncclComm>();
-  created->mpi_comm = create_members_comm(members, id);
-  created->rank = rank;
-  created->size = nranks;
+  if (config && config->blocking == 0) {
+    // Made on a thread of its own; the caller polls ncclCommGetAsyncError.
+    // The thread writes `state` last: after that it touches nothing.
+    ncclComm* pending = created.release();
+    pending->state = ncclInProgress;
+    std::thread([pending, call, nranks, id, rank] {
+      const ncclResult_t result = join_members(call, *pending, nranks, id, rank);
+      if (result != ncclSuccess) pending->creation_error = ncclGetLastError(nullptr);
+      pending->state = result;
+    }).detach();
+    *comm = pending;
+    return ncclInProgress;
+  }
+  if (ncclResult_t failed = join_members(call, *created, nranks, id, rank); failed != ncclSuccess)
+    return failed;
   *comm = created.release();
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* async_error) {
+  using namespace cuda_emulation::nccl;
+  if (!comm || !async_error)
+    return set_last_error(ncclInvalidArgument,
+                          "ncclCommGetAsyncError: comm or async_error is NULL");
+  *async_error = comm->state;
+  if (*async_error != ncclSuccess && *async_error != ncclInProgress)
+    set_last_error(*async_error, comm->creation_error);
   return ncclSuccess;
 }
 
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   using namespace cuda_emulation::nccl;
   if (!comm) return ncclSuccess;  // as NCCL
+  if (comm->state == ncclInProgress)
+    return set_last_error(ncclInvalidUsage,
+                          "ncclCommDestroy: the communicator is still being made (abort it)");
   std::unique_ptr<ncclComm> owned(comm);
   if (!drain_stream(*comm))
     return set_last_error(ncclUnhandledCudaError,
@@ -275,7 +336,9 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm) {
 // in the MPI standard and the peers may never reach it, and work queued before
 // the failure may still be using the MPI communicator. The process is on its
 // way out, so leaking the MPI communicator costs nothing.
+// A communicator still being made is left to its creating thread (which
+// may wait forever for a lost member) and never freed.
 ncclResult_t ncclCommAbort(ncclComm_t comm) {
-  delete comm;
+  if (comm && comm->state != ncclInProgress) delete comm;
   return ncclSuccess;
 }

@@ -47,6 +47,9 @@ namespace {
   cuda::throw_cuda_error(call, error.c_str(), file, line);
 }
 
+// A call on a communicator: polled while NCCL reports it in progress.
+#define LLM_NCCL_SETTLE(comm, call) settle((comm), (call), #call, __FILE__, __LINE__)
+
 #define LLM_NCCL_CHECK(call)                                                \
   do {                                                                      \
     ncclResult_t llm_nccl_status_ = (call);                                 \
@@ -119,13 +122,13 @@ class NcclGroup : public Group {
     // group copies bit for bit (a broadcast never does arithmetic).
     static_assert(sizeof(ids) % sizeof(float) == 0, "NCCL ids are not a whole number of f32");
     host_->broadcast(ids, sizeof(ids) / (sizeof(float)), WireType::f32, /*root=*/0);
-    LLM_NCCL_CHECK(ncclCommInitRank(&gather_comm_, size_, ids[0], rank_));
-    LLM_NCCL_CHECK(ncclCommInitRank(&reduce_comm_, size_, ids[1], rank_));
-    LLM_NCCL_CHECK(ncclCommInitRank(&p2p_comm_, size_, ids[2], rank_));
     // The watchdog names this group as its host group was named; the host
     // group (barrier, all_reduce_sum) becomes "<label>/host".
     trace_.world_ranks = host_->trace().world_ranks;
     set_label(host_->trace().label);
+    gather_comm_ = make_communicator(ids[0]);
+    reduce_comm_ = make_communicator(ids[1]);
+    p2p_comm_ = make_communicator(ids[2]);
     // A stalled collective must not keep the GPU: the watchdog aborts the
     // communicators (the kernels waiting on a lost peer end) before MPI_Abort.
     watchdog_add_abort_hook(this, [this] { abort_communicators(); });
@@ -163,11 +166,11 @@ class NcclGroup : public Group {
   CommHandle all_reduce_async(void* data, size_t count, WireType type) override {
     count_all_reduce(count, type);
     if (count == 0) return {};
-    return enqueue(
-        cuda::reduce_stream(), issue("all_reduce", count, type), [&](cudaStream_t stream) {
-          LLM_NCCL_CHECK(
-              ncclAllReduce(data, data, count, nccl_type(type), ncclSum, reduce_comm_, stream));
-        });
+    return enqueue(cuda::reduce_stream(), issue("all_reduce", count, type),
+                   [&](cudaStream_t stream) {
+                     LLM_NCCL_SETTLE(reduce_comm_, ncclAllReduce(data, data, count, nccl_type(type),
+                                                                 ncclSum, reduce_comm_, stream));
+                   });
   }
 
   CommHandle reduce_scatter_async(const void* send, void* recv, size_t recv_count,
@@ -179,8 +182,9 @@ class NcclGroup : public Group {
     if (recv_count == 0) return {};
     return enqueue(cuda::reduce_stream(), issue("reduce_scatter", size_ * recv_count, type),
                    [&](cudaStream_t stream) {
-                     LLM_NCCL_CHECK(ncclReduceScatter(send, recv, recv_count, nccl_type(type),
-                                                      ncclSum, reduce_comm_, stream));
+                     LLM_NCCL_SETTLE(reduce_comm_,
+                                     ncclReduceScatter(send, recv, recv_count, nccl_type(type),
+                                                       ncclSum, reduce_comm_, stream));
                    });
   }
 
@@ -199,8 +203,9 @@ class NcclGroup : public Group {
     if (send_count == 0) return {};
     return enqueue(cuda::gather_stream(), issue("all_gather", size_ * send_count, type),
                    [&](cudaStream_t stream) {
-                     LLM_NCCL_CHECK(ncclAllGather(send, recv, send_count, nccl_type(type),
-                                                  gather_comm_, stream));
+                     LLM_NCCL_SETTLE(gather_comm_,
+                                     ncclAllGather(send, recv, send_count, nccl_type(type),
+                                                   gather_comm_, stream));
                    });
   }
 
@@ -209,11 +214,11 @@ class NcclGroup : public Group {
       throw_argument_error("broadcast", "root outside the group", __FILE__, __LINE__);
     count_broadcast(count, type);
     if (count == 0) return {};
-    return enqueue(
-        cuda::gather_stream(), issue("broadcast", count, type), [&](cudaStream_t stream) {
-          LLM_NCCL_CHECK(
-              ncclBroadcast(data, data, count, nccl_type(type), root, gather_comm_, stream));
-        });
+    return enqueue(cuda::gather_stream(), issue("broadcast", count, type),
+                   [&](cudaStream_t stream) {
+                     LLM_NCCL_SETTLE(gather_comm_, ncclBroadcast(data, data, count, nccl_type(type),
+                                                                 root, gather_comm_, stream));
+                   });
   }
 
   // Point-to-point messages run on their own communicator and stream, not on
@@ -228,7 +233,7 @@ class NcclGroup : public Group {
     count_send(count, type);
     if (count == 0) return {};
     return enqueue(cuda::p2p_stream(), issue("send", count, type, peer), [&](cudaStream_t stream) {
-      LLM_NCCL_CHECK(ncclSend(data, count, nccl_type(type), peer, p2p_comm_, stream));
+      LLM_NCCL_SETTLE(p2p_comm_, ncclSend(data, count, nccl_type(type), peer, p2p_comm_, stream));
     });
   }
 
@@ -236,7 +241,7 @@ class NcclGroup : public Group {
     check_peer("recv", peer);
     if (count == 0) return {};
     return enqueue(cuda::p2p_stream(), issue("recv", count, type, peer), [&](cudaStream_t stream) {
-      LLM_NCCL_CHECK(ncclRecv(data, count, nccl_type(type), peer, p2p_comm_, stream));
+      LLM_NCCL_SETTLE(p2p_comm_, ncclRecv(data, count, nccl_type(type), peer, p2p_comm_, stream));
     });
   }
 
@@ -264,7 +269,7 @@ class NcclGroup : public Group {
       ncclResult_t ended = ncclGroupEnd();
       if (queued != ncclSuccess)
         throw_nccl_error("ncclSend / ncclRecv", queued, __FILE__, __LINE__);
-      LLM_NCCL_CHECK(ended);
+      LLM_NCCL_SETTLE(p2p_comm_, ended);
     });
   }
 
@@ -290,6 +295,42 @@ class NcclGroup : public Group {
   double all_reduce_sum(double value) override { return host_->all_reduce_sum(value); }
 
  private:
+  // A communicator in NCCL's non-blocking mode, whose creation (collective
+  // over the members) is polled under the watchdog: a member that never
+  // arrives expires, named, instead of hanging the others at start-up.
+  ncclComm_t make_communicator(const ncclUniqueId& id) {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t comm = nullptr;
+    ncclResult_t status = ncclCommInitRankConfig(&comm, size_, id, rank_, &config);
+    if (status == ncclInProgress) {
+      const OpRecord& op = watchdog_issue(trace_, "nccl_init", 0, "-", "nccl");
+      watchdog_wait(trace_, op, [&] {
+        ncclCommGetAsyncError(comm, &status);
+        return status != ncclInProgress;
+      });
+    }
+    if (status != ncclSuccess) {
+      if (comm) ncclCommAbort(comm);
+      throw_nccl_error("ncclCommInitRankConfig", status, __FILE__, __LINE__);
+    }
+    return comm;
+  }
+
+  // A call on a non-blocking communicator may return ncclInProgress (NCCL
+  // connecting to a peer, say): it is polled to its end under the watchdog
+  // before anything else is called on `comm`.
+  static void settle(ncclComm_t comm, ncclResult_t status, const char* call, const char* file,
+                     int line) {
+    if (status == ncclInProgress) {
+      watchdog_wait_device("an NCCL call", [&] {
+        ncclCommGetAsyncError(comm, &status);
+        return status != ncclInProgress;
+      });
+    }
+    if (status != ncclSuccess) throw_nccl_error(call, status, file, line);
+  }
+
   // The watchdog's record of an operation about to be queued; `peer` marks a message.
   const OpRecord& issue(const char* name, size_t count, WireType type, int peer = -1) {
     return watchdog_issue(trace_, name, count * wire_bytes(type), to_string(type), "nccl", peer);

@@ -10,6 +10,7 @@
 
 #include <cuda_runtime.h>
 
+#include <climits>
 #include <cstddef>
 
 #define NCCL_UNIQUE_ID_BYTES 128
@@ -21,6 +22,7 @@ enum ncclResult_t {
   ncclInternalError = 3,
   ncclInvalidArgument = 4,
   ncclInvalidUsage = 5,
+  ncclInProgress = 7,  // a non-blocking communicator's creation is under way
 };
 
 enum ncclDataType_t {
@@ -40,12 +42,34 @@ struct ncclUniqueId {
 struct ncclComm;  // nccl_mpi.h: an MPI communicator over the members
 using ncclComm_t = ncclComm*;
 
+// A communicator's configuration: of NCCL's fields, the ones before
+// `blocking` and `blocking` itself (0: calls return at once, and the
+// creation is polled with ncclCommGetAsyncError).
+#define NCCL_CONFIG_UNDEF_INT INT_MIN
+struct ncclConfig_t {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  int blocking;
+};
+#define NCCL_CONFIG_INITIALIZER \
+  { sizeof(ncclConfig_t), 0xcafebeef, 0, NCCL_CONFIG_UNDEF_INT }
+
 const char* ncclGetErrorString(ncclResult_t result);
 // This thread's message from its last failed call, or "" (comm is unused).
 const char* ncclGetLastError(ncclComm_t comm);
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId* unique_id);
 ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId comm_id, int rank);
+// With config->blocking = 0, returns ncclInProgress at once with *comm set,
+// and makes the communicator on a thread of its own; the emulation's
+// collectives and messages never return ncclInProgress.
+ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId comm_id, int rank,
+                                    ncclConfig_t* config);
+// The communicator's state: ncclInProgress while it is being made, then
+// ncclSuccess or the creation's error (whose message ncclGetLastError then
+// gives on this thread).
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* async_error);
 ncclResult_t ncclCommDestroy(ncclComm_t comm);
 ncclResult_t ncclCommAbort(ncclComm_t comm);
 
