@@ -10,9 +10,10 @@
 // matched in the order they were issued; a single-rank group needs no special
 // casing for collectives (every one is a copy or a no-op), while a
 // point-to-point peer must be another member; every collective and every send
-// adds its traffic to the group's CommStats (a receive adds nothing); an MPI
-// group numbers every operation in its GroupTrace and waits on it under the
-// watchdog (runtime/watchdog.h; NCCL groups are not watched yet).
+// adds its traffic to the group's CommStats (a receive adds nothing); every
+// group numbers its operations in its GroupTrace and is watched
+// (runtime/watchdog.h): an MPI group waits on each under the watchdog, an
+// NCCL group has each tracked until its device has run it.
 #pragma once
 
 #include <cstddef>
