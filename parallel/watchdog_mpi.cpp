@@ -7,6 +7,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -176,17 +177,27 @@ std::string standing(const Answer& a, const OpRecord& op) {
   return text;
 }
 
-// Asks `op`'s members (a message's peer) where they stand; the ones that
-// never reached it, each with its standing.
+// Asks `op`'s members (a message's peer) where they stand, and every other
+// rank whether it answers at all; returns the members that never reached
+// `op`, each with its standing, then the other ranks that did not answer (a
+// lost host's ranks are named even when this rank waits on none of them).
 std::string diagnose(const OpRecord& op, const GroupTrace& trace) {
   const int me = world_rank();
-  std::vector<int> asked;
+  int world_size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  std::vector<int> asked;  // the members first, then the others
   if (op.collective) {
     for (int rank : trace.world_ranks) {
       if (rank != me) asked.push_back(rank);
     }
   } else {
     asked.push_back(op.peer);
+  }
+  const size_t members = asked.size();
+  for (int rank = 0; rank < world_size; ++rank) {
+    if (rank != me && std::find(asked.begin(), asked.end(), rank) == asked.end()) {
+      asked.push_back(rank);
+    }
   }
   std::vector<Answer> answers(asked.size());
   std::vector<MPI_Request> receives(asked.size());
@@ -212,8 +223,12 @@ std::string diagnose(const OpRecord& op, const GroupTrace& trace) {
     serve();
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  std::string missing;
+  std::string missing, silent;
   for (size_t i = 0; i < asked.size(); ++i) {
+    if (i >= members) {
+      if (!answered[i]) silent += fmt::format("{}{}", silent.empty() ? "" : ", ", asked[i]);
+      continue;
+    }
     std::string entry;
     if (!answered[i]) {
       entry = fmt::format(
@@ -226,7 +241,9 @@ std::string diagnose(const OpRecord& op, const GroupTrace& trace) {
     }
     if (!entry.empty()) missing += (missing.empty() ? "" : "; ") + entry;
   }
-  return missing.empty() ? "none: every member reached it, and it did not complete" : missing;
+  if (missing.empty()) missing = "none: every member reached it, and it did not complete";
+  if (!silent.empty()) missing += "; other ranks not answering: " + silent;
+  return missing;
 }
 
 [[noreturn]] void expire(const OpRecord& op, const GroupTrace& trace, double waited) {
