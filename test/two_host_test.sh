@@ -23,7 +23,8 @@ mpiexec=$2
 repo=$(pwd)
 timeout_s=3
 skip() { echo "SKIP: $*"; exit 77; }
-fail() { echo "FAIL: $*"; exit 1; }
+failed=0
+fail() { echo "FAIL: $*"; failed=1; exit 1; }
 [ "$(id -u)" = 0 ] || skip "network namespaces need root"
 command -v ip > /dev/null && command -v unshare > /dev/null || skip "ip or unshare is missing"
 
@@ -36,7 +37,8 @@ cleanup() {
     ip netns del "$ns" 2>/dev/null
     rm -rf "/etc/netns/$ns"
   done
-  rm -rf "$work"
+  # A failure keeps the logs (the runs' output and flight recorders).
+  if [ "$failed" = 1 ]; then echo "kept for inspection: $work"; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
 ip netns add "$ns_a" 2>/dev/null || skip "cannot create a network namespace here"
