@@ -18,6 +18,7 @@
 #include "runtime/bf16.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
+#include "runtime/fault_hooks.h"
 #include "parallel/comm.h"
 #include "parallel/watchdog_mpi.h"
 #include "runtime/watchdog.h"
@@ -218,7 +219,7 @@ class MpiGroup : public Group {
 
   double all_reduce_sum(double value) override {
     if (skips_this_all_reduce_sum()) return value;
-    const OpRecord& op = watchdog_issue(trace_, "all_reduce_sum", sizeof(double), "f64", "mpi");
+    const OpRecord& op = watchdog_issue(trace_, "all_reduce_sum", sizeof(double), "f64");
     double sum = 0;
     MPI_Request request;
     MPI_Iallreduce(&value, &sum, 1, MPI_DOUBLE, MPI_SUM, comm_, &request);
@@ -245,27 +246,16 @@ class MpiGroup : public Group {
     return request;
   }
 
-  const OpRecord& issue(const char* name, size_t count, WireType type, int peer = -1) {
-    return watchdog_issue(trace_, name, count * wire_bytes(type), to_string(type), "mpi", peer);
-  }
-
   // The test hook of docs/testing.md: LLM_FAULT_SKIP_ALL_REDUCE_SUM=R:N makes
   // world rank R skip its N-th all_reduce_sum, as a rank that lost track of
   // the collectives would, so that the watchdog's naming of it is tested.
   static bool skips_this_all_reduce_sum() {
-    static const std::pair<int, uint64_t> fault = [] {
-      const char* text = std::getenv("LLM_FAULT_SKIP_ALL_REDUCE_SUM");
-      int rank = -1;
-      unsigned long long n = 0;
-      if (!text || std::sscanf(text, "%d:%llu", &rank, &n) != 2)
-        return std::pair<int, uint64_t>{-1, 0};
-      return std::pair<int, uint64_t>{rank, n};
-    }();
-    static uint64_t calls = 0;
-    if (fault.first < 0) return false;
+    static const RankFault fault = rank_fault_from_env("LLM_FAULT_SKIP_ALL_REDUCE_SUM");
+    static int64_t calls = 0;
+    if (fault.rank < 0) return false;
     int world = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &world);
-    return world == fault.first && ++calls == fault.second;
+    return world == fault.rank && ++calls == fault.value;
   }
 
   MPI_Comm comm_;

@@ -125,6 +125,7 @@ class NcclGroup : public Group {
     // The watchdog names this group as its host group was named; the host
     // group (barrier, all_reduce_sum) becomes "<label>/host".
     trace_.world_ranks = host_->trace().world_ranks;
+    trace_.transport = "nccl";
     set_label(host_->trace().label);
     gather_comm_ = make_communicator(ids[0]);
     reduce_comm_ = make_communicator(ids[1]);
@@ -304,7 +305,7 @@ class NcclGroup : public Group {
     ncclComm_t comm = nullptr;
     ncclResult_t status = ncclCommInitRankConfig(&comm, size_, id, rank_, &config);
     if (status == ncclInProgress) {
-      const OpRecord& op = watchdog_issue(trace_, "nccl_init", 0, "-", "nccl");
+      const OpRecord& op = watchdog_issue(trace_, "nccl_init", 0, "-");
       watchdog_wait(trace_, op, [&] {
         ncclCommGetAsyncError(comm, &status);
         return status != ncclInProgress;
@@ -329,11 +330,6 @@ class NcclGroup : public Group {
       });
     }
     if (status != ncclSuccess) throw_nccl_error(call, status, file, line);
-  }
-
-  // The watchdog's record of an operation about to be queued; `peer` marks a message.
-  const OpRecord& issue(const char* name, size_t count, WireType type, int peer = -1) {
-    return watchdog_issue(trace_, name, count * wire_bytes(type), to_string(type), "nccl", peer);
   }
 
   // Ends every communicator now, without waiting for the peers (NCCL's

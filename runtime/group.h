@@ -156,6 +156,11 @@ class Group {
   void count_all_gather(size_t send_count, WireType type);
   void count_broadcast(size_t count, WireType type);
   void count_send(size_t count, WireType type);
+  // Records an operation of `count` elements about to be issued, for the
+  // watchdog (runtime/watchdog.h); `peer` marks a message.
+  const OpRecord& issue(const char* op, size_t count, WireType type, int peer = -1) {
+    return watchdog_issue(trace_, op, count * wire_bytes(type), to_string(type), peer);
+  }
   // Throws unless `peer` is another member of this group; `op` names the call
   // in the message ("send: peer 5 is outside the group of 4").
   void check_peer(const char* op, int peer) const;

@@ -47,7 +47,7 @@ struct State {
   // A host wait on device work: its operation (group "device") and start.
   bool in_device_wait = false;
   OpRecord device_work;
-  GroupTrace device_trace{"device", {}, 0, 0, 0};
+  GroupTrace device_trace{"device", {}, 0, 0, 0, "device"};
   std::vector<std::pair<const void*, std::function<void()>>> abort_hooks;
 };
 
@@ -115,7 +115,7 @@ CurrentWait watchdog_current_wait() {
 }
 
 const OpRecord& watchdog_issue(GroupTrace& trace, const char* op, uint64_t bytes, const char* dtype,
-                               const char* stream, int peer) {
+                               int peer) {
   State& s = state();
   OpRecord& record = s.ring[s.issued % s.ring.size()];
   record = OpRecord{};
@@ -129,7 +129,7 @@ const OpRecord& watchdog_issue(GroupTrace& trace, const char* op, uint64_t bytes
   }
   record.bytes = bytes;
   record.dtype = dtype;
-  record.stream = stream;
+  record.stream = trace.transport;
   record.enqueued = record.started = watchdog_clock();
   return record;
 }
@@ -232,7 +232,7 @@ void watchdog_wait_device(const char* what, const std::function<bool()>& done) {
   s.device_work.op = what;
   s.device_work.group = s.device_trace.label;
   s.device_work.dtype = "-";
-  s.device_work.stream = "device";
+  s.device_work.stream = s.device_trace.transport;
   s.device_work.seq = ++s.device_trace.collectives_entered;
   s.device_work.enqueued = s.device_work.started = watchdog_clock();
   s.in_device_wait = true;

@@ -44,6 +44,7 @@ struct GroupTrace {
   std::vector<int> world_ranks;  // member i's rank in the world
   uint64_t collectives_entered = 0, collectives_completed = 0;
   uint64_t messages_entered = 0;
+  const char* transport = "mpi";  // how its operations travel: "mpi", "nccl" (records' stream)
 };
 
 // One recorded operation; times in seconds since this process started.
@@ -56,14 +57,14 @@ struct OpRecord {
   int peer = -1;  // a message's other end, as a world rank
   uint64_t bytes = 0;
   const char* dtype = "";
-  const char* stream = "";                       // "mpi", "staged", "nccl"
+  const char* stream = "";                       // its group's transport: "mpi", "nccl"
   double enqueued = 0, started = 0, ended = -1;  // ended < 0: not waited for yet
 };
 
 // Records an operation that `trace`'s group issues now and numbers it.
 // `peer` (a member index) marks a point-to-point message.
 const OpRecord& watchdog_issue(GroupTrace& trace, const char* op, uint64_t bytes, const char* dtype,
-                               const char* stream, int peer = -1);
+                               int peer = -1);
 // Blocks until done() is true, polling it and serving the comm layer's
 // watchdog messages; past the timeout calls the expiry handler, which does
 // not return. Marks the operation completed.

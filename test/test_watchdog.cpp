@@ -35,6 +35,7 @@ class WatchdogTracking : public testing::Test {
          }});
     watchdog_configure({kTimeout, "", 16});
     trace_.label = "data";
+    trace_.transport = "nccl";
     trace_.world_ranks = {0, 1};
     watchdog_register(&trace_);
   }
@@ -47,8 +48,7 @@ class WatchdogTracking : public testing::Test {
   // Issues an operation and tracks it; the returned flag is its completion.
   std::shared_ptr<bool> track(const char* op, int peer = -1) {
     auto done = std::make_shared<bool>(false);
-    watchdog_track(trace_, watchdog_issue(trace_, op, 64, "f32", "nccl", peer),
-                   [done] { return *done; });
+    watchdog_track(trace_, watchdog_issue(trace_, op, 64, "f32", peer), [done] { return *done; });
     return done;
   }
 
@@ -98,8 +98,7 @@ TEST_F(WatchdogTracking, AHostWaitExpiresOnTheOldestPendingOperation) {
     EXPECT_GT(e.waited, kTimeout);
     EXPECT_LT(e.waited, kTimeout + 1.0);  // polled every 10 ms; 1 s is a loaded machine's slack
   }
-  // While it waited, peers were told it waits on that operation.
-  EXPECT_FALSE(watchdog_current_wait().waiting);  // and the wait is over now
+  EXPECT_FALSE(watchdog_current_wait().waiting);  // the expired wait is over
 }
 
 TEST_F(WatchdogTracking, PeersAreToldTheOperationTheDeviceIsStuckBehind) {
@@ -134,7 +133,7 @@ TEST_F(WatchdogTracking, AnMpiWaitAlsoExpiresOnAStuckDeviceOperation) {
   // the tracked operations, so it is the first past the timeout.
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   GroupTrace host{"data/host", {0, 1}, 0, 0, 0};
-  const OpRecord& op = watchdog_issue(host, "all_reduce_sum", 8, "f64", "mpi");
+  const OpRecord& op = watchdog_issue(host, "all_reduce_sum", 8, "f64");
   try {
     watchdog_wait(host, op, [] { return false; });
     FAIL() << "the wait did not expire";
@@ -147,8 +146,7 @@ TEST_F(WatchdogTracking, AnMpiWaitAlsoExpiresOnAStuckDeviceOperation) {
 TEST_F(WatchdogTracking, AGroupGoneDropsItsTrackedOperations) {
   GroupTrace other{"tensor", {0, 1}, 0, 0, 0};
   watchdog_register(&other);
-  watchdog_track(other, watchdog_issue(other, "all_gather", 4, "f32", "nccl"),
-                 [] { return false; });
+  watchdog_track(other, watchdog_issue(other, "all_gather", 4, "f32"), [] { return false; });
   track("all_reduce");
   EXPECT_EQ(watchdog_tracked_count(), 2u);
   watchdog_unregister(&other);

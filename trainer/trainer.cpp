@@ -4,10 +4,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <thread>
-#include <cstdlib>
 #include <chrono>
+#include <thread>
 #include <cmath>
 #include <filesystem>
 
@@ -24,6 +22,7 @@
 #include "parallel/pipeline_schedule.h"
 #include "interop/hf_llama.h"
 #include "runtime/cli_values.h"
+#include "runtime/fault_hooks.h"
 #include "runtime/watchdog.h"
 #include "parallel/checkpoint.h"
 #include "parallel/comm_nccl.h"
@@ -95,13 +94,8 @@ MetricsLog open_metrics(Config& config, int start_step) {
 // rank R compute MS milliseconds longer each step, a straggler for the
 // straggler report to find.
 void slow_step_for_tests(int world_rank) {
-  static const std::pair<int, int> slow = [] {
-    const char* text = std::getenv("LLM_FAULT_SLOW_STEP_MS");
-    int rank = -1, ms = 0;
-    if (!text || std::sscanf(text, "%d:%d", &rank, &ms) != 2) return std::pair{-1, 0};
-    return std::pair{rank, ms};
-  }();
-  if (slow.first == world_rank) std::this_thread::sleep_for(std::chrono::milliseconds(slow.second));
+  static const RankFault slow = rank_fault_from_env("LLM_FAULT_SLOW_STEP_MS");
+  if (slow.rank == world_rank) std::this_thread::sleep_for(std::chrono::milliseconds(slow.value));
 }
 
 }  // namespace

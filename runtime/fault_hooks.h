@@ -1,0 +1,22 @@
+// The test hooks of docs/testing.md, read from the environment: a fault
+// aimed at one world rank, "R:N" (rank R, a number N). Only the stalled-rank
+// and straggler tests set them; unset, every hook is off.
+//   LLM_FAULT_SKIP_ALL_REDUCE_SUM=R:N  rank R skips its N-th all_reduce_sum
+//                                      (parallel/comm_mpi.cpp)
+//   LLM_FAULT_SLOW_STEP_MS=R:MS        rank R computes MS ms longer each step
+//                                      (trainer/trainer.cpp)
+#pragma once
+
+#include <cstdint>
+
+namespace llm {
+
+struct RankFault {
+  int rank = -1;  // -1: off (unset or not "R:N")
+  int64_t value = 0;
+};
+
+// The hook named `variable`, read now (callers keep it in a static).
+RankFault rank_fault_from_env(const char* variable);
+
+}  // namespace llm
