@@ -83,7 +83,7 @@ add_test(NAME emulated_tsan.offload_and_zero3_steps
   COMMAND llm_gpu_tests_tsan --gtest_filter=GpuTrainer.OffloadAndZenFlowMatchTheDeviceOptimizer
   WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(emulated_tsan.offload_and_zero3_steps PROPERTIES LABELS emulation TIMEOUT 600
-  ENVIRONMENT "${LLM_EMULATION_ENVIRONMENT};TSAN_OPTIONS=halt_on_error=1")
+  ENVIRONMENT "${LLM_EMULATION_ENVIRONMENT};TSAN_OPTIONS=halt_on_error=1:suppressions=${CMAKE_CURRENT_SOURCE_DIR}/tsan_suppressions.txt")
 
 # The emulation's own tests: kernels of their own, compiled against it.
 add_executable(llm_emulation_tests emulation_test_emulator.cpp)
