@@ -23,7 +23,16 @@ namespace {
 
 // An 8-GPU node of H100s: ranks on one machine each take a device of their
 // own (as NCCL needs), all of them the process's host memory.
-constexpr int kDevices = 8;
+// LLM_CUDA_EMULATION_DEVICES=N makes it an N-GPU node (a one-GPU machine, to
+// rehearse several NCCL ranks on one GPU: tools/one_gpu_ranks.sh).
+int emulated_devices() {
+  static const int devices = [] {
+    const char* value = std::getenv("LLM_CUDA_EMULATION_DEVICES");
+    const int n = value ? std::atoi(value) : 8;
+    return n >= 1 && n <= 64 ? n : 8;
+  }();
+  return devices;
+}
 constexpr size_t kDeviceBytes = size_t{80} << 30;  // each, as cudaMemGetInfo reports
 constexpr size_t kAllocationAlignment = 256;       // cudaMalloc's
 
@@ -96,6 +105,10 @@ cudaError_t record(cudaError_t error) {
 
 }  // namespace
 
+bool cuda_emulation::is_device_range(const void* p, size_t bytes) {
+  return inside_device_allocation(p, bytes);
+}
+
 cudaError_t cuda_emulation::record_last_error(cudaError_t error) { return record(error); }
 
 const char* cudaGetErrorString(cudaError_t error) {
@@ -144,12 +157,12 @@ cudaError_t cudaPeekAtLastError() {
 
 cudaError_t cudaGetDeviceCount(int* count) {
   if (!count) return record(cudaErrorInvalidValue);
-  *count = kDevices;
+  *count = emulated_devices();
   return cudaSuccess;
 }
 
 cudaError_t cudaSetDevice(int device) {
-  return record(device >= 0 && device < kDevices ? cudaSuccess : cudaErrorInvalidDevice);
+  return record(device >= 0 && device < emulated_devices() ? cudaSuccess : cudaErrorInvalidDevice);
 }
 
 cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {

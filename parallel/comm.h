@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "runtime/group.h"
 
@@ -13,9 +14,13 @@ namespace llm {
 // The MPI world of this process (MPI is initialized on first use and
 // finalized at exit). Without mpirun it is a world of one.
 Group& comm_world();
-// Ranks of this process's node (for one-device-per-rank placement).
+// Ranks of this process's node (for one-device-per-rank placement), and each
+// one's NCCL_HOSTID ("" where unset; parallel/nccl_placement.h), in
+// node-local rank order. Found once, at the first call of any of the three,
+// which is collective over the world.
 int comm_local_rank();
 int comm_local_size();
+const std::vector<std::string>& comm_local_nccl_host_ids();
 // Prints "rank R: error: <message>" to stderr and takes every rank down
 // (MPI_Abort) so that no rank waits forever on a dead peer.
 [[noreturn]] void comm_abort(const std::string& message);

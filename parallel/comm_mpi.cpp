@@ -12,6 +12,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -288,7 +289,26 @@ MPI_Comm init_mpi_world() {
 
 struct NodeRanks {
   int rank = 0, size = 1;
+  std::vector<std::string> nccl_host_ids;
 };
+
+// Each member's `value`, in rank order (collective over `comm`).
+std::vector<std::string> gather_strings(MPI_Comm comm, int size, const std::string& value) {
+  const int length = static_cast<int>(value.size());
+  std::vector<int> lengths(size), offsets(size);
+  MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm);
+  int total = 0;
+  for (int r = 0; r < size; ++r) {
+    offsets[r] = total;
+    total += lengths[r];
+  }
+  std::string all(static_cast<size_t>(total), '\0');
+  MPI_Allgatherv(value.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(),
+                 MPI_CHAR, comm);
+  std::vector<std::string> values;
+  for (int r = 0; r < size; ++r) values.push_back(all.substr(offsets[r], lengths[r]));
+  return values;
+}
 
 const NodeRanks& node_ranks() {
   static NodeRanks node = [] {
@@ -298,6 +318,8 @@ const NodeRanks& node_ranks() {
     NodeRanks r;
     MPI_Comm_rank(node_comm, &r.rank);
     MPI_Comm_size(node_comm, &r.size);
+    const char* host_id = std::getenv("NCCL_HOSTID");
+    r.nccl_host_ids = gather_strings(node_comm, r.size, host_id ? host_id : "");
     MPI_Comm_free(&node_comm);
     return r;
   }();
@@ -313,6 +335,8 @@ Group& comm_world() {
 
 int comm_local_rank() { return node_ranks().rank; }
 int comm_local_size() { return node_ranks().size; }
+
+const std::vector<std::string>& comm_local_nccl_host_ids() { return node_ranks().nccl_host_ids; }
 
 void comm_abort(const std::string& message) {
   int rank = 0, size = 1;

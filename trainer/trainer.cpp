@@ -27,6 +27,7 @@
 #include "parallel/checkpoint.h"
 #include "parallel/comm_nccl.h"
 #include "parallel/comm_staged.h"
+#include "parallel/nccl_placement.h"
 #include "model/kernels/cpu_gemm_rate.h"
 #include "trainer/hf_weights_source.h"
 #include "trainer/step_meter.h"
@@ -62,10 +63,9 @@ std::unique_ptr<Group> device_group(const Config& config, Group& world) {
   cuda_use_device(comm_local_rank() % gpus);
   cuda_set_gemm_autotune(config.training.gemm_autotune);
   if (config.comm() == CommBackend::nccl) {
-    LLM_CHECK(comm_local_size() <= gpus,
-              "{}: {} ranks on this node share {} GPU(s); NCCL needs one GPU per rank (set "
-              "parallel.comm = mpi to share a GPU)",
-              config.path, comm_local_size(), gpus);
+    const NcclPlacement placement = nccl_placement(gpus);
+    LLM_CHECK(placement.admitted, "{}: {}", config.path, placement.reason);
+    if (placement.shared_gpu && world.rank() == 0) spdlog::warn("{}", placement.reason);
     return make_nccl_group(world);
   }
   return make_staged_group(world, cuda_memory());
