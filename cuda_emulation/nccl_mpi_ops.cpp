@@ -104,9 +104,17 @@ ncclResult_t check_mpi_count(const std::string& call, size_t count, int blocks) 
   return ncclSuccess;
 }
 
+// A buffer of `count` elements of `type`: NULL is refused at once, as NCCL
+// does; memory outside the device's allocations (host memory) fails as the
+// illegal address NCCL's kernels would meet on a GPU.
 ncclResult_t check_buffer(const std::string& call, const char* name, const void* buffer,
-                          size_t count) {
+                          size_t count, ncclDataType_t type) {
   if (count > 0 && !buffer) return refuse(ncclInvalidArgument, call + ": " + name + " is NULL");
+  if (count > 0 && !cuda_emulation::is_device_range(buffer, count * element_bytes(type)))
+    return refuse(ncclUnhandledCudaError,
+                  call + ": " + name + " is not device memory (" +
+                      std::to_string(count * element_bytes(type)) +
+                      " bytes outside every live allocation): an illegal address on a GPU");
   return ncclSuccess;
 }
 
@@ -269,7 +277,7 @@ ncclResult_t issue_message(const std::string& call, bool is_send, void* buffer, 
                            ncclDataType_t type, int peer, ncclComm_t comm, cudaStream_t stream) {
   NCCL_EMULATION_TRY(check_comm_and_type(call, comm, type));
   NCCL_EMULATION_TRY(check_mpi_count(call, count, 1));
-  NCCL_EMULATION_TRY(check_buffer(call, is_send ? "sendbuff" : "recvbuff", buffer, count));
+  NCCL_EMULATION_TRY(check_buffer(call, is_send ? "sendbuff" : "recvbuff", buffer, count, type));
   if (peer < 0 || peer >= comm->size)
     return refuse(ncclInvalidArgument, call + ": peer " + std::to_string(peer) + " outside [0, " +
                                            std::to_string(comm->size) + ")");
@@ -304,8 +312,8 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
   NCCL_EMULATION_TRY(check_comm_and_type(call, comm, datatype));
   NCCL_EMULATION_TRY(check_reduction(call, op));
   NCCL_EMULATION_TRY(check_mpi_count(call, count, 1));
-  NCCL_EMULATION_TRY(check_buffer(call, "sendbuff", sendbuff, count));
-  NCCL_EMULATION_TRY(check_buffer(call, "recvbuff", recvbuff, count));
+  NCCL_EMULATION_TRY(check_buffer(call, "sendbuff", sendbuff, count, datatype));
+  NCCL_EMULATION_TRY(check_buffer(call, "recvbuff", recvbuff, count, datatype));
   const size_t bytes = count * element_bytes(datatype);
   NCCL_EMULATION_TRY(
       check_in_place_or_apart(call, sendbuff == recvbuff, sendbuff, bytes, recvbuff, bytes));
@@ -335,8 +343,8 @@ ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
   NCCL_EMULATION_TRY(check_comm_and_type(call, comm, datatype));
   NCCL_EMULATION_TRY(check_reduction(call, op));
   NCCL_EMULATION_TRY(check_mpi_count(call, recvcount, comm->size));
-  NCCL_EMULATION_TRY(check_buffer(call, "sendbuff", sendbuff, recvcount));
-  NCCL_EMULATION_TRY(check_buffer(call, "recvbuff", recvbuff, recvcount));
+  NCCL_EMULATION_TRY(check_buffer(call, "sendbuff", sendbuff, recvcount * comm->size, datatype));
+  NCCL_EMULATION_TRY(check_buffer(call, "recvbuff", recvbuff, recvcount, datatype));
   const size_t chunk = recvcount * element_bytes(datatype);
   const bool in_place = recvbuff == static_cast<const char*>(sendbuff) + comm->rank * chunk;
   NCCL_EMULATION_TRY(
@@ -362,8 +370,8 @@ ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcoun
   NCCL_EMULATION_TRY(check_not_in_group(call));
   NCCL_EMULATION_TRY(check_comm_and_type(call, comm, datatype));
   NCCL_EMULATION_TRY(check_mpi_count(call, sendcount, comm->size));
-  NCCL_EMULATION_TRY(check_buffer(call, "sendbuff", sendbuff, sendcount));
-  NCCL_EMULATION_TRY(check_buffer(call, "recvbuff", recvbuff, sendcount));
+  NCCL_EMULATION_TRY(check_buffer(call, "sendbuff", sendbuff, sendcount, datatype));
+  NCCL_EMULATION_TRY(check_buffer(call, "recvbuff", recvbuff, sendcount * comm->size, datatype));
   const size_t chunk = sendcount * element_bytes(datatype);
   const bool in_place = sendbuff == static_cast<const char*>(recvbuff) + comm->rank * chunk;
   NCCL_EMULATION_TRY(
@@ -397,11 +405,11 @@ ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
   const bool is_root = comm->rank == root;
   const size_t bytes = count * element_bytes(datatype);
   if (is_root) {  // the other members' sendbuff is unused
-    NCCL_EMULATION_TRY(check_buffer(call, "sendbuff", sendbuff, count));
+    NCCL_EMULATION_TRY(check_buffer(call, "sendbuff", sendbuff, count, datatype));
     NCCL_EMULATION_TRY(
         check_in_place_or_apart(call, sendbuff == recvbuff, sendbuff, bytes, recvbuff, bytes));
   }
-  NCCL_EMULATION_TRY(check_buffer(call, "recvbuff", recvbuff, count));
+  NCCL_EMULATION_TRY(check_buffer(call, "recvbuff", recvbuff, count, datatype));
   NCCL_EMULATION_TRY(bind_stream(call, *comm, stream));
   if (count == 0) return ncclSuccess;
 

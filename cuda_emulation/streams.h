@@ -39,4 +39,9 @@ int stream_index(cudaStream_t stream);
 // Waits until every item queued so far on every stream has run.
 void wait_for_all_streams();
 
+// Whether [p, p + bytes) lies inside one live device allocation (the
+// runtime's memory table, runtime_api.cpp): what a library call that takes
+// device buffers, as NCCL's do, may touch.
+bool is_device_range(const void* p, size_t bytes);
+
 }  // namespace cuda_emulation

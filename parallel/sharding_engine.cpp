@@ -219,7 +219,12 @@ std::vector<float> ShardingEngine::gather_all_params() {
     }
   }
   if (topo_.model_parallel->size() > 1) {
-    topo_.model_parallel->all_reduce(all.data(), all.size(), WireType::f32);
+    // The group talks device memory (NCCL, or the staged group, on a GPU).
+    Arena scratch("assembled parameters", all.size() * sizeof(float), *be_.memory);
+    float* device = scratch.alloc<float>(all.size());
+    be_.memory->to_device(device, all.data(), all.size() * sizeof(float));
+    topo_.model_parallel->all_reduce(device, all.size(), WireType::f32);
+    be_.memory->to_host(all.data(), device, all.size() * sizeof(float));
   }
   return all;
 }
