@@ -9,9 +9,11 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <csignal>
 #include <deque>
 #include <filesystem>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <thread>
 #include <utility>
@@ -259,10 +261,28 @@ void watchdog_remove_abort_hooks(const void* owner) {
   std::erase_if(state().abort_hooks, [owner](const auto& hook) { return hook.first == owner; });
 }
 
-void watchdog_run_abort_hooks() {
+bool watchdog_run_abort_hooks(double seconds) {
   // Taken out first: a hook runs once even if the abort path is re-entered.
-  const auto hooks = std::exchange(state().abort_hooks, {});
-  for (const auto& [owner, hook] : hooks) hook();
+  auto hooks =
+      std::make_shared<decltype(State::abort_hooks)>(std::exchange(state().abort_hooks, {}));
+  if (hooks->empty()) return true;
+  // On a thread of its own, which is left behind if it does not finish: on
+  // an H100 (2026-11-26) ncclCommAbort did not return while a peer was
+  // stopped, and the job stayed up after the watchdog's line.
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  std::thread([hooks, done] {
+    for (const auto& [owner, hook] : *hooks) hook();
+    done->store(true);
+  }).detach();
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!done->load() && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (done->load()) return true;
+  std::fprintf(stderr,
+               "watchdog: the abort hooks (NCCL's communicators) did not return in %.0f s; "
+               "going down without them\n",
+               seconds);
+  return false;
 }
 
 double watchdog_total_wait_seconds() { return state().total_wait; }

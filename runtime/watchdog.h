@@ -86,10 +86,15 @@ void watchdog_wait_device(const char* what, const std::function<bool()>& done);
 
 // Run, in the order added, before the watchdog takes the job down (so that
 // NCCL's communicators are aborted and the GPU released); an owner removes
-// its hooks before it goes.
+// its hooks before it goes. The hooks get `seconds` in all, on a thread of
+// their own: a hook that does not return (ncclCommAbort can wait on a peer
+// that is stopped) is left behind, said so on stderr, and the job still goes
+// down.
+constexpr double kAbortHookSeconds = 5;
 void watchdog_add_abort_hook(const void* owner, std::function<void()> hook);
 void watchdog_remove_abort_hooks(const void* owner);
-void watchdog_run_abort_hooks();
+// Returns whether every hook returned in time.
+bool watchdog_run_abort_hooks(double seconds = kAbortHookSeconds);
 
 // What the comm layer plugs in (parallel/comm_mpi.cpp).
 struct WatchdogHandlers {

@@ -7,6 +7,8 @@
 // what the job's one line would name.
 #include <gtest/gtest.h>
 
+#include <future>
+
 #include <chrono>
 #include <memory>
 #include <string>
@@ -163,6 +165,24 @@ TEST(WatchdogAbortHooks, RunOnceInOrderAndCanBeRemoved) {
   watchdog_run_abort_hooks();
   watchdog_run_abort_hooks();  // re-entered: nothing runs twice
   EXPECT_EQ(ran, "ac");
+}
+
+// A hook that does not return (ncclCommAbort waiting on a stopped peer) is
+// left behind after its time: the job still goes down, at once after it.
+TEST(WatchdogAbortHooks, AHookThatHangsIsLeftBehindInTime) {
+  auto release = std::make_shared<std::promise<void>>();
+  std::shared_future<void> released = release->get_future().share();
+  int owner = 0;
+  watchdog_add_abort_hook(&owner, [released] { released.wait(); });
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(watchdog_run_abort_hooks(0.3));
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_GE(waited, 0.3);
+  EXPECT_LT(waited, 10.0);  // far from hanging, even on a loaded machine
+  release->set_value();     // lets the abandoned thread finish
+  watchdog_add_abort_hook(&owner, [] {});
+  EXPECT_TRUE(watchdog_run_abort_hooks(10.0));
 }
 
 }  // namespace
