@@ -19,6 +19,10 @@
 // stats_, every send its bytes; every operation is recorded and tracked by
 // the watchdog (runtime/watchdog.h) until its end event has passed, and an
 // expiry aborts the communicators (ncclCommAbort) before the job goes down.
+// A group of one member makes no communicator (one holds device memory, and
+// a mesh has many groups of one: with several ranks on one GPU they filled
+// it): its collectives are queued the same way, as a copy where the result
+// lands elsewhere and as nothing otherwise.
 #include <nccl.h>
 
 #include <cstdint>
@@ -116,7 +120,7 @@ class NcclGroup : public Group {
     // device NCCL is about to bind to as well.
     cuda::compute_stream();
     ncclUniqueId ids[3]{};  // gather, reduce, p2p
-    if (rank_ == 0)
+    if (rank_ == 0 && size_ > 1)
       for (ncclUniqueId& id : ids) LLM_NCCL_CHECK(ncclGetUniqueId(&id));
     // The ids are opaque bytes; they travel as f32 elements, which the MPI
     // group copies bit for bit (a broadcast never does arithmetic).
@@ -127,9 +131,11 @@ class NcclGroup : public Group {
     trace_.world_ranks = host_->trace().world_ranks;
     trace_.transport = "nccl";
     set_label(host_->trace().label);
-    gather_comm_ = make_communicator(ids[0]);
-    reduce_comm_ = make_communicator(ids[1]);
-    p2p_comm_ = make_communicator(ids[2]);
+    if (size_ > 1) {
+      gather_comm_ = make_communicator(ids[0]);
+      reduce_comm_ = make_communicator(ids[1]);
+      p2p_comm_ = make_communicator(ids[2]);
+    }
     // A stalled collective must not keep the GPU: the watchdog aborts the
     // communicators (the kernels waiting on a lost peer end) before MPI_Abort.
     watchdog_add_abort_hook(this, [this] { abort_communicators(); });
@@ -169,6 +175,7 @@ class NcclGroup : public Group {
     if (count == 0) return {};
     return enqueue(cuda::reduce_stream(), issue("all_reduce", count, type),
                    [&](cudaStream_t stream) {
+                     if (size_ == 1) return;
                      LLM_NCCL_SETTLE(reduce_comm_, ncclAllReduce(data, data, count, nccl_type(type),
                                                                  ncclSum, reduce_comm_, stream));
                    });
@@ -183,6 +190,7 @@ class NcclGroup : public Group {
     if (recv_count == 0) return {};
     return enqueue(cuda::reduce_stream(), issue("reduce_scatter", size_ * recv_count, type),
                    [&](cudaStream_t stream) {
+                     if (size_ == 1) return copy_alone(recv, send, chunk, stream);
                      LLM_NCCL_SETTLE(reduce_comm_,
                                      ncclReduceScatter(send, recv, recv_count, nccl_type(type),
                                                        ncclSum, reduce_comm_, stream));
@@ -204,6 +212,7 @@ class NcclGroup : public Group {
     if (send_count == 0) return {};
     return enqueue(cuda::gather_stream(), issue("all_gather", size_ * send_count, type),
                    [&](cudaStream_t stream) {
+                     if (size_ == 1) return copy_alone(recv, send, chunk, stream);
                      LLM_NCCL_SETTLE(gather_comm_,
                                      ncclAllGather(send, recv, send_count, nccl_type(type),
                                                    gather_comm_, stream));
@@ -217,6 +226,7 @@ class NcclGroup : public Group {
     if (count == 0) return {};
     return enqueue(cuda::gather_stream(), issue("broadcast", count, type),
                    [&](cudaStream_t stream) {
+                     if (size_ == 1) return;
                      LLM_NCCL_SETTLE(gather_comm_, ncclBroadcast(data, data, count, nccl_type(type),
                                                                  root, gather_comm_, stream));
                    });
@@ -339,6 +349,12 @@ class NcclGroup : public Group {
       if (*comm) ncclCommAbort(*comm);
       *comm = nullptr;
     }
+  }
+
+  // A group of one's reduce-scatter or all-gather: its one block, unless in place.
+  static void copy_alone(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
+    if (dst != src)
+      LLM_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream));
   }
 
   // Queues `nccl_call` on `comm` (the gather, reduce or p2p stream) behind
