@@ -53,7 +53,7 @@ gtest_discover_tests(llm_gpu_tests_emulated
 # over NCCL ends through the watchdog (stalled_rank_test.sh, cases nccl_*).
 add_executable(train_emulated ${PROJECT_SOURCE_DIR}/train.cpp)
 target_link_libraries(train_emulated PRIVATE llm_emulated)
-foreach(case nccl_ddp_np2 nccl_zero3_np2)
+foreach(case nccl_ddp_np2 nccl_zero3_np2 nccl_kill_ddp_np2)
   add_test(NAME emulated.mpi_stalled_rank_${case}
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/stalled_rank_test.sh $<TARGET_FILE:train_emulated> ${MPIEXEC_EXECUTABLE} ${case}
     WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
@@ -63,6 +63,23 @@ foreach(case nccl_ddp_np2 nccl_zero3_np2)
     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1")
 endforeach()
 
+# Several NCCL ranks on one (emulated) GPU: refused without per-rank host
+# ids, admitted through tools/one_gpu_ranks.sh in both of its forms; and the
+# user's command (llama8b.toml, shrunk; vocabulary 512 and sequence 64 for
+# the emulation's speed) on 4 ranks of one GPU: resume bit for
+# bit, then load at one rank as another mode.
+add_test(NAME emulated.one_gpu_ranks
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/one_gpu_ranks_test.sh $<TARGET_FILE:train_emulated> ${MPIEXEC_EXECUTABLE}
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+add_test(NAME emulated.mpi_user_command_np4
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/user_command_test.sh $<TARGET_FILE:train_emulated> ${MPIEXEC_EXECUTABLE}
+          4 ${PROJECT_SOURCE_DIR}/tools/one_gpu_ranks.sh -- --model.vocab_size=512 --training.seq_len=64
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(emulated.one_gpu_ranks emulated.mpi_user_command_np4 PROPERTIES
+  LABELS "emulation;mpi"
+  TIMEOUT 300
+  ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1;LLM_CUDA_EMULATION_DEVICES=1")
+
 add_executable(llm_mpi_tests_emulated)
 target_link_libraries(llm_mpi_tests_emulated PRIVATE llm_mpi_test_objects llm_emulated GTest::gtest)
 # Collective results land 5 ms late (poisoned until then), so a compute
@@ -71,6 +88,18 @@ target_link_libraries(llm_mpi_tests_emulated PRIVATE llm_mpi_test_objects llm_em
 llm_add_mpi_test(NAME emulated.mpi_np2_gpu_modes NP 2 FILTER GpuModes.*
   EXECUTABLE llm_mpi_tests_emulated LABEL emulation
   ENVIRONMENT LLM_CUDA_EMULATION_COLLECTIVE_LATENCY_US=5000)
+# The CUDA backend's matrix (test/mpi_test_gpu_matrix.cpp): every
+# data-parallel mode and the tensor x pipeline mesh, fp32 and bf16, over
+# NCCL and the host-staged group, at 2 and 4 ranks.
+foreach(np 2 4)
+  llm_add_mpi_test(NAME emulated.mpi_np${np}_gpu_matrix NP ${np} FILTER *GpuMatrix.*
+    EXECUTABLE llm_mpi_tests_emulated LABEL emulation)
+endforeach()
+# The same over NCCL with 4 ranks on one emulated GPU, each given its own
+# NCCL host id by tools/one_gpu_ranks.sh, as the device script runs it.
+llm_add_mpi_test(NAME emulated.mpi_np4_one_gpu_matrix NP 4 FILTER *GpuMatrix.*/nccl_*
+  EXECUTABLE llm_mpi_tests_emulated LABEL emulation
+  WRAPPER ${PROJECT_SOURCE_DIR}/tools/one_gpu_ranks.sh ENVIRONMENT LLM_CUDA_EMULATION_DEVICES=1)
 # The watchdog tracks NCCL collectives and expires a host wait behind one.
 llm_add_mpi_test(NAME emulated.mpi_np2_nccl_watchdog NP 2 FILTER NcclWatchdog.*
   EXECUTABLE llm_mpi_tests_emulated LABEL emulation)

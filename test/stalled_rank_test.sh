@@ -6,15 +6,22 @@
 # naming that rank, the flight recorder's dumps (tools/flight_recorder.py
 # finds a skipped collective's divergence), and the latest checkpoint
 # complete.
-# usage: stalled_rank_test.sh <path to train> <mpiexec> <case>
+# A killed rank (case nccl_kill_ddp_np2, SIGKILL) ends the job too, within
+# the same bound, with the rank named (by mpirun) and the checkpoint intact.
+# usage: stalled_rank_test.sh <path to train> <mpiexec> <case> [rank wrapper]
 #   cases: ddp_np2 (stop rank 1 of 2), zero3_np4 (rank 2 of 4),
 #          mesh_np4 (rank 3 of a 2 x 2 tensor x pipeline mesh), skip_np2;
-#          nccl_ddp_np2 (rank 1 of 2), nccl_zero3_np2 (rank 0 of 2): the CUDA
-#          backend over NCCL, run by the emulation's trainer (train_emulated)
+#          nccl_ddp_np2 (rank 1 of 2), nccl_zero3_np2 (rank 0 of 2),
+#          nccl_kill_ddp_np2 (kill rank 1 of 2): the CUDA backend over NCCL,
+#          run by the emulation's trainer (train_emulated), or on a GPU over
+#          real NCCL with tools/one_gpu_ranks.sh as the rank wrapper
 set -u
 train=$1
 mpiexec=$2
 case=$3
+wrapper=()
+[ -n "${4:-}" ] && wrapper=("$(readlink -f "$4")")
+signal=STOP
 timeout_s=6
 fail() { echo "FAIL ($case): $*"; exit 1; }
 work=$(mktemp -d /tmp/stalled_rank.XXXXXX)
@@ -35,12 +42,14 @@ case $case in
     flags+=(--parallel.mode=ddp --training.device=cuda --parallel.comm=nccl) ;;
   nccl_zero3_np2) ranks=2 stopped=0
     flags+=(--parallel.mode=zero3 --training.device=cuda --parallel.comm=nccl) ;;
+  nccl_kill_ddp_np2) ranks=2 stopped=1 signal=KILL
+    flags+=(--parallel.mode=ddp --training.device=cuda --parallel.comm=nccl) ;;
   skip_np2) ranks=2 stopped=1 flags=("${flags[@]/--training.steps=100000/--training.steps=60}")
     export LLM_FAULT_SKIP_ALL_REDUCE_SUM=1:50 ;;
   *) fail "unknown case" ;;
 esac
 
-"$mpiexec" -np "$ranks" --oversubscribe -x LLM_FAULT_SKIP_ALL_REDUCE_SUM "$train" \
+"$mpiexec" -np "$ranks" --oversubscribe -x LLM_FAULT_SKIP_ALL_REDUCE_SUM "${wrapper[@]}" "$train" \
   --config train_configs/tiny.toml "${flags[@]}" > "$work/job.log" 2>&1 &
 job=$!
 
@@ -65,31 +74,38 @@ start=$(date +%s.%N)
 if [ "$case" != skip_np2 ]; then
   pid=$(rank_pid "$stopped")
   [ -n "$pid" ] || fail "no process for rank $stopped"
-  kill -STOP "$pid"
+  kill -"$signal" "$pid"
 fi
 wait "$job"
 status=$?
-elapsed=$(echo "$(date +%s.%N) - $start" | bc)
+# awk, not bc: a bare GPU machine has no bc.
+elapsed=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 echo "$case: exit $status after ${elapsed} s (parallel.timeout ${timeout_s} s)"
-[ "$status" -eq 75 ] || fail "exit status $status, not 75: $(grep error "$work/job.log" | head -3)"
-(( $(echo "$elapsed <= $timeout_s + 10" | bc) )) || fail "took $elapsed s"
-line=$(grep -m1 'error: watchdog: .* never reached by' "$work/job.log") ||
-  fail "no watchdog line: $(grep -i error "$work/job.log" | head -3)"
-echo "$line"
-if [ "$case" = skip_np2 ]; then
-  grep -q "rank $stopped (at #" <<<"$line" || grep -q "^rank $stopped: error: watchdog" "$work/job.log" ||
-    fail "the skipping rank $stopped is not named"
-else
-  grep -q "rank $stopped (no answer" "$work/job.log" || fail "the stopped rank $stopped is not named"
+awk -v e="$elapsed" -v t="$timeout_s" 'BEGIN { exit !(e <= t + 10) }' || fail "took $elapsed s"
+if [ "$signal" = KILL ]; then
+  [ "$status" -ne 0 ] || fail "exit status 0 after a rank was killed"
+  grep -Eq "rank $stopped\b" "$work/job.log" || fail "the killed rank $stopped is not named: $(tail -5 "$work/job.log")"
 fi
-# Every rank that could wrote its recorder; after a skip, the dumps show the
-# divergence. (A stopped rank may still write one: the job's teardown sends
-# SIGCONT before SIGTERM, and by then it may have caught up.)
-live=$(( stopped == 0 ? 1 : 0 ))
-[ -f "$work/run/flight_recorder/rank_0000$live.json" ] || fail "rank $live wrote no flight recorder"
-analysis=$(python3 tools/flight_recorder.py "$work/run")
-if [ "$case" = skip_np2 ]; then
-  grep -q 'first divergence' <<<"$analysis" || fail "no divergence found: $analysis"
+[ "$signal" = KILL ] || [ "$status" -eq 75 ] || fail "exit status $status, not 75: $(grep error "$work/job.log" | head -3)"
+if [ "$signal" != KILL ]; then
+  line=$(grep -m1 'error: watchdog: .* never reached by' "$work/job.log") ||
+    fail "no watchdog line: $(grep -i error "$work/job.log" | head -3)"
+  echo "$line"
+  if [ "$case" = skip_np2 ]; then
+    grep -q "rank $stopped (at #" <<<"$line" || grep -q "^rank $stopped: error: watchdog" "$work/job.log" ||
+      fail "the skipping rank $stopped is not named"
+  else
+    grep -q "rank $stopped (no answer" "$work/job.log" || fail "the stopped rank $stopped is not named"
+  fi
+  # Every rank that could wrote its recorder; after a skip, the dumps show the
+  # divergence. (A stopped rank may still write one: the job's teardown sends
+  # SIGCONT before SIGTERM, and by then it may have caught up.)
+  live=$(( stopped == 0 ? 1 : 0 ))
+  [ -f "$work/run/flight_recorder/rank_0000$live.json" ] || fail "rank $live wrote no flight recorder"
+  analysis=$(python3 tools/flight_recorder.py "$work/run")
+  if [ "$case" = skip_np2 ]; then
+    grep -q 'first divergence' <<<"$analysis" || fail "no divergence found: $analysis"
+  fi
 fi
 latest=$(cat "$work/run/latest")
 [ -f "$work/run/$latest/meta.json" ] || fail "latest ($latest) is not a complete checkpoint"

@@ -13,9 +13,25 @@
 #               the tree defines; ninja -k 0: build all it can)
 #   linkage     ldd of the binaries: every kit library resolves into the kit
 #   ctest_gpu   ctest -L gpu
+#   nccl_matrix_np2  several NCCL ranks on the one GPU (tools/one_gpu_ranks.sh:
+#               a host id per rank, NCCL's socket transport), real NCCL:
+#               mpirun -np 2 llm_mpi_tests --gtest_filter='*GpuMatrix.*/nccl_*:GpuModes.Nccl*'
+#               (every data-parallel mode, TP2 and PP2, fp32 and bf16, against
+#               the single-rank GPU run); NCCL's INFO log of its first run is
+#               summarised (transports, version)
+#   user_command_np16  test/user_command_test.sh: `mpirun -np 16 ./train --config
+#               train_configs/llama8b.toml`, sizes shrunk, through the launcher: resume bit for
+#               bit, then the checkpoint loaded at 4 ranks as hybrid
+#   nccl_stop   test/stalled_rank_test.sh nccl_ddp_np2 and nccl_zero3_np2 through
+#               the launcher: a SIGSTOPped rank ends the job through the watchdog
+#               and ncclCommAbort
+#   nccl_kill   the same, nccl_kill_ddp_np2: a SIGKILLed rank
+#   nccl_matrix_np4  the matrix at 4 ranks (hybrid 2 x 2, TP2 x PP2, TP2 x zero3 x 2)
 #   gpu_modes   mpirun -np 2 llm_mpi_tests --gtest_filter=GpuModes*
 #   bench_124m  ./train bench --config train_configs/gpu_124m.toml
 #   bench_1b    ./train bench --config train_configs/gpu_1b.toml
+#   bench_8b    ./train bench on the Llama 3 8B shape (seq 8192) at 2 and 4 blocks,
+#               and the whole model's tokens/s per GPU derived from the two
 #   bench_offload ./train bench --offload on gpu_1b: device / ZeRO-Offload /
 #               delayed / ZenFlow step times, PCIe bytes and GPU idle (issue 15)
 #   generate_124m  two steps of the 124M shape on the tiny data (bf16), then
@@ -43,7 +59,13 @@
 #   --jobs N          (nproc, at most 16)
 #   --cuda-arch A     CMAKE_CUDA_ARCHITECTURES (90a)
 #   --steps LIST      comma-separated step names, run in the order above;
-#                     `all` (the default) = the GPU steps, env to contention
+#                     `all` (the default) = the GPU steps, env to contention;
+#                     `nccl` = what issue 43's device run needs: env, nvidia_smi,
+#                     configure, build, ctest_gpu and the nccl / user_command steps
+#   --emulated        rehearse the nccl and user_command steps here, without a GPU
+#                     or the kit: the emulated binaries of an existing `make test`
+#                     build (--build-dir, default build) on one emulated GPU
+#                     (LLM_CUDA_EMULATION_DEVICES=1)
 #   --deadline S      seconds for the whole script, 0 = none (570)
 #   --report FILE     ($OUT/gpu_report.txt, else BUILD_DIR/gpu_report.txt)
 set -uo pipefail
@@ -51,7 +73,9 @@ set -uo pipefail
 START=$(date +%s)
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$REPO"
-GPU_STEPS="env,nvidia_smi,mpi_smoke,configure,build,linkage,ctest_gpu,gpu_modes,bench_124m,bench_1b,bench_offload,generate_124m,contention"
+NCCL_STEPS="nccl_matrix_np2,user_command_np16,nccl_stop,nccl_kill,nccl_matrix_np4"
+GPU_STEPS="env,nvidia_smi,mpi_smoke,configure,build,linkage,ctest_gpu,$NCCL_STEPS,gpu_modes,bench_124m,bench_1b,bench_offload,generate_124m,contention"
+EMULATED=0
 KIT=gpu_kit/kit.tar.xz
 DEST=/tmp/gpu_kit
 BUILD=build-gpu
@@ -70,12 +94,21 @@ while [ $# -gt 0 ]; do
     --steps) STEPS=$2; shift ;;
     --deadline) DEADLINE=$2; shift ;;
     --report) REPORT=$2; shift ;;
+    --emulated) EMULATED=1 BUILD=build ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_on_gpu.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
-STEPS=${STEPS//all/$GPU_STEPS}
+expanded=
+for step in ${STEPS//,/ }; do
+  case $step in
+    all) expanded+=,$GPU_STEPS ;;
+    nccl) expanded+=,env,nvidia_smi,configure,build,ctest_gpu,$NCCL_STEPS ;;
+    *) expanded+=,$step ;;
+  esac
+done
+STEPS=${expanded#,}
 case $BUILD in /*) ;; *) BUILD=$REPO/$BUILD ;; esac
 [ -n "$REPORT" ] || REPORT=${OUT:+$OUT/gpu_report.txt}
 [ -n "$REPORT" ] || REPORT=$BUILD/gpu_report.txt
@@ -147,6 +180,14 @@ run_step() {
 # ---- the kit and the CUDA libraries (in this shell: they export the env) ----
 # shellcheck source=kit_env.sh
 . "$REPO/tools/gpu_kit/kit_env.sh"
+if [ "$EMULATED" = 1 ]; then
+  # The rehearsal: this machine's MPI, one emulated GPU, the NCCL steps only.
+  STEPS=$(tr ',' '\n' <<< "$STEPS" | grep -xF -f <(tr ',' '\n' <<< "$NCCL_STEPS") | paste -sd,)
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 LLM_CUDA_EMULATION_DEVICES=1
+  TRAIN=$BUILD/test/train_emulated MPI_TESTS=$BUILD/test/llm_mpi_tests_emulated
+  SUMMARY+=("$(printf '%-8s %-12s %s' NOTE emulated "CUDA emulation on the CPU, one emulated GPU: not a GPU result")")
+else
+TRAIN=./train MPI_TESTS=$BUILD/test/llm_mpi_tests
 KIT_LOG=$(mktemp)
 KIT_OK=0
 {   # a braced group runs in this shell: its exports stay
@@ -167,6 +208,7 @@ else
 fi
 { printf '==== [%s] kit\n' "$([ "$KIT_OK" = 1 ] && echo PASS || echo FAIL)"; cat "$KIT_LOG"; echo; } >> "$BODY"
 rm -f "$KIT_LOG"
+fi
 write_report
 
 # CMake and ninja: the PATH's, else the Python packages'.
@@ -226,10 +268,39 @@ run_step linkage 60 "
     ldd \"\$b\" | grep -E 'libmpi|open-pal|open-rte|pmix|hwloc|event_|spdlog|fmt|sentencepiece|toml|openblas' | grep -v $(q "$DEST") && bad=1
   done
   [ -x train ] && [ \$bad = 0 ]"
-run_step ctest_gpu 360 "$(q "$CTEST") --test-dir $(q "$BUILD") -L gpu --output-on-failure -j 4 --timeout 300"
+run_step ctest_gpu 240 "$(q "$CTEST") --test-dir $(q "$BUILD") -L gpu --output-on-failure -j 8 --timeout 200"
+# Several NCCL ranks on the one GPU, through the launcher (docs/gpu.md).
+LAUNCH=$REPO/tools/one_gpu_ranks.sh
+MPIRUN="$MPI_ENV mpirun --oversubscribe"
+run_step nccl_matrix_np2 200 "
+  mkdir -p /tmp/nccl_info && rm -f /tmp/nccl_info/*
+  NCCL_DEBUG=INFO NCCL_DEBUG_FILE=/tmp/nccl_info/%h.%p.log $MPIRUN -np 2 $(q "$LAUNCH") $(q "$MPI_TESTS") \
+    --gtest_filter='*GpuMatrix.DataParallelModes/nccl_*' && rc=0 || rc=1
+  echo '---- NCCL INFO, first run (version, transports, errors):'
+  cat /tmp/nccl_info/*.log 2>/dev/null | grep -E 'NCCL version|via |NET/|Init COMPLETE|WARN|NCCL_HOSTID' | sort | uniq -c | head -40
+  [ \$rc = 0 ] && $MPIRUN -np 2 $(q "$LAUNCH") $(q "$MPI_TESTS") \
+    --gtest_filter='*GpuMatrix.TensorAndPipelineMesh/nccl_*:GpuModes.Nccl*'"
+run_step user_command_np16 180 "bash test/user_command_test.sh $(q "$TRAIN") mpirun 16 $(q "$LAUNCH")"
+run_step nccl_stop 100 "bash test/stalled_rank_test.sh $(q "$TRAIN") mpirun nccl_ddp_np2 $(q "$LAUNCH") &&
+  bash test/stalled_rank_test.sh $(q "$TRAIN") mpirun nccl_zero3_np2 $(q "$LAUNCH")"
+run_step nccl_kill 60 "bash test/stalled_rank_test.sh $(q "$TRAIN") mpirun nccl_kill_ddp_np2 $(q "$LAUNCH")"
+run_step nccl_matrix_np4 200 "$MPIRUN -np 4 $(q "$LAUNCH") $(q "$MPI_TESTS") --gtest_filter='*GpuMatrix.*/nccl_*'"
 run_step gpu_modes 300 "$MPI_ENV mpirun -np 2 $(q "$BUILD")/test/llm_mpi_tests --gtest_filter='GpuModes*'"
 run_step bench_124m 240 "./train bench --config train_configs/gpu_124m.toml"
 run_step bench_1b 300 "./train bench --config train_configs/gpu_1b.toml"
+# The Llama 3 8B shape at sequence 8192, one micro-batch of one sequence, at
+# 2 and 4 blocks (the whole model does not fit one GPU with its optimizer):
+# a block's step time is half the difference, the rest is the embedding, the
+# head and the fixed costs; 32 blocks' tokens/s follow.
+run_step bench_8b 300 "
+  set -o pipefail
+  for layers in 2 4; do
+    ./train bench --config train_configs/llama8b.toml --model.n_layers=\$layers --training.batch_size=1 \
+      --training.sample_tokens=0 --data.tokenizer= --bench-steps 4 | tee /tmp/bench_8b_\$layers.txt || exit 1
+  done
+  ms() { awk '/step time/ { print \$3 }' /tmp/bench_8b_\$1.txt; }
+  awk -v a=\$(ms 2) -v b=\$(ms 4) 'BEGIN { block = (b - a) / 2; rest = a - 2 * block; full = rest + 32 * block;
+    printf \"8B shape: %.1f ms per block, %.1f ms the rest; 32 blocks: %.0f ms/step, %.0f tokens/s per GPU\\n\", block, rest, full, 8192 / full * 1000 }'"
 run_step bench_offload 300 "./train bench --config train_configs/gpu_1b.toml --offload --bench-steps 8"
 run_step generate_124m 180 "./train --config train_configs/gpu_124m.toml --data.train='data/tiny/train_*.bin' \
   --data.val='data/tiny/val_*.bin' --data.tokenizer=data/tiny/tokenizer.model --model.vocab_size=512 \
