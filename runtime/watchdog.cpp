@@ -80,6 +80,7 @@ void watchdog_configure(const WatchdogSettings& settings) {
   std::signal(SIGQUIT, on_dump_signal);
 }
 
+void watchdog_set_dump_dir(const std::string& dir) { state().settings.dump_dir = dir; }
 void watchdog_set_world_rank(int world_rank) { state().world_rank = world_rank; }
 const WatchdogSettings& watchdog_settings() { return state().settings; }
 

@@ -34,6 +34,9 @@ struct WatchdogSettings {
 // Applies `settings` from now on; installs the SIGQUIT handler that asks for
 // a recorder dump. `world_rank` names this process's files and lines.
 void watchdog_configure(const WatchdogSettings& settings);
+// Sets settings.dump_dir alone: the trainer names its run directory once the
+// run has started, so input found bad before that writes nothing.
+void watchdog_set_dump_dir(const std::string& dir);
 void watchdog_set_world_rank(int world_rank);
 const WatchdogSettings& watchdog_settings();
 

@@ -406,8 +406,8 @@ struct AdamwSettings {
 };
 
 // cuda against the CPU twin: the same formula, the same order of fp32
-// operations; only FMA contraction may differ (g++ -march=native and nvcc
-// each fuse some a*b+c), a rounding or two in m, v and the update. 1e-6
+// operations; only FMA contraction may differ (nvcc fuses some a*b+c, the
+// CPU library none), a rounding or two in m, v and the update. 1e-6
 // relative is ~8 ulps. The absolute floors cover values that cancel towards 0:
 // m (terms <= 0.1, so an ulp of them is < 1e-8) and params near 0 (left with
 // the update, up to a few lr, whose few-ulp error is < 2e-8). v is a sum of

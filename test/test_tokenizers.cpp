@@ -1,6 +1,7 @@
 // The tokenizers: UTF-8 replacement and the Llama 3 split against Python's
-// (bytes.decode(errors="replace") and the `regex` package with Llama 3's
-// pattern, their outputs pasted here), and every kind's ids against its
+// (bytes.decode(errors="replace"), its outputs pasted here, and the `regex`
+// package with Llama 3's pattern, in test/llama3_split_cases.h made by
+// tools/make_llama3_split_cases.py), and every kind's ids against its
 // reference library on the committed fixtures (test/data/tokenizers, made
 // by tools/make_tokenizer_fixtures.py).
 #include <gtest/gtest.h>
@@ -16,6 +17,7 @@
 #include "data/tokenizers/llama3_split.h"
 #include "data/utf8.h"
 #include "error_of.h"
+#include "test/llama3_split_cases.h"
 #include "runtime/file_io.h"
 #include "test/temp_dir.h"
 
@@ -49,33 +51,11 @@ TEST(Utf8, ReplacesMaximalIllFormedSubpartsAsPythonDoes) {
 }
 
 TEST(Llama3Split, SplitsAsTheRegexDoes) {
-  // (text, the `regex` package's findall(kLlama3SplitPattern, text))
-  const std::pair<std::string, std::vector<std::string>> cases[] = {
-      {"Hello world", {"Hello", " world"}},
-      {"I'M they'Re DON'T 'sup 'S x'll",
-       {"I", "'M", " they", "'Re", " DON", "'T", " '", "sup", " '", "S", " x", "'ll"}},
-      {"  two spaces\x09"
-       "and\x09tabs   \x0A\x0A  next",
-       {" ", " two", " spaces",
-        "\x09"
-        "and",
-        "\x09tabs", "   \x0A\x0A", " ", " next"}},
-      {"1234567 x12y 3.14159", {"123", "456", "7", " x", "12", "y", " ", "3", ".", "141", "59"}},
-      {"$foo !!!\x0D\x0A\x0D\x0A end  ", {"$foo", " !!!\x0D\x0A\x0D\x0A", " end", "  "}},
-      {"x'\xC5\xBFt", {"x", "'\xC5\xBF", "t"}},  // (?i) folds U+017F to s
-      {" \xC2\xA0\xE3\x80\x80x", {" \xC2\xA0", "\xE3\x80\x80x"}},
-      {"na\xC3\xAFve caf\xC3\xA9\x0D\x0A", {"na\xC3\xAFve", " caf\xC3\xA9", "\x0D\x0A"}},
-      {"\xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E\xE3\x81\xAE \xED\x95\x9C\xEA\xB5\xAD",
-       {"\xE6\x97\xA5\xE6\x9C\xAC\xE8\xAA\x9E\xE3\x81\xAE", " \xED\x95\x9C\xEA\xB5\xAD"}},
-      {"emoji \xF0\x9F\x91\x8D\xF0\x9F\x8F\xBD ok",
-       {"emoji", " \xF0\x9F\x91\x8D\xF0\x9F\x8F\xBD", " ok"}},
-      {"a\x0A \x0A b", {"a", "\x0A \x0A", " b"}},
-      {"   ", {"   "}},
-  };
-  for (const auto& [text, expected] : cases) {
+  // Each alternative of the pattern, with the `regex` package's pieces.
+  for (const test_support::Llama3SplitCase& c : test_support::kLlama3SplitCases) {
     std::vector<std::string> pieces;
-    llama3_split(text, [&](std::string_view piece) { pieces.emplace_back(piece); });
-    EXPECT_EQ(pieces, expected) << text;
+    llama3_split(c.text, [&](std::string_view piece) { pieces.emplace_back(piece); });
+    EXPECT_EQ(pieces, c.pieces) << c.alternative << ": " << c.text;
   }
 }
 

@@ -109,8 +109,10 @@ Trainer::Trainer(Config config, Group& world, const Backend* backend_override)
       spike_guard_(config_.training.spike_loss_factor, config_.training.spike_grad_norm_factor,
                    config_.training.spike_window) {
   const TrainingConfig& t = config_.training;
-  watchdog_configure({parse_duration_seconds(config_.parallel.timeout, "parallel.timeout"),
-                      config_.run_dir(),
+  // No recorder file yet: the run directory is written once run() starts, so
+  // bad input found here (data, tokenizer, a plan that does not fit) leaves
+  // nothing behind.
+  watchdog_configure({parse_duration_seconds(config_.parallel.timeout, "parallel.timeout"), "",
                       static_cast<size_t>(config_.parallel.flight_recorder_entries)});
   check_memory_fits(config_, topology_.plan, rank_memory_available(config_, comm_local_size()));
   // Everything the run reads is checked before step 1, not after hours.
@@ -329,6 +331,7 @@ void Trainer::run() {
     if (tokenizer_) tokenizer_->save_copy(run_tokenizer_dir(run_dir));
     metrics_ = open_metrics(config_, start_step_);
   }
+  watchdog_set_dump_dir(run_dir);
   stop_signal_install();
   const int stop_at = t.stop_at_step > 0 ? std::min(t.stop_at_step, t.steps) : t.steps;
   if (!resumed_from_.empty()) {

@@ -2,10 +2,11 @@
 // squared-norm on the CPU.
 // Invariant: both are elementwise over [0, n) so a shard gets the same bits as
 // the whole; the bf16 copy is to_bf16, as in cast_f32_to_bf16; sum_squares
-// adds fixed-size chunks, each in double, in chunk order, so its result does
-// not depend on the thread count.
+// adds fixed-size chunks, each in double in the order of cpu_lane_sum.h, in
+// chunk order, so its result depends on neither the thread count nor the CPU.
 #include "model/kernels/adamw.h"
 
+#include "model/kernels/cpu_lane_sum.h"
 #include <cmath>
 #include <vector>
 
@@ -41,10 +42,8 @@ void sum_squares(double* result, const float* x, size_t n) {
   for (size_t chunk = 0; chunk < n_chunks; chunk++) {
     const size_t begin = chunk * kSumChunk;
     const size_t end = begin + kSumChunk < n ? begin + kSumChunk : n;
-    double sum = 0.0;
-#pragma omp simd reduction(+ : sum)
-    for (size_t i = begin; i < end; i++) sum += (double)x[i] * x[i];
-    partial[chunk] = sum;
+    partial[chunk] = lane_sum<double>((int)(end - begin),
+                                      [&](int i) { return (double)x[begin + i] * x[begin + i]; });
   }
   double total = 0.0;
   for (double p : partial) total += p;

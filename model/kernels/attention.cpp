@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "model/kernels/cpu_exp.h"
+#include "model/kernels/cpu_lane_sum.h"
 #include "model/kernels/cpu_scratch.h"
 #include "model/kernels/cpu_tile_gemm.h"
 
@@ -29,10 +30,7 @@ constexpr int kBlock = 64;  // queries and keys per tile; a tile of keys (64 x D
 
 template <class Storage>
 inline float dot(const float* a, const Storage* b, int D) {
-  float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-  for (int d = 0; d < D; d++) sum += a[d] * to_float(b[d]);
-  return sum;
+  return lane_sum<float>(D, [&](int d) { return a[d] * to_float(b[d]); });
 }
 
 inline int round_up(int x, int multiple) { return (x + multiple - 1) / multiple * multiple; }
@@ -217,12 +215,10 @@ void attention_forward(Storage* out, float* lse, const Storage* qkv, int B, int 
             float max = p[0];
 #pragma omp simd reduction(max : max)
             for (int s = 0; s <= t; s++) max = p[s] > max ? p[s] : max;
-            float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-            for (int s = 0; s < n_keys; s++) {
+#pragma omp simd
+            for (int s = 0; s < n_keys; s++)
               p[s] = s <= t ? exp_vectorizable((p[s] - max) * scale) : 0.0f;
-              sum += p[s];
-            }
+            const float sum = lane_sum<float>(n_keys, [&](int s) { return p[s]; });
             inv_sums[i] = 1.0f / sum;
             lse[((size_t)b * H + h) * T + t] = max * scale + std::log(sum);
           }

@@ -5,9 +5,16 @@
 // A is read through two strides (row and column), so A and its transpose cost
 // the same; B and C are row-major with contiguous rows.
 // Invariant: every element of C is its old value plus the terms a[i][p] *
-// b[p][j] added one at a time in increasing p, whatever the blocking or the
-// caller's thread: results are bitwise reproducible.
+// b[p][j] added one at a time in increasing p, each as one fused
+// multiply-add (rounded once), whatever the blocking, the vector width or the
+// caller's thread: results are bitwise reproducible on every x86-64 CPU.
+// The fusion is written out, never left to the compiler's contraction, which
+// differs by target and tuning (docs/testing.md#determinism-which-runs-give-the-same-bits).
 #pragma once
+
+#if defined(__FMA__)
+#include <immintrin.h>
+#endif
 
 #include <cmath>
 #include <cstddef>
@@ -40,6 +47,20 @@ constexpr int kRows = 6;   // 6 x 2 accumulators, 2 loads of B and a broadcast: 
 #endif
 using Vec = float __attribute__((vector_size(kLanes * sizeof(float))));
 
+// acc += a * b per lane, rounded once: the FMA instruction where the target
+// has one, else std::fma lane by lane (exact in software, so a build without
+// FMA gives the same bits, only slower). Vectors pass by reference, keeping
+// them out of the calling convention.
+inline void add_product(Vec& acc, float a, const Vec& b) {
+#if defined(__AVX512F__)
+  acc = (Vec)_mm512_fmadd_ps(_mm512_set1_ps(a), (__m512)b, (__m512)acc);
+#elif defined(__FMA__)
+  acc = (Vec)_mm256_fmadd_ps(_mm256_set1_ps(a), (__m256)b, (__m256)acc);
+#else
+  for (int lane = 0; lane < kLanes; lane++) acc[lane] = std::fma(a, b[lane], acc[lane]);
+#endif
+}
+
 // C[0, R) x [0, NV lanes) += A[0, R) x [0, k) B[0, k) x [0, NV lanes): the
 // R x NV accumulators stay in registers for the whole loop over p. memcpy is
 // an unaligned vector load or store, and keeps vector types out of function
@@ -57,24 +78,12 @@ inline void block(TileC c, TileA a, TileB b, int k) {
     const float* a_p = a.a + p * a.col_stride;
     for (int r = 0; r < R; r++) {
       const float a_rp = a_p[r * a.row_stride];
-      for (int v = 0; v < NV; v++) acc[r][v] += a_rp * bv[v];
+      for (int v = 0; v < NV; v++) add_product(acc[r][v], a_rp, bv[v]);
     }
   }
   for (int r = 0; r < R; r++)
     for (int v = 0; v < NV; v++)
       std::memcpy(c.c + r * c.row_stride + v * kLanes, &acc[r][v], sizeof(Vec));
-}
-
-// sum + a * b as the vector blocks compute each term: fused where the target
-// has FMA (GNU C++ contracts their acc += a * b into one then), else a
-// product and a sum. Written out, so the single columns do not depend on
-// whether the compiler contracts or vectorizes their loop.
-inline float add_product(float sum, float a, float b) {
-#ifdef __FMA__
-  return std::fma(a, b, sum);
-#else
-  return sum + a * b;
-#endif
 }
 
 // All m rows of one column block of NV vectors: kRows at a time, then the rest.
@@ -132,7 +141,7 @@ inline void tile_gemm(TileC c, TileA a, TileB b, int m, int n, int k) {
     for (int i = 0; i < m; i++) {
       float sum = c.c[i * c.row_stride + j];
       for (int p = 0; p < k; p++)
-        sum = add_product(sum, a.a[i * a.row_stride + p * a.col_stride], b.b[p * b.row_stride + j]);
+        sum = std::fma(a.a[i * a.row_stride + p * a.col_stride], b.b[p * b.row_stride + j], sum);
       c.c[i * c.row_stride + j] = sum;
     }
   }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "model/kernels/cpu_exp.h"
+#include "model/kernels/cpu_lane_sum.h"
 
 namespace llm::cpu {
 
@@ -32,9 +33,7 @@ float row_logsumexp(const T* row, int V, std::vector<float>& scratch) {
   for (int v = 0; v < V; v++) max = to_float(row[v]) > max ? to_float(row[v]) : max;
 #pragma omp simd
   for (int v = 0; v < V; v++) exps[v] = exp_vectorizable(to_float(row[v]) - max);
-  double sum = 0.0;
-#pragma omp simd reduction(+ : sum)
-  for (int v = 0; v < V; v++) sum += exps[v];
+  const double sum = lane_sum<double>(V, [&](int v) { return (double)exps[v]; });
   return (float)(max + std::log(sum));
 }
 

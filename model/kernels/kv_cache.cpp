@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model/kernels/cpu_exp.h"
+#include "model/kernels/cpu_lane_sum.h"
 
 namespace llm::cpu {
 
@@ -50,18 +51,13 @@ void attention_cached(Storage* out, const Storage* qkv, const Storage* cache, in
           float max = -INFINITY;
           for (int s = 0; s < visible; s++) {
             const Storage* k = keys + s * cache_row;
-            float dot = 0.0f;
-#pragma omp simd reduction(+ : dot)
-            for (int d = 0; d < D; d++) dot += query[d] * to_float(k[d]);
+            const float dot = lane_sum<float>(D, [&](int d) { return query[d] * to_float(k[d]); });
             probs[s] = dot * scale;
             max = probs[s] > max ? probs[s] : max;
           }
-          float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-          for (int s = 0; s < visible; s++) {
-            probs[s] = exp_vectorizable(probs[s] - max);
-            sum += probs[s];
-          }
+#pragma omp simd
+          for (int s = 0; s < visible; s++) probs[s] = exp_vectorizable(probs[s] - max);
+          const float sum = lane_sum<float>(visible, [&](int s) { return probs[s]; });
           for (int d = 0; d < D; d++) acc[d] = 0.0f;
           for (int s = 0; s < visible; s++) {
             const Storage* v = values + s * cache_row;

@@ -6,6 +6,7 @@
 // accumulate (+=).
 #include "model/kernels/rmsnorm.h"
 
+#include "model/kernels/cpu_lane_sum.h"
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -24,9 +25,8 @@ void rmsnorm_forward(T* out, float* rstd, const T* inp, const T* weight, int N, 
   for (int n = 0; n < N; n++) {
     const T* x = inp + (size_t)n * C;
     T* y = out + (size_t)n * C;
-    double sum_sq = 0.0;
-#pragma omp simd reduction(+ : sum_sq)
-    for (int c = 0; c < C; c++) sum_sq += (double)to_float(x[c]) * to_float(x[c]);
+    const double sum_sq =
+        lane_sum<double>(C, [&](int c) { return (double)to_float(x[c]) * to_float(x[c]); });
     const float s = (float)(1.0 / std::sqrt(sum_sq / C + eps));
 #pragma omp simd
     for (int c = 0; c < C; c++) store(y + c, to_float(x[c]) * s * to_float(weight[c]));
@@ -44,9 +44,8 @@ void rmsnorm_backward(T* dinp, float* dweight, const T* dout, const T* inp, cons
     const T* dy = dout + (size_t)n * C;
     T* dx = dinp + (size_t)n * C;
     const float s = rstd[n];
-    float dot = 0.0f;  // sum_c w * dy * x
-#pragma omp simd reduction(+ : dot)
-    for (int c = 0; c < C; c++) dot += to_float(weight[c]) * to_float(dy[c]) * to_float(x[c]);
+    const float dot = lane_sum<float>(  // sum_c w * dy * x
+        C, [&](int c) { return to_float(weight[c]) * to_float(dy[c]) * to_float(x[c]); });
     const float coeff = dot * s * s / C;
 #pragma omp simd
     for (int c = 0; c < C; c++) {
