@@ -31,6 +31,7 @@
 #include "planning/offload_report.h"
 #include "planning/planner.h"
 #include "commands/scaling.h"
+#include "runtime/signal_thread.h"
 #include "runtime/system.h"
 #include "trainer/trainer.h"
 #include "data/prepare.h"
@@ -378,6 +379,9 @@ int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, BUFSIZ);
   llm::log_setup(0);
   try {
+    // Before any other thread exists: signals are then taken by a thread of
+    // their own, never by one that runs oneDNN's kernels (runtime/signal_thread.h).
+    llm::signal_thread_start();
     if (asks_for_help(argc, argv)) {
       std::fputs(kUsage, stdout);
       return 0;

@@ -1,24 +1,24 @@
-// The async-signal-safe flag behind stop_signal.h.
+// The async-signal-safe flag behind stop_signal.h. The handler runs on the
+// signal thread and the training loop reads the flag on the main thread, so
+// it is a lock-free atomic (safe in a handler, and ordered across threads).
 #include "runtime/stop_signal.h"
 
-#include <csignal>
-#include <initializer_list>
+#include <atomic>
 
 namespace llm {
 namespace {
 
-volatile std::sig_atomic_t g_stop_requested = 0;
+std::atomic<bool> g_stop_requested{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
 
-void on_stop_signal(int) { g_stop_requested = 1; }
+void on_stop_signal(int) { g_stop_requested = true; }
 
 }  // namespace
 
 void stop_signal_install() {
-  // SIGUSR1 / SIGUSR2 too: mpirun forwards them to every rank, while it
-  // answers SIGINT / SIGTERM by killing the ranks itself (docs/checkpoints.md).
-  for (int signal : {SIGTERM, SIGINT, SIGUSR1, SIGUSR2}) std::signal(signal, on_stop_signal);
+  for (int signal : kStopSignals) std::signal(signal, on_stop_signal);
 }
 
-bool stop_signal_received() { return g_stop_requested != 0; }
+bool stop_signal_received() { return g_stop_requested; }
 
 }  // namespace llm

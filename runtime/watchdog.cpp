@@ -77,7 +77,7 @@ void watchdog_configure(const WatchdogSettings& settings) {
   s.settings = settings;
   s.ring.assign(std::max<size_t>(settings.recorder_entries, 1), OpRecord{});
   s.issued = 0;
-  std::signal(SIGQUIT, on_dump_signal);
+  std::signal(kDumpSignal, on_dump_signal);
 }
 
 void watchdog_set_dump_dir(const std::string& dir) { state().settings.dump_dir = dir; }

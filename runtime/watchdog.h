@@ -13,6 +13,7 @@
 // peers.
 #pragma once
 
+#include <csignal>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -31,7 +32,10 @@ struct WatchdogSettings {
   std::string dump_dir;          // the run directory; "" writes no recorder file
   size_t recorder_entries = 2000;
 };
-// Applies `settings` from now on; installs the SIGQUIT handler that asks for
+// The signal that asks a process for a recorder dump; its handler runs on the
+// signal thread (signal_thread.h).
+inline constexpr int kDumpSignal = SIGQUIT;
+// Applies `settings` from now on; installs the kDumpSignal handler that asks for
 // a recorder dump. `world_rank` names this process's files and lines.
 void watchdog_configure(const WatchdogSettings& settings);
 // Sets settings.dump_dir alone: the trainer names its run directory once the

@@ -57,8 +57,10 @@ foreach(case nccl_ddp_np2 nccl_zero3_np2 nccl_kill_ddp_np2)
   add_test(NAME emulated.mpi_stalled_rank_${case}
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/stalled_rank_test.sh $<TARGET_FILE:train_emulated> ${MPIEXEC_EXECUTABLE} ${case}
     WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  # Alone: its bound, parallel.timeout + 10 s, has seconds to spare, not more.
   set_tests_properties(emulated.mpi_stalled_rank_${case} PROPERTIES
     LABELS "emulation;mpi"
+    RUN_SERIAL TRUE
     TIMEOUT 120
     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1")
 endforeach()

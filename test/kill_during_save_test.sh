@@ -59,7 +59,14 @@ echo "SIGKILL: ${landed} of 5 kills interrupted a save; latest always complete; 
 rm -rf "$tmp/run"
 "$mpiexec" -np 2 --oversubscribe "$train" "${args[@]}" --checkpoint.interval=0 > "$tmp/term.txt" 2>&1 &
 job=$!
-sleep 2.5
+# After a step, not after a fixed sleep: on a loaded machine the ranks may not
+# have reached training (and its stop handler) within any given time.
+for _ in $(seq 600); do
+  grep -q "step     1/" "$tmp/term.txt" && break
+  kill -0 "$job" 2>/dev/null || { cat "$tmp/term.txt"; fail "SIGTERM: the run ended before step 1"; }
+  sleep 0.1
+done
+grep -q "step     1/" "$tmp/term.txt" || fail "SIGTERM: no step 1 within 60 s"
 pkill -TERM -P "$job"  # the ranks, as a batch scheduler signals them
 wait "$job"
 rc=$?
