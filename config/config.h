@@ -247,6 +247,7 @@ struct TrainingConfig {
   Device device = Device::cpu;
   AttentionKernel attention = AttentionKernel::automatic;
   bool gemm_autotune = false;
+  bool deterministic = true;
 
   template <class V>
   void visit_fields(V&& v) {
@@ -257,6 +258,9 @@ struct TrainingConfig {
     v("gemm_autotune", gemm_autotune,
       "GPU: time cuBLASLt's top algorithms per GEMM shape and keep the fastest (faster; the bits "
       "may then differ between runs); off: the heuristic's first, the same bits every run");
+    v("deterministic", deterministic,
+      "GPU: the same bits every run (cuDNN's deterministic attention backward); false: its "
+      "fastest backward, which sums with atomics (the bits may differ between runs)");
     v("steps", steps, "optimizer steps of the whole run (sets the LR schedule)");
     v("stop_at_step", stop_at_step,
       "stop (and save) after this step, e.g. at a job's time limit (0 = steps)");

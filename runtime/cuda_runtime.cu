@@ -265,6 +265,12 @@ void cuda_set_gemm_autotune(bool on) { gemm_autotune_on = on; }
 bool cuda::gemm_autotune() { return gemm_autotune_on; }
 
 namespace {
+bool deterministic_on = true;
+}
+void cuda_set_deterministic(bool on) { deterministic_on = on; }
+bool cuda::deterministic() { return deterministic_on; }
+
+namespace {
 struct MemoryInfo {
   size_t free = 0, total = 0;
 };

@@ -47,6 +47,9 @@ void wait_for_event(cudaEvent_t event);
 // Whether GEMM algorithms are timed per shape (cuda_set_gemm_autotune in
 // runtime/device.h; off by default).
 bool gemm_autotune();
+// Whether library kernels must give the same bits every run
+// (cuda_set_deterministic in runtime/device.h).
+bool deterministic();
 
 // A kernel family's device temporaries (sort buffers, partial sums) sized by
 // the call: reserve() grows the buffer, stream-ordered on the compute stream

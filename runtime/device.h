@@ -38,6 +38,12 @@ void cuda_use_device(int ordinal);
 // the shape's first call and the fastest kept (model/kernels/matmul.cu), which
 // two processes may pick differently. Set before the first GEMM.
 void cuda_set_gemm_autotune(bool on);
+// training.deterministic: on (the default), cuDNN's attention backward runs
+// its deterministic algorithm, so a config and seed give the same bits run
+// after run; off, its fastest one, which sums with atomics
+// (model/cudnn/attention_cudnn.cpp). The flash kernel is deterministic
+// either way. Set before the first backward.
+void cuda_set_deterministic(bool on);
 // cudaMalloc'ed memory with copies on the compute stream.
 const DeviceMemory& cuda_memory();
 // Free bytes on the current CUDA device.

@@ -17,6 +17,8 @@ void cuda_use_device(int) {
 
 void cuda_set_gemm_autotune(bool) {}  // no GEMMs to tune
 
+void cuda_set_deterministic(bool) {}  // no library kernels to choose
+
 size_t cuda_free_bytes() { return 0; }
 
 size_t cuda_used_bytes() { return 0; }

@@ -62,6 +62,7 @@ std::unique_ptr<Group> device_group(const Config& config, Group& world) {
         config.training.attention == AttentionKernel::automatic ? "= auto resolves to" : "runs");
   cuda_use_device(comm_local_rank() % gpus);
   cuda_set_gemm_autotune(config.training.gemm_autotune);
+  cuda_set_deterministic(config.training.deterministic);
   if (config.comm() == CommBackend::nccl) {
     const NcclPlacement placement = nccl_placement(gpus);
     LLM_CHECK(placement.admitted, "{}: {}", config.path, placement.reason);

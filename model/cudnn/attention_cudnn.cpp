@@ -7,7 +7,8 @@
 // log-sum-exp of the scaled scores, which is exactly what the flash kernel
 // writes, so either kernel's forward can feed the other's backward.
 // A graph is built once per shape (heuristics mode A; the backward with
-// cuDNN's deterministic algorithm) and cached for the process. A shape cuDNN
+// cuDNN's deterministic algorithm unless training.deterministic = false) and
+// cached for the process. A shape cuDNN
 // refuses, or pointers off 16-byte alignment, run the flash kernel instead,
 // with one warning per shape giving cuDNN's reason.
 // Invariants: every call is queued on the compute stream (cudnnSetStream) and
@@ -43,6 +44,7 @@ enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kDO, kDQ, kDK, kDV };
 struct Shape {
   int B, T, H, KV, D;
   bool backward;
+  bool deterministic;  // the backward's algorithm (cuda::deterministic())
   auto operator<=>(const Shape&) const = default;
 };
 
@@ -69,8 +71,9 @@ cudnnHandle_t handle() {
 }
 
 std::string describe(const Shape& s) {
-  return fmt::format("{} B={} T={} H={} KV={} D={}", s.backward ? "backward" : "forward", s.B, s.T,
-                     s.H, s.KV, s.D);
+  return fmt::format("{}{} B={} T={} H={} KV={} D={}", s.backward ? "backward" : "forward",
+                     s.backward && !s.deterministic ? " (non-deterministic)" : "", s.B, s.T, s.H,
+                     s.KV, s.D);
 }
 
 // The graph of one shape: forward (q, k, v -> out, stats) or backward
@@ -119,7 +122,7 @@ std::shared_ptr<fe::graph::Graph> build_graph(const Shape& s, std::string& why_n
                                                  .set_name("attention_backward")
                                                  .set_causal_mask(true)
                                                  .set_attn_scale(scale)
-                                                 .set_deterministic_algorithm(true));
+                                                 .set_deterministic_algorithm(s.deterministic));
     head_view(dq->set_output(true).set_uid(kDQ), H, qkv_row);
     head_view(dk->set_output(true).set_uid(kDK), s.KV, qkv_row);
     head_view(dv->set_output(true).set_uid(kDV), s.KV, qkv_row);
@@ -182,7 +185,7 @@ const Plan* usable_plan(const Shape& s, std::initializer_list<const void*> point
 }  // namespace
 
 void attention_forward(Bf16* out, float* lse, const Bf16* qkv, int B, int T, int H, int KV, int D) {
-  const Shape s{B, T, H, KV, D, false};
+  const Shape s{B, T, H, KV, D, false, true};
   const Bf16* k = qkv + static_cast<size_t>(H) * D;
   const Bf16* v = k + static_cast<size_t>(KV) * D;
   const Plan* plan = usable_plan(s, {qkv, k, v, out, lse});
@@ -197,7 +200,7 @@ void attention_forward(Bf16* out, float* lse, const Bf16* qkv, int B, int T, int
 
 void attention_backward(Bf16* dqkv, const Bf16* dout, const Bf16* qkv, const Bf16* out,
                         const float* lse, int B, int T, int H, int KV, int D) {
-  const Shape s{B, T, H, KV, D, true};
+  const Shape s{B, T, H, KV, D, true, cuda::deterministic()};
   const size_t k_at = static_cast<size_t>(H) * D, v_at = k_at + static_cast<size_t>(KV) * D;
   const Plan* plan =
       usable_plan(s, {qkv, qkv + k_at, qkv + v_at, dqkv, dqkv + k_at, dqkv + v_at, dout, out, lse});

@@ -30,6 +30,8 @@
 #   gpu_modes   mpirun -np 2 llm_mpi_tests --gtest_filter=GpuModes*
 #   bench_124m  ./train bench --config train_configs/gpu_124m.toml
 #   bench_1b    ./train bench --config train_configs/gpu_1b.toml
+#   bench_1b_fast_backward  the same with training.deterministic = false (cuDNN's
+#               non-deterministic attention backward) and the op profile
 #   bench_8b    ./train bench on the Llama 3 8B shape (seq 8192) at 2 and 4 blocks,
 #               and the whole model's tokens/s per GPU derived from the two
 #   bench_offload ./train bench --offload on gpu_1b: device / ZeRO-Offload /
@@ -61,7 +63,8 @@
 #   --steps LIST      comma-separated step names, run in the order above;
 #                     `all` (the default) = the GPU steps, env to contention;
 #                     `nccl` = what issue 43's device run needs: env, nvidia_smi,
-#                     configure, build, ctest_gpu and the nccl / user_command steps
+#                     configure, build, ctest_gpu and the nccl / user_command steps;
+#                     `bench` = the speed steps (124M, 1B both backwards, the 8B shape)
 #   --emulated        rehearse the nccl and user_command steps here, without a GPU
 #                     or the kit: the emulated binaries of an existing `make test`
 #                     build (--build-dir, default build) on one emulated GPU
@@ -74,7 +77,7 @@ START=$(date +%s)
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$REPO"
 NCCL_STEPS="nccl_matrix_np2,user_command_np16,nccl_stop,nccl_kill,nccl_matrix_np4"
-GPU_STEPS="env,nvidia_smi,mpi_smoke,configure,build,linkage,ctest_gpu,$NCCL_STEPS,gpu_modes,bench_124m,bench_1b,bench_offload,generate_124m,contention"
+GPU_STEPS="env,nvidia_smi,mpi_smoke,configure,build,linkage,ctest_gpu,$NCCL_STEPS,gpu_modes,bench_124m,bench_1b,bench_1b_fast_backward,bench_8b,bench_offload,generate_124m,contention"
 EMULATED=0
 KIT=gpu_kit/kit.tar.xz
 DEST=/tmp/gpu_kit
@@ -105,6 +108,7 @@ for step in ${STEPS//,/ }; do
   case $step in
     all) expanded+=,$GPU_STEPS ;;
     nccl) expanded+=,env,nvidia_smi,configure,build,ctest_gpu,$NCCL_STEPS ;;
+    bench) expanded+=,env,nvidia_smi,configure,build,bench_124m,bench_1b,bench_1b_fast_backward,bench_8b ;;
     *) expanded+=,$step ;;
   esac
 done
@@ -288,6 +292,7 @@ run_step nccl_matrix_np4 200 "$MPIRUN -np 4 $(q "$LAUNCH") $(q "$MPI_TESTS") --g
 run_step gpu_modes 300 "$MPI_ENV mpirun -np 2 $(q "$BUILD")/test/llm_mpi_tests --gtest_filter='GpuModes*'"
 run_step bench_124m 240 "./train bench --config train_configs/gpu_124m.toml"
 run_step bench_1b 300 "./train bench --config train_configs/gpu_1b.toml"
+run_step bench_1b_fast_backward 300 "./train bench --config train_configs/gpu_1b.toml --training.deterministic=false --profile"
 # The Llama 3 8B shape at sequence 8192, one micro-batch of one sequence, at
 # 2 and 4 blocks (the whole model does not fit one GPU with its optimizer):
 # a block's step time is half the difference, the rest is the embedding, the
