@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <vector>
@@ -137,19 +138,27 @@ void measure_rows(const std::vector<RankedPlanRow>& ranked, const RankedPlanRow*
     if (i < count || &ranked[i] == best) rows.push_back(i);
   }
   LLM_CHECK(best && !rows.empty(), "./train plan --measure: no ranked row to measure");
-  std::vector<double> measured;
+  LLM_CHECK(o.run.repeats >= 1, "--repeats: expected at least 1 run per row");
+  // Round-robin over the rows, R rounds, keeping each row's fastest: a burst
+  // of load from other jobs then disturbs one run of several rows, not every
+  // run of one.
+  MeasureOptions once = o.run;
+  once.repeats = 1;
+  std::vector<double> measured(rows.size(), std::numeric_limits<double>::infinity());
+  for (int round = 0; round < o.run.repeats; ++round) {
+    for (size_t k = 0; k < rows.size(); ++k) {
+      const Config& c = ranked[rows[k]].row.config;
+      fmt::print(stderr, "measuring {} ...\n", command_line(c, o.world));
+      measured[k] = std::min(measured[k], measure_step_seconds(c.path, c.overrides, o.world, once));
+    }
+  }
   fmt::print(
-      "\nmeasured here (median step, the fastest of {} run(s) each):\n{:>3} {:>13} {:>13} "
-      "{:>8}\n",
+      "\nmeasured here (median step, the fastest of {} run(s) each):\n{:>3} {:>13} {:>13} {:>8}\n",
       o.run.repeats, "#", "predicted ms", "measured ms", "error");
-  for (size_t i : rows) {
-    const Config& c = ranked[i].row.config;
-    fmt::print(stderr, "measuring {} ...\n", command_line(c, o.world));
-    measured.push_back(measure_step_seconds(c.path, c.overrides, o.world, o.run));
-    const double predicted = ranked[i].speed.step_seconds;
-    fmt::print("{:>3} {:>13.1f} {:>13.1f} {:>+7.1f}%\n", i + 1, predicted * 1e3,
-               measured.back() * 1e3, 100 * (predicted / measured.back() - 1));
-    std::fflush(stdout);
+  for (size_t k = 0; k < rows.size(); ++k) {
+    const double predicted = ranked[rows[k]].speed.step_seconds;
+    fmt::print("{:>3} {:>13.1f} {:>13.1f} {:>+7.1f}%\n", rows[k] + 1, predicted * 1e3,
+               measured[k] * 1e3, 100 * (predicted / measured[k] - 1));
   }
   std::vector<size_t> order(rows.size());
   std::iota(order.begin(), order.end(), 0);

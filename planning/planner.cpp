@@ -9,10 +9,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cctype>
 
 #include "runtime/error.h"
-#include "runtime/system.h"
 #include "parallel/pipeline_schedule.h"
 #include "parallel/topology.h"
 
