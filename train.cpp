@@ -4,7 +4,7 @@
 //   ./train bench --config FILE [--bench-steps N] [--modes | --profile] [--section.key=value ...]
 //   ./train export --checkpoint DIR --out DIR [--force]   checkpoint -> Hugging Face Llama
 //   ./train generate --checkpoint DIR [--prompt TEXT] ...   sample text from a model
-//   ./train plan --config FILE --world N [--gpu-memory 80GiB]   memory planner
+//   ./train plan --config FILE --world N [--hardware FILE] [--top K]   what to run, by speed
 //   ./train scale [--validate | --calibrate] ...   throughput model, scaling curves
 //   ./train scale --offload --config FILE [--hardware FILE] [--world N]   offload step time
 //   ./train config [--config FILE [--counts] ...]   every key, the resolved config, or its counts
@@ -23,6 +23,7 @@
 #include "commands/export.h"
 #include "commands/generate_text.h"
 #include "commands/model_counts.h"
+#include "commands/plan.h"
 #include "runtime/cli_values.h"
 #include "config/config.h"
 #include "runtime/error.h"
@@ -61,12 +62,19 @@ constexpr const char* kUsage = R"(usage:
       SentencePiece BPE of --vocab-size pieces is trained on the train split
       and written to DIR. --jobs: parallel encoders (default: all cores); the
       shards are the same for any number.
-  ./train plan --config FILE [--world N] [--gpu-memory 80GiB] [--reserved 3GiB] [--shard-group G]
-      Per-rank memory of every parallel mode x activation checkpointing x
-      precision at N ranks (hybrid with groups of G, default min(N, 8)),
-      whether it fits in the usable memory (--gpu-memory less --reserved,
-      3GiB by default; or this machine's available memory), and the setting
-      with the least communication that fits with 10% to spare.
+  ./train plan --config FILE [--world N] [--hardware FILE] [--gpu-memory 80GiB] [--reserved 3GiB]
+               [--shard-group G] [--top K] [--measure [--repeats R]]
+      What to run on N ranks: every mesh x parallel mode x activation
+      checkpointing x precision x offload with its memory per rank, the rows
+      that fit ranked by the throughput model's predicted step on the
+      hardware profile (default: planning/hardware/h100_sxm.toml for a CUDA
+      config, cpu_dev_vm.toml for a CPU one), fastest first; the rows it
+      could not rank and why; and the fastest that fits with 10% to spare,
+      as a command line with its predicted step, the step's parts and the
+      memory headroom. Memory per rank is the profile's unless --gpu-memory
+      (less --reserved) says otherwise; hybrid rows use groups of G (default
+      a node's devices). --top K prints the first K rows; --measure also
+      runs them here (3 without --top) and prints the measured order.
   ./train scale [--hardware FILE] [--configs A,B] [--strategies S,T] [--gpus 8,16]
                 [--batch-per-gpu 8,16] [--precision bf16,fp32]
                 [--out DIR] [--measure] [--measure-max-ranks N] [--hybrid-group G]
@@ -271,27 +279,22 @@ int run_generate(const Args& args) {
 }
 
 int run_plan(const Args& args) {
-  check_options(args, {"config", "world", "gpu-memory", "reserved", "shard-group"});
-  const std::string* world = find_option(args, "world");
-  const std::string* memory = find_option(args, "gpu-memory");
-  const std::string* reserved = find_option(args, "reserved");
-  const std::string* group = find_option(args, "shard-group");
-  int ranks = world ? static_cast<int>(llm::parse_integer(*world, "world")) : 1;
-  LLM_CHECK(ranks >= 1, "--world: expected at least 1 rank, got {}", ranks);
-  // A GPU keeps some memory for itself (kDeviceReserve unless --reserved says
-  // otherwise); the host's available memory is already what is left.
-  llm::MemoryBudget budget;
-  budget.device =
-      memory ? llm::parse_bytes(*memory, "--gpu-memory") : llm::memory_available_bytes();
-  budget.reserved =
-      reserved ? llm::parse_bytes(*reserved, "--reserved") : (memory ? llm::kDeviceReserve : 0);
-  LLM_CHECK(budget.reserved < budget.device, "--reserved ({}) must be less than the memory ({})",
-            llm::format_bytes(static_cast<double>(budget.reserved)),
-            llm::format_bytes(static_cast<double>(budget.device)));
-  int hybrid_group =
-      group ? static_cast<int>(llm::parse_integer(*group, "shard-group")) : std::min(ranks, 8);
-  llm::plan_print(load_config(args), ranks, hybrid_group, budget);
-  return 0;
+  check_options(args, {"config", "world", "gpu-memory", "reserved", "shard-group", "hardware",
+                       "top", "measure", "repeats"});
+  llm::PlanOptions options;
+  for (const auto& [key, value] : args.options) {
+    if (key == "world") options.world = static_cast<int>(llm::parse_integer(value, "world"));
+    if (key == "shard-group")
+      options.hybrid_group = static_cast<int>(llm::parse_integer(value, "shard-group"));
+    if (key == "hardware") options.hardware = value;
+    if (key == "gpu-memory") options.device_memory = llm::parse_bytes(value, "--gpu-memory");
+    if (key == "reserved") options.reserved_memory = llm::parse_bytes(value, "--reserved");
+    if (key == "top") options.top = static_cast<int>(llm::parse_integer(value, "top"));
+    if (key == "measure") options.measure = true;
+    if (key == "repeats")
+      options.run.repeats = static_cast<int>(llm::parse_integer(value, "repeats"));
+  }
+  return llm::plan_command(load_config(args), options);
 }
 
 // `./train scale --offload`: the offload model's table (planning/offload_model.h).

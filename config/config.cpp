@@ -161,10 +161,14 @@ Config config_parse(const std::string& toml_text, const std::string& origin,
   config.path = origin;
   config.name = fs::path(origin).stem().string();
   read_toml_tables(config, parse_toml(toml_text, origin), origin, Omitted::keeps_default);
-  for (const std::string& assignment : overrides) apply_override(config, assignment);
-  config.overrides = overrides;
+  config_apply_overrides(config, overrides);
   config_validate(config);
   return config;
+}
+
+void config_apply_overrides(Config& config, const std::vector<std::string>& overrides) {
+  for (const std::string& assignment : overrides) apply_override(config, assignment);
+  config.overrides.insert(config.overrides.end(), overrides.begin(), overrides.end());
 }
 
 CommBackend Config::comm() const {

@@ -480,6 +480,12 @@ struct Config {
 // Errors name the file and the key.
 Config config_load(const std::string& path_or_name, const std::vector<std::string>& overrides);
 
+// Applies further "section.key=value" assignments to a loaded config, as if
+// they followed the command line's (appended to config.overrides, so errors
+// and the dump name them); the caller validates. The planner derives each
+// row's config this way from the flags it prints.
+void config_apply_overrides(Config& config, const std::vector<std::string>& overrides);
+
 // Config from TOML text (for tests); `origin` names it in errors.
 Config config_parse(const std::string& toml_text, const std::string& origin,
                     const std::vector<std::string>& overrides);

@@ -2,6 +2,8 @@
 // derived from it.
 #include "planning/hardware_profile.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <fstream>
 #include <iterator>
@@ -15,8 +17,9 @@ namespace {
 
 void validate(const HardwareProfile& p) {
   const std::string& f = p.path;
-  LLM_CHECK(p.device.peak_tflops_bf16 > 0 && p.device.peak_tflops_fp32 > 0,
-            "{}: device.peak_tflops_bf16 and peak_tflops_fp32 must be positive", f);
+  LLM_CHECK(p.device.peak_tflops_bf16 >= 0 && p.device.peak_tflops_fp32 >= 0,
+            "{}: device.peak_tflops_bf16 and peak_tflops_fp32 must not be negative (0: not known)",
+            f);
   LLM_CHECK(p.device.sustained_fraction > 0 && p.device.sustained_fraction <= 1,
             "{}: device.sustained_fraction must be in (0, 1]", f);
   LLM_CHECK(p.device.memory_bandwidth_gbs > 0, "{}: device.memory_bandwidth_gbs must be positive",
@@ -68,12 +71,26 @@ double HardwareProfile::rank_flops(Precision precision, int ranks_per_node) cons
   return device.shared_by_node ? rate / std::max(ranks_per_node, 1) : rate;
 }
 
+MemoryBudget HardwareProfile::rank_memory(int ranks_per_node) const {
+  MemoryBudget budget{
+      parse_bytes(device.memory, path + ": device.memory"),
+      device.reserved_memory == "0" ? 0 : parse_bytes(device.reserved_memory, path + ": reserved")};
+  if (device.shared_by_node) {
+    budget.device /= std::max(ranks_per_node, 1);
+    budget.reserved /= std::max(ranks_per_node, 1);
+  }
+  return budget;
+}
+
 size_t HardwareProfile::rank_memory_bytes(int ranks_per_node) const {
-  size_t total = parse_bytes(device.memory, path + ": device.memory");
-  size_t reserved =
-      device.reserved_memory == "0" ? 0 : parse_bytes(device.reserved_memory, path + ": reserved");
-  size_t usable = total > reserved ? total - reserved : 0;
-  return device.shared_by_node ? usable / std::max(ranks_per_node, 1) : usable;
+  return rank_memory(ranks_per_node).usable();
+}
+
+std::string HardwareProfile::missing_figure(const Config& config) const {
+  const bool bf16 = config.precision() == Precision::bf16;
+  if ((bf16 ? device.peak_tflops_bf16 : device.peak_tflops_fp32) > 0) return "";
+  return fmt::format("{} gives device.peak_tflops_{} = 0 (not known): no {} compute rate", path,
+                     bf16 ? "bf16" : "fp32", bf16 ? "bf16" : "fp32");
 }
 
 double HardwareProfile::rank_memory_bandwidth(int ranks_per_node) const {

@@ -37,6 +37,13 @@ inline constexpr EnumName<IntraLink> kIntraLinkNames[] = {{"nvlink", IntraLink::
                                                           {"pci", IntraLink::pci}};
 constexpr std::span<const EnumName<IntraLink>> enum_names(IntraLink) { return kIntraLinkNames; }
 
+// What a rank may use: the device's memory less what the runtime keeps.
+struct MemoryBudget {
+  size_t device = 0;
+  size_t reserved = 0;
+  size_t usable() const { return device > reserved ? device - reserved : 0; }
+};
+
 struct DeviceProfile {
   std::string memory = "80GiB";
   std::string reserved_memory = "0";
@@ -51,8 +58,10 @@ struct DeviceProfile {
   void visit_fields(V&& v) {
     v("memory", memory, "memory of one device (for a shared node: of the whole node)");
     v("reserved_memory", reserved_memory, "memory the runtime keeps (context, allocator slack)");
-    v("peak_tflops_bf16", peak_tflops_bf16, "dense matmul peak with bf16 inputs, TFLOP/s");
-    v("peak_tflops_fp32", peak_tflops_fp32, "dense matmul peak with fp32 inputs, TFLOP/s");
+    v("peak_tflops_bf16", peak_tflops_bf16,
+      "dense matmul peak with bf16 inputs, TFLOP/s (0: not known; bf16 steps are not predicted)");
+    v("peak_tflops_fp32", peak_tflops_fp32,
+      "dense matmul peak with fp32 inputs, TFLOP/s (0: not known; fp32 steps are not predicted)");
     v("sustained_fraction", sustained_fraction, "fraction of the peak a training step sustains");
     v("memory_bandwidth_gbs", memory_bandwidth_gbs, "memory bandwidth (optimizer step), GB/s");
     v("shared_by_node", shared_by_node,
@@ -194,8 +203,16 @@ struct HardwareProfile {
   // Sustained matmul rate of one rank, FLOP/s, for a config's precision and
   // `ranks_per_node` ranks sharing a node (only matters when shared_by_node).
   double rank_flops(Precision precision, int ranks_per_node) const;
-  // Memory one rank may use (device memory less reserved, or the node's share).
+  // One rank's memory and what the runtime keeps of it (for a shared node:
+  // its share of both).
+  MemoryBudget rank_memory(int ranks_per_node) const;
+  // Memory one rank may use: rank_memory(ranks_per_node).usable().
   size_t rank_memory_bytes(int ranks_per_node) const;
+  // The figure a prediction of `config` needs that this profile gives as 0
+  // (not known), as a sentence naming the key and the profile; empty when it
+  // has every one. The throughput model refuses such a config; the planner
+  // reports its rows unranked with this reason.
+  std::string missing_figure(const Config& config) const;
   double rank_memory_bandwidth(int ranks_per_node) const;  // bytes/s
   // One rank's share of the host: AdamW and accumulated elements per second.
   double rank_host_adamw_rate(int ranks_per_node) const;

@@ -16,6 +16,7 @@
 #include "parallel/sharding_engine.h"
 #include "parallel/topology.h"
 #include "planning/recording_group.h"
+#include "runtime/system.h"
 
 namespace llm {
 
@@ -220,6 +221,9 @@ StepTrace step_trace_record(const Config& config, int world, int stage) {
             config.parallel.tensor_parallel);
   const int stages = config.parallel.pipeline_parallel;
   LLM_CHECK(stage >= 0 && stage < stages, "step trace: stage {} of {}", stage, stages);
+  // The stand-in's ops are a few elements wide: a team of threads would only
+  // fork and join (on a busy machine, waiting for descheduled threads).
+  const ThreadLimit one_thread(1);
   const ShardingPlan plan = sharding_plan(config.parallel, world);
   StepTrace trace;
   trace.micro_batches = micro_batches_per_step(config.training, world);

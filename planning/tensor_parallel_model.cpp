@@ -10,6 +10,7 @@
 #include "parallel/pipeline_schedule.h"
 #include "model/transformer.h"
 #include "planning/recording_group.h"
+#include "runtime/system.h"
 
 namespace llm {
 namespace {
@@ -105,6 +106,8 @@ std::vector<std::vector<TensorCollective>> tensor_parallel_collectives(const Con
         return CommHandle();
       },
       [] {});  // scalar sums carry no traffic CommStats counts
+  // The stand-in's ops are a few elements wide (as in step_trace.cpp).
+  const ThreadLimit one_thread(1);
   Transformer model(m, 1, T, backend_cpu(), checkpointing_plan(stand_in.training),
                     stand_in.precision(), ModelSplit{&tensor, nullptr, 1});
   RecordingUnits recording(model.layout());

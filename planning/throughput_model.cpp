@@ -128,6 +128,8 @@ StepPrediction throughput_predict(const Config& config, int world, const Hardwar
   // (T P) ranks moves this rank's slice of every unit of its stage (the stage
   // with the most compute); a node holds devices_per_node / T positions of
   // the data dimension.
+  const std::string missing = hw.missing_figure(config);
+  LLM_CHECK(missing.empty(), "throughput model: {}", missing);
   const int T = config.parallel.tensor_parallel, P = config.parallel.pipeline_parallel;
   const int D = data_parallel_size(config.parallel, world);
   const int stage = pipeline_compute_stage(config);
@@ -185,14 +187,21 @@ StepPrediction throughput_predict(const Config& config, int world, const Hardwar
 
   // Replay: one compute timeline, one channel per group.
   const double flops_rate = hw.rank_flops(config.precision(), ranks_per_node);
-  // Per unit pass: this rank's 1/T of the FLOPs, and the tensor group's
-  // collectives, which the model waits for in line (exposed).
-  std::vector<double> flops_by_unit_pass(2 * num_units), tensor_seconds(2 * num_units, 0.0);
+  // Per unit pass: this rank's 1/T of the FLOPs (and of those a pass
+  // recomputes: what it runs beyond the same pass without recomputation),
+  // and the tensor group's collectives, which the model waits for in line
+  // (exposed).
+  std::vector<double> flops_by_unit_pass(2 * num_units), recompute_flops(2 * num_units);
+  std::vector<double> tensor_seconds(2 * num_units, 0.0);
   const std::vector<std::vector<TensorCollective>> tensor = tensor_parallel_collectives(config);
+  Config without_recompute = config;
+  without_recompute.training.activation_checkpointing = Recompute::none;
   for (int u = 0; u < num_units; ++u) {
     for (Pass pass : {Pass::forward, Pass::backward}) {
       const int i = 2 * u + (pass == Pass::backward);
       flops_by_unit_pass[i] = unit_pass_flops(config, u, pass).total() / T;
+      recompute_flops[i] =
+          flops_by_unit_pass[i] - unit_pass_flops(without_recompute, u, pass).total() / T;
       for (const TensorCollective& c : tensor[i]) {
         const double payload =
             static_cast<double>(traffic_of(c.op, c.count, c.element_bytes, T).payload);
@@ -220,6 +229,7 @@ StepPrediction throughput_predict(const Config& config, int world, const Hardwar
         const double seconds = flops_by_unit_pass[i] / flops_rate;
         t = timeline.run(t, seconds) + tensor_seconds[i];
         p.compute_seconds += seconds;
+        p.recompute_seconds += recompute_flops[i] / flops_rate;
         p.tensor_comm_seconds += tensor_seconds[i];
         p.comm_seconds += tensor_seconds[i];
         break;

@@ -41,7 +41,8 @@ struct GradientFinal {
 
 struct StepPrediction {
   double step_seconds = 0;
-  double compute_seconds = 0;  // forward + backward + recomputation
+  double compute_seconds = 0;    // forward + backward + recomputation
+  double recompute_seconds = 0;  // of compute_seconds: forwards redone in backward
   double optimizer_seconds = 0;
   double comm_seconds = 0;            // sum of collective durations (overlapped or not)
   double contention_seconds = 0;      // compute slowed by collectives beside it (contention.h)
@@ -72,6 +73,7 @@ struct ThroughputOptions {
   size_t ddp_bucket_bytes = 0;
 };
 
+// Refuses a config whose figures the profile lacks (hardware.missing_figure).
 StepPrediction throughput_predict(const Config& config, int world, const HardwareProfile& hardware,
                                   const ThroughputOptions& options = {});
 

@@ -309,6 +309,26 @@ TEST(ThroughputModel, ReplayOverlapsOnlyWhatTheEngineOverlaps) {
   EXPECT_DOUBLE_EQ(ideal.compute_seconds, overlapped.compute_seconds);
 }
 
+// Recomputation is its own part of compute: full recomputation adds exactly
+// its recompute_seconds to the compute of the same step without it (the
+// blocks' forwards again, up to SwiGLU: about a quarter of llama8b's
+// compute), and selective recomputation (no matmuls) adds none.
+TEST(ThroughputModel, RecomputationIsWhatFullCheckpointingAddsToCompute) {
+  auto predict = [](const char* recompute) {
+    return throughput_predict(
+        with("train_configs/llama8b.toml",
+             {fmt::format("training.activation_checkpointing={}", recompute)}),
+        16, hardware_load("planning/hardware/h100_sxm.toml"));
+  };
+  const StepPrediction none = predict("none"), selective = predict("selective");
+  const StepPrediction full = predict("full");
+  EXPECT_EQ(none.recompute_seconds, 0);
+  EXPECT_EQ(selective.recompute_seconds, 0);
+  EXPECT_GT(full.recompute_seconds, 0.2 * none.compute_seconds);
+  EXPECT_NEAR(full.compute_seconds - none.compute_seconds, full.recompute_seconds,
+              1e-9 * full.compute_seconds);
+}
+
 // Contention: compute with nothing held beside it runs at full rate; with
 // half the units held over [0, 1) a second of work takes 1.5 s; every unit
 // held stalls it until the hold ends.
