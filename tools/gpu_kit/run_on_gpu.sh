@@ -19,9 +19,10 @@
 #               (every data-parallel mode, TP2 and PP2, fp32 and bf16, against
 #               the single-rank GPU run); NCCL's INFO log of its first run is
 #               summarised (transports, version)
-#   user_command_np16  test/user_command_test.sh: `mpirun -np 16 ./train --config
+#   user_command  test/user_command_test.sh: `mpirun -np 16 ./train --config
 #               train_configs/llama8b.toml`, sizes shrunk, through the launcher: resume bit for
-#               bit, then the checkpoint loaded at 4 ranks as hybrid
+#               bit, then the checkpoint loaded at 4 ranks as hybrid (rehearsed with 4
+#               ranks, vocabulary 512 and sequence 64, as make test runs it)
 #   nccl_stop   test/stalled_rank_test.sh nccl_ddp_np2 and nccl_zero3_np2 through
 #               the launcher: a SIGSTOPped rank ends the job through the watchdog
 #               and ncclCommAbort
@@ -76,9 +77,10 @@ set -uo pipefail
 START=$(date +%s)
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$REPO"
-NCCL_STEPS="nccl_matrix_np2,user_command_np16,nccl_stop,nccl_kill,nccl_matrix_np4"
+NCCL_STEPS="nccl_matrix_np2,user_command,nccl_stop,nccl_kill,nccl_matrix_np4"
 GPU_STEPS="env,nvidia_smi,mpi_smoke,configure,build,linkage,ctest_gpu,$NCCL_STEPS,gpu_modes,bench_124m,bench_1b,bench_1b_fast_backward,bench_8b,bench_offload,generate_124m,contention"
 EMULATED=0
+LIMIT_SCALE=1  # the emulation's rehearsal: 4 (kernels on 2 CPU cores, not a GPU)
 KIT=gpu_kit/kit.tar.xz
 DEST=/tmp/gpu_kit
 BUILD=build-gpu
@@ -97,7 +99,7 @@ while [ $# -gt 0 ]; do
     --steps) STEPS=$2; shift ;;
     --deadline) DEADLINE=$2; shift ;;
     --report) REPORT=$2; shift ;;
-    --emulated) EMULATED=1 BUILD=build ;;
+    --emulated) EMULATED=1 BUILD=build LIMIT_SCALE=4 ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_on_gpu.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -144,6 +146,7 @@ write_report() {
 run_step() {
   local name=$1 limit=$2 cmd=$3 now left status rc t0 t1 log
   wanted "$name" || return 0
+  limit=$(( limit * LIMIT_SCALE ))
   now=$(date +%s)
   if [ "$DEADLINE" -gt 0 ]; then
     left=$(( START + DEADLINE - now - 5 ))
@@ -189,9 +192,10 @@ if [ "$EMULATED" = 1 ]; then
   STEPS=$(tr ',' '\n' <<< "$STEPS" | grep -xF -f <(tr ',' '\n' <<< "$NCCL_STEPS") | paste -sd,)
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 LLM_CUDA_EMULATION_DEVICES=1
   TRAIN=$BUILD/test/train_emulated MPI_TESTS=$BUILD/test/llm_mpi_tests_emulated
+  USER_RANKS=4 USER_SHRINK="-- --model.vocab_size=512 --training.seq_len=64"  # 16 ranks: hours here
   SUMMARY+=("$(printf '%-8s %-12s %s' NOTE emulated "CUDA emulation on the CPU, one emulated GPU: not a GPU result")")
 else
-TRAIN=./train MPI_TESTS=$BUILD/test/llm_mpi_tests
+TRAIN=./train MPI_TESTS=$BUILD/test/llm_mpi_tests USER_RANKS=16 USER_SHRINK=
 KIT_LOG=$(mktemp)
 KIT_OK=0
 {   # a braced group runs in this shell: its exports stay
@@ -284,7 +288,7 @@ run_step nccl_matrix_np2 200 "
   cat /tmp/nccl_info/*.log 2>/dev/null | grep -E 'NCCL version|via |NET/|Init COMPLETE|WARN|NCCL_HOSTID' | sort | uniq -c | head -40
   [ \$rc = 0 ] && $MPIRUN -np 2 $(q "$LAUNCH") $(q "$MPI_TESTS") \
     --gtest_filter='*GpuMatrix.TensorAndPipelineMesh/nccl_*:GpuModes.Nccl*'"
-run_step user_command_np16 180 "bash test/user_command_test.sh $(q "$TRAIN") mpirun 16 $(q "$LAUNCH")"
+run_step user_command 180 "bash test/user_command_test.sh $(q "$TRAIN") mpirun $USER_RANKS $(q "$LAUNCH") $USER_SHRINK"
 run_step nccl_stop 100 "bash test/stalled_rank_test.sh $(q "$TRAIN") mpirun nccl_ddp_np2 $(q "$LAUNCH") &&
   bash test/stalled_rank_test.sh $(q "$TRAIN") mpirun nccl_zero3_np2 $(q "$LAUNCH")"
 run_step nccl_kill 60 "bash test/stalled_rank_test.sh $(q "$TRAIN") mpirun nccl_kill_ddp_np2 $(q "$LAUNCH")"
