@@ -73,6 +73,10 @@ TEST_F(NcclWatchdog, AWaitBehindACollectiveAPeerHasNotJoinedExpiresOnIt) {
       EXPECT_EQ(e.seq, made + 1);
     }
     EXPECT_EQ(watchdog_tracked_count(), 1u);  // still on the device
+    // The expiry is checked; the wait below must not expire again on the
+    // same collective (already older than 0.3 s) before rank 1 has joined,
+    // which a loaded machine can delay past any short timeout.
+    watchdog_configure({600.0, "", 64});
   }
   comm_world().barrier();
   if (late) group->all_reduce_async(data, count, WireType::f32).wait();
