@@ -110,7 +110,7 @@ ncclResult_t check_mpi_count(const std::string& call, size_t count, int blocks) 
 ncclResult_t check_buffer(const std::string& call, const char* name, const void* buffer,
                           size_t count, ncclDataType_t type) {
   if (count > 0 && !buffer) return refuse(ncclInvalidArgument, call + ": " + name + " is NULL");
-  if (count > 0 && !cuda_emulation::is_device_range(buffer, count * element_bytes(type)))
+  if (count > 0 && !cuda_emulation::inside_device_allocation(buffer, count * element_bytes(type)))
     return refuse(ncclUnhandledCudaError,
                   call + ": " + name + " is not device memory (" +
                       std::to_string(count * element_bytes(type)) +

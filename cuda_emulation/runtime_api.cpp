@@ -49,18 +49,6 @@ Allocations& allocations() {
 
 thread_local cudaError_t last_error = cudaSuccess;
 
-// Whether [p, p + bytes) lies inside one live device allocation.
-bool inside_device_allocation(const void* p, size_t bytes) {
-  Allocations& a = allocations();
-  std::lock_guard<std::mutex> lock(a.mutex);
-  auto it = a.device.upper_bound(static_cast<const char*>(p));
-  if (it == a.device.begin()) return false;
-  --it;
-  const char* begin = it->first;
-  return static_cast<const char*>(p) >= begin &&
-         static_cast<const char*>(p) + bytes <= begin + it->second;
-}
-
 bool touches_device_allocation(const void* p, size_t bytes) {
   Allocations& a = allocations();
   std::lock_guard<std::mutex> lock(a.mutex);
@@ -105,8 +93,15 @@ cudaError_t record(cudaError_t error) {
 
 }  // namespace
 
-bool cuda_emulation::is_device_range(const void* p, size_t bytes) {
-  return inside_device_allocation(p, bytes);
+bool cuda_emulation::inside_device_allocation(const void* p, size_t bytes) {
+  Allocations& a = allocations();
+  std::lock_guard<std::mutex> lock(a.mutex);
+  auto it = a.device.upper_bound(static_cast<const char*>(p));
+  if (it == a.device.begin()) return false;
+  --it;
+  const char* begin = it->first;
+  return static_cast<const char*>(p) >= begin &&
+         static_cast<const char*>(p) + bytes <= begin + it->second;
 }
 
 cudaError_t cuda_emulation::record_last_error(cudaError_t error) { return record(error); }
@@ -239,8 +234,8 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
   if (kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToHost &&
       kind != cudaMemcpyDeviceToDevice)
     return record(cudaErrorInvalidValue);  // the project always names the direction
-  if ((device_dst && !inside_device_allocation(dst, bytes)) ||
-      (device_src && !inside_device_allocation(src, bytes)))
+  if ((device_dst && !cuda_emulation::inside_device_allocation(dst, bytes)) ||
+      (device_src && !cuda_emulation::inside_device_allocation(src, bytes)))
     return record(cudaErrorIllegalAddress);
   if ((!device_dst && touches_device_allocation(dst, bytes)) ||
       (!device_src && touches_device_allocation(src, bytes)))
@@ -261,7 +256,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
 
 cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t stream) {
   if (bytes == 0) return cuda_emulation::sticky_error();
-  if (!inside_device_allocation(p, bytes)) return record(cudaErrorIllegalAddress);
+  if (!cuda_emulation::inside_device_allocation(p, bytes)) return record(cudaErrorIllegalAddress);
   return record(
       cuda_emulation::enqueue(stream, [p, value, bytes] { std::memset(p, value, bytes); }));
 }

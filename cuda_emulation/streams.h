@@ -42,6 +42,6 @@ void wait_for_all_streams();
 // Whether [p, p + bytes) lies inside one live device allocation (the
 // runtime's memory table, runtime_api.cpp): what a library call that takes
 // device buffers, as NCCL's do, may touch.
-bool is_device_range(const void* p, size_t bytes);
+bool inside_device_allocation(const void* p, size_t bytes);
 
 }  // namespace cuda_emulation

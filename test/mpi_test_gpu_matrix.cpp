@@ -70,7 +70,8 @@ const RunResult& single_rank_run(const Variant& v) {
 void expect_matches(const RunResult& run, const RunResult& reference, const Variant& v,
                     const Row& row) {
   if (v.precision == "fp32") return expect_same_curve(run, reference, kCurveTolerance);
-  const bool tensor_parallel = row.name.find("TP2") != std::string::npos;
+  const bool tensor_parallel =
+      std::count(row.overrides.begin(), row.overrides.end(), "parallel.tensor_parallel=2") > 0;
   const float tolerance = tensor_parallel ? 2e-3f : 1e-4f;
   ASSERT_EQ(run.losses.size(), reference.losses.size());
   for (size_t s = 0; s < run.losses.size(); ++s)
