@@ -132,6 +132,7 @@ void report(const OpRecord& op, const GroupTrace* trace, double waited, const st
                  world_rank(), giver, recorder.c_str());
     std::fflush(stderr);
   }
+  watchdog_start_abort_hooks();
   serve_for(10);
   abort_job();
 }
@@ -259,6 +260,9 @@ std::string diagnose(const OpRecord& op, const GroupTrace& trace) {
     MPI_Isend(&notice, sizeof(notice), MPI_BYTE, rank, kNoticeTag, watchdog_comm, &sent);
     MPI_Request_free(&sent);
   }
+  // NCCL's communicators are aborted while the farewell runs: the job's end
+  // then waits on the longer of the two, not on both.
+  watchdog_start_abort_hooks();
   serve_for(kFarewellSeconds);
   abort_job();
 }

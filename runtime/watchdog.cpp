@@ -14,6 +14,7 @@
 #include <deque>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <thread>
 #include <utility>
@@ -262,25 +263,41 @@ void watchdog_remove_abort_hooks(const void* owner) {
   std::erase_if(state().abort_hooks, [owner](const auto& hook) { return hook.first == owner; });
 }
 
-bool watchdog_run_abort_hooks(double seconds) {
-  // Taken out first: a hook runs once even if the abort path is re-entered.
+namespace {
+// The hooks' run, once started: they are taken out of the state first, so a
+// hook runs once even if the abort path is re-entered.
+struct AbortRun {
+  std::shared_ptr<std::atomic<bool>> done;
+  std::chrono::steady_clock::time_point started;
+};
+std::optional<AbortRun> abort_run;
+}  // namespace
+
+void watchdog_start_abort_hooks() {
+  if (abort_run) return;
   auto hooks =
       std::make_shared<decltype(State::abort_hooks)>(std::exchange(state().abort_hooks, {}));
-  if (hooks->empty()) return true;
+  abort_run = AbortRun{std::make_shared<std::atomic<bool>>(hooks->empty()),
+                       std::chrono::steady_clock::now()};
+  if (hooks->empty()) return;
   // On a thread of its own, which is left behind if it does not finish: on
   // an H100 (2026-11-26) ncclCommAbort did not return while a peer was
   // stopped, and the job stayed up after the watchdog's line.
-  auto done = std::make_shared<std::atomic<bool>>(false);
-  std::thread([hooks, done] {
+  std::thread([hooks, done = abort_run->done] {
     for (const auto& [owner, hook] : *hooks) hook();
     done->store(true);
   }).detach();
-  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (!done->load() && std::chrono::steady_clock::now() < until)
+}
+
+bool watchdog_run_abort_hooks(double seconds) {
+  watchdog_start_abort_hooks();
+  const AbortRun run = *std::exchange(abort_run, std::nullopt);
+  const auto until = run.started + std::chrono::duration<double>(seconds);
+  while (!run.done->load() && std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  if (done->load()) return true;
+  if (run.done->load()) return true;
   std::fprintf(stderr,
-               "watchdog: the abort hooks (NCCL's communicators) did not return in %.0f s; "
+               "watchdog: the abort hooks (NCCL's communicators) did not return in %.1f s; "
                "going down without them\n",
                seconds);
   return false;

@@ -100,7 +100,11 @@ void watchdog_wait_device(const char* what, const std::function<bool()>& done);
 constexpr double kAbortHookSeconds = 5;
 void watchdog_add_abort_hook(const void* owner, std::function<void()> hook);
 void watchdog_remove_abort_hooks(const void* owner);
-// Returns whether every hook returned in time.
+// Starts the hooks now, so that they run while the rank still does other
+// work on its way down (the watchdog's farewell); the seconds count from here.
+void watchdog_start_abort_hooks();
+// Starts the hooks if not started, and waits until `seconds` after their
+// start; returns whether every hook returned in time.
 bool watchdog_run_abort_hooks(double seconds = kAbortHookSeconds);
 
 // What the comm layer plugs in (parallel/comm_mpi.cpp).

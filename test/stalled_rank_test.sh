@@ -5,7 +5,11 @@
 # parallel.timeout + 10 s of it, with the watchdog's exit status 75, a line
 # naming that rank, the flight recorder's dumps (tools/flight_recorder.py
 # finds a skipped collective's divergence), and the latest checkpoint
-# complete.
+# complete. The bound's arithmetic: the first rank to give up has waited
+# parallel.timeout, asks the others for 2 s (a stopped rank never answers),
+# then serves them for 3 s while NCCL's communicators are aborted (at most
+# 5 s, runtime/watchdog.h): parallel.timeout + 7 s, and the launcher's
+# teardown in the rest.
 # A killed rank (case nccl_kill_ddp_np2, SIGKILL) ends the job too, within
 # the same bound, with the rank named (by mpirun) and the checkpoint intact.
 # usage: stalled_rank_test.sh <path to train> <mpiexec> <case> [rank wrapper]

@@ -9,6 +9,7 @@
 
 #include <future>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -183,6 +184,31 @@ TEST(WatchdogAbortHooks, AHookThatHangsIsLeftBehindInTime) {
   release->set_value();     // lets the abandoned thread finish
   watchdog_add_abort_hook(&owner, [] {});
   EXPECT_TRUE(watchdog_run_abort_hooks(10.0));
+}
+
+// Started early (the watchdog's farewell runs beside them), the hooks run at
+// once, and their seconds count from the start, not from the wait.
+TEST(WatchdogAbortHooks, StartedHooksRunAtOnceAndTheirTimeCountsFromTheStart) {
+  auto ran = std::make_shared<std::atomic<bool>>(false);
+  int owner = 0;
+  watchdog_add_abort_hook(&owner, [ran] { ran->store(true); });
+  watchdog_start_abort_hooks();
+  for (int i = 0; i < 2000 && !ran->load(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_TRUE(ran->load());  // before anyone waited on them
+  EXPECT_TRUE(watchdog_run_abort_hooks(10.0));
+
+  auto release = std::make_shared<std::promise<void>>();
+  std::shared_future<void> released = release->get_future().share();
+  watchdog_add_abort_hook(&owner, [released] { released.wait(); });
+  watchdog_start_abort_hooks();
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(watchdog_run_abort_hooks(1.5));  // its 1.5 s ended 0.5 s ago
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(waited, 1.0);  // counted from the wait, it would be 1.5 s at least
+  release->set_value();
 }
 
 }  // namespace

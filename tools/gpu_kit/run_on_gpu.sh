@@ -35,6 +35,8 @@
 #               non-deterministic attention backward) and the op profile
 #   bench_8b    ./train bench on the Llama 3 8B shape (seq 8192) at 2 and 4 blocks,
 #               and the whole model's tokens/s per GPU derived from the two
+#   pytorch_1b  tools/compare_pytorch.py on gpu_1b: PyTorch (torch.compile, SDPA,
+#               bf16 autocast, fused AdamW) and ours side by side, same run
 #   bench_offload ./train bench --offload on gpu_1b: device / ZeRO-Offload /
 #               delayed / ZenFlow step times, PCIe bytes and GPU idle (issue 15)
 #   generate_124m  two steps of the 124M shape on the tiny data (bf16), then
@@ -78,7 +80,7 @@ START=$(date +%s)
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$REPO"
 NCCL_STEPS="nccl_matrix_np2,user_command,nccl_stop,nccl_kill,nccl_matrix_np4"
-GPU_STEPS="env,nvidia_smi,mpi_smoke,configure,build,linkage,ctest_gpu,$NCCL_STEPS,gpu_modes,bench_124m,bench_1b,bench_1b_fast_backward,bench_8b,bench_offload,generate_124m,contention"
+GPU_STEPS="env,nvidia_smi,mpi_smoke,configure,build,linkage,ctest_gpu,$NCCL_STEPS,gpu_modes,bench_124m,bench_1b,bench_1b_fast_backward,bench_8b,pytorch_1b,bench_offload,generate_124m,contention"
 EMULATED=0
 LIMIT_SCALE=1  # the emulation's rehearsal: 4 (kernels on 2 CPU cores, not a GPU)
 KIT=gpu_kit/kit.tar.xz
@@ -110,7 +112,7 @@ for step in ${STEPS//,/ }; do
   case $step in
     all) expanded+=,$GPU_STEPS ;;
     nccl) expanded+=,env,nvidia_smi,configure,build,ctest_gpu,$NCCL_STEPS ;;
-    bench) expanded+=,env,nvidia_smi,configure,build,bench_124m,bench_1b,bench_1b_fast_backward,bench_8b ;;
+    bench) expanded+=,env,nvidia_smi,configure,build,bench_124m,bench_1b,bench_1b_fast_backward,bench_8b,pytorch_1b ;;
     *) expanded+=,$step ;;
   esac
 done
@@ -310,6 +312,13 @@ run_step bench_8b 300 "
   ms() { awk '/step time/ { print \$3 }' /tmp/bench_8b_\$1.txt; }
   awk -v a=\$(ms 2) -v b=\$(ms 4) 'BEGIN { block = (b - a) / 2; rest = a - 2 * block; full = rest + 32 * block;
     printf \"8B shape: %.1f ms per block, %.1f ms the rest; 32 blocks: %.0f ms/step, %.0f tokens/s per GPU\\n\", block, rest, full, 8192 / full * 1000 }'"
+# PyTorch on the same config in the same run (tools/compare_pytorch.py): the
+# first Python that imports torch, $TORCH_PYTHON first.
+run_step pytorch_1b 300 "
+  for py in \${TORCH_PYTHON:-} /opt/torch/.venv/bin/python python3; do
+    \$py -c 'import torch' 2>/dev/null && exec \$py tools/compare_pytorch.py --config train_configs/gpu_1b.toml
+  done
+  echo 'no Python here imports torch (set TORCH_PYTHON)'; exit 1"
 run_step bench_offload 300 "./train bench --config train_configs/gpu_1b.toml --offload --bench-steps 8"
 run_step generate_124m 180 "./train --config train_configs/gpu_124m.toml --data.train='data/tiny/train_*.bin' \
   --data.val='data/tiny/val_*.bin' --data.tokenizer=data/tiny/tokenizer.model --model.vocab_size=512 \
