@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "runtime/cuda_runtime.cuh"
+#include "runtime/fault_hooks.h"
 #include "runtime/watchdog.h"
 #include "parallel/comm.h"
 #include "parallel/comm_nccl.h"
@@ -176,7 +177,8 @@ class NcclGroup : public Group {
     return enqueue(cuda::reduce_stream(), issue("all_reduce", count, type),
                    [&](cudaStream_t stream) {
                      if (size_ == 1) return;
-                     LLM_NCCL_SETTLE(reduce_comm_, ncclAllReduce(data, data, count, nccl_type(type),
+                     const size_t sent = count - (shorts_this_all_reduce() ? 1 : 0);
+                     LLM_NCCL_SETTLE(reduce_comm_, ncclAllReduce(data, data, sent, nccl_type(type),
                                                                  ncclSum, reduce_comm_, stream));
                    });
   }
@@ -340,6 +342,15 @@ class NcclGroup : public Group {
       });
     }
     if (status != ncclSuccess) throw_nccl_error(call, status, file, line);
+  }
+
+  // The test hook of docs/testing.md: LLM_FAULT_SHORT_ALL_REDUCE=R:N gives
+  // world rank R's N-th all-reduce over NCCL one element fewer than its peers
+  // give theirs, a size mismatch NCCL itself does not check.
+  static bool shorts_this_all_reduce() {
+    static const RankFault fault = rank_fault_from_env("LLM_FAULT_SHORT_ALL_REDUCE");
+    static int64_t calls = 0;
+    return fault.rank >= 0 && comm_world().rank() == fault.rank && ++calls == fault.value;
   }
 
   // Ends every communicator now, without waiting for the peers (NCCL's

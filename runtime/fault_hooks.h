@@ -3,6 +3,8 @@
 // and straggler tests set them; unset, every hook is off.
 //   LLM_FAULT_SKIP_ALL_REDUCE_SUM=R:N  rank R skips its N-th all_reduce_sum
 //                                      (parallel/comm_mpi.cpp)
+//   LLM_FAULT_SHORT_ALL_REDUCE=R:N     rank R's N-th all-reduce over NCCL is
+//                                      one element short (parallel/comm_nccl.cu)
 //   LLM_FAULT_SLOW_STEP_MS=R:MS        rank R computes MS ms longer each step
 //                                      (trainer/trainer.cpp)
 #pragma once

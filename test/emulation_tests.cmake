@@ -53,7 +53,7 @@ gtest_discover_tests(llm_gpu_tests_emulated
 # over NCCL ends through the watchdog (stalled_rank_test.sh, cases nccl_*).
 add_executable(train_emulated ${PROJECT_SOURCE_DIR}/train.cpp)
 target_link_libraries(train_emulated PRIVATE llm_emulated)
-foreach(case nccl_ddp_np2 nccl_zero3_np2 nccl_kill_ddp_np2)
+foreach(case nccl_ddp_np2 nccl_zero3_np2 nccl_kill_ddp_np2 nccl_short_np2)
   add_test(NAME emulated.mpi_stalled_rank_${case}
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/stalled_rank_test.sh $<TARGET_FILE:train_emulated> ${MPIEXEC_EXECUTABLE} ${case}
     WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})

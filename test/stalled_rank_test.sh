@@ -12,11 +12,16 @@
 # teardown in the rest.
 # A killed rank (case nccl_kill_ddp_np2, SIGKILL) ends the job too, within
 # the same bound, with the rank named (by mpirun) and the checkpoint intact.
+# So does an all-reduce whose size differs on one rank (case nccl_short_np2,
+# the test hook LLM_FAULT_SHORT_ALL_REDUCE; NCCL does not compare sizes):
+# a non-zero exit, with a line naming the all-reduce (the watchdog's, where
+# NCCL waits for bytes that never come; NCCL's error, where it fails).
 # usage: stalled_rank_test.sh <path to train> <mpiexec> <case> [rank wrapper]
 #   cases: ddp_np2 (stop rank 1 of 2), zero3_np4 (rank 2 of 4),
 #          mesh_np4 (rank 3 of a 2 x 2 tensor x pipeline mesh), skip_np2;
 #          nccl_ddp_np2 (rank 1 of 2), nccl_zero3_np2 (rank 0 of 2),
-#          nccl_kill_ddp_np2 (kill rank 1 of 2): the CUDA backend over NCCL,
+#          nccl_kill_ddp_np2 (kill rank 1 of 2), nccl_short_np2 (rank 1 of 2
+#          sends one element short): the CUDA backend over NCCL,
 #          run by the emulation's trainer (train_emulated), or on a GPU over
 #          real NCCL with tools/one_gpu_ranks.sh as the rank wrapper
 set -u
@@ -48,12 +53,16 @@ case $case in
     flags+=(--parallel.mode=zero3 --training.device=cuda --parallel.comm=nccl) ;;
   nccl_kill_ddp_np2) ranks=2 stopped=1 signal=KILL
     flags+=(--parallel.mode=ddp --training.device=cuda --parallel.comm=nccl) ;;
-  skip_np2) ranks=2 stopped=1 flags=("${flags[@]/--training.steps=100000/--training.steps=60}")
+  nccl_short_np2) ranks=2 stopped=1 signal=NONE
+    flags+=(--parallel.mode=ddp --training.device=cuda --parallel.comm=nccl)
+    export LLM_FAULT_SHORT_ALL_REDUCE=1:115 ;;  # step 23 of tiny: after the first checkpoint
+  skip_np2) ranks=2 stopped=1 signal=NONE flags=("${flags[@]/--training.steps=100000/--training.steps=60}")
     export LLM_FAULT_SKIP_ALL_REDUCE_SUM=1:50 ;;
   *) fail "unknown case" ;;
 esac
 
-"$mpiexec" -np "$ranks" --oversubscribe -x LLM_FAULT_SKIP_ALL_REDUCE_SUM "${wrapper[@]}" "$train" \
+"$mpiexec" -np "$ranks" --oversubscribe -x LLM_FAULT_SKIP_ALL_REDUCE_SUM -x LLM_FAULT_SHORT_ALL_REDUCE \
+  "${wrapper[@]}" "$train" \
   --config train_configs/tiny.toml "${flags[@]}" > "$work/job.log" 2>&1 &
 job=$!
 
@@ -75,7 +84,7 @@ for _ in $(seq 300); do
 done
 [ -e "$work/run/latest" ] || fail "no checkpoint before the fault: $(tail -3 "$work/job.log")"
 start=$(date +%s.%N)
-if [ "$case" != skip_np2 ]; then
+if [ "$signal" != NONE ]; then
   pid=$(rank_pid "$stopped")
   [ -n "$pid" ] || fail "no process for rank $stopped"
   kill -"$signal" "$pid"
@@ -90,8 +99,15 @@ if [ "$signal" = KILL ]; then
   [ "$status" -ne 0 ] || fail "exit status 0 after a rank was killed"
   grep -Eq "rank $stopped\b" "$work/job.log" || fail "the killed rank $stopped is not named: $(tail -5 "$work/job.log")"
 fi
-[ "$signal" = KILL ] || [ "$status" -eq 75 ] || fail "exit status $status, not 75: $(grep error "$work/job.log" | head -3)"
-if [ "$signal" != KILL ]; then
+if [ "$case" = nccl_short_np2 ]; then
+  [ "$status" -ne 0 ] || fail "exit status 0 after a short all-reduce"
+  line=$(grep -m1 -E 'error: .*(all_reduce #|ncclAllReduce)' "$work/job.log") ||
+    fail "no line names the all-reduce: $(grep -i error "$work/job.log" | head -3)"
+  echo "$line"
+fi
+[ "$signal" = KILL ] || [ "$case" = nccl_short_np2 ] || [ "$status" -eq 75 ] ||
+  fail "exit status $status, not 75: $(grep error "$work/job.log" | head -3)"
+if [ "$signal" = STOP ] || [ "$case" = skip_np2 ]; then
   line=$(grep -m1 'error: watchdog: .* never reached by' "$work/job.log") ||
     fail "no watchdog line: $(grep -i error "$work/job.log" | head -3)"
   echo "$line"

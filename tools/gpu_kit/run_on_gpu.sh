@@ -27,6 +27,8 @@
 #               the launcher: a SIGSTOPped rank ends the job through the watchdog
 #               and ncclCommAbort
 #   nccl_kill   the same, nccl_kill_ddp_np2: a SIGKILLed rank
+#   nccl_short  the same, nccl_short_np2: one rank's all-reduce one element
+#               short (NCCL does not compare sizes); a line names the all-reduce
 #   nccl_matrix_np4  the matrix at 4 ranks (hybrid 2 x 2, TP2 x PP2, TP2 x zero3 x 2)
 #   gpu_modes   mpirun -np 2 llm_mpi_tests --gtest_filter=GpuModes*
 #   bench_124m  ./train bench --config train_configs/gpu_124m.toml
@@ -79,7 +81,7 @@ set -uo pipefail
 START=$(date +%s)
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$REPO"
-NCCL_STEPS="nccl_matrix_np2,user_command,nccl_stop,nccl_kill,nccl_matrix_np4"
+NCCL_STEPS="nccl_matrix_np2,user_command,nccl_stop,nccl_kill,nccl_short,nccl_matrix_np4"
 GPU_STEPS="env,nvidia_smi,mpi_smoke,configure,build,linkage,ctest_gpu,$NCCL_STEPS,gpu_modes,bench_124m,bench_1b,bench_1b_fast_backward,bench_8b,pytorch_1b,bench_offload,generate_124m,contention"
 EMULATED=0
 LIMIT_SCALE=1  # the emulation's rehearsal: 4 (kernels on 2 CPU cores, not a GPU)
@@ -294,6 +296,7 @@ run_step user_command 180 "bash test/user_command_test.sh $(q "$TRAIN") mpirun $
 run_step nccl_stop 100 "bash test/stalled_rank_test.sh $(q "$TRAIN") mpirun nccl_ddp_np2 $(q "$LAUNCH") &&
   bash test/stalled_rank_test.sh $(q "$TRAIN") mpirun nccl_zero3_np2 $(q "$LAUNCH")"
 run_step nccl_kill 60 "bash test/stalled_rank_test.sh $(q "$TRAIN") mpirun nccl_kill_ddp_np2 $(q "$LAUNCH")"
+run_step nccl_short 60 "bash test/stalled_rank_test.sh $(q "$TRAIN") mpirun nccl_short_np2 $(q "$LAUNCH")"
 run_step nccl_matrix_np4 200 "$MPIRUN -np 4 $(q "$LAUNCH") $(q "$MPI_TESTS") --gtest_filter='*GpuMatrix.*/nccl_*'"
 run_step gpu_modes 300 "$MPI_ENV mpirun -np 2 $(q "$BUILD")/test/llm_mpi_tests --gtest_filter='GpuModes*'"
 run_step bench_124m 240 "./train bench --config train_configs/gpu_124m.toml"
