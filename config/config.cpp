@@ -79,10 +79,10 @@ void read_text(const std::string& text, E& out, const std::string& key) {
 // --- walking the tables --------------------------------------------------------
 
 // Every key as "table.key", for "did you mean" suggestions.
-std::vector<std::string> all_keys(Config& config) {
+std::vector<std::string> all_keys(const Config& config) {
   std::vector<std::string> keys;
   config.visit_tables([&](const char* table_name, auto& section) {
-    section.visit_fields([&](const char* key, auto&, const char*) {
+    visit_keys(section, [&](const char* key, auto&, const char*, const KeyRule&) {
       keys.push_back(fmt::format("{}.{}", table_name, key));
     });
   });
@@ -101,7 +101,7 @@ void apply_override(Config& config, const std::string& assignment) {
   bool found = false;
   config.visit_tables([&](const char* name, auto& section) {
     if (table_name != name) return;
-    section.visit_fields([&](const char* field_key, auto& field, const char*) {
+    visit_keys(section, [&](const char* field_key, auto& field, const char*, const KeyRule&) {
       if (key != field_key) return;
       read_text(text, field, fmt::format("command line --{}.{}", table_name, key));
       found = true;
@@ -209,23 +209,6 @@ class KeyOrigin {
   const Config& config_;
 };
 
-// The range a float key must lie in (finiteness is checked for all of them).
-struct Range {
-  double low, high;
-  bool low_open, high_open;
-  bool contains(double x) const {
-    return (low_open ? x > low : x >= low) && (high_open ? x < high : x <= high);
-  }
-  std::string text() const {
-    if (std::isinf(high)) return fmt::format("{} {}", low_open ? ">" : ">=", low);
-    return fmt::format("in {}{}, {}{}", low_open ? '(' : '[', low, high, high_open ? ')' : ']');
-  }
-};
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr Range kPositive{0, kInf, true, true}, kNonNegative{0, kInf, false, true};
-constexpr Range kUnitClosed{0, 1, false, false}, kUnitHalfOpen{0, 1, false, true};
-constexpr Range kUnitOpen{0, 1, true, true};
-
 }  // namespace
 
 UnevenSplit tensor_parallel_uneven_split(const Config& c, int tp) {
@@ -242,29 +225,25 @@ UnevenSplit tensor_parallel_uneven_split(const Config& c, int tp) {
 
 void config_validate(const Config& c) {
   const KeyOrigin at(c);
-  // Every float key, present or future: finite, named with its value.
-  Config fields = c;
-  fields.visit_tables([&](const char* table_name, auto& section) {
-    section.visit_fields([&](const char* key, auto& field, const char*) {
-      if constexpr (std::is_same_v<std::decay_t<decltype(field)>, double>) {
+  // Every key's own rule (config.h): floats finite, numbers in their range.
+  c.visit_tables([&](const char* table_name, const auto& section) {
+    visit_keys(section, [&](const char* key, const auto& field, const char*, const KeyRule& rule) {
+      using T = std::decay_t<decltype(field)>;
+      if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
         const std::string name = fmt::format("{}.{}", table_name, key);
-        LLM_CHECK(std::isfinite(field), "{}: {} must be a finite number, got {}", at(name), name,
-                  field);
+        if constexpr (std::is_floating_point_v<T>) {
+          LLM_CHECK(std::isfinite(field), "{}: {} must be a finite number, got {}", at(name), name,
+                    field);
+        }
+        LLM_CHECK(rule.range.contains(static_cast<double>(field)), "{}: {} must be {}, got {}",
+                  at(name), name, rule.range.text(), field);
       }
     });
   });
-  auto check_range = [&](const char* key, double value, Range range) {
-    LLM_CHECK(range.contains(value), "{}: {} must be {}, got {}", at(key), key, range.text(),
-              value);
-  };
 
+  // Rules that relate keys.
   const ModelConfig& m = c.model;
-  LLM_CHECK(m.dim > 0, "{}: model.dim must be positive, got {}", at("model.dim"), m.dim);
-  LLM_CHECK(m.n_layers > 0, "{}: model.n_layers must be positive, got {}", at("model.n_layers"),
-            m.n_layers);
-  LLM_CHECK(m.n_heads > 0, "{}: model.n_heads must be positive, got {}", at("model.n_heads"),
-            m.n_heads);
-  LLM_CHECK(m.n_kv_heads > 0 && m.n_heads % m.n_kv_heads == 0,
+  LLM_CHECK(m.n_heads % m.n_kv_heads == 0,
             "{}: model.n_kv_heads ({}) must divide model.n_heads ({})",
             at({"model.n_kv_heads", "model.n_heads"}), m.n_kv_heads, m.n_heads);
   LLM_CHECK(m.dim % m.n_heads == 0, "{}: model.n_heads ({}) must divide model.dim ({})",
@@ -272,54 +251,18 @@ void config_validate(const Config& c) {
   LLM_CHECK((m.dim / m.n_heads) % 2 == 0,
             "{}: model.dim / model.n_heads = {} must be even for RoPE",
             at({"model.dim", "model.n_heads"}), m.dim / m.n_heads);
-  LLM_CHECK(m.ffn_dim > 0, "{}: model.ffn_dim must be positive, got {}", at("model.ffn_dim"),
-            m.ffn_dim);
-  LLM_CHECK(m.vocab_size > 1, "{}: model.vocab_size must be at least 2, got {}",
-            at("model.vocab_size"), m.vocab_size);
-  check_range("model.rope_theta", m.rope_theta, kPositive);
-  check_range("model.norm_eps", m.norm_eps, kUnitOpen);
-  check_range("model.init_std", m.init_std, kPositive);
 
   const TrainingConfig& t = c.training;
-  LLM_CHECK(t.steps >= 0, "{}: training.steps must be >= 0, got {}", at("training.steps"), t.steps);
-  LLM_CHECK(t.stop_at_step >= 0, "{}: training.stop_at_step must be >= 0, got {}",
-            at("training.stop_at_step"), t.stop_at_step);
-  LLM_CHECK(t.batch_size > 0, "{}: training.batch_size must be positive, got {}",
-            at("training.batch_size"), t.batch_size);
-  LLM_CHECK(t.micro_batch_size > 0, "{}: training.micro_batch_size must be positive, got {}",
-            at("training.micro_batch_size"), t.micro_batch_size);
   LLM_CHECK(t.batch_size % t.micro_batch_size == 0,
             "{}: training.batch_size ({}) must be a multiple of training.micro_batch_size ({})",
             at({"training.batch_size", "training.micro_batch_size"}), t.batch_size,
             t.micro_batch_size);
-  LLM_CHECK(t.seq_len > 0, "{}: training.seq_len must be positive, got {}", at("training.seq_len"),
-            t.seq_len);
-  check_range("training.lr", t.lr, kPositive);
-  check_range("training.min_lr_ratio", t.min_lr_ratio, kUnitClosed);
-  LLM_CHECK(t.warmup_steps >= 0, "{}: training.warmup_steps must be >= 0, got {}",
-            at("training.warmup_steps"), t.warmup_steps);
-  check_range("training.weight_decay", t.weight_decay, kNonNegative);
-  check_range("training.beta1", t.beta1, kUnitHalfOpen);
-  check_range("training.beta2", t.beta2, kUnitHalfOpen);
-  check_range("training.adam_eps", t.adam_eps, kPositive);
-  check_range("training.grad_clip", t.grad_clip, kNonNegative);
   for (const auto& [key, factor] :
        {std::pair{"training.spike_loss_factor", t.spike_loss_factor},
         std::pair{"training.spike_grad_norm_factor", t.spike_grad_norm_factor}}) {
-    check_range(key, factor, kNonNegative);
     LLM_CHECK(factor == 0 || factor > 1, "{}: {} must be 0 (off) or above 1, got {}", at(key), key,
               factor);
   }
-  LLM_CHECK(t.spike_window >= 10, "{}: training.spike_window must be >= 10, got {}",
-            at("training.spike_window"), t.spike_window);
-  LLM_CHECK(t.eval_interval >= 0, "{}: training.eval_interval must be >= 0, got {}",
-            at("training.eval_interval"), t.eval_interval);
-  LLM_CHECK(t.eval_sequences >= 0, "{}: training.eval_sequences must be >= 0, got {}",
-            at("training.eval_sequences"), t.eval_sequences);
-  LLM_CHECK(t.checkpoint_every >= 1, "{}: training.checkpoint_every must be >= 1, got {}",
-            at("training.checkpoint_every"), t.checkpoint_every);
-  LLM_CHECK(t.sample_tokens >= 0, "{}: training.sample_tokens must be >= 0, got {}",
-            at("training.sample_tokens"), t.sample_tokens);
   LLM_CHECK(c.parallel.comm != CommBackend::nccl || t.device == Device::cuda,
             "{}: parallel.comm = nccl needs training.device = cuda",
             at({"parallel.comm", "training.device"}));
@@ -328,16 +271,9 @@ void config_validate(const Config& c) {
             at("data.train"));
 
   parse_duration_seconds(c.parallel.timeout, at("parallel.timeout") + ": parallel.timeout");
-  LLM_CHECK(c.parallel.flight_recorder_entries >= 1,
-            "{}: parallel.flight_recorder_entries must be at least 1, got {}",
-            at("parallel.flight_recorder_entries"), c.parallel.flight_recorder_entries);
-  LLM_CHECK(c.parallel.shard_group_size >= 0, "{}: parallel.shard_group_size must be >= 0, got {}",
-            at("parallel.shard_group_size"), c.parallel.shard_group_size);
   // Tensor parallelism splits heads (whole, kv heads included), ffn columns
   // and the vocabulary; sequence parallelism splits each micro-batch's rows.
   const int tp = c.parallel.tensor_parallel;
-  LLM_CHECK(tp >= 1, "{}: parallel.tensor_parallel must be >= 1, got {}",
-            at("parallel.tensor_parallel"), tp);
   const UnevenSplit uneven = tensor_parallel_uneven_split(c, tp);
   LLM_CHECK(!uneven.key, "{}: parallel.tensor_parallel ({}) must divide {} ({})",
             at({"parallel.tensor_parallel", uneven.key}), tp, uneven.key, uneven.value);
@@ -353,11 +289,6 @@ void config_validate(const Config& c) {
             "sits on the first stage, the LM head on the last)",
             at({"parallel.pipeline_parallel", "model.tie_embeddings"}), pp);
   const ZenFlowConfig& z = c.zenflow;
-  LLM_CHECK(z.topk_ratio > 0 && z.topk_ratio <= 1,
-            "{}: zenflow.topk_ratio must be in (0, 1], got {}", at("zenflow.topk_ratio"),
-            z.topk_ratio);
-  LLM_CHECK(z.full_warm_up_rounds >= 0, "{}: zenflow.full_warm_up_rounds must be >= 0, got {}",
-            at("zenflow.full_warm_up_rounds"), z.full_warm_up_rounds);
   LLM_CHECK(z.select_interval.automatic() || z.update_interval.automatic() ||
                 z.select_interval.value % z.update_interval.value == 0,
             "{}: zenflow.select_interval ({}) must be a multiple of zenflow.update_interval ({}): "
@@ -369,18 +300,9 @@ void config_validate(const Config& c) {
             "zenflow.overlap_step",
             at({"offload.delayed_update", "zenflow.enabled"}));
 
-  const CheckpointConfig& k = c.checkpoint;
-  LLM_CHECK(k.interval >= 0, "{}: checkpoint.interval must be >= 0, got {}",
-            at("checkpoint.interval"), k.interval);
-  LLM_CHECK(k.keep_last >= 0, "{}: checkpoint.keep_last must be >= 0, got {}",
-            at("checkpoint.keep_last"), k.keep_last);
-  LLM_CHECK(k.keep_every >= 0, "{}: checkpoint.keep_every must be >= 0, got {}",
-            at("checkpoint.keep_every"), k.keep_every);
-  LLM_CHECK(!k.resume.empty(), "{}: checkpoint.resume must be auto, none or a checkpoint path",
+  LLM_CHECK(!c.checkpoint.resume.empty(),
+            "{}: checkpoint.resume must be auto, none or a checkpoint path",
             at("checkpoint.resume"));
-  check_range("logging.peak_tflops", c.logging.peak_tflops, kNonNegative);
-  LLM_CHECK(c.logging.log_interval > 0, "{}: logging.log_interval must be positive, got {}",
-            at("logging.log_interval"), c.logging.log_interval);
 }
 
 namespace {
@@ -398,6 +320,18 @@ std::string type_name(E) {
   return "one of " + enum_choices<E>();
 }
 
+const char* on_resume_text(OnResume on_resume) {
+  switch (on_resume) {
+    case OnResume::same_trajectory:
+      return "same run";
+    case OnResume::changes_trajectory:
+      return "changes the run";
+    case OnResume::changes_model:
+      return "refused";
+  }
+  return "?";
+}
+
 std::string escape_table_cell(std::string text) {
   for (size_t at = text.find('|'); at != std::string::npos; at = text.find('|', at + 2)) {
     text.replace(at, 1, "\\|");
@@ -408,25 +342,30 @@ std::string escape_table_cell(std::string text) {
 }  // namespace
 
 std::string config_reference() {
-  Config defaults;
+  const Config defaults;
   std::ostringstream out;
-  out << "| key | type | default | meaning |\n|---|---|---|---|\n";
-  defaults.visit_tables([&](const char* table_name, auto& section) {
-    section.visit_fields([&](const char* key, auto& field, const char* doc) {
-      std::ostringstream value;
-      write_value(value, field);
-      out << "| `" << table_name << "." << key << "` | " << escape_table_cell(type_name(field))
-          << " | `" << value.str() << "` | " << escape_table_cell(doc) << " |\n";
-    });
+  out << "| key | type | default | range | on resume | meaning |\n|---|---|---|---|---|---|\n";
+  defaults.visit_tables([&](const char* table_name, const auto& section) {
+    visit_keys(
+        section, [&](const char* key, const auto& field, const char* doc, const KeyRule& rule) {
+          std::ostringstream value;
+          write_value(value, field);
+          const std::string range = rule.range.unbounded() ? "" : rule.range.text();
+          const OnResume on_resume =
+              rule.has_on_resume ? rule.on_resume : std::decay_t<decltype(section)>::kOnResume;
+          out << "| `" << table_name << "." << key << "` | " << escape_table_cell(type_name(field))
+              << " | `" << value.str() << "` | " << range << " | " << on_resume_text(on_resume)
+              << " | " << escape_table_cell(doc) << " |\n";
+        });
   });
   return out.str();
 }
 
-std::string config_to_toml(Config& config) {
+std::string config_to_toml(const Config& config) {
   std::ostringstream out;
-  config.visit_tables([&](const char* table_name, auto& section) {
+  config.visit_tables([&](const char* table_name, const auto& section) {
     out << "[" << table_name << "]\n";
-    section.visit_fields([&](const char* key, auto& field, const char*) {
+    visit_keys(section, [&](const char* key, const auto& field, const char*, const KeyRule&) {
       out << key << " = ";
       write_value(out, field);
       out << "\n";
@@ -434,6 +373,18 @@ std::string config_to_toml(Config& config) {
     out << "\n";
   });
   return out.str();
+}
+
+std::optional<OnResume> config_key_on_resume(std::string_view key) {
+  std::optional<OnResume> found;
+  const Config defaults;
+  defaults.visit_tables([&](const char* table_name, const auto& section) {
+    visit_keys(section, [&](const char* name, const auto&, const char*, const KeyRule& rule) {
+      if (key != fmt::format("{}.{}", table_name, name)) return;
+      found = rule.has_on_resume ? rule.on_resume : std::decay_t<decltype(section)>::kOnResume;
+    });
+  });
+  return found;
 }
 
 }  // namespace llm

@@ -8,12 +8,15 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
+#include "config/key_rules.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
 
@@ -190,6 +193,8 @@ struct SwitchOrPath {
 };
 
 struct ModelConfig {
+  // What a changed key does on resume, unless the key says otherwise.
+  static constexpr OnResume kOnResume = OnResume::changes_model;
   int dim = 256;
   int n_layers = 4;
   int n_heads = 4;
@@ -204,22 +209,26 @@ struct ModelConfig {
 
   template <class V>
   void visit_fields(V&& v) {
-    v("dim", dim, "hidden size (width of the residual stream)");
-    v("n_layers", n_layers, "number of transformer blocks");
-    v("n_heads", n_heads, "query heads per attention layer");
-    v("n_kv_heads", n_kv_heads, "key/value heads (grouped-query attention); divides n_heads");
-    v("ffn_dim", ffn_dim, "hidden size of the SwiGLU MLP");
-    v("vocab_size", vocab_size, "vocabulary size; every token id must be below it");
-    v("rope_theta", rope_theta, "RoPE base frequency");
-    v("norm_eps", norm_eps, "epsilon inside RMSNorm");
+    v("dim", dim, "hidden size (width of the residual stream)", kPositive);
+    v("n_layers", n_layers, "number of transformer blocks", kPositive);
+    v("n_heads", n_heads, "query heads per attention layer", kPositive);
+    v("n_kv_heads", n_kv_heads, "key/value heads (grouped-query attention); divides n_heads",
+      kPositive);
+    v("ffn_dim", ffn_dim, "hidden size of the SwiGLU MLP", kPositive);
+    v("vocab_size", vocab_size, "vocabulary size; every token id must be below it", at_least(2));
+    v("rope_theta", rope_theta, "RoPE base frequency", kPositive);
+    v("norm_eps", norm_eps, "epsilon inside RMSNorm", kUnitOpen);
     v("tie_embeddings", tie_embeddings, "share the token embedding with the LM head");
-    v("init_std", init_std, "std of the normal init of weight matrices");
+    v("init_std", init_std, "std of the normal init of weight matrices", kPositive);
     v("init_from", init_from,
-      "start from Hugging Face Llama weights (model.safetensors or its dir)");
+      "start from Hugging Face Llama weights (model.safetensors or its dir)",
+      OnResume::same_trajectory);
   }
 };
 
 struct TrainingConfig {
+  // What a changed key does on resume, unless the key says otherwise.
+  static constexpr OnResume kOnResume = OnResume::changes_trajectory;
   int steps = 100;
   int stop_at_step = 0;
   int batch_size = 8;
@@ -251,7 +260,8 @@ struct TrainingConfig {
 
   template <class V>
   void visit_fields(V&& v) {
-    v("device", device, "cpu | cuda (one GPU per rank, by node-local rank)");
+    v("device", device, "cpu | cuda (one GPU per rank, by node-local rank)",
+      OnResume::same_trajectory);
     v("attention", attention,
       "GPU attention for bf16: auto (cudnn when built with it) | cudnn (cuDNN fused attention) | "
       "flash (the hand-written kernel); ignored on cpu");
@@ -261,41 +271,54 @@ struct TrainingConfig {
     v("deterministic", deterministic,
       "GPU: the same bits every run (cuDNN's deterministic attention backward); false: its "
       "fastest backward, which sums with atomics (the bits may differ between runs)");
-    v("steps", steps, "optimizer steps of the whole run (sets the LR schedule)");
+    v("steps", steps, "optimizer steps of the whole run (sets the LR schedule)", kNonNegative);
     v("stop_at_step", stop_at_step,
-      "stop (and save) after this step, e.g. at a job's time limit (0 = steps)");
-    v("batch_size", batch_size,
-      "global batch in sequences per optimizer step (all ranks together)");
-    v("micro_batch_size", micro_batch_size, "sequences per rank per forward pass");
-    v("seq_len", seq_len, "tokens per sequence");
-    v("lr", lr, "peak learning rate");
-    v("min_lr_ratio", min_lr_ratio, "final learning rate as a fraction of lr");
-    v("warmup_steps", warmup_steps, "linear warmup steps");
+      "stop (and save) after this step, e.g. at a job's time limit (0 = steps)",
+      {kNonNegative, OnResume::same_trajectory});
+    v("batch_size", batch_size, "global batch in sequences per optimizer step (all ranks together)",
+      kPositive);
+    v("micro_batch_size", micro_batch_size, "sequences per rank per forward pass",
+      {kPositive, OnResume::same_trajectory});
+    v("seq_len", seq_len, "tokens per sequence", kPositive);
+    v("lr", lr, "peak learning rate", kPositive);
+    v("min_lr_ratio", min_lr_ratio, "final learning rate as a fraction of lr", kUnitClosed);
+    v("warmup_steps", warmup_steps, "linear warmup steps", kNonNegative);
     v("lr_schedule", lr_schedule, "decay after warmup: cosine | linear | constant");
-    v("weight_decay", weight_decay, "AdamW decoupled weight decay (matrices only, not norms)");
-    v("beta1", beta1, "AdamW beta1");
-    v("beta2", beta2, "AdamW beta2");
-    v("adam_eps", adam_eps, "AdamW epsilon");
-    v("grad_clip", grad_clip, "clip the global gradient norm to this (0 = off)");
+    v("weight_decay", weight_decay, "AdamW decoupled weight decay (matrices only, not norms)",
+      kNonNegative);
+    v("beta1", beta1, "AdamW beta1", kUnitHalfOpen);
+    v("beta2", beta2, "AdamW beta2", kUnitHalfOpen);
+    v("adam_eps", adam_eps, "AdamW epsilon", kPositive);
+    v("grad_clip", grad_clip, "clip the global gradient norm to this (0 = off)", kNonNegative);
     v("spike_loss_factor", spike_loss_factor,
-      "skip the update of a step whose loss exceeds this multiple of the running median (0 = off)");
+      "skip the update of a step whose loss exceeds this multiple of the running median (0 = off)",
+      kNonNegative);
     v("spike_grad_norm_factor", spike_grad_norm_factor,
       "skip the update of a step whose gradient norm exceeds this multiple of its running median "
-      "(0 = off)");
-    v("spike_window", spike_window, "accepted steps in the spike guard's running medians (>= 10)");
+      "(0 = off)",
+      kNonNegative);
+    v("spike_window", spike_window, "accepted steps in the spike guard's running medians (>= 10)",
+      at_least(10));
     v("seed", seed, "seed of initialization and data order");
-    v("eval_interval", eval_interval, "steps between validation passes (0 = only at the end)");
+    v("eval_interval", eval_interval, "steps between validation passes (0 = only at the end)",
+      {kNonNegative, OnResume::same_trajectory});
     v("eval_sequences", eval_sequences,
-      "validation sequences, the first ones of data.val in file order");
-    v("sample_tokens", sample_tokens, "tokens of text to generate after training (0 = none)");
+      "validation sequences, the first ones of data.val in file order",
+      {kNonNegative, OnResume::same_trajectory});
+    v("sample_tokens", sample_tokens, "tokens of text to generate after training (0 = none)",
+      {kNonNegative, OnResume::same_trajectory});
     v("activation_checkpointing", activation_checkpointing,
-      "none | full (keep block inputs, recompute the rest) | selective (keep matmul outputs)");
-    v("checkpoint_every", checkpoint_every, "checkpoint blocks 0, k, 2k, ... (1 = every block)");
+      "none | full (keep block inputs, recompute the rest) | selective (keep matmul outputs)",
+      OnResume::same_trajectory);
+    v("checkpoint_every", checkpoint_every, "checkpoint blocks 0, k, 2k, ... (1 = every block)",
+      {at_least(1), OnResume::same_trajectory});
     v("precision", precision, "fp32 | bf16 (bf16 compute and activations, fp32 master weights)");
   }
 };
 
 struct DataConfig {
+  // What a changed key does on resume, unless the key says otherwise.
+  static constexpr OnResume kOnResume = OnResume::changes_trajectory;
   std::string train = "";
   std::string val = "";
   std::string tokenizer = "";
@@ -309,6 +332,8 @@ struct DataConfig {
 };
 
 struct ParallelConfig {
+  // What a changed key does on resume, unless the key says otherwise.
+  static constexpr OnResume kOnResume = OnResume::same_trajectory;
   ParallelMode mode = ParallelMode::ddp;
   int shard_group_size = 0;
   int tensor_parallel = 1;
@@ -326,11 +351,14 @@ struct ParallelConfig {
     v("comm", comm,
       "auto | mpi | nccl: nccl needs training.device = cuda; mpi on a GPU stages buffers through "
       "host memory (several ranks may then share one GPU); auto = nccl on cuda, mpi on cpu");
-    v("reduce_dtype", reduce_dtype, "fp32 | bf16: the type gradients are reduced in");
-    v("shard_group_size", shard_group_size, "ranks per shard group for hybrid (0 = mode default)");
+    v("reduce_dtype", reduce_dtype, "fp32 | bf16: the type gradients are reduced in",
+      OnResume::changes_trajectory);
+    v("shard_group_size", shard_group_size, "ranks per shard group for hybrid (0 = mode default)",
+      kNonNegative);
     v("tensor_parallel", tensor_parallel,
       "T: ranks each layer is split across (Megatron-style, with sequence parallelism); "
-      "consecutive ranks; the data-parallel mode applies over world / T");
+      "consecutive ranks; the data-parallel mode applies over world / T",
+      at_least(1));
     v("pipeline_parallel", pipeline_parallel,
       "P: pipeline stages, each a run of consecutive blocks (the embedding on the first, the LM "
       "head on the last); the data-parallel mode applies over world / (T x P)");
@@ -342,12 +370,15 @@ struct ParallelConfig {
       "exit status 75, naming the ranks that never reached it (docs/failure.md)");
     v("flight_recorder_entries", flight_recorder_entries,
       "the last N collectives and messages each rank records, written as JSON under the run "
-      "directory when the job fails (docs/failure.md)");
+      "directory when the job fails (docs/failure.md)",
+      at_least(1));
   }
 };
 
 // ZeRO-Offload: the optimizer's state on the host (docs/offload.md).
 struct OffloadConfig {
+  // What a changed key does on resume, unless the key says otherwise.
+  static constexpr OnResume kOnResume = OnResume::same_trajectory;
   OffloadTarget optimizer = OffloadTarget::none;
   bool delayed_update = false;
 
@@ -358,7 +389,8 @@ struct OffloadConfig {
       "and a host worker thread updates them");
     v("delayed_update", delayed_update,
       "cpu offload: step N's host update runs during step N+1's forward and backward, which "
-      "therefore sees the parameters of step N-1 (one-step-stale, as DeepSpeed's)");
+      "therefore sees the parameters of step N-1 (one-step-stale, as DeepSpeed's)",
+      OnResume::changes_trajectory);
   }
 };
 
@@ -367,6 +399,8 @@ struct OffloadConfig {
 // update_interval = "auto" starts here (DeepSpeed's default) and adapts.
 inline constexpr int kZenFlowAutoUpdateIntervalStart = 4;
 struct ZenFlowConfig {
+  // What a changed key does on resume, unless the key says otherwise.
+  static constexpr OnResume kOnResume = OnResume::changes_trajectory;
   bool enabled = false;
   double topk_ratio = 0.05;
   SelectStrategy select_strategy = SelectStrategy::automatic;
@@ -380,7 +414,8 @@ struct ZenFlowConfig {
     v("enabled", enabled, "ZenFlow (implies offload.optimizer = cpu)");
     v("topk_ratio", topk_ratio,
       "fraction of each weight matrix's columns, by gradient norm, updated on the device every "
-      "step");
+      "step",
+      Range{0, 1, true, false});
     v("select_strategy", select_strategy,
       "auto (= step) | step (select every select_interval steps) | epoch (at each epoch's start)");
     v("select_interval", select_interval,
@@ -389,7 +424,7 @@ struct ZenFlowConfig {
       "steps between host updates of the other columns, or auto (adapted so the host update "
       "hides behind the device's steps)");
     v("full_warm_up_rounds", full_warm_up_rounds,
-      "first steps that update every element (plain offloaded AdamW)");
+      "first steps that update every element (plain offloaded AdamW)", kNonNegative);
     v("overlap_step", overlap_step,
       "the host update runs during the next step's forward and backward (its result is seen one "
       "step later)");
@@ -397,6 +432,8 @@ struct ZenFlowConfig {
 };
 
 struct CheckpointConfig {
+  // What a changed key does on resume, unless the key says otherwise.
+  static constexpr OnResume kOnResume = OnResume::same_trajectory;
   std::string dir = "";
   int interval = 0;
   bool save_final = true;
@@ -407,16 +444,18 @@ struct CheckpointConfig {
   template <class V>
   void visit_fields(V&& v) {
     v("dir", dir, "run directory (default checkpoints/<config name>)");
-    v("interval", interval, "save every this many steps (0 = no periodic saves)");
+    v("interval", interval, "save every this many steps (0 = no periodic saves)", kNonNegative);
     v("save_final", save_final, "save after the last step (and on SIGTERM / SIGINT)");
-    v("keep_last", keep_last, "keep the newest this many checkpoints (0 = keep all)");
+    v("keep_last", keep_last, "keep the newest this many checkpoints (0 = keep all)", kNonNegative);
     v("keep_every", keep_every,
-      "also keep forever every checkpoint whose step is a multiple of this");
+      "also keep forever every checkpoint whose step is a multiple of this", kNonNegative);
     v("resume", resume, "auto (continue from <run dir>/latest if present) | none | a step_N path");
   }
 };
 
 struct LoggingConfig {
+  // What a changed key does on resume, unless the key says otherwise.
+  static constexpr OnResume kOnResume = OnResume::same_trajectory;
   int log_interval = 1;
   bool metrics = true;
   SwitchOrPath tensorboard;
@@ -425,10 +464,11 @@ struct LoggingConfig {
   template <class V>
   void visit_fields(V&& v) {
     v("log_interval", log_interval,
-      "steps between log lines; each shows the interval's mean loss and throughput");
+      "steps between log lines; each shows the interval's mean loss and throughput", kPositive);
     v("peak_tflops", peak_tflops,
       "one rank's peak TFLOP/s, for the log's MFU (0 = on the CPU this machine's measured sgemm "
-      "rate per rank, on a GPU no MFU; H100 SXM dense bf16: 989)");
+      "rate per rank, on a GPU no MFU; H100 SXM dense bf16: 989)",
+      kNonNegative);
     v("metrics", metrics, "append per-step metrics to <run dir>/metrics.jsonl");
     v("tensorboard", tensorboard,
       "also write the metrics records as TensorBoard event files: true (in <run dir>/tensorboard) "
@@ -461,6 +501,12 @@ struct Config {
     v("zenflow", zenflow);
     v("checkpoint", checkpoint);
     v("logging", logging);
+  }
+  // The same walk over a const config: every table passed as const.
+  template <class V>
+  void visit_tables(V&& v) const {
+    const_cast<Config*>(this)->visit_tables(
+        [&](const char* table_name, auto& table) { v(table_name, std::as_const(table)); });
   }
 
   // The run directory: checkpoint.dir, else checkpoints/<name>.
@@ -510,6 +556,10 @@ UnevenSplit tensor_parallel_uneven_split(const Config& config, int tp);
 std::string config_reference();
 
 // The resolved configuration as TOML text (logged, saved with checkpoints).
-std::string config_to_toml(Config& config);
+std::string config_to_toml(const Config& config);
+
+// What changing `key` ("table.key") does to a resumed run, from the key's
+// rule or its table's; nullopt for a key this build does not know.
+std::optional<OnResume> config_key_on_resume(std::string_view key);
 
 }  // namespace llm

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "config/key_rules.h"
 #include "runtime/cli_values.h"
 #include "runtime/error.h"
 
@@ -48,14 +49,15 @@ void read_toml_tables(Tables& tables, const toml::table& root, const std::string
                       Omitted omitted) {
   std::vector<std::string> all_keys;  // "table.key", for suggestions
   tables.visit_tables([&](const char* table_name, auto& section) {
-    section.visit_fields([&](const char* key, auto&, const char*) {
+    visit_keys(section, [&](const char* key, auto&, const char*, const KeyRule&) {
       all_keys.push_back(fmt::format("{}.{}", table_name, key));
     });
   });
   // A misspelt key is named as unknown before its correct spelling as missing.
   auto read_keys = [&](auto& section, const toml::table& table, const std::string& prefix) {
     std::vector<std::string> keys;
-    section.visit_fields([&](const char* key, auto&, const char*) { keys.push_back(key); });
+    visit_keys(section,
+               [&](const char* key, auto&, const char*, const KeyRule&) { keys.push_back(key); });
     if (!prefix.empty()) {
       for (auto&& [key, value] : table) {
         const std::string name = prefix + std::string(key.str());
@@ -63,7 +65,7 @@ void read_toml_tables(Tables& tables, const toml::table& root, const std::string
                   "{}: unknown key '{}'{}", origin, name, did_you_mean(name, all_keys));
       }
     }
-    section.visit_fields([&](const char* key, auto& field, const char*) {
+    visit_keys(section, [&](const char* key, auto& field, const char*, const KeyRule&) {
       const std::string name = prefix + key;
       if (const toml::node* value = table.get(key)) {
         read_toml_value(*value, field, fmt::format("{}: {}", origin, name));
@@ -74,7 +76,7 @@ void read_toml_tables(Tables& tables, const toml::table& root, const std::string
     return keys;
   };
   std::vector<std::string> known;  // top-level names: the struct's own keys, then its tables
-  if constexpr (requires { tables.visit_fields([](const char*, auto&, const char*) {}); }) {
+  if constexpr (requires { tables.visit_fields([](auto&&...) {}); }) {
     known = read_keys(tables, root, "");
   }
   tables.visit_tables([&](const char* table_name, auto& section) {

@@ -529,16 +529,6 @@ std::map<std::string, std::string> config_values(const std::string& toml_text,
   return values;
 }
 
-// [training] keys that change neither the model nor its trajectory.
-bool is_trajectory_neutral(const std::string& key) {
-  static const std::set<std::string> neutral = {
-      "training.stop_at_step",     "training.eval_interval",
-      "training.eval_sequences",   "training.sample_tokens",
-      "training.device",           "training.micro_batch_size",
-      "training.checkpoint_every", "training.activation_checkpointing"};
-  return neutral.count(key) > 0;
-}
-
 }  // namespace
 
 ConfigChanges checkpoint_config_changes(const std::string& path, Config& current) {
@@ -556,11 +546,16 @@ ConfigChanges checkpoint_config_changes(const std::string& path, Config& current
     const std::string after = is == now.end() ? "(absent)" : is->second;
     if (before == after) continue;
     const std::string change = fmt::format("{}: {} -> {}", key, before, after);
-    if (key.starts_with("model.") && key != "model.init_from") {
-      changes.model.push_back(change);
-    } else if (key.starts_with("data.") ||
-               (key.starts_with("training.") && !is_trajectory_neutral(key))) {
-      changes.schedule.push_back(change);
+    // A key this build no longer knows is listed, not ignored.
+    switch (config_key_on_resume(key).value_or(OnResume::changes_trajectory)) {
+      case OnResume::changes_model:
+        changes.model.push_back(change);
+        break;
+      case OnResume::changes_trajectory:
+        changes.schedule.push_back(change);
+        break;
+      case OnResume::same_trajectory:
+        break;
     }
   }
   return changes;

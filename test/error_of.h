@@ -1,5 +1,6 @@
 // error_of(fn): runs fn and returns the message of the llm::Error it throws,
-// or "" when it throws none - how tests check that an error names its culprit.
+// or "" when it throws none - how tests check that an error names its culprit;
+// EXPECT_CONTAINS(text, part) says which part a message lacks.
 #pragma once
 
 #include <string>
@@ -19,3 +20,7 @@ std::string error_of(F&& fn) {
 }
 
 }  // namespace llm::test_support
+
+#define EXPECT_CONTAINS(text, part)                          \
+  EXPECT_NE(std::string(text).find(part), std::string::npos) \
+      << "'" << (part) << "' not in: " << (text)

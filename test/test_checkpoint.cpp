@@ -179,10 +179,6 @@ TEST_F(CheckpointFiles, HuggingFaceExportThenImportRoundTrips) {
   }
 }
 
-#define EXPECT_CONTAINS(text, part)                          \
-  EXPECT_NE(std::string(text).find(part), std::string::npos) \
-      << "'" << (part) << "' not in: " << (text)
-
 // `latest` names a step directory of its run and nothing else; a name the
 // filesystem refuses (found by fuzz_checkpoint_meta) is a clean error too.
 TEST_F(CheckpointFiles, LatestMustNameAStepDirectory) {

@@ -165,6 +165,47 @@ TEST(Config, DumpParsesBackToTheSameValues) {
   EXPECT_EQ(again.model.n_layers, 3);
 }
 
+// Every key's declared range is enforced, named with the key and the range:
+// a value just outside each bound is refused, the bound itself (when closed)
+// accepted.
+TEST(ConfigRules, EveryDeclaredRangeIsEnforced) {
+  int checked = 0;
+  const Config defaults;
+  defaults.visit_tables([&](const char* table, const auto& section) {
+    visit_keys(section, [&](const char* key, const auto& field, const char*, const KeyRule& rule) {
+      using T = std::decay_t<decltype(field)>;
+      if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
+        const Range& r = rule.range;
+        const std::string name = fmt::format("{}.{}", table, key);
+        auto refused = [&](double value) {
+          const std::string text =
+              std::is_integral_v<T> ? fmt::format("{}", int64_t(value)) : fmt::format("{}", value);
+          const std::string message = error_of(
+              [&] { config_parse(kMinimal, "a.toml", {fmt::format("{}={}", name, text)}); });
+          EXPECT_CONTAINS(message, fmt::format("{} must be {}, got {}", name, r.text(), text));
+          ++checked;
+        };
+        const double step = std::is_integral_v<T> ? 1.0 : 0.5;
+        if (std::isfinite(r.low)) refused(r.low_open ? r.low : r.low - step);
+        if (std::isfinite(r.high)) refused(r.high_open ? r.high : r.high + step);
+      }
+    });
+  });
+  EXPECT_GE(checked, 35);  // the ranges config.h declares, both ends where bounded
+}
+
+TEST(ConfigRules, OnResumeComesFromTheKeyElseItsTable) {
+  EXPECT_EQ(config_key_on_resume("model.dim"), OnResume::changes_model);
+  EXPECT_EQ(config_key_on_resume("model.init_from"), OnResume::same_trajectory);
+  EXPECT_EQ(config_key_on_resume("training.lr"), OnResume::changes_trajectory);
+  EXPECT_EQ(config_key_on_resume("training.micro_batch_size"), OnResume::same_trajectory);
+  EXPECT_EQ(config_key_on_resume("data.train"), OnResume::changes_trajectory);
+  EXPECT_EQ(config_key_on_resume("parallel.mode"), OnResume::same_trajectory);
+  EXPECT_EQ(config_key_on_resume("parallel.reduce_dtype"), OnResume::changes_trajectory);
+  EXPECT_EQ(config_key_on_resume("logging.log_interval"), OnResume::same_trajectory);
+  EXPECT_EQ(config_key_on_resume("model.no_such_key"), std::nullopt);
+}
+
 // The key reference lists every key the parser knows, once, with its type
 // and default; docs/configuration.md's key table is exactly this text.
 TEST(ConfigReference, DocsTableIsTheGeneratedOne) {
@@ -172,7 +213,7 @@ TEST(ConfigReference, DocsTableIsTheGeneratedOne) {
   Config c;
   int keys = 0;
   c.visit_tables([&](const char* table, auto& section) {
-    section.visit_fields([&](const char* key, auto&, const char*) {
+    visit_keys(section, [&](const char* key, auto&, const char*, const KeyRule&) {
       ++keys;
       const std::string row = fmt::format("| `{}.{}` | ", table, key);
       EXPECT_NE(reference.find(row), std::string::npos) << row;
@@ -231,7 +272,8 @@ TEST(Config, FloatRangesNameKeyAndValue) {
   };
   EXPECT_NE(message_for("model.norm_eps=1.5").find("model.norm_eps must be in (0, 1), got 1.5"),
             std::string::npos);
-  EXPECT_NE(message_for("training.lr=0").find("training.lr must be > 0, got 0"), std::string::npos);
+  EXPECT_NE(message_for("training.lr=0").find("training.lr must be positive, got 0"),
+            std::string::npos);
   EXPECT_NE(message_for("training.weight_decay=-0.1")
                 .find("training.weight_decay must be >= 0, got -0.1"),
             std::string::npos);
@@ -265,10 +307,10 @@ TEST(Config, ErrorsNameTheCommandLineOrTheFileWhereTheValueCameFrom) {
   EXPECT_EQ(error_of([] { config_parse(kMinimal, "a.toml", {"training.lr=abc"}); }),
             "command line --training.lr: expected a number, got 'abc'");
   EXPECT_EQ(error_of([] { config_parse(kMinimal, "a.toml", {"training.lr=-1"}); }),
-            "command line --training.lr=-1: training.lr must be > 0, got -1");
+            "command line --training.lr=-1: training.lr must be positive, got -1");
   EXPECT_EQ(
       error_of([] { config_parse(std::string(kMinimal) + "[training]\nlr = -1\n", "a.toml", {}); }),
-      "a.toml: training.lr must be > 0, got -1");
+      "a.toml: training.lr must be positive, got -1");
   // A check over two keys blames the command line when it set either.
   EXPECT_NE(error_of([] {
               config_parse(kMinimal, "a.toml", {"training.micro_batch_size=3"});

@@ -33,9 +33,6 @@ constexpr char kTempPrefix[] = "llm_test_hf_";
 
 using test_support::error_of;
 
-#define EXPECT_CONTAINS(text, part)                          \
-  EXPECT_NE(std::string(text).find(part), std::string::npos) \
-      << "'" << (part) << "' not in: " << (text)
 
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
