@@ -46,7 +46,7 @@ $(FORTUNES_DATA): | build-train
 	./train prepare --input /usr/share/games/fortunes --out data/fortunes --vocab-size 4096
 
 demo: deps build-train $(FORTUNES_DATA)
-	./train --config train_configs/demo.toml
+	./train --config configs/demo.toml
 
 # Also builds the CUDA backend under emulation (docs/emulation.md) and runs
 # its tests (label "emulation") with the rest.
@@ -70,9 +70,9 @@ fuzz: fuzz-build
 	bash tools/run_fuzzers.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
 bench: deps build
-	./train bench --config train_configs/3m.toml
-	./train bench --config train_configs/demo.toml
-	./train bench --config train_configs/25m.toml
+	./train bench --config configs/3m.toml
+	./train bench --config configs/demo.toml
+	./train bench --config configs/25m.toml
 
 # Scaling curves (docs/scaling.*): the FSDP paper's two figures on its A100
 # cluster (predicted: T5 611M / 2.28B / 11.3B x four strategies; 11.3B at
@@ -82,7 +82,7 @@ bench: deps build
 scaling: deps build
 	./train scale --calibrate
 	./train scale --hardware planning/hardware/a100_80gb_roce.toml --out results/scaling --no-plot
-	./train scale --hardware planning/hardware/cpu_dev_vm.toml --configs train_configs/scale_cpu.toml --gpus 1,2,4 --measure --repeats 3 --out results/scaling_cpu --no-plot
+	./train scale --hardware planning/hardware/cpu_dev_vm.toml --configs configs/scale_cpu.toml --gpus 1,2,4 --measure --repeats 3 --out results/scaling_cpu --no-plot
 	./train scale --validate --repeats 3 --out results/validation
 	mkdir -p docs
 	cp results/scaling/scaling.csv docs/scaling.csv

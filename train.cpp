@@ -25,7 +25,7 @@
 #include "commands/model_counts.h"
 #include "commands/plan.h"
 #include "runtime/cli_values.h"
-#include "config/config.h"
+#include "settings/config.h"
 #include "runtime/error.h"
 #include "runtime/log.h"
 #include "planning/hardware_profile.h"
@@ -37,7 +37,6 @@
 #include "trainer/trainer.h"
 #include "data/prepare.h"
 #include "interop/hf_llama.h"
-#include "parallel/checkpoint.h"
 #include "parallel/comm.h"
 
 namespace {
@@ -48,7 +47,7 @@ constexpr const char* kUsage = R"(usage:
       With it: the resolved config (file, then overrides) as TOML; with
       --counts, its parameters and FLOPs per step as JSON instead.
   ./train [train] --config FILE [--section.key=value ...]
-      Train. FILE is a path, or a name looked up in train_configs/ (e.g. tiny).
+      Train. FILE is a path, or a name looked up in configs/ (e.g. tiny).
       Any config key can be overridden, e.g. --training.steps=20 or
       --training.steps 20. Set LLM_DEBUG=1 for source locations in errors.
   ./train prepare --input PATH [--input PATH ...] --out DIR [--tokenizer PATH | --vocab-size N]

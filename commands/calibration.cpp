@@ -14,7 +14,7 @@
 
 #include "model/kernels/cpu_gemm.h"
 #include "model/kernels/cpu_gemm_rate.h"
-#include "config/config.h"
+#include "settings/config.h"
 #include "model/kernels/adamw.h"
 #include "runtime/device_memory.h"
 #include "runtime/error.h"

@@ -24,7 +24,7 @@ namespace llm {
 
 struct CalibrationOptions {
   std::string out = "planning/hardware/cpu_dev_vm.toml";
-  std::string config = "train_configs/scale_cpu.toml";
+  std::string config = "configs/scale_cpu.toml";
   MeasureOptions measure;
 };
 

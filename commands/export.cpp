@@ -10,7 +10,8 @@
 
 #include "data/tokenizer.h"
 #include "interop/hf_llama.h"
-#include "parallel/checkpoint.h"
+#include "checkpointing/checkpoint.h"
+#include "checkpointing/run_directory.h"
 #include "runtime/error.h"
 #include "runtime/file_io.h"
 

@@ -8,7 +8,8 @@
 #include "data/tokenizer.h"
 #include "interop/hf_llama.h"
 #include "model/transformer.h"
-#include "parallel/checkpoint.h"
+#include "checkpointing/checkpoint.h"
+#include "checkpointing/run_directory.h"
 #include "runtime/error.h"
 #include "commands/inference_params.h"
 

@@ -8,7 +8,7 @@
 
 #include <vector>
 
-#include "config/config.h"
+#include "settings/config.h"
 #include "model/backend.h"
 #include "model/layout.h"
 #include "model/unit_provider.h"

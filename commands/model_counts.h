@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "config/config.h"
+#include "settings/config.h"
 
 namespace llm {
 

@@ -16,7 +16,7 @@
 #include <string>
 
 #include "commands/measure_run.h"
-#include "config/config.h"
+#include "settings/config.h"
 
 namespace llm {
 

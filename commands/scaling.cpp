@@ -49,17 +49,18 @@ const std::vector<std::string> kPaperStrategies = {"ddp", "full_replication", "h
 // recomputation to fit) for the 16- against 32-bit finding.
 std::vector<Curve> paper_curves() {
   std::vector<Curve> curves;
-  for (const char* config : {"train_configs/t5_611m.toml", "train_configs/t5_2.28b.toml",
-                             "train_configs/t5_11.3b.toml"}) {
+  for (const char* config : {"configs/scaling/t5_611m.toml", "configs/scaling/t5_2.28b.toml",
+                             "configs/scaling/t5_11.3b.toml"}) {
     for (const std::string& strategy : kPaperStrategies) {
       curves.push_back({"model_scale", config, strategy, 8, "bf16", "none"});
     }
   }
-  curves.push_back({"batch_scale", "train_configs/t5_11.3b.toml", "full_shard", 8, "bf16", "none"});
   curves.push_back(
-      {"batch_scale", "train_configs/t5_11.3b.toml", "full_shard", 16, "bf16", "selective"});
+      {"batch_scale", "configs/scaling/t5_11.3b.toml", "full_shard", 8, "bf16", "none"});
   curves.push_back(
-      {"batch_scale", "train_configs/t5_11.3b.toml", "full_shard", 8, "fp32", "selective"});
+      {"batch_scale", "configs/scaling/t5_11.3b.toml", "full_shard", 16, "bf16", "selective"});
+  curves.push_back(
+      {"batch_scale", "configs/scaling/t5_11.3b.toml", "full_shard", 8, "fp32", "selective"});
   return curves;
 }
 
@@ -69,8 +70,9 @@ struct ScaleOptions {
   // --precision given): configs x strategies x batches x precisions;
   // otherwise the paper's curves.
   bool custom = false;
-  std::vector<std::string> configs = {"train_configs/t5_611m.toml", "train_configs/t5_2.28b.toml",
-                                      "train_configs/t5_11.3b.toml"};
+  std::vector<std::string> configs = {"configs/scaling/t5_611m.toml",
+                                      "configs/scaling/t5_2.28b.toml",
+                                      "configs/scaling/t5_11.3b.toml"};
   std::vector<std::string> strategies = kPaperStrategies;
   std::vector<int> batches = {0};
   std::vector<std::string> precisions = {""};
@@ -513,7 +515,7 @@ int scale_command(const std::vector<std::pair<std::string, std::string>>& option
   }
   if (validate) {
     if (o.hardware.empty()) o.hardware = "planning/hardware/cpu_dev_vm.toml";
-    if (!configs_given) o.configs = {"train_configs/tiny.toml", "train_configs/scale_cpu.toml"};
+    if (!configs_given) o.configs = {"configs/tiny.toml", "configs/scale_cpu.toml"};
     o.out = out.empty() ? "results/validation" : out;
     run_validation(o);
     return 0;

@@ -25,7 +25,7 @@
 #include <utility>
 #include <vector>
 
-#include "config/config.h"
+#include "settings/config.h"
 
 namespace llm {
 

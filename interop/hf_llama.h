@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "config/config.h"
+#include "settings/config.h"
 #include "model/layout.h"
 #include "interop/safetensors.h"
 

@@ -10,7 +10,7 @@
 // really runs, so a fully recomputed block's backward adds its forward again.
 #pragma once
 
-#include "config/config.h"
+#include "settings/config.h"
 #include "model/unit_provider.h"
 
 namespace llm {

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "config/config.h"
+#include "settings/config.h"
 
 namespace llm {
 

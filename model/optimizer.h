@@ -7,7 +7,7 @@
 
 #include <cstddef>
 
-#include "config/config.h"
+#include "settings/config.h"
 #include "model/backend.h"
 #include "model/layout.h"
 

@@ -29,7 +29,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "config/config.h"
+#include "settings/config.h"
 #include "model/optimizer.h"
 #include "parallel/grad_store.h"
 #include "parallel/param_store.h"

@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "runtime/bf16.h"
-#include "config/config.h"
+#include "settings/config.h"
 #include "model/unit_provider.h"
 #include "parallel/comm.h"
 #include "parallel/unit_shards.h"

@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <functional>
 
-#include "config/config.h"
+#include "settings/config.h"
 #include "model/transformer.h"
 #include "model/unit_provider.h"
 

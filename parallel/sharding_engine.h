@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "runtime/arena.h"
-#include "config/config.h"
+#include "settings/config.h"
 #include "model/backend.h"
 #include "model/layout.h"
 #include "model/optimizer.h"

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "config/config.h"
+#include "settings/config.h"
 #include "parallel/comm.h"
 
 namespace llm {

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "config/toml_tables.h"
+#include "settings/toml_tables.h"
 #include "runtime/error.h"
 #include "planning/planner.h"
 

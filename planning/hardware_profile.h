@@ -12,7 +12,7 @@
 
 #include <string>
 
-#include "config/config.h"
+#include "settings/config.h"
 
 namespace llm {
 

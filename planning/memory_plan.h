@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <string>
 
-#include "config/config.h"
+#include "settings/config.h"
 #include "parallel/sharding_engine.h"
 
 namespace llm {

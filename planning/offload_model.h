@@ -14,7 +14,7 @@
 
 #include <vector>
 
-#include "config/config.h"
+#include "settings/config.h"
 #include "planning/hardware_profile.h"
 #include "planning/throughput_model.h"
 

@@ -7,7 +7,7 @@
 // published figures are quoted, never fed into the model.
 #pragma once
 
-#include "config/config.h"
+#include "settings/config.h"
 #include "planning/hardware_profile.h"
 
 namespace llm {

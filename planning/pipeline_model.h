@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "config/config.h"
+#include "settings/config.h"
 
 namespace llm {
 

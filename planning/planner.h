@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "config/config.h"
+#include "settings/config.h"
 #include "planning/memory_plan.h"
 
 namespace llm {

@@ -20,7 +20,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "config/config.h"
+#include "settings/config.h"
 #include "model/unit_provider.h"
 #include "parallel/comm.h"
 

@@ -18,7 +18,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "config/config.h"
+#include "settings/config.h"
 #include "model/unit_provider.h"
 #include "planning/step_trace.h"
 #include "planning/throughput_model.h"

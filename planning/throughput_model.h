@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "config/config.h"
+#include "settings/config.h"
 #include "planning/collective_model.h"
 #include "planning/hardware_profile.h"
 #include "planning/pipeline_model.h"

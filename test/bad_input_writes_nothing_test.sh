@@ -28,7 +28,7 @@ expect_nothing_written() {
   echo "ok: $name"
 }
 
-tiny=(--config train_configs/tiny.toml)
+tiny=(--config configs/tiny.toml)
 expect_nothing_written missing_data "no file matches" \
   "$train" "${tiny[@]}" "--data.train=/no/such/*.bin"
 expect_nothing_written tokenizer_too_large "has no embedding row\|have no embedding row" \

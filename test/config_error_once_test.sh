@@ -11,7 +11,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; cat "$tmp/out.txt"; exit 1; }
 
-timeout 60 "$mpiexec" -np 3 --oversubscribe "$train" --config train_configs/tiny.toml \
+timeout 60 "$mpiexec" -np 3 --oversubscribe "$train" --config configs/tiny.toml \
   --training.lr inf > "$tmp/out.txt" 2>&1
 rc=$?
 [ $rc -ne 124 ] || fail "the job hung"
@@ -21,9 +21,9 @@ grep -qx 'error: command line --training.lr=inf: training.lr must be a finite nu
   fail "the error line does not name the command line, the key and the value"
 ! grep -q '\.cpp:' "$tmp/out.txt" || fail "a source location without LLM_DEBUG"
 
-LLM_DEBUG=1 timeout 60 "$train" --config train_configs/tiny.toml --training.lr=inf > "$tmp/out.txt" 2>&1
+LLM_DEBUG=1 timeout 60 "$train" --config configs/tiny.toml --training.lr=inf > "$tmp/out.txt" 2>&1
 grep -q 'got inf (.*config\.cpp:[0-9]*)' "$tmp/out.txt" || fail "no source location with LLM_DEBUG=1"
-timeout 60 "$mpiexec" -np 3 --oversubscribe "$train" bnech --config train_configs/tiny.toml > "$tmp/out.txt" 2>&1
+timeout 60 "$mpiexec" -np 3 --oversubscribe "$train" bnech --config configs/tiny.toml > "$tmp/out.txt" 2>&1
 rc=$?
 [ $rc -ne 124 ] || fail "the job hung on an unknown command"
 [ $rc -ne 0 ] || fail "an unknown command exited 0"

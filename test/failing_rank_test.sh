@@ -27,7 +27,7 @@ run() {
   shift
   local start rc elapsed
   start=$(date +%s)
-  timeout 60 "$mpiexec" -np "$ranks" --oversubscribe "$train" --config train_configs/tiny.toml \
+  timeout 60 "$mpiexec" -np "$ranks" --oversubscribe "$train" --config configs/tiny.toml \
     --data.train="$tmp/train_*.bin" --training.steps=80 --training.eval_interval=0 \
     --checkpoint.dir="$tmp/run_$ranks" "$@" > "$tmp/out.txt" 2>&1
   rc=$?

@@ -12,7 +12,7 @@ work=$(mktemp -d /tmp/generate_test.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 export OMP_NUM_THREADS=1
 
-"$train" --config train_configs/tiny.toml --training.steps=6 --training.eval_interval=0 \
+"$train" --config configs/tiny.toml --training.steps=6 --training.eval_interval=0 \
   --training.sample_tokens=0 --checkpoint.dir="$work/runs" >"$work/train.log" 2>&1 ||
   fail "training the tiny model: $(tail -3 "$work/train.log")"
 run=$work/runs

@@ -23,7 +23,7 @@ Config tiny(std::vector<std::string> overrides) {
   overrides.push_back("logging.metrics=false");
   overrides.push_back("checkpoint.resume=none");
   overrides.push_back("training.lr=1e-3");
-  return config_load("train_configs/tiny.toml", overrides);
+  return config_load("configs/tiny.toml", overrides);
 }
 
 struct Steps {

@@ -20,7 +20,7 @@ out=$("$train" config) || fail "./train config exited non-zero"
 grep -q '^| `training.lr` | float | `0.003` |' <<<"$out" || fail "no training.lr row: $out"
 grep -q '^| `parallel.pipeline_parallel` | integer | `1` |' <<<"$out" || fail "no pipeline_parallel row"
 
-out=$("$train" config --config train_configs/tiny.toml --training.lr=0.003 --model.dim=32) ||
+out=$("$train" config --config configs/tiny.toml --training.lr=0.003 --model.dim=32) ||
   fail "./train config --config exited non-zero"
 grep -q '^lr = 0.003$' <<<"$out" || fail "resolved config lacks 'lr = 0.003': $out"
 grep -q '^dim = 32$' <<<"$out" || fail "resolved config lacks the override dim = 32"
@@ -31,9 +31,9 @@ grep -q '^dim = 32$' <<<"$out" || fail "resolved config lacks the override dim =
 # included, tied or not) plus causal attention's 12 D T(T+1)/2 per head,
 # layer and sequence.
 overrides=(--training.batch_size=6 --training.micro_batch_size=3 --model.tie_embeddings=false)
-toml=$("$train" config --config train_configs/tiny.toml "${overrides[@]}") ||
+toml=$("$train" config --config configs/tiny.toml "${overrides[@]}") ||
   fail "./train config --config tiny exited non-zero"
-counts=$("$train" config --config train_configs/tiny.toml --counts "${overrides[@]}") ||
+counts=$("$train" config --config configs/tiny.toml --counts "${overrides[@]}") ||
   fail "./train config --counts exited non-zero"
 python3 - "$toml" "$counts" <<'PY' || fail "counts differ from the independent count: $counts"
 import json, sys, tomllib

@@ -14,7 +14,7 @@ trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
 # A model whose state (~25 MB) takes a visible share of each step to save.
-args=(--config train_configs/tiny.toml --model.dim=256 --model.n_layers=4 --model.ffn_dim=512
+args=(--config configs/tiny.toml --model.dim=256 --model.n_layers=4 --model.ffn_dim=512
       --training.steps=400 --training.eval_interval=0 --training.eval_sequences=0
       --checkpoint.interval=1 --checkpoint.keep_last=2 --checkpoint.dir="$tmp/run")
 

@@ -48,7 +48,7 @@ Config make_config(const std::string& run_dir, const std::string& resume,
                                 "training.warmup_steps=2",   "logging.metrics=false",
                                 "checkpoint.dir=" + run_dir, "checkpoint.resume=" + resume};
   o.insert(o.end(), mode.begin(), mode.end());
-  return config_load("train_configs/tiny.toml", o);
+  return config_load("configs/tiny.toml", o);
 }
 
 struct TrainedRun {

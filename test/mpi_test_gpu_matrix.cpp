@@ -49,7 +49,7 @@ RunResult train(Group& world, const Variant& v, const std::string& device,
         "parallel.comm=" + (device == "cuda" ? v.comm : std::string("mpi"))})
     all.push_back(o);
   all.insert(all.end(), row.begin(), row.end());
-  return run_steps(world, config_load("train_configs/tiny.toml", all), kSteps);
+  return run_steps(world, config_load("configs/tiny.toml", all), kSteps);
 }
 
 const RunResult& single_rank_run(const Variant& v) {

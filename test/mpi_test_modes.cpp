@@ -34,7 +34,7 @@ std::vector<std::string> base_overrides(const std::string& model) {
 RunResult train(Group& world, const std::string& model, std::vector<std::string> overrides) {
   std::vector<std::string> all = base_overrides(model);
   all.insert(all.end(), overrides.begin(), overrides.end());
-  return run_steps(world, config_load("train_configs/tiny.toml", all), kSteps);
+  return run_steps(world, config_load("configs/tiny.toml", all), kSteps);
 }
 
 // The single-process reference, computed by every rank on its own.
@@ -140,7 +140,7 @@ TEST(ModeBf16, ComputeCopyIsTheMastersRoundedAfterEveryStep) {
       o.push_back(comm_world().size() % 2 == 0 ? "parallel.shard_group_size=2"
                                                : "parallel.shard_group_size=1");
     }
-    Trainer trainer(config_load("train_configs/tiny.toml", o), comm_world());
+    Trainer trainer(config_load("configs/tiny.toml", o), comm_world());
     ShardingEngine& engine = trainer.engine();
     const ParameterLayout& layout = engine.layout();
     for (int s = 0; s < 2; ++s) {
@@ -202,12 +202,12 @@ TEST(ModeMemory, ShardedStateIsAFractionOfDdp) {
   EXPECT_TRUE(near_fraction(z2.optimizer, ddp.optimizer, f));
   // zero3: everything sharded; gathered copies live in at most 3 unit buffers.
   EXPECT_TRUE(near_fraction(z3.state(), ddp.state(), f)) << z3.state() << " vs " << ddp.state();
-  const ParameterLayout layout = layout_build(config_load("train_configs/tiny.toml", {}).model);
+  const ParameterLayout layout = layout_build(config_load("configs/tiny.toml", {}).model);
   size_t largest_unit = layout.max_unit_numel() * sizeof(float);
   EXPECT_LE(z3.buffers, 5 * (largest_unit + 64 * 4) + 2 * (largest_unit / n + 64 * 4));
   EXPECT_EQ(ShardingEngine::planned_bytes(layout,
                                           sharding_plan(ParallelConfig{ParallelMode::zero3, 0}, n),
-                                          config_load("train_configs/tiny.toml", {}))
+                                          config_load("configs/tiny.toml", {}))
                 .total(),
             z3.total());
 }
@@ -234,7 +234,7 @@ TEST(ModeMemory, PlannerMatchesWhatIsAllocated) {
         o.push_back("training.precision=" + precision);
         o.push_back("parallel.reduce_dtype=" + precision);
         o.push_back("training.activation_checkpointing=" + recompute);
-        Config config = config_load("train_configs/tiny.toml", o);
+        Config config = config_load("configs/tiny.toml", o);
         const size_t before = host_memory_live_bytes();
         Trainer trainer(config, comm_world());
         trainer.train_step(0);
@@ -266,7 +266,7 @@ TEST(ModeTraffic, Zero3SendsAboutOneAndAHalfTimesDdp) {
   };
   const double ddp = sent("ddp");
   ASSERT_GT(ddp, 0);
-  const ParameterLayout layout = layout_build(config_load("train_configs/tiny.toml", {}).model);
+  const ParameterLayout layout = layout_build(config_load("configs/tiny.toml", {}).model);
   const double model_bytes = 4.0 * layout.total_numel, ring = (n - 1.0) / n;
   EXPECT_NEAR(ddp / kSteps, 2 * model_bytes * ring, 0.01 * model_bytes);
   EXPECT_NEAR(sent("zero1") / ddp, 1.0, 0.02);

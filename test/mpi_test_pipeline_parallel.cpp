@@ -48,7 +48,7 @@ Config make_config(const std::string& model, const std::string& run_dir,
                    const std::vector<std::string>& overrides) {
   std::vector<std::string> all = base_overrides(model, run_dir);
   all.insert(all.end(), overrides.begin(), overrides.end());
-  return config_load("train_configs/tiny.toml", all);
+  return config_load("configs/tiny.toml", all);
 }
 
 RunResult train(Group& world, const std::string& model, const std::vector<std::string>& overrides) {

@@ -41,7 +41,7 @@ std::vector<std::string> base_overrides(const std::string& model, const std::str
 RunResult train(Group& world, const std::string& model, std::vector<std::string> overrides) {
   std::vector<std::string> all = base_overrides(model, mpi_temp_dir("tp", "runs"));
   all.insert(all.end(), overrides.begin(), overrides.end());
-  return run_steps(world, config_load("train_configs/tiny.toml", all), kSteps);
+  return run_steps(world, config_load("configs/tiny.toml", all), kSteps);
 }
 
 const RunResult& reference(const std::string& model, const std::string& precision = "fp32") {
@@ -125,7 +125,7 @@ TEST(TensorParallelTraffic, EqualsTheThroughputModel) {
     o.push_back("parallel.tensor_parallel=2");
     std::vector<std::string> all = base_overrides("ragged", mpi_temp_dir("tp", "runs"));
     all.insert(all.end(), o.begin(), o.end());
-    const Config config = config_load("train_configs/tiny.toml", all);
+    const Config config = config_load("configs/tiny.toml", all);
     Trainer trainer(config, comm_world());
     EXPECT_EQ(trainer.model().layout().total_numel * 2,
               layout_build(config.model).total_numel +
@@ -186,9 +186,9 @@ TEST(TensorParallelGeneration, SamplesMatchTheSingleProcess) {
   const std::vector<std::string> base = base_overrides("tiny", mpi_temp_dir("tp", "generate"));
   std::vector<std::string> split = base;
   split.push_back("parallel.tensor_parallel=2");
-  Trainer parallel(config_load("train_configs/tiny.toml", split), comm_world());
+  Trainer parallel(config_load("configs/tiny.toml", split), comm_world());
   std::unique_ptr<Group> alone = comm_world().split(comm_world().rank(), 0);
-  Trainer single(config_load("train_configs/tiny.toml", base), *alone);
+  Trainer single(config_load("configs/tiny.toml", base), *alone);
   const std::string text = single.sample(24);
   EXPECT_FALSE(text.empty());
   EXPECT_EQ(parallel.sample(24), text);
@@ -210,7 +210,7 @@ TEST(TensorParallelCheckpoint, ResumesExactlyAndLoadsWithoutTensorParallelism) {
     std::vector<std::string> o = base_overrides("ragged", dir + "/" + run);
     o.push_back("checkpoint.resume=" + resume);
     o.insert(o.end(), mode.begin(), mode.end());
-    return config_load("train_configs/tiny.toml", o);
+    return config_load("configs/tiny.toml", o);
   };
   RunResult straight = train(world, "ragged", tp);
   std::string saved;

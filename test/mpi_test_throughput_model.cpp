@@ -108,7 +108,7 @@ TEST(ThroughputModelTraffic, EqualsWhatTheEngineCounts) {
           o.insert(o.end(), mode.begin(), mode.end());
           o.insert(o.end(), precision.begin(), precision.end());
           SCOPED_TRACE(model + name_of(o));
-          Config config = config_load("train_configs/tiny.toml", o);
+          Config config = config_load("configs/tiny.toml", o);
           expect_traffic_equal(throughput_predict(config, n, hw), measured_stats(config).stats);
         }
       }
@@ -140,7 +140,7 @@ TEST(ThroughputModelTraffic, PipelineStageEqualsWhatItsEngineCounts) {
             o.insert(o.end(), mode.begin(), mode.end());
             o.insert(o.end(), precision.begin(), precision.end());
             SCOPED_TRACE(name_of(o));
-            Config config = config_load("train_configs/tiny.toml", o);
+            Config config = config_load("configs/tiny.toml", o);
             const StepPrediction predicted = throughput_predict(config, n, hw);
             EXPECT_EQ(predicted.pipeline_stage, stage);
             const Measured real = measured_stats(config);
@@ -173,7 +173,7 @@ TEST(ThroughputModelTraffic, PipelineMessagesEqualWhatTheStagesSend) {
         std::string name;
         for (const std::string& kv : o) name += " " + kv;
         SCOPED_TRACE(name);
-        const Config config = config_load("train_configs/tiny.toml", o);
+        const Config config = config_load("configs/tiny.toml", o);
         Trainer trainer(config, comm_world());
         trainer.topology().pipeline->reset_stats();
         for (int s = 0; s < kSteps; ++s) trainer.train_step(s);

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "config/config.h"
+#include "settings/config.h"
 #include "model/layout.h"
 #include "parallel/sharding_engine.h"
 #include "test/reference_ops.h"

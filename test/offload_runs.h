@@ -37,7 +37,7 @@ inline Config make_config(const std::vector<std::string>& extra, const std::stri
       "checkpoint.dir=" +
           (run_dir.empty() ? (fs::temp_directory_path() / "llm_mpi_offload").string() : run_dir)};
   o.insert(o.end(), extra.begin(), extra.end());
-  return config_load("train_configs/tiny.toml", o);
+  return config_load("configs/tiny.toml", o);
 }
 
 struct TrainedRun {

@@ -16,7 +16,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 [ "${LLM_CUDA_EMULATION_DEVICES:-}" = 1 ] || fail "needs LLM_CUDA_EMULATION_DEVICES=1"
 launcher=$(readlink -f tools/one_gpu_ranks.sh)
 
-flags=(--config train_configs/tiny.toml --training.device=cuda --parallel.comm=nccl
+flags=(--config configs/tiny.toml --training.device=cuda --parallel.comm=nccl
        --parallel.mode=zero3 --training.steps=3 --training.eval_interval=0
        --training.sample_tokens=0 --checkpoint.interval=0 --checkpoint.resume=none)
 losses() { grep -o '"loss":[^,]*' "$1/metrics.jsonl" | cut -d: -f2 | tr '\n' ' '; }

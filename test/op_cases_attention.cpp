@@ -80,7 +80,7 @@ constexpr AttentionShape kCudaShapes[] = {
     {1, 70, 4, 4, 64},    // multi-head (H == KV), a whole and a partial tile
     {2, 129, 8, 2, 128},  // D = 128 (the smaller fp32 tiles), groups of 4
     {1, 256, 2, 1, 64},   // multi-query, whole tiles only
-    {2, 33, 4, 2, 16},    // D = 16, as train_configs/tiny.toml
+    {2, 33, 4, 2, 16},    // D = 16, as configs/tiny.toml
     {1, 40, 3, 1, 24},    // D padded to 32
     {2, 9, 2, 2, 5},      // odd D
 };

@@ -31,7 +31,7 @@ inline Config op_profile_config(std::vector<std::string> overrides) {
   overrides.push_back("checkpoint.resume=none");
   overrides.push_back("parallel.mode=ddp");
   overrides.push_back("training.activation_checkpointing=none");
-  return config_load("train_configs/tiny.toml", overrides);
+  return config_load("configs/tiny.toml", overrides);
 }
 
 // Calls per optimizer step of every op, for op_profile_config's setup with

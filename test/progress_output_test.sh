@@ -34,7 +34,7 @@ grep -q '^prepare: encoded .* into [0-9]* tokens in [0-9.]* s (.* MB/s, [0-9]* j
   cat > "$tmp/out.txt"
 [ ! -s "$tmp/out.txt" ] || fail "prepare --quiet printed something"
 
-"$train" --config train_configs/tiny.toml --training.steps=3 --checkpoint.dir="$tmp/run" \
+"$train" --config configs/tiny.toml --training.steps=3 --checkpoint.dir="$tmp/run" \
   --training.sample_tokens=0 | cat > "$tmp/out.txt"
 no_carriage_return train
 grep -q '| commit \([0-9a-f]\+\(-dirty\)\?\|unknown\)$' "$tmp/out.txt" ||
@@ -43,7 +43,7 @@ bytes='[0-9.]* [KMG]iB'
 grep -q "step     3/3 | .* | mem $bytes alloc / $bytes resv / $bytes peak |" "$tmp/out.txt" ||
   fail "no memory in the step line"
 
-"$train" bench --config train_configs/tiny.toml --bench-steps 1 | cat > "$tmp/out.txt"
+"$train" bench --config configs/tiny.toml --bench-steps 1 | cat > "$tmp/out.txt"
 no_carriage_return bench
 grep -q '^  step time' "$tmp/out.txt" || fail "no bench result"
 

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "config/config.h"
+#include "settings/config.h"
 #include "data/loader.h"
 #include "parallel/comm.h"
 #include "test/naive_model.h"

@@ -13,7 +13,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
-common=(--config train_configs/tiny.toml --training.steps=10 --training.batch_size=12 --training.micro_batch_size=1
+common=(--config configs/tiny.toml --training.steps=10 --training.batch_size=12 --training.micro_batch_size=1
         --training.eval_interval=0 --training.eval_sequences=0)
 run() {  # run <ranks> <stop at step> <dir> <args...>: the same 10-step run, stopped early
   local np=$1 steps=$2 dir=$3; shift 3

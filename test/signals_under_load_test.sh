@@ -19,7 +19,7 @@ export ONEDNN_MAX_CPU_ISA=AVX2 OMP_NUM_THREADS=2
 
 for run in $(seq "$runs"); do
   dir=$tmp/run$run log=$tmp/run$run.txt
-  "$train" --config train_configs/tiny.toml --model.dim=256 --model.n_layers=4 \
+  "$train" --config configs/tiny.toml --model.dim=256 --model.n_layers=4 \
     --model.ffn_dim=512 --training.steps=100000 --training.eval_interval=0 \
     --training.eval_sequences=0 --training.sample_tokens=0 --checkpoint.interval=0 \
     --checkpoint.dir="$dir" > "$log" 2>&1 &

@@ -63,7 +63,7 @@ esac
 
 "$mpiexec" -np "$ranks" --oversubscribe -x LLM_FAULT_SKIP_ALL_REDUCE_SUM -x LLM_FAULT_SHORT_ALL_REDUCE \
   "${wrapper[@]}" "$train" \
-  --config train_configs/tiny.toml "${flags[@]}" > "$work/job.log" 2>&1 &
+  --config configs/tiny.toml "${flags[@]}" > "$work/job.log" 2>&1 &
 job=$!
 
 # The rank's pid, from the rank each process was given.

@@ -20,7 +20,7 @@ trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 export OMPI_MCA_odls_base_sigkill_timeout=5  # docs/checkpoints.md recommends 30 for real models
 
-args=(--config train_configs/tiny.toml --training.steps=100000 --training.eval_interval=0
+args=(--config configs/tiny.toml --training.steps=100000 --training.eval_interval=0
       --training.eval_sequences=0 --checkpoint.interval=0 --logging.log_interval=100)
 
 # start_run NAME: a 2-rank run in its own session (as from a terminal) in the

@@ -15,7 +15,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 work=$(mktemp -d /tmp/straggler.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 LLM_FAULT_SLOW_STEP_MS=1:40 "$mpiexec" -np 2 --oversubscribe -x LLM_FAULT_SLOW_STEP_MS "$train" \
-  --config train_configs/tiny.toml --training.steps=90 --training.eval_interval=0 \
+  --config configs/tiny.toml --training.steps=90 --training.eval_interval=0 \
   --logging.log_interval=30 --training.sample_tokens=0 --checkpoint.dir="$work/run" \
   > "$work/log" 2>&1 || fail "training: $(tail -3 "$work/log")"
 lines=$(grep -o 'slowest rank [0-9]* +[0-9.]* ms/step' "$work/log")

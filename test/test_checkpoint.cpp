@@ -15,7 +15,9 @@
 #include "runtime/file_io.h"
 #include "trainer/trainer.h"
 #include "interop/hf_llama.h"
-#include "parallel/checkpoint.h"
+#include "checkpointing/checkpoint.h"
+#include "checkpointing/config_diff.h"
+#include "checkpointing/run_directory.h"
 #include "parallel/comm.h"
 #include "error_of.h"
 
@@ -39,7 +41,7 @@ class CheckpointFiles : public ::testing::Test {
     std::vector<std::string> o = {"checkpoint.dir=" + dir_.string(), "logging.metrics=false",
                                   "checkpoint.resume=none"};
     o.insert(o.end(), extra.begin(), extra.end());
-    return config_load("train_configs/tiny.toml", o);
+    return config_load("configs/tiny.toml", o);
   }
   // Saves after `steps` steps; returns the checkpoint directory.
   std::string save_after(int steps, std::vector<std::string> extra = {}) {

@@ -36,11 +36,11 @@ TEST(CommandLine, OverridesTakeTheValueAfterAnEqualsSignOrASpace) {
 }
 
 TEST(CommandLine, AnOptionValueWithADotIsNotAnOverride) {
-  CommandLine line = parse({"--config=train_configs/tiny.toml", "--quiet"});
+  CommandLine line = parse({"--config=configs/tiny.toml", "--quiet"});
   EXPECT_EQ(line.command, "train");
   EXPECT_TRUE(line.overrides.empty());
   ASSERT_EQ(line.options.size(), 2u);
-  EXPECT_EQ(line.options[0].second, "train_configs/tiny.toml");
+  EXPECT_EQ(line.options[0].second, "configs/tiny.toml");
 }
 
 TEST(CommandLine, MissingValuesAndStrayWordsAreErrors) {

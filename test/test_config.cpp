@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "config/config.h"
+#include "settings/config.h"
 #include "runtime/error.h"
 #include "test/error_of.h"
 
@@ -24,7 +24,7 @@ train = "data/tiny/train_*.bin"
 using test_support::error_of;
 
 TEST(Config, DefaultsApplyWhenKeysAreAbsent) {
-  Config c = config_parse(kMinimal, "train_configs/x.toml", {});
+  Config c = config_parse(kMinimal, "configs/x.toml", {});
   EXPECT_EQ(c.name, "x");
   EXPECT_EQ(c.model.dim, ModelConfig{}.dim);
   EXPECT_EQ(c.training.lr_schedule, LrSchedule::cosine);

@@ -33,7 +33,6 @@ constexpr char kTempPrefix[] = "llm_test_hf_";
 
 using test_support::error_of;
 
-
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});

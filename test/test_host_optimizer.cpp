@@ -58,7 +58,7 @@ class StandInParams final : public ParamStore {
 
 struct OffloadedUnits {
   Config config = config_load(
-      "train_configs/tiny.toml",
+      "configs/tiny.toml",
       {"offload.optimizer=cpu", "training.precision=fp32", "offload.delayed_update=true"});
   ParameterLayout layout = layout_build(config.model);
   std::vector<UnitShard> shards = unit_shards(layout, 1, 0);

@@ -49,7 +49,7 @@ double step_of(const PlanRow& row, int world, const HardwareProfile& hw) {
 // (device rows and offloaded ones alike), the table is in increasing step,
 // and every ranked row's parts add up to its step.
 TEST(PlanRanking, RecommendsThePredictedFastest) {
-  const Config config = config_load("train_configs/scale_cpu.toml", {});
+  const Config config = config_load("configs/scale_cpu.toml", {});
   const HardwareProfile hw = cpu_profile();
   const std::vector<RankedPlanRow> ranked =
       plan_rank(plan_memory(config, 2, 2, 8 * kGiB, 8), 2, hw);
@@ -81,7 +81,7 @@ TEST(PlanRanking, RecommendsThePredictedFastest) {
 // (zero2 with full recomputation, which redoes every block's forward), and
 // the recomputation shows as its own part.
 TEST(PlanRanking, Llama8bZero3WithoutRecomputationBeatsZero2WithFull) {
-  const Config config = config_load("train_configs/llama8b.toml", {});
+  const Config config = config_load("configs/llama8b.toml", {});
   const HardwareProfile h100 = hardware_load("planning/hardware/h100_sxm.toml");
   const PlanRow* zero3 = nullptr;
   const PlanRow* zero2_full = nullptr;
@@ -106,7 +106,7 @@ TEST(PlanRanking, Llama8bZero3WithoutRecomputationBeatsZero2WithFull) {
 // says why, they come after every ranked row, the recommendation is never
 // one of them, the output names them, and the throughput model refuses them.
 TEST(PlanRanking, RowsWithoutAFigureAreUnrankedWithTheReason) {
-  const Config config = config_load("train_configs/scale_cpu.toml", {});
+  const Config config = config_load("configs/scale_cpu.toml", {});
   const HardwareProfile hw =
       hardware_parse(cpu_profile_text_without("peak_tflops_fp32"), "cpu_dev_vm.toml, no fp32");
   const std::vector<RankedPlanRow> ranked =
@@ -128,7 +128,7 @@ TEST(PlanRanking, RowsWithoutAFigureAreUnrankedWithTheReason) {
   const RankedPlanRow* best = plan_recommend(ranked, 8 * kGiB);
   ASSERT_NE(best, nullptr);
   EXPECT_EQ(best->row.precision, Precision::bf16);
-  const Config fp32 = config_load("train_configs/scale_cpu.toml", {"training.precision=fp32"});
+  const Config fp32 = config_load("configs/scale_cpu.toml", {"training.precision=fp32"});
   EXPECT_NE(error_of([&] { throughput_predict(fp32, 1, hw); }).find("peak_tflops_fp32"),
             std::string::npos);
 }
@@ -142,7 +142,7 @@ std::string plan_output(const Config& config, const PlanOptions& options) {
 // --top K prints the table's first K rows and says how many there are; the
 // recommendation is a command line with every rank.
 TEST(PlanRanking, TopKPrintsTheFirstKRows) {
-  const Config config = config_load("train_configs/scale_cpu.toml", {});
+  const Config config = config_load("configs/scale_cpu.toml", {});
   PlanOptions options;
   options.world = 2;
   options.top = 3;
@@ -159,8 +159,7 @@ TEST(PlanRanking, TopKPrintsTheFirstKRows) {
   const size_t total =
       plan_memory(config, 2, 2, 8 * kGiB, cpu_profile().node.devices_per_node).size();
   EXPECT_NE(out.find(fmt::format("(3 of {} rows; --top K)", total)), std::string::npos) << out;
-  EXPECT_NE(out.find("mpirun -np 2 ./train --config train_configs/scale_cpu.toml"),
-            std::string::npos)
+  EXPECT_NE(out.find("mpirun -np 2 ./train --config configs/scale_cpu.toml"), std::string::npos)
       << out;
 }
 
@@ -171,7 +170,7 @@ TEST(PlanRanking, OutputSaysWhichRowsItCouldNotRank) {
   PlanOptions options;
   options.hardware = path;
   options.top = 1;
-  const std::string out = plan_output(config_load("train_configs/scale_cpu.toml", {}), options);
+  const std::string out = plan_output(config_load("configs/scale_cpu.toml", {}), options);
   EXPECT_NE(out.find("not ranked, "), std::string::npos) << out;
   EXPECT_NE(out.find("device.peak_tflops_fp32 = 0 (not known)"), std::string::npos) << out;
 }

@@ -23,14 +23,14 @@ namespace {
 
 constexpr size_t kGiB = size_t{1} << 30;
 
-Config llama8b() { return config_load("train_configs/llama8b.toml", {}); }
+Config llama8b() { return config_load("configs/llama8b.toml", {}); }
 
 // An 80 GB GPU as the H100 profile describes it (80 GiB, 3 GiB reserved).
 MemoryBudget h100_memory() {
   return hardware_load("planning/hardware/h100_sxm.toml").rank_memory(8);
 }
 
-// train_configs/llama8b.toml: "mpirun -np 16 ... on 80 GB GPUs", zero3 + bf16,
+// configs/llama8b.toml: "mpirun -np 16 ... on 80 GB GPUs", zero3 + bf16,
 // 54.4 GiB per rank of the 77 GiB usable.
 TEST(Planner, ShippedLlama8bFitsSixteen80GiBGpusWithHeadroom) {
   const Config config = llama8b();
@@ -39,7 +39,7 @@ TEST(Planner, ShippedLlama8bFitsSixteen80GiBGpusWithHeadroom) {
   const double needed =
       static_cast<double>(memory_plan(config, sharding_plan(config.parallel, 16)).total());
   EXPECT_LE(needed, (1.0 - kRecommendedHeadroom) * static_cast<double>(gpu.usable()));
-  EXPECT_NEAR(needed / kGiB, 54.4, 0.05) << "the figure in train_configs/llama8b.toml's header";
+  EXPECT_NEAR(needed / kGiB, 54.4, 0.05) << "the figure in configs/llama8b.toml's header";
 }
 
 // "Fits" is judged on usable memory; the recommendation also keeps
@@ -47,7 +47,7 @@ TEST(Planner, ShippedLlama8bFitsSixteen80GiBGpusWithHeadroom) {
 // predicted fastest row needs 95% of it, that row fits but is passed over for
 // the next fastest within the headroom.
 TEST(Planner, RecommendationKeepsHeadroomAndFitsCountTheReserve) {
-  const Config config = config_load("train_configs/scale_cpu.toml", {});
+  const Config config = config_load("configs/scale_cpu.toml", {});
   const HardwareProfile cpu = hardware_load("planning/hardware/cpu_dev_vm.toml");
   const size_t fastest =
       plan_rank(plan_memory(config, 2, 2, 1 << 30, 8), 2, cpu).front().row.memory.total();
@@ -74,7 +74,7 @@ TEST(Planner, RecommendationKeepsHeadroomAndFitsCountTheReserve) {
 // rows' (tensor parallel 2, an fp32 reduction, ZenFlow on): the overrides
 // must reset them, not only add to them.
 TEST(Planner, EveryRowsCommandLineLoadsAsTheRow) {
-  const Config base = config_load("train_configs/llama8b.toml",
+  const Config base = config_load("configs/llama8b.toml",
                                   {"parallel.tensor_parallel=2", "parallel.reduce_dtype=fp32",
                                    "zenflow.enabled=true", "offload.optimizer=cpu"});
   const std::vector<PlanRow> rows = plan_memory(base, 16, 8, h100_memory().usable(), 8);
@@ -125,7 +125,7 @@ TEST(Planner, Llama8bOnOneGpuNeedsTheOptimizerOffloaded) {
 // row's mesh the world, its bubble (P - 1) / (M + P - 1) with M = 512 / D
 // micro-batches of one sequence per data-parallel rank.
 TEST(Planner, PipelineRowsCoverEveryMeshWithItsBubble) {
-  const Config config = config_load("train_configs/llama70b.toml", {});
+  const Config config = config_load("configs/llama70b.toml", {});
   const std::vector<PlanRow> rows = plan_memory(config, 64, 8, 77 * kGiB, 8);
   std::set<std::pair<int, int>> meshes;
   for (const PlanRow& row : rows) {
@@ -157,13 +157,13 @@ TEST(Planner, PipelineRowsNeedUntiedEmbeddingsAndABlockPerStage) {
       p.insert(row.pipeline_parallel);
     return p;
   };
-  EXPECT_EQ(degrees(config_load("train_configs/llama70b.toml", {"model.tie_embeddings=true"}), 64),
+  EXPECT_EQ(degrees(config_load("configs/llama70b.toml", {"model.tie_embeddings=true"}), 64),
             std::set<int>{1});
   // Two blocks: at most two stages; three ranks: no even split in two.
-  const Config tiny = config_load("train_configs/tiny.toml", {"model.tie_embeddings=false"});
+  const Config tiny = config_load("configs/tiny.toml", {"model.tie_embeddings=false"});
   EXPECT_EQ(degrees(tiny, 8), (std::set<int>{1, 2}));
   EXPECT_EQ(degrees(tiny, 3), std::set<int>{1});
-  EXPECT_EQ(degrees(config_load("train_configs/tiny.toml", {}), 8), std::set<int>{1})
+  EXPECT_EQ(degrees(config_load("configs/tiny.toml", {}), 8), std::set<int>{1})
       << "tiny ties its head";
 }
 
@@ -171,7 +171,7 @@ TEST(Planner, PipelineRowsNeedUntiedEmbeddingsAndABlockPerStage) {
 // 80 blocks cut it by about P (the largest stage holds 80 / P blocks and the
 // embedding or the head), so the rank's total falls at every step of P.
 TEST(Planner, StatePerRankFallsWithPipelineStages) {
-  const Config config = config_load("train_configs/llama70b.toml", {});
+  const Config config = config_load("configs/llama70b.toml", {});
   size_t previous = 0;
   double ddp_params = 0;
   for (const PlanRow& row : plan_memory(config, 64, 8, 77 * kGiB, 8)) {

@@ -66,7 +66,7 @@ class VectorSource : public StateSource {
 // parameters.
 std::pair<bool, bool> inject_spike(const std::string& guard_factor) {
   Config config = config_load(
-      "train_configs/tiny.toml",
+      "configs/tiny.toml",
       {"checkpoint.dir=" + (std::filesystem::temp_directory_path() / "llm_test_spike").string(),
        "logging.metrics=false", "checkpoint.resume=none",
        "training.spike_loss_factor=" + guard_factor});

@@ -12,7 +12,7 @@
 #include <string>
 #include <tuple>
 
-#include "config/config.h"
+#include "settings/config.h"
 #include "parallel/comm.h"
 #include "runtime/log.h"
 #include "tensorboard/event_writer.h"
@@ -193,7 +193,7 @@ TEST(TensorBoardMetrics, TrainingRunMatchesMetricsFileAcrossAResume) {
     overrides.insert(overrides.end(), {"training.steps=6", "training.eval_interval=3",
                                        "training.eval_sequences=8", "logging.metrics=true",
                                        "logging.tensorboard=true", "checkpoint.dir=" + dir.str()});
-    Trainer trainer(config_load("train_configs/tiny.toml", overrides), comm_world());
+    Trainer trainer(config_load("configs/tiny.toml", overrides), comm_world());
     trainer.run();
   };
   run({"checkpoint.resume=none", "checkpoint.interval=4", "checkpoint.save_final=false"});
@@ -226,7 +226,7 @@ TEST(TensorBoardMetrics, TheSwitchMayNameADirectory) {
   const std::string elsewhere = dir.file("elsewhere");
   for (const auto& [text, on, path] : {std::tuple{"false", false, ""}, std::tuple{"true", true, ""},
                                        std::tuple{elsewhere.c_str(), true, elsewhere.c_str()}}) {
-    Config c = config_load("train_configs/tiny.toml", {std::string("logging.tensorboard=") + text});
+    Config c = config_load("configs/tiny.toml", {std::string("logging.tensorboard=") + text});
     EXPECT_EQ(c.logging.tensorboard.on, on) << text;
     EXPECT_EQ(c.logging.tensorboard.path, path) << text;
     EXPECT_NE(config_to_toml(c).find(path[0] ? "tensorboard = '" + elsewhere + "'"
@@ -234,7 +234,7 @@ TEST(TensorBoardMetrics, TheSwitchMayNameADirectory) {
               std::string::npos)
         << config_to_toml(c);
   }
-  Trainer trainer(config_load("train_configs/tiny.toml",
+  Trainer trainer(config_load("configs/tiny.toml",
                               {"training.steps=2", "training.eval_interval=0",
                                "checkpoint.dir=" + dir.file("run"), "checkpoint.resume=none",
                                "logging.tensorboard=" + elsewhere}),

@@ -283,7 +283,7 @@ TEST(CollectiveModel, NcclBlocksAreChannelsShrunkForSmallMessages) {
 // With a free network the step is exactly compute + optimizer; without
 // asynchronous progress nothing overlaps; with it the step lies in between.
 TEST(ThroughputModel, ReplayOverlapsOnlyWhatTheEngineOverlaps) {
-  Config c = with("train_configs/tiny.toml",
+  Config c = with("configs/tiny.toml",
                   {"parallel.mode=zero3", "training.batch_size=16", "training.micro_batch_size=1"});
   HardwareProfile hw = a100();
   const StepPrediction overlapped = throughput_predict(c, 16, hw);
@@ -316,7 +316,7 @@ TEST(ThroughputModel, ReplayOverlapsOnlyWhatTheEngineOverlaps) {
 TEST(ThroughputModel, RecomputationIsWhatFullCheckpointingAddsToCompute) {
   auto predict = [](const char* recompute) {
     return throughput_predict(
-        with("train_configs/llama8b.toml",
+        with("configs/llama8b.toml",
              {fmt::format("training.activation_checkpointing={}", recompute)}),
         16, hardware_load("planning/hardware/h100_sxm.toml"));
   };
@@ -359,7 +359,7 @@ TEST(Contention, ZeroWhenNothingOverlaps) {
   const HardwareProfile cpu = hardware_load("planning/hardware/cpu_dev_vm.toml");
   for (const char* mode : {"ddp", "zero1", "zero2", "zero3"}) {
     SCOPED_TRACE(mode);
-    const Config c = with("train_configs/scale_cpu.toml", {std::string("parallel.mode=") + mode});
+    const Config c = with("configs/scale_cpu.toml", {std::string("parallel.mode=") + mode});
     const StepPrediction p = throughput_predict(c, 4, cpu);
     EXPECT_GT(p.comm_in_flight_seconds, 0);
     EXPECT_EQ(p.contention_seconds, 0);
@@ -367,9 +367,8 @@ TEST(Contention, ZeroWhenNothingOverlaps) {
     EXPECT_NEAR(p.step_seconds, p.compute_seconds + p.optimizer_seconds + p.exposed_comm_seconds,
                 1e-9 * p.step_seconds);
   }
-  const Config zero3 =
-      with("train_configs/tiny.toml",
-           {"parallel.mode=zero3", "training.batch_size=16", "training.micro_batch_size=1"});
+  const Config zero3 = with("configs/tiny.toml", {"parallel.mode=zero3", "training.batch_size=16",
+                                                  "training.micro_batch_size=1"});
   const StepPrediction gpu = throughput_predict(zero3, 16, a100());
   EXPECT_GT(gpu.contention_seconds, 0);
   EXPECT_GT(gpu.overlapped_compute_seconds, 0);
@@ -382,9 +381,9 @@ TEST(Contention, ZeroWhenNothingOverlaps) {
 }
 
 TEST(ThroughputModel, HybridOverOneGroupIsFullSharding) {
-  Config zero3 = with("train_configs/tiny.toml", {"parallel.mode=zero3"});
+  Config zero3 = with("configs/tiny.toml", {"parallel.mode=zero3"});
   Config hybrid =
-      with("train_configs/tiny.toml", {"parallel.mode=hybrid", "parallel.shard_group_size=4"});
+      with("configs/tiny.toml", {"parallel.mode=hybrid", "parallel.shard_group_size=4"});
   const HardwareProfile hw = a100();
   StepPrediction a = throughput_predict(zero3, 4, hw), b = throughput_predict(hybrid, 4, hw);
   EXPECT_DOUBLE_EQ(a.step_seconds, b.step_seconds);
@@ -393,7 +392,7 @@ TEST(ThroughputModel, HybridOverOneGroupIsFullSharding) {
 }
 
 TEST(ThroughputModel, DdpBucketsSendTheSameBytesInFewerCalls) {
-  Config c = with("train_configs/25m.toml", {"parallel.mode=ddp", "training.batch_size=128"});
+  Config c = with("configs/25m.toml", {"parallel.mode=ddp", "training.batch_size=128"});
   const HardwareProfile hw = a100();
   ThroughputOptions buckets;
   buckets.ddp_bucket_bytes = 25u << 20;
@@ -412,9 +411,8 @@ TEST(ThroughputModel, MoreBandwidthNeverSlowsAStep) {
   faster.inter_node.bandwidth_gbs *= 4;
   for (const char* mode : {"ddp", "zero2", "zero3"}) {
     SCOPED_TRACE(mode);
-    Config c =
-        with("train_configs/25m.toml", {std::string("parallel.mode=") + mode,
-                                        "training.batch_size=64", "training.micro_batch_size=2"});
+    Config c = with("configs/25m.toml", {std::string("parallel.mode=") + mode,
+                                         "training.batch_size=64", "training.micro_batch_size=2"});
     EXPECT_LE(throughput_predict(c, 32, faster).step_seconds,
               throughput_predict(c, 32, hw).step_seconds);
   }
@@ -422,7 +420,7 @@ TEST(ThroughputModel, MoreBandwidthNeverSlowsAStep) {
 
 // Two stages of tiny's blocks (untied) on 4 ranks: D = 2, M = 16 / 2 = 8.
 Config two_stages(int n_layers, const std::string& mode = "zero3") {
-  return with("train_configs/tiny.toml",
+  return with("configs/tiny.toml",
               {"model.tie_embeddings=false", "model.n_layers=" + std::to_string(n_layers),
                "parallel.pipeline_parallel=2", "parallel.mode=" + mode, "training.batch_size=16",
                "training.micro_batch_size=1"});
@@ -433,9 +431,9 @@ Config two_stages(int n_layers, const std::string& mode = "zero3") {
 TEST(ThroughputModel, PipelinePredictsTheStageWithTheMostCompute) {
   EXPECT_EQ(pipeline_compute_stage(two_stages(2)), 1);
   EXPECT_EQ(pipeline_compute_stage(two_stages(3)), 0);
-  EXPECT_EQ(pipeline_compute_stage(with("train_configs/tiny.toml", {})), 0);
+  EXPECT_EQ(pipeline_compute_stage(with("configs/tiny.toml", {})), 0);
   EXPECT_EQ(throughput_predict(two_stages(3), 4, a100()).pipeline_stage, 0);
-  const StepPrediction one = throughput_predict(with("train_configs/tiny.toml", {}), 4, a100());
+  const StepPrediction one = throughput_predict(with("configs/tiny.toml", {}), 4, a100());
   EXPECT_EQ(one.pipeline_bubble_fraction, 0);
   EXPECT_EQ(one.pipeline_bubble_seconds, 0);
   EXPECT_EQ(one.pipeline_comm_seconds, 0);
@@ -518,9 +516,9 @@ TEST(Scaling, T5ConfigsReproduceThePapersOutOfMemoryPoints) {
     Config c = config_load(path, {std::string("parallel.mode=") + mode, "training.batch_size=64"});
     return memory_plan(c, sharding_plan(c.parallel, 8)).total();
   };
-  EXPECT_LE(bytes("train_configs/t5_2.28b.toml", "ddp"), limit);
-  EXPECT_GT(bytes("train_configs/t5_11.3b.toml", "ddp"), limit);
-  EXPECT_LE(bytes("train_configs/t5_11.3b.toml", "zero3"), limit);
+  EXPECT_LE(bytes("configs/scaling/t5_2.28b.toml", "ddp"), limit);
+  EXPECT_GT(bytes("configs/scaling/t5_11.3b.toml", "ddp"), limit);
+  EXPECT_LE(bytes("configs/scaling/t5_11.3b.toml", "zero3"), limit);
 }
 
 // A T5 config as `./train scale` runs it: `batch` sequences per GPU in one
@@ -544,9 +542,10 @@ StepPrediction t5_point(const char* config, const char* strategy, int gpus, int 
 // extra contention (its gathers in flight); full replication is DDP's
 // traffic in other all-reduces and lands within 1%.
 TEST(Scaling, FullShardAheadOfDdpByTheReplicatedOptimizerStep) {
-  const StepPrediction ddp = t5_point("train_configs/t5_611m.toml", "ddp", 8);
-  const StepPrediction replication = t5_point("train_configs/t5_611m.toml", "full_replication", 8);
-  const StepPrediction shard = t5_point("train_configs/t5_611m.toml", "full_shard", 8);
+  const StepPrediction ddp = t5_point("configs/scaling/t5_611m.toml", "ddp", 8);
+  const StepPrediction replication =
+      t5_point("configs/scaling/t5_611m.toml", "full_replication", 8);
+  const StepPrediction shard = t5_point("configs/scaling/t5_611m.toml", "full_shard", 8);
   EXPECT_NEAR(replication.step_seconds, ddp.step_seconds, 0.01 * ddp.step_seconds);
   EXPECT_GT(shard.contention_seconds, ddp.contention_seconds);
   const double explained = (ddp.optimizer_seconds - shard.optimizer_seconds) -
@@ -560,16 +559,16 @@ TEST(Scaling, FullShardAheadOfDdpByTheReplicatedOptimizerStep) {
 // optimizer step shrinks with the shard; a communication cost is the same
 // per step at batch 8 and 16, so relative to compute it halves at 16.
 TEST(Scaling, ElevenBContentionGrowsWithScaleAndHalvesWithTwiceTheBatch) {
-  const StepPrediction at8 = t5_point("train_configs/t5_11.3b.toml", "full_shard", 8);
-  const StepPrediction at512 = t5_point("train_configs/t5_11.3b.toml", "full_shard", 512);
+  const StepPrediction at8 = t5_point("configs/scaling/t5_11.3b.toml", "full_shard", 8);
+  const StepPrediction at512 = t5_point("configs/scaling/t5_11.3b.toml", "full_shard", 512);
   EXPECT_GT(at512.comm_in_flight_seconds, 2 * at8.comm_in_flight_seconds);
   EXPECT_GT(at512.contention_seconds, at8.contention_seconds);
   EXPECT_LT(at512.optimizer_seconds, at8.optimizer_seconds / 50);
   EXPECT_LT(at512.tflops_per_rank, at8.tflops_per_rank);
   const StepPrediction big8 =
-      t5_point("train_configs/t5_11.3b.toml", "full_shard", 8, 16, "selective");
+      t5_point("configs/scaling/t5_11.3b.toml", "full_shard", 8, 16, "selective");
   const StepPrediction big512 =
-      t5_point("train_configs/t5_11.3b.toml", "full_shard", 512, 16, "selective");
+      t5_point("configs/scaling/t5_11.3b.toml", "full_shard", 512, 16, "selective");
   EXPECT_NEAR(big512.contention_seconds - big8.contention_seconds,
               at512.contention_seconds - at8.contention_seconds, 1e-9);
   const double drop8 = 1 - at512.tflops_per_rank / at8.tflops_per_rank;
@@ -692,9 +691,8 @@ TEST(OffloadModel, HostTimelineFollowsItsRecurrence) {
 TEST(OffloadModel, GradientsBecomeFinalWhereTheEngineSays) {
   auto check = [](const char* mode, int world, bool during_backward) {
     SCOPED_TRACE(std::string(mode) + " on " + std::to_string(world));
-    const Config c = with(
-        "train_configs/tiny.toml",
-        {"training.precision=bf16", "offload.optimizer=cpu", std::string("parallel.mode=") + mode});
+    const Config c = with("configs/tiny.toml", {"training.precision=bf16", "offload.optimizer=cpu",
+                                                std::string("parallel.mode=") + mode});
     const OffloadPrediction p = offload_predict(c, world, offload_profile(1e9, 1e9, 10.0));
     const std::vector<GradientFinal>& finals = p.offloaded.gradient_final;
     const size_t units = layout_build(c.model).units.size();
@@ -731,7 +729,7 @@ TEST(OffloadModel, GradientsBecomeFinalWhereTheEngineSays) {
 // slow PCIe and a fast host the step ends when the copies down (from the
 // announcements on) and then the uploads are done, before F + every copy.
 TEST(OffloadModel, OffloadIsTheStepLessTheDeviceOptimizerPlusTheHostPath) {
-  const Config c = with("train_configs/tiny.toml", {"training.precision=bf16"});
+  const Config c = with("configs/tiny.toml", {"training.precision=bf16"});
   const std::vector<double> s = owned_elements(c, 1);
   const double n = total(s), P = 10e9;
   const double down = 4 * n / P, up = 2 * n / P;
@@ -774,7 +772,7 @@ TEST(OffloadModel, OffloadIsTheStepLessTheDeviceOptimizerPlusTheHostPath) {
 // finishes within F costs only the copies the backward did not hide and the
 // uploads.
 TEST(OffloadModel, DelayedUpdateHidesHostWorkUpToTheForwardBackward) {
-  const Config c = with("train_configs/tiny.toml", {"training.precision=bf16"});
+  const Config c = with("configs/tiny.toml", {"training.precision=bf16"});
   const std::vector<double> s = owned_elements(c, 1);
   const double n = total(s), P = 10e9;
   const OffloadPrediction slow = offload_predict(c, 1, offload_profile(1e6, 1e9, 10.0));
@@ -802,8 +800,7 @@ TEST(OffloadModel, DelayedUpdateHidesHostWorkUpToTheForwardBackward) {
 // host's interval pass still covers the whole owned slice and the whole
 // compute copy still goes up (as HostOptimizer does it), once per interval.
 TEST(OffloadModel, ZenFlowWithEveryColumnOnTheDeviceStillPassesTheHostEveryInterval) {
-  const Config c =
-      with("train_configs/tiny.toml", {"training.precision=bf16", "zenflow.topk_ratio=1.0"});
+  const Config c = with("configs/tiny.toml", {"training.precision=bf16", "zenflow.topk_ratio=1.0"});
   const double n = total(owned_elements(c, 1)), P = 10e9, R = 1e6;
   const OffloadPrediction p = offload_predict(c, 1, offload_profile(R, 1e15, 10.0));
   const OffloadModePrediction& z = p[OffloadMode::zenflow];
@@ -821,7 +818,7 @@ TEST(OffloadModel, ZenFlowWithEveryColumnOnTheDeviceStillPassesTheHostEveryInter
 TEST(OffloadModel, ZenFlowAveragesItsHostUpdateOverTheInterval) {
   const std::vector<std::string> base = {"training.precision=bf16", "zenflow.topk_ratio=0.25",
                                          "zenflow.overlap_step=false"};
-  const Config c4 = with("train_configs/tiny.toml", base);
+  const Config c4 = with("configs/tiny.toml", base);
   std::vector<std::string> eight = base, automatic = base;
   eight.push_back("zenflow.update_interval=8");
   automatic.push_back("zenflow.update_interval=auto");
@@ -829,8 +826,8 @@ TEST(OffloadModel, ZenFlowAveragesItsHostUpdateOverTheInterval) {
   const double n = total(s), P = 10e9, R = 1e6, A = 1e8;
   const HardwareProfile hw = offload_profile(R, A, 10.0);
   const OffloadPrediction p4 = offload_predict(c4, 1, hw);
-  const OffloadPrediction p8 = offload_predict(with("train_configs/tiny.toml", eight), 1, hw);
-  const OffloadPrediction pa = offload_predict(with("train_configs/tiny.toml", automatic), 1, hw);
+  const OffloadPrediction p8 = offload_predict(with("configs/tiny.toml", eight), 1, hw);
+  const OffloadPrediction pa = offload_predict(with("configs/tiny.toml", automatic), 1, hw);
   const OffloadModePrediction& z4 = p4[OffloadMode::zenflow];
   EXPECT_EQ(p4.update_interval, 4);
   EXPECT_EQ(pa.update_interval, 4);  // auto is modeled as DeepSpeed's default
@@ -860,13 +857,12 @@ TEST(OffloadModel, ZenFlowAveragesItsHostUpdateOverTheInterval) {
 // interval doubles, and one rank has none.
 TEST(OffloadModel, ZenFlowPaysOneNormAllReducePerChoice) {
   auto device_work = [](int world, const char* select) {
-    const Config c =
-        with("train_configs/tiny.toml", {"parallel.mode=zero2", "zenflow.update_interval=2",
-                                         std::string("zenflow.select_interval=") + select});
+    const Config c = with("configs/tiny.toml", {"parallel.mode=zero2", "zenflow.update_interval=2",
+                                                std::string("zenflow.select_interval=") + select});
     return offload_predict(c, world, offload_profile(1e9, 1e9, 10.0))[OffloadMode::zenflow]
         .device_optimizer_seconds;
   };
-  const Config c = with("train_configs/tiny.toml", {"parallel.mode=zero2"});
+  const Config c = with("configs/tiny.toml", {"parallel.mode=zero2"});
   size_t columns = 0;
   ZenFlow::column_norm_offsets(layout_build(c.model), columns);
   const HardwareProfile hw = offload_profile(1e9, 1e9, 10.0);
@@ -878,7 +874,7 @@ TEST(OffloadModel, ZenFlowPaysOneNormAllReducePerChoice) {
 }
 
 TEST(OffloadModel, DoublingPcieBandwidthHalvesPcieSeconds) {
-  const Config c = with("train_configs/tiny.toml", {"training.precision=bf16"});
+  const Config c = with("configs/tiny.toml", {"training.precision=bf16"});
   const OffloadPrediction a = offload_predict(c, 1, offload_profile(1e9, 1e9, 10.0));
   const OffloadPrediction b = offload_predict(c, 1, offload_profile(1e9, 1e9, 20.0));
   for (OffloadMode mode :
@@ -901,8 +897,7 @@ TEST(OffloadModel, DoublingPcieBandwidthHalvesPcieSeconds) {
 // on the device or on the host (param_store.h): the traces of both engines
 // show the same gathers, so F is the device step less its optimizer part.
 TEST(OffloadModel, Zero2GathersTheComputeCopyWithOrWithoutOffload) {
-  const Config c =
-      with("train_configs/tiny.toml", {"training.precision=bf16", "parallel.mode=zero2"});
+  const Config c = with("configs/tiny.toml", {"training.precision=bf16", "parallel.mode=zero2"});
   const OffloadPrediction p = offload_predict(c, 4, offload_profile(1e9, 1e9, 10.0));
   const int gather = static_cast<int>(CollectiveOp::all_gather);
   ASSERT_GT(p.device.traffic[gather].payload_bytes, 0u);

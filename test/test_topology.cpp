@@ -2,7 +2,7 @@
 // anything is allocated, with one line naming the key.
 #include <gtest/gtest.h>
 
-#include "config/config.h"
+#include "settings/config.h"
 #include "runtime/error.h"
 #include "test/error_of.h"
 #include "trainer/trainer.h"
@@ -13,9 +13,9 @@ namespace {
 
 using test_support::error_of;
 
-// The error loading train_configs/tiny.toml with `overrides` raises ("" if none).
+// The error loading configs/tiny.toml with `overrides` raises ("" if none).
 std::string config_refusal(const std::vector<std::string>& overrides) {
-  return error_of([&] { config_load("train_configs/tiny.toml", overrides); });
+  return error_of([&] { config_load("configs/tiny.toml", overrides); });
 }
 
 // [parallel] with mode given by its name in the config, as a user writes it.

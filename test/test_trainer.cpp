@@ -51,8 +51,7 @@ TEST(Trainer, CudaDeviceWithoutAGpuIsAClearError) {
   } catch (const Error& e) {
     message = e.what();
   }
-  EXPECT_NE(message.find("train_configs/tiny.toml: training.device = cuda but this"),
-            std::string::npos)
+  EXPECT_NE(message.find("configs/tiny.toml: training.device = cuda but this"), std::string::npos)
       << message;
 }
 
@@ -102,7 +101,7 @@ TEST(Trainer, SampleDecodesGeneratedText) {
 // llama8b in ddp and fp32 needs 16 bytes per parameter (~120 GiB) before
 // activations.
 TEST(Trainer, RefusesAModelThatCannotFitBeforeAllocating) {
-  Config config = config_load("train_configs/llama8b.toml", {"training.device=cpu"});
+  Config config = config_load("configs/llama8b.toml", {"training.device=cpu"});
   ShardingPlan ddp = sharding_plan(config.parallel, 1);
   MemoryPlan plan = memory_plan(config, ddp);
   const size_t n = layout_build(config.model).total_numel;
@@ -214,7 +213,7 @@ TEST(Metrics, ResumedRunLeavesOneLinePerStep) {
       overrides.push_back(o);
     }
     overrides.push_back("checkpoint.dir=" + dir.str());
-    Trainer trainer(config_load("train_configs/tiny.toml", overrides), comm_world());
+    Trainer trainer(config_load("configs/tiny.toml", overrides), comm_world());
     trainer.run();
   };
   run({"checkpoint.resume=none", "checkpoint.interval=4", "checkpoint.save_final=false"});
@@ -267,8 +266,8 @@ TEST(Export, RunDirectoryBecomesAHuggingFaceDirectory) {
   namespace fs = std::filesystem;
   test_support::TempDir dir("llm_test_export_");
   Trainer trainer(
-      config_load("train_configs/tiny.toml", {"checkpoint.dir=" + dir.file("run"),
-                                              "checkpoint.resume=none", "logging.metrics=false"}),
+      config_load("configs/tiny.toml", {"checkpoint.dir=" + dir.file("run"),
+                                        "checkpoint.resume=none", "logging.metrics=false"}),
       comm_world());
   trainer.train_step(0);
   const std::string saved = trainer.save_checkpoint(1);
@@ -312,8 +311,8 @@ TEST(Resume, AFinishedRunSaysSoAndDoesNothing) {
   const std::vector<std::string> overrides = {"training.steps=2", "training.eval_interval=0",
                                               "training.eval_sequences=0", "logging.metrics=false",
                                               "checkpoint.dir=" + dir.str()};
-  Trainer(config_load("train_configs/tiny.toml", overrides), comm_world()).run();
-  Trainer again(config_load("train_configs/tiny.toml", overrides), comm_world());
+  Trainer(config_load("configs/tiny.toml", overrides), comm_world()).run();
+  Trainer again(config_load("configs/tiny.toml", overrides), comm_world());
   EXPECT_EQ(again.start_step(), 2);
   testing::internal::CaptureStdout();
   again.run();
@@ -330,7 +329,7 @@ TEST(Resume, AFinishedRunSaysSoAndDoesNothing) {
 TEST(Trainer, AVocabularyLargerThanTheTokenizerIsNamed) {
   testing::internal::CaptureStdout();
   Trainer trainer(
-      config_load("train_configs/tiny.toml",
+      config_load("configs/tiny.toml",
                   {"model.vocab_size=1024", "logging.metrics=false", "checkpoint.resume=none"}),
       comm_world());
   spdlog::default_logger()->flush();

@@ -15,7 +15,7 @@ inline Config tiny(std::vector<std::string> overrides = {}) {
                       (std::filesystem::temp_directory_path() / "llm_test_trainer").string());
   overrides.push_back("logging.metrics=false");
   overrides.push_back("checkpoint.resume=none");
-  return config_load("train_configs/tiny.toml", overrides);
+  return config_load("configs/tiny.toml", overrides);
 }
 
 inline std::vector<float> losses_of(Trainer& trainer, int steps) {

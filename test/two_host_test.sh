@@ -79,11 +79,11 @@ on_host_a=(ip netns exec "$ns_a" unshare --uts sh -c 'hostname hosta; exec "$@"'
 mpi_flags=(--mca plm_rsh_agent "$work/agent.sh" --mca oob_tcp_if_include 10.78.0.0/24
            --mca btl_tcp_if_include 10.77.0.0/24 --mca btl tcp,vader,self -wdir "$repo"
            -x OMPI_ALLOW_RUN_AS_ROOT -x OMPI_ALLOW_RUN_AS_ROOT_CONFIRM -x OMP_NUM_THREADS=1)
-hybrid=(--config train_configs/tiny.toml --parallel.mode=hybrid --parallel.shard_group_size=2
+hybrid=(--config configs/tiny.toml --parallel.mode=hybrid --parallel.shard_group_size=2
         --training.eval_interval=0 --training.sample_tokens=0)
 
 # 1. The two-host run against the single process.
-"$train" --config train_configs/tiny.toml --training.steps=12 --training.eval_interval=0 \
+"$train" --config configs/tiny.toml --training.steps=12 --training.eval_interval=0 \
   --training.sample_tokens=0 --checkpoint.dir="$work/single" > "$work/single.log" 2>&1 ||
   fail "single process: $(tail -2 "$work/single.log")"
 timeout 120 "${on_host_a[@]}" "$mpiexec" --hostfile "$work/hostfile" -np 4 "${mpi_flags[@]}" \

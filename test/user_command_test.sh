@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The user's command, `mpirun -np N ./train --config train_configs/llama8b.toml`,
+# The user's command, `mpirun -np N ./train --config configs/llama8b.toml`,
 # with only the sizes shrunk (layers, width, sequence, batch: one sequence per
 # rank), keeping the architecture, zero3, bf16 with bf16 gradient reduction
 # and the untied head as the config has them:
@@ -26,7 +26,7 @@ fewer=$(( ranks / 4 > 2 ? ranks / 4 : 2 ))  # the last phase's world, hybrid in 
 work=$(mktemp -d /tmp/user_command.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
-command=(--config train_configs/llama8b.toml
+command=(--config configs/llama8b.toml
   --model.n_layers=2 --model.dim=256 --model.ffn_dim=896 --training.seq_len=256
   --training.batch_size="$ranks" --training.warmup_steps=2 --training.steps=5
   --training.eval_interval=0 --training.sample_tokens=0 --checkpoint.interval=2

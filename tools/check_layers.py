@@ -13,7 +13,7 @@ import sys
 # Floor of each folder, ground floor first. model/kernels counts as model.
 FLOORS = {
     "runtime": 0,
-    "config": 1,
+    "settings": 1,
     "tensorboard": 1,
     "data": 2,
     "model": 2,
@@ -25,6 +25,8 @@ FLOORS = {
     "cuda_emulation": 3,
     # Cost models: what a config needs and how fast it runs, before a launch.
     "planning": 4,
+    # Sharded checkpoints: the engine's state on disk, and the run directory.
+    "checkpointing": 4,
     "trainer": 5,
     # The subcommands beside ./train's training (bench, export, generate,
     # the scaling and calibration experiments): each drives the floors below

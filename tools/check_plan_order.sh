@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CPU check of `./train plan`'s ranking: for train_configs/scale_cpu.toml
+# The CPU check of `./train plan`'s ranking: for configs/scale_cpu.toml
 # at 1, 2 and 4 ranks on this machine's profile (planning/hardware/
 # cpu_dev_vm.toml), the first K rows of the plan are run here under mpirun
 # (`./train plan --measure`), and the recommendation must measure fastest of
@@ -15,7 +15,7 @@ repeats=${2:-1}
 status=0
 for world in 1 2 4; do
   echo "== scale_cpu at $world rank(s)"
-  out=$(./train plan --config train_configs/scale_cpu.toml --world "$world" \
+  out=$(./train plan --config configs/scale_cpu.toml --world "$world" \
     --hardware planning/hardware/cpu_dev_vm.toml --top "$top" --measure --repeats "$repeats" 2>/dev/null)
   sed -n '/^recommended/,$p' <<<"$out"
   grep -q '^check passed' <<<"$out" || status=1

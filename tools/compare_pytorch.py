@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Compare our trainer's GPU throughput with the same model trained by PyTorch.
 
-For each TOML config (default train_configs/gpu_124m.toml and train_configs/gpu_1b.toml)
+For each TOML config (default configs/gpu_124m.toml and configs/gpu_1b.toml)
 this script
 
   1. builds the same Llama decoder in PyTorch: embedding; per block RMSNorm,
@@ -42,9 +42,9 @@ PyTorch (2.x; enable_gqa and fused AdamW are used when present):
 
     pip install torch
     python3 tools/compare_pytorch.py
-    python3 tools/compare_pytorch.py --config train_configs/gpu_1b.toml --steps 20 --json-out cmp.json
+    python3 tools/compare_pytorch.py --config configs/gpu_1b.toml --steps 20 --json-out cmp.json
     python3 tools/compare_pytorch.py --config gpu_124m --find-max-micro-batch
-    python3 tools/compare_pytorch.py --param-count-only --config train_configs/gpu_1b.toml   # no torch, no GPU
+    python3 tools/compare_pytorch.py --param-count-only --config configs/gpu_1b.toml   # no torch, no GPU
     python3 tools/compare_pytorch.py --config tiny --skip-ours --pytorch-device cpu --no-compile
         # smoke test of the PyTorch side on a machine without a GPU (no MFU meaning)
 
@@ -71,7 +71,7 @@ import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_CONFIGS = "train_configs/gpu_124m.toml,train_configs/gpu_1b.toml"
+DEFAULT_CONFIGS = "configs/gpu_124m.toml,configs/gpu_1b.toml"
 RESULT_MARK = "COMPARE_PYTORCH_RESULT "  # prefix of the worker's one JSON result line
 
 
@@ -633,7 +633,7 @@ def search_max_micro_batch(run, start: int, cap: int) -> tuple[int | None, dict 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", action="append", default=None,
-                        help=f"TOML config (path or name in train_configs/); repeatable or comma list "
+                        help=f"TOML config (path or name in configs/); repeatable or comma list "
                              f"(default {DEFAULT_CONFIGS})")
     parser.add_argument("--steps", type=int, default=10, help="timed steps (default 10)")
     parser.add_argument("--warmup", type=int, default=3,

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Compare our trainer's CPU throughput with the same model in PyTorch eager.
 
-For each TOML config (default train_configs/3m.toml and train_configs/25m.toml) this
+For each TOML config (default configs/3m.toml and configs/25m.toml) this
 script runs, one after the other and with the same number of threads
 (--threads, default OMP_NUM_THREADS or all cores):
 
@@ -40,7 +40,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import compare_pytorch as gpu_compare  # noqa: E402  (the shared model, and our config and counts)
 
-DEFAULT_CONFIGS = "train_configs/3m.toml,train_configs/25m.toml"
+DEFAULT_CONFIGS = "configs/3m.toml,configs/25m.toml"
 
 
 def cpu_model() -> str:
@@ -96,7 +96,7 @@ def best(runs: list[dict]) -> dict | None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", action="append", default=None,
-                        help=f"TOML config (path or name in train_configs/); repeatable or comma list "
+                        help=f"TOML config (path or name in configs/); repeatable or comma list "
                              f"(default {DEFAULT_CONFIGS})")
     parser.add_argument("--threads", type=int, default=None,
                         help="threads of both (default OMP_NUM_THREADS, else all cores)")

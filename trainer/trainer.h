@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "config/config.h"
+#include "settings/config.h"
 #include "runtime/file_io.h"
 #include "runtime/log.h"
 #include "data/loader.h"

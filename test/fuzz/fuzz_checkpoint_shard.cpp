@@ -4,7 +4,7 @@
 // through the records, their CRCs and the index, as resume and export do.
 #include "fuzz_support.h"
 #include "model/layout.h"
-#include "parallel/checkpoint.h"
+#include "checkpointing/checkpoint.h"
 #include "runtime/file_io.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

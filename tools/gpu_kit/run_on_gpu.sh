@@ -20,7 +20,7 @@
 #               the single-rank GPU run); NCCL's INFO log of its first run is
 #               summarised (transports, version)
 #   user_command  test/user_command_test.sh: `mpirun -np 16 ./train --config
-#               train_configs/llama8b.toml`, sizes shrunk, through the launcher: resume bit for
+#               configs/llama8b.toml`, sizes shrunk, through the launcher: resume bit for
 #               bit, then the checkpoint loaded at 4 ranks as hybrid (rehearsed with 4
 #               ranks, vocabulary 512 and sequence 64, as make test runs it)
 #   nccl_stop   test/stalled_rank_test.sh nccl_ddp_np2 and nccl_zero3_np2 through
@@ -31,8 +31,8 @@
 #               short (NCCL does not compare sizes); a line names the all-reduce
 #   nccl_matrix_np4  the matrix at 4 ranks (hybrid 2 x 2, TP2 x PP2, TP2 x zero3 x 2)
 #   gpu_modes   mpirun -np 2 llm_mpi_tests --gtest_filter=GpuModes*
-#   bench_124m  ./train bench --config train_configs/gpu_124m.toml
-#   bench_1b    ./train bench --config train_configs/gpu_1b.toml
+#   bench_124m  ./train bench --config configs/gpu_124m.toml
+#   bench_1b    ./train bench --config configs/gpu_1b.toml
 #   bench_1b_fast_backward  the same with training.deterministic = false (cuDNN's
 #               non-deterministic attention backward) and the op profile
 #   bench_8b    ./train bench on the Llama 3 8B shape (seq 8192) at 2 and 4 blocks,
@@ -299,9 +299,9 @@ run_step nccl_kill 60 "bash test/stalled_rank_test.sh $(q "$TRAIN") mpirun nccl_
 run_step nccl_short 60 "bash test/stalled_rank_test.sh $(q "$TRAIN") mpirun nccl_short_np2 $(q "$LAUNCH")"
 run_step nccl_matrix_np4 200 "$MPIRUN -np 4 $(q "$LAUNCH") $(q "$MPI_TESTS") --gtest_filter='*GpuMatrix.*/nccl_*'"
 run_step gpu_modes 300 "$MPI_ENV mpirun -np 2 $(q "$BUILD")/test/llm_mpi_tests --gtest_filter='GpuModes*'"
-run_step bench_124m 240 "./train bench --config train_configs/gpu_124m.toml"
-run_step bench_1b 300 "./train bench --config train_configs/gpu_1b.toml"
-run_step bench_1b_fast_backward 300 "./train bench --config train_configs/gpu_1b.toml --training.deterministic=false --profile"
+run_step bench_124m 240 "./train bench --config configs/gpu_124m.toml"
+run_step bench_1b 300 "./train bench --config configs/gpu_1b.toml"
+run_step bench_1b_fast_backward 300 "./train bench --config configs/gpu_1b.toml --training.deterministic=false --profile"
 # The Llama 3 8B shape at sequence 8192, one micro-batch of one sequence, at
 # 2 and 4 blocks (the whole model does not fit one GPU with its optimizer):
 # a block's step time is half the difference, the rest is the embedding, the
@@ -309,7 +309,7 @@ run_step bench_1b_fast_backward 300 "./train bench --config train_configs/gpu_1b
 run_step bench_8b 300 "
   set -o pipefail
   for layers in 2 4; do
-    ./train bench --config train_configs/llama8b.toml --model.n_layers=\$layers --training.batch_size=1 \
+    ./train bench --config configs/llama8b.toml --model.n_layers=\$layers --training.batch_size=1 \
       --training.sample_tokens=0 --data.tokenizer= --bench-steps 4 | tee /tmp/bench_8b_\$layers.txt || exit 1
   done
   ms() { awk '/step time/ { print \$3 }' /tmp/bench_8b_\$1.txt; }
@@ -319,11 +319,11 @@ run_step bench_8b 300 "
 # first Python that imports torch, $TORCH_PYTHON first.
 run_step pytorch_1b 300 "
   for py in \${TORCH_PYTHON:-} /opt/torch/.venv/bin/python python3; do
-    \$py -c 'import torch' 2>/dev/null && exec \$py tools/compare_pytorch.py --config train_configs/gpu_1b.toml
+    \$py -c 'import torch' 2>/dev/null && exec \$py tools/compare_pytorch.py --config configs/gpu_1b.toml
   done
   echo 'no Python here imports torch (set TORCH_PYTHON)'; exit 1"
-run_step bench_offload 300 "./train bench --config train_configs/gpu_1b.toml --offload --bench-steps 8"
-run_step generate_124m 180 "./train --config train_configs/gpu_124m.toml --data.train='data/tiny/train_*.bin' \
+run_step bench_offload 300 "./train bench --config configs/gpu_1b.toml --offload --bench-steps 8"
+run_step generate_124m 180 "./train --config configs/gpu_124m.toml --data.train='data/tiny/train_*.bin' \
   --data.val='data/tiny/val_*.bin' --data.tokenizer=data/tiny/tokenizer.model --model.vocab_size=512 \
   --training.seq_len=512 --training.batch_size=16 --training.steps=2 --training.eval_interval=0 \
   --training.sample_tokens=0 --checkpoint.dir=/tmp/generate_124m --checkpoint.resume=none &&

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "config/config.h"
-#include "config/key_rules.h"
+#include "settings/config.h"
+#include "settings/key_rules.h"
 #include "runtime/cli_values.h"
 #include "runtime/error.h"
 

@@ -17,12 +17,15 @@
 //    own slices (ddp: rank 0 alone).
 //  - The index is global (unit, element offset), so any world size and mode
 //    can load any checkpoint, each rank reading only the records it needs.
+// The parts: the shard files (shard_file.h), meta.json (meta_schema.h), the
+// run directory (run_directory.h) and the config diff on resume
+// (config_diff.h).
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "config/config.h"
+#include "settings/config.h"
 #include "parallel/sharding_engine.h"
 #include "parallel/topology.h"
 
@@ -35,21 +38,6 @@ namespace llm {
 std::string checkpoint_save(const std::string& run_dir, int step, Config& config,
                             ShardingEngine& engine, Topology& topology);
 
-// The newest complete checkpoint of run_dir ("" when there is none).
-std::string checkpoint_latest(const std::string& run_dir);
-
-// The step directory `path` names: itself (it holds meta.json), or the
-// `latest` of a run directory; refused, naming `command` and the path, when
-// it is neither.
-std::string checkpoint_step_directory(const std::string& path, const std::string& command);
-
-// The tokenizer of the run that saved checkpoint `step_dir` (config `run`):
-// the copy in its run directory (data/tokenizer.h's run_tokenizer_dir),
-// else, for a run older than those copies, its data.tokenizer where that
-// path still leads. Errors name `command`, the checkpoint and the path.
-std::string checkpoint_tokenizer(const std::string& step_dir, const Config& run,
-                                 const std::string& command);
-
 // Collective over the world. Loads parameters and moments from `path` into
 // `engine` (any saved world size or mode) after checking its index against
 // the engine's layout; returns the saved step. Errors name the file. With
@@ -58,21 +46,6 @@ int checkpoint_load(const std::string& path, ShardingEngine& engine, bool show_p
 
 // The resolved config a checkpoint was saved with (its model shape).
 Config checkpoint_read_config(const std::string& path);
-
-// Where the resolved config a checkpoint was saved with differs from
-// `current`, each entry "table.key: <saved> -> <current>" (TOML values).
-struct ConfigChanges {
-  std::vector<std::string> model;     // [model] except init_from: a different model
-  std::vector<std::string> schedule;  // [data] and the [training] keys that shape the trajectory
-};
-ConfigChanges checkpoint_config_changes(const std::string& path, Config& current);
-
-// Removes what interrupted saves left in run_dir (.step_<N>.tmp/ and
-// latest.tmp); returns the removed names. Call only while holding the run lock.
-std::vector<std::string> checkpoint_remove_stale_temporaries(const std::string& run_dir);
-
-// The step of a directory named step_<N> (N decimal, no sign), else -1.
-int checkpoint_step_of(const std::string& directory_name);
 
 // Every unit's parameters, concatenated in unit order, read in one process
 // without an engine (for export); verifies checksums like checkpoint_load,

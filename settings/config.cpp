@@ -1,6 +1,6 @@
 // Config parsing, overrides, validation and dumping. Every table walks its own
 // visit_fields() list, so adding a key is one line in config.h.
-#include "config/config.h"
+#include "settings/config.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,7 +11,7 @@
 #include <set>
 #include <sstream>
 
-#include "config/toml_tables.h"
+#include "settings/toml_tables.h"
 #include "runtime/cli_values.h"
 #include "runtime/error.h"
 
@@ -142,11 +142,11 @@ void write_value(std::ostream& out, E value) {
 }
 
 fs::path find_config_file(const std::string& path_or_name) {
-  for (fs::path candidate : {fs::path(path_or_name), fs::path("train_configs") / path_or_name,
-                             fs::path("train_configs") / (path_or_name + ".toml")}) {
+  for (fs::path candidate : {fs::path(path_or_name), fs::path("configs") / path_or_name,
+                             fs::path("configs") / (path_or_name + ".toml")}) {
     if (fs::is_regular_file(candidate)) return candidate;
   }
-  LLM_FAIL("config '{}' not found (looked for it as given and in train_configs/)", path_or_name);
+  LLM_FAIL("config '{}' not found (looked for it as given and in configs/)", path_or_name);
 }
 
 }  // namespace

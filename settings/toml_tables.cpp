@@ -1,6 +1,6 @@
 // Reading one TOML value by its C++ type; the walk over tables is the
 // template in toml_tables.h.
-#include "config/toml_tables.h"
+#include "settings/toml_tables.h"
 
 #include <limits>
 

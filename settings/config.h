@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "config/key_rules.h"
+#include "settings/key_rules.h"
 #include "runtime/device.h"
 #include "runtime/error.h"
 
@@ -521,7 +521,7 @@ struct Config {
   }
 };
 
-// Finds the file (as given, else in train_configs/, adding .toml if missing), parses
+// Finds the file (as given, else in configs/, adding .toml if missing), parses
 // it, applies overrides of the form "section.key=value" and validates.
 // Errors name the file and the key.
 Config config_load(const std::string& path_or_name, const std::vector<std::string>& overrides);

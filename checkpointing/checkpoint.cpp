@@ -1,0 +1,120 @@
+// Save and load sharded checkpoints (see checkpoint.h).
+#include "checkpointing/checkpoint.h"
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "checkpointing/meta_schema.h"
+#include "checkpointing/run_directory.h"
+#include "checkpointing/shard_file.h"
+#include "runtime/error.h"
+#include "runtime/file_io.h"
+#include "runtime/progress.h"
+
+namespace llm {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string checkpoint_save(const std::string& run_dir, int step, Config& config,
+                            ShardingEngine& engine, Topology& topology) {
+  LLM_CHECK(step >= 0, "checkpoint_save: step {} is negative", step);
+  Group& world = topology.world;
+  engine.settle();  // an offloaded optimizer's deferred work, applied on every rank
+  const fs::path final_dir = fs::path(run_dir) / checkpoint_step_name(step);
+  const fs::path tmp_dir = fs::path(run_dir) / fmt::format(".{}.tmp", checkpoint_step_name(step));
+  try {
+    if (world.rank() == 0) {
+      fs::remove_all(tmp_dir);  // the remains of an interrupted save
+      fs::create_directories(tmp_dir);
+    }
+    world.barrier();
+
+    // One replica writes: its ranks together own every element exactly once,
+    // each naming its file by its world rank.
+    if (topology.checkpoint_writer()) {
+      std::string name = fmt::format("shard_{:05d}", world.rank());
+      const size_t writers = topology.checkpoint_writers().size();
+      json shard = write_shard(
+          (tmp_dir / (name + ".bin")).string(), engine.owned_slices(), engine.layout(),
+          fmt::format("saving {}{}", checkpoint_step_name(step),
+                      writers > 1 ? fmt::format(" (rank 0's shard of {})", writers) : ""),
+          /*show_progress=*/world.rank() == 0);
+      write_file_synced((tmp_dir / (name + ".json")).string(), shard.dump());
+    }
+    world.barrier();
+
+    if (world.rank() == 0) {
+      json shards = json::array();
+      for (int r : topology.checkpoint_writers()) {
+        fs::path index = tmp_dir / fmt::format("shard_{:05d}.json", r);
+        shards.push_back(json::parse(read_file(index.string())));
+        fs::remove(index);
+      }
+      const TrainingConfig& t = config.training;
+      json meta = {{"format", kCheckpointFormat},
+                   {"step", step},
+                   {"world_size", world.size()},
+                   {"mode", to_string(topology.plan.mode)},
+                   {"shard_group_size", topology.plan.shard_group_size},
+                   {"tensor_parallel", topology.tensor->size()},
+                   {"pipeline_parallel", topology.pipeline->size()},
+                   {"loader", {{"samples_consumed", static_cast<int64_t>(step) * t.batch_size}}},
+                   {"rng",
+                    {{"seed", t.seed},
+                     {"note", "data order and initialization are pure functions of (seed, step)"}}},
+                   {"config", config_to_toml(config)},
+                   {"tensors", tensor_index(layout_build(config.model))},
+                   {"shards", shards}};
+      write_file_synced((tmp_dir / "meta.json").string(), meta.dump(1));
+      fsync_directory(tmp_dir.string());
+      if (fs::exists(final_dir)) fs::remove_all(final_dir);
+      fs::rename(tmp_dir, final_dir);
+      fsync_directory(run_dir);
+      write_file_atomically((fs::path(run_dir) / "latest").string(),
+                            checkpoint_step_name(step) + "\n");
+      checkpoint_prune(run_dir, config.checkpoint, step);
+    }
+  } catch (...) {
+    // A failed save (a full disk, say) leaves nothing behind to trip the next start.
+    std::error_code ignored;
+    fs::remove_all(tmp_dir, ignored);
+    throw;
+  }
+  world.barrier();
+  return final_dir.string();
+}
+
+int checkpoint_load(const std::string& path, ShardingEngine& engine, bool show_progress) {
+  json meta = read_meta(path, &engine.layout());
+  Progress progress(fmt::format("loading {}", path),
+                    engine.load_elements(/*with_moments=*/true) * sizeof(float),
+                    transfer_options(show_progress));
+  CheckpointReader reader(path, meta, &progress);
+  engine.load_state(reader, /*with_moments=*/true);
+  return meta.at("step").get<int>();
+}
+
+Config checkpoint_read_config(const std::string& path) {
+  json meta = read_meta(path, nullptr);
+  return config_parse(meta.at("config").get<std::string>(), (fs::path(path) / "meta.json").string(),
+                      {});
+}
+
+std::vector<float> checkpoint_read_params(const std::string& path, const ParameterLayout& layout) {
+  json meta = read_meta(path, &layout);
+  Progress progress(fmt::format("reading {}", path), layout.total_numel * sizeof(float),
+                    transfer_options(/*enabled=*/true));
+  CheckpointReader reader(path, meta, &progress);
+  std::vector<float> params(layout.total_numel);
+  size_t offset = 0;
+  for (size_t u = 0; u < layout.units.size(); ++u) {
+    reader.read(static_cast<int>(u), 0, layout.units[u].numel, params.data() + offset, nullptr,
+                nullptr);
+    offset += layout.units[u].numel;
+  }
+  return params;
+}
+
+}  // namespace llm
