@@ -1,0 +1,98 @@
+// The two 8-bit float formats of the OCP 8-bit floating point specification
+// (v1.0), as Hopper's tensor cores take them:
+//   e4m3 (E4M3FN): 1 sign, 4 exponent bits (bias 7), 3 mantissa bits; no
+//        infinities, NaN only at S.1111.111 (0x7f, 0xff); largest 448;
+//   e5m2: 1 sign, 5 exponent bits (bias 15), 2 mantissa bits, IEEE-like:
+//        exponent 31 holds +-inf (mantissa 0) and NaN; largest finite 57344.
+// Encoding rounds to nearest, ties to even, and saturates: a finite value
+// beyond the largest (and an infinity) becomes +-largest, as the
+// specification's saturating conversion and CUDA's __NV_SATFINITE do; NaN
+// stays NaN (0x7f / 0x7e with its sign). Decoding is exact in fp32.
+// The per-tensor scale of a quantized tensor is a power of two
+// (fp8_scale_exponent), so scaling and unscaling are exact: the fp8 value is
+// the format's rounding of x * 2^k and its value divided by 2^k is exact.
+#pragma once
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+
+namespace llm {
+
+enum class Fp8Format { e4m3, e5m2 };
+
+// The constants of a format.
+struct Fp8Traits {
+  int mantissa_bits;
+  int bias;
+  uint8_t max_code;  // the largest finite magnitude's bits (sign clear)
+  uint8_t nan_code;  // the NaN this encoder writes (sign clear)
+  float max_value;
+};
+
+inline constexpr Fp8Traits fp8_traits(Fp8Format format) {
+  return format == Fp8Format::e4m3 ? Fp8Traits{3, 7, 0x7e, 0x7f, 448.0f}
+                                   : Fp8Traits{2, 15, 0x7b, 0x7e, 57344.0f};
+}
+
+// The value of an fp8 code (exact; NaN codes give NaN, e5m2's infinities inf).
+inline float fp8_to_float(uint8_t code, Fp8Format format) {
+  const Fp8Traits f = fp8_traits(format);
+  const int m = f.mantissa_bits;
+  const int exponent = (code & 0x7f) >> m, mantissa = code & ((1 << m) - 1);
+  const float sign = (code & 0x80) ? -1.0f : 1.0f;
+  const int top_exponent = (1 << (7 - m)) - 1;
+  if (format == Fp8Format::e4m3 && (code & 0x7f) == 0x7f) return NAN;
+  if (format == Fp8Format::e5m2 && exponent == top_exponent)
+    return mantissa == 0 ? sign * INFINITY : NAN;
+  if (exponent == 0) return sign * std::ldexp(static_cast<float>(mantissa), 1 - f.bias - m);
+  return sign * std::ldexp(static_cast<float>((1 << m) + mantissa), exponent - f.bias - m);
+}
+
+// x rounded to the nearest fp8 value, ties to even, saturating (see above).
+inline uint8_t float_to_fp8(float x, Fp8Format format) {
+  const Fp8Traits f = fp8_traits(format);
+  const int m = f.mantissa_bits;
+  const uint32_t bits = std::bit_cast<uint32_t>(x);
+  const uint8_t sign = static_cast<uint8_t>((bits >> 24) & 0x80u);
+  const uint32_t magnitude = bits & 0x7fffffffu;
+  if (magnitude > 0x7f800000u) return sign | f.nan_code;
+  const float a = std::bit_cast<float>(magnitude);
+  if (a >= f.max_value) return sign | f.max_code;  // infinities included
+  if (a < std::ldexp(1.0f, 1 - f.bias)) {
+    // Below the smallest normal: a multiple of the subnormal quantum
+    // 2^(1 - bias - m). a / quantum is exact and below 2^m; rounding it to an
+    // integer gives the code directly (2^m is the smallest normal's code).
+    const float q = std::ldexp(a, f.bias - 1 + m);
+    uint32_t whole = static_cast<uint32_t>(q);
+    const float rest = q - static_cast<float>(whole);
+    if (rest > 0.5f || (rest == 0.5f && (whole & 1u))) whole++;
+    return sign | static_cast<uint8_t>(whole);
+  }
+  // A normal result: round fp32's 23 mantissa bits to m, ties to even (a
+  // carry into the exponent is right), then move the exponent from fp32's
+  // bias 127 to the format's. No result passes max_code, as a < max_value.
+  const int drop = 23 - m;
+  const uint32_t lsb = (magnitude >> drop) & 1u;
+  const uint32_t rounded = (magnitude + (1u << (drop - 1)) - 1u + lsb) >> drop;
+  return sign | static_cast<uint8_t>(rounded - (static_cast<uint32_t>(127 - f.bias) << m));
+}
+
+// The exponent k of the per-tensor scale 2^k of a tensor whose largest
+// magnitude is amax: the largest k with amax * 2^k <= the format's largest
+// value, so the tensor uses the top binade without saturating. k is kept in
+// [-kFp8ScaleExponentLimit, kFp8ScaleExponentLimit], so 2^k and 2^-k are normal
+// floats; amax 0 or not finite (a NaN or inf in the tensor, which the loss
+// then shows) gives k = 0.
+inline constexpr int kFp8ScaleExponentLimit = 120;
+inline int fp8_scale_exponent(float amax, Fp8Format format) {
+  if (!(amax > 0.0f) || !std::isfinite(amax)) return 0;
+  const float max_value = fp8_traits(format).max_value;
+  int k = std::ilogb(max_value) - std::ilogb(amax);
+  if (std::ldexp(amax, k) > max_value) k--;
+  if (k > kFp8ScaleExponentLimit) return kFp8ScaleExponentLimit;
+  if (k < -kFp8ScaleExponentLimit) return -kFp8ScaleExponentLimit;
+  return k;
+}
+
+}  // namespace llm
