@@ -6,8 +6,11 @@
 //        exponent 31 holds +-inf (mantissa 0) and NaN; largest finite 57344.
 // Encoding rounds to nearest, ties to even, and saturates: a finite value
 // beyond the largest (and an infinity) becomes +-largest, as the
-// specification's saturating conversion and CUDA's __NV_SATFINITE do; NaN
-// stays NaN (0x7f / 0x7e with its sign). Decoding is exact in fp32.
+// specification's saturating conversion and CUDA's __NV_SATFINITE do; a NaN
+// of either sign becomes the canonical NaN 0x7f, as CUDA's
+// __nv_cvt_float_to_fp8 makes it. Decoding is exact in fp32. (Checked once,
+// 2026-11-26, against CUDA 13.0's host __nv_cvt_float_to_fp8 on every 64th
+// float, both formats: the same bits for all of them.)
 // The per-tensor scale of a quantized tensor is a power of two
 // (fp8_scale_exponent), so scaling and unscaling are exact: the fp8 value is
 // the format's rounding of x * 2^k and its value divided by 2^k is exact.
@@ -26,13 +29,13 @@ struct Fp8Traits {
   int mantissa_bits;
   int bias;
   uint8_t max_code;  // the largest finite magnitude's bits (sign clear)
-  uint8_t nan_code;  // the NaN this encoder writes (sign clear)
+  uint8_t nan_code;  // the NaN this encoder writes: 0x7f in both
   float max_value;
 };
 
 inline constexpr Fp8Traits fp8_traits(Fp8Format format) {
   return format == Fp8Format::e4m3 ? Fp8Traits{3, 7, 0x7e, 0x7f, 448.0f}
-                                   : Fp8Traits{2, 15, 0x7b, 0x7e, 57344.0f};
+                                   : Fp8Traits{2, 15, 0x7b, 0x7f, 57344.0f};
 }
 
 // The value of an fp8 code (exact; NaN codes give NaN, e5m2's infinities inf).
@@ -56,7 +59,7 @@ inline uint8_t float_to_fp8(float x, Fp8Format format) {
   const uint32_t bits = std::bit_cast<uint32_t>(x);
   const uint8_t sign = static_cast<uint8_t>((bits >> 24) & 0x80u);
   const uint32_t magnitude = bits & 0x7fffffffu;
-  if (magnitude > 0x7f800000u) return sign | f.nan_code;
+  if (magnitude > 0x7f800000u) return f.nan_code;
   const float a = std::bit_cast<float>(magnitude);
   if (a >= f.max_value) return sign | f.max_code;  // infinities included
   if (a < std::ldexp(1.0f, 1 - f.bias)) {
@@ -81,10 +84,11 @@ inline uint8_t float_to_fp8(float x, Fp8Format format) {
 // The exponent k of the per-tensor scale 2^k of a tensor whose largest
 // magnitude is amax: the largest k with amax * 2^k <= the format's largest
 // value, so the tensor uses the top binade without saturating. k is kept in
-// [-kFp8ScaleExponentLimit, kFp8ScaleExponentLimit], so 2^k and 2^-k are normal
-// floats; amax 0 or not finite (a NaN or inf in the tensor, which the loss
-// then shows) gives k = 0.
-inline constexpr int kFp8ScaleExponentLimit = 120;
+// [-kFp8ScaleExponentLimit, kFp8ScaleExponentLimit], so that the product of
+// two tensors' inverse scales, 2^-(k1 + k2), is a normal float (a GEMM
+// multiplies its sum by it); amax 0 or not finite (a NaN or inf in the
+// tensor, which the loss then shows) gives k = 0.
+inline constexpr int kFp8ScaleExponentLimit = 60;
 inline int fp8_scale_exponent(float amax, Fp8Format format) {
   if (!(amax > 0.0f) || !std::isfinite(amax)) return 0;
   const float max_value = fp8_traits(format).max_value;
