@@ -12,13 +12,20 @@
 // 2026-11-26, against CUDA 13.0's host __nv_cvt_float_to_fp8 on every 64th
 // float, both formats: the same bits for all of them.)
 // The per-tensor scale of a quantized tensor is a power of two
-// (fp8_scale_exponent), so scaling and unscaling are exact: the fp8 value is
+// (fp8_scale_from_amax), so scaling and unscaling are exact: the fp8 value is
 // the format's rounding of x * 2^k and its value divided by 2^k is exact.
 #pragma once
 
 #include <bit>
 #include <cmath>
 #include <cstdint>
+
+// Host and device: the scale is computed by the CUDA kernels too.
+#ifdef __CUDACC__
+#define LLM_FP8_HOST_DEVICE __host__ __device__
+#else
+#define LLM_FP8_HOST_DEVICE
+#endif
 
 namespace llm {
 
@@ -33,7 +40,7 @@ struct Fp8Traits {
   float max_value;
 };
 
-inline constexpr Fp8Traits fp8_traits(Fp8Format format) {
+LLM_FP8_HOST_DEVICE inline constexpr Fp8Traits fp8_traits(Fp8Format format) {
   return format == Fp8Format::e4m3 ? Fp8Traits{3, 7, 0x7e, 0x7f, 448.0f}
                                    : Fp8Traits{2, 15, 0x7b, 0x7f, 57344.0f};
 }
@@ -81,22 +88,38 @@ inline uint8_t float_to_fp8(float x, Fp8Format format) {
   return sign | static_cast<uint8_t>(rounded - (static_cast<uint32_t>(127 - f.bias) << m));
 }
 
-// The exponent k of the per-tensor scale 2^k of a tensor whose largest
-// magnitude is amax: the largest k with amax * 2^k <= the format's largest
-// value, so the tensor uses the top binade without saturating. k is kept in
-// [-kFp8ScaleExponentLimit, kFp8ScaleExponentLimit], so that the product of
-// two tensors' inverse scales, 2^-(k1 + k2), is a normal float (a GEMM
-// multiplies its sum by it); amax 0 or not finite (a NaN or inf in the
-// tensor, which the loss then shows) gives k = 0.
+// The per-tensor scale of a tensor whose largest magnitude is amax: 2^k with
+// the largest k for which amax * 2^k <= the format's largest value, so the
+// tensor uses the top binade without saturating. k is kept within
+// +-kFp8ScaleExponentLimit, so that the product of two tensors' inverse
+// scales, 2^-(k1 + k2), is a normal float (a GEMM multiplies its sum by it);
+// amax 0 or not finite (a NaN or inf in the tensor, which the loss then
+// shows) gives k = 0. Plain arithmetic (doublings and halvings, all exact), so
+// the CUDA kernels compute the same scale on the device.
 inline constexpr int kFp8ScaleExponentLimit = 60;
-inline int fp8_scale_exponent(float amax, Fp8Format format) {
-  if (!(amax > 0.0f) || !std::isfinite(amax)) return 0;
+
+struct Fp8Scale {
+  float amax;     // the tensor's largest magnitude
+  float scale;    // 2^k: codes are fp8(x * scale)
+  float inverse;  // 2^-k: a code's value times this is the dequantized value
+};
+
+LLM_FP8_HOST_DEVICE inline Fp8Scale fp8_scale_from_amax(float amax, Fp8Format format) {
+  Fp8Scale s{amax, 1.0f, 1.0f};
+  if (!(amax > 0.0f) || !(amax <= 3.4028235e38f)) return s;  // 0, NaN or inf
   const float max_value = fp8_traits(format).max_value;
-  int k = std::ilogb(max_value) - std::ilogb(amax);
-  if (std::ldexp(amax, k) > max_value) k--;
-  if (k > kFp8ScaleExponentLimit) return kFp8ScaleExponentLimit;
-  if (k < -kFp8ScaleExponentLimit) return -kFp8ScaleExponentLimit;
-  return k;
+  float v = amax;
+  for (int k = 0; k < kFp8ScaleExponentLimit && v * 2.0f <= max_value; k++) {
+    v *= 2.0f;
+    s.scale *= 2.0f;
+    s.inverse *= 0.5f;
+  }
+  for (int k = 0; k < kFp8ScaleExponentLimit && v > max_value; k++) {
+    v *= 0.5f;
+    s.scale *= 0.5f;
+    s.inverse *= 2.0f;
+  }
+  return s;
 }
 
 }  // namespace llm

@@ -161,27 +161,38 @@ TEST(Fp8Format, NanStaysNanAndInfinitySaturates) {
   }
 }
 
-TEST(Fp8Format, ScaleExponentFillsTheTopBinadeWithoutSaturating) {
+// The scale 2^k and its inverse against an independent search: k is the
+// largest integer with amax 2^k <= the largest value (ilogb/ldexp in double),
+// clamped to the limit.
+int reference_scale_exponent(float amax, Fp8Format format) {
+  const double max_value = fp8_traits(format).max_value;
+  int k = std::ilogb(max_value) - std::ilogb((double)amax) + 1;
+  while (std::ldexp((double)amax, k) > max_value) k--;
+  return std::clamp(k, -kFp8ScaleExponentLimit, kFp8ScaleExponentLimit);
+}
+
+TEST(Fp8Format, ScaleFillsTheTopBinadeWithoutSaturating) {
   for (const FormatCase& f : kFormats) {
-    const float max_value = fp8_traits(f.format).max_value;
-    for (float amax : {1.0f, 0.3f, 447.0f, 448.0f, 449.0f, 57344.0f, 1e-15f, 1e20f}) {
-      const int k = fp8_scale_exponent(amax, f.format);
-      EXPECT_LE((double)amax * std::ldexp(1.0, k), max_value) << amax;
-      if (std::abs(k) < kFp8ScaleExponentLimit)
-        EXPECT_GT((double)amax * std::ldexp(1.0, k + 1), max_value) << amax;
+    for (float amax : {1.0f, 0.3f, 447.0f, 448.0f, 449.0f, 57344.0f, 1e-15f, 1e20f, 1e-30f, 1e-40f,
+                       3e38f, 0x1p-9f}) {
+      const Fp8Scale s = fp8_scale_from_amax(amax, f.format);
+      const int k = reference_scale_exponent(amax, f.format);
+      EXPECT_EQ(s.amax, amax);
+      EXPECT_EQ(s.scale, std::ldexp(1.0f, k)) << amax;
+      EXPECT_EQ(s.inverse, std::ldexp(1.0f, -k)) << amax;
     }
-    EXPECT_EQ(fp8_scale_exponent(0.0f, f.format), 0);
-    EXPECT_EQ(fp8_scale_exponent(NAN, f.format), 0);
-    EXPECT_EQ(fp8_scale_exponent(INFINITY, f.format), 0);
+    for (float amax : {0.0f, NAN, INFINITY}) {
+      const Fp8Scale s = fp8_scale_from_amax(amax, f.format);
+      EXPECT_EQ(s.scale, 1.0f);
+      EXPECT_EQ(s.inverse, 1.0f);
+    }
   }
-  // Beyond the limit the exponent is clamped (so two inverse scales multiply
-  // to a normal float): tiny tensors use less of the range, and a tensor
-  // above 448 * 2^60 would saturate.
-  EXPECT_EQ(fp8_scale_exponent(1e-30f, Fp8Format::e4m3), kFp8ScaleExponentLimit);
-  EXPECT_EQ(fp8_scale_exponent(1e-40f, Fp8Format::e5m2), kFp8ScaleExponentLimit);
-  EXPECT_EQ(fp8_scale_exponent(3e38f, Fp8Format::e4m3), -kFp8ScaleExponentLimit);
-  EXPECT_EQ(fp8_scale_exponent(1.0f, Fp8Format::e4m3), 8);   // 256 <= 448 < 512
-  EXPECT_EQ(fp8_scale_exponent(1.0f, Fp8Format::e5m2), 15);  // 32768 <= 57344 < 65536
+  // Landmarks: 256 <= 448 < 512, 32768 <= 57344 < 65536; beyond the limit
+  // tiny tensors use less of the range and one above 448 * 2^60 saturates.
+  EXPECT_EQ(fp8_scale_from_amax(1.0f, Fp8Format::e4m3).scale, 256.0f);
+  EXPECT_EQ(fp8_scale_from_amax(1.0f, Fp8Format::e5m2).scale, 32768.0f);
+  EXPECT_EQ(fp8_scale_from_amax(1e-30f, Fp8Format::e4m3).scale, 0x1p60f);
+  EXPECT_EQ(fp8_scale_from_amax(3e38f, Fp8Format::e4m3).scale, 0x1p-60f);
 }
 
 }  // namespace
