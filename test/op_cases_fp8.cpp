@@ -98,6 +98,7 @@ void fp8_cast(const OpRow& row) {
           expect_same_scale(q.scale, twin.scale, what);
           expect_identical(q.codes, twin.codes, what + " codes");
           expect_identical(q.codes_t, twin.codes_t, what + " transposed codes");
+          if (offset != 0 || format != Fp8Format::e4m3) continue;  // one layout each suffices
           const Quantized rows_only = quantize_on(row.backend(), x, s.N, s.C, format, offset, 1);
           const Quantized t_only = quantize_on(row.backend(), x, s.N, s.C, format, offset, 2);
           expect_identical(rows_only.codes, twin.codes, what + " codes alone");

@@ -160,7 +160,9 @@ TEST(Trainer, Bf16FollowsTheFp32LossCurve) {
 // of bf16's; each matmul operand is rounded to 3 (gradients 2) mantissa bits,
 // a relative error of at most 2^-4 (2^-3) per element, but the errors are
 // unbiased and average out over each dot product, so the curve moves by a
-// small fraction of that. Measured: see the assertions' comments.
+// small fraction of that. Measured (2026-11-26): 50-step window means within
+// 0.011, single steps within 0.035, validation 4.4135 against 4.4103 (0.07%);
+// asserted: bf16's own bounds against fp32 (0.02, 0.1) and the 1%.
 TEST(Trainer, Fp8FollowsTheBf16LossCurve) {
   const int steps = 300, window = 50;
   std::vector<std::string> bf16 = {"training.steps=300", "training.lr=1e-3",
