@@ -11,7 +11,7 @@ InferenceParams::InferenceParams(const ParameterLayout& layout, const std::vecto
                                  const Backend& backend, Precision precision) {
   LLM_CHECK(params.size() == layout.total_numel,
             "inference parameters: {} values for a model of {}", params.size(), layout.total_numel);
-  const size_t element = precision == Precision::bf16 ? sizeof(Bf16) : sizeof(float);
+  const size_t element = stores_bf16(precision) ? sizeof(Bf16) : sizeof(float);
   BufferPlan plan;
   units_.resize(layout.units.size());
   for (size_t u = 0; u < units_.size(); ++u)
@@ -22,7 +22,7 @@ InferenceParams::InferenceParams(const ParameterLayout& layout, const std::vecto
   const float* values = params.data();
   for (size_t u = 0; u < units_.size(); values += layout.units[u++].numel) {
     const UnitSpec& unit = layout.units[u];
-    if (precision == Precision::bf16) {
+    if (stores_bf16(precision)) {
       rounded.resize(unit.numel);
       cpu::cast_f32_to_bf16(rounded.data(), values, unit.numel);
       backend.memory->to_device(units_[u], rounded.data(), unit.numel * sizeof(Bf16));

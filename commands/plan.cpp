@@ -51,7 +51,7 @@ void print_header(const Config& config, const PlanOptions& o, const HardwareProf
       "rows that fit, fastest first by predicted step (the same global batch in every row); "
       "then rows the model could not rank; then rows that do not fit\n"
       "per rank; bf16 rows keep fp32 master weights and moments (sharded with the optimizer "
-      "state) plus a bf16 compute copy, and reduce gradients in bf16\n"
+      "state) plus a bf16 compute copy, and reduce gradients in bf16{}\n"
       "offload rows: fp32 masters and AdamW moments in host memory (the host column, per "
       "rank), the device keeping the bf16 compute copy\n"
       "tensor-parallel rows (T > 1): each rank holds 1/T of every layer and of the vocabulary, "
@@ -59,6 +59,10 @@ void print_header(const Config& config, const PlanOptions& o, const HardwareProf
       "pipeline rows (P > 1): each rank holds one stage's blocks (the largest stage is shown, "
       "with the micro-batches in flight under the {} schedule); bubble: the share of a step "
       "every stage idles, (P - 1) / (M + P - 1) with M = {} / ({} x D) micro-batches\n",
+      t.precision == Precision::fp8
+          ? "; fp8 rows are bf16 rows whose activations add the FP8 copies of one block matmul's "
+            "operands, and are rated at the bf16 peak"
+          : "",
       config.parallel.pipeline_schedule, t.batch_size, t.micro_batch_size);
 }
 

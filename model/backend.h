@@ -24,6 +24,7 @@
 #include "model/kernels/embedding.h"
 #include "model/kernels/kv_cache.h"
 #include "model/kernels/fill.h"
+#include "model/kernels/fp8_matmul.h"
 #include "model/kernels/matmul.h"
 #include "model/kernels/residual.h"
 #include "model/kernels/rmsnorm.h"
@@ -51,6 +52,7 @@ namespace llm {
   X(matmul_forward)          \
   X(matmul_forward_residual) \
   X(matmul_backward)         \
+  X(fp8_gemm)                \
   X(add_vectors)             \
   X(cross_entropy_partials)  \
   X(cross_entropy_combine)   \
@@ -66,7 +68,9 @@ namespace llm {
   X(adamw_update)        \
   X(sum_squares)         \
   X(column_sum_squares)  \
-  X(gather_columns)
+  X(gather_columns)      \
+  X(fp8_amax_scale)      \
+  X(fp8_cast_transpose)
 
 // The typed ops of one storage type T (float or Bf16).
 template <class T>

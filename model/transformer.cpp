@@ -97,18 +97,32 @@ struct GradBuffers {  // backward scratch, reused by every block
   A* dg;              // (N, F)
   float* dnorm;       // (2, C) a micro-batch's norm-gain gradients, summed over the group (tp > 1)
 };
+// precision fp8: the FP8 codes of one block matmul's operands, reused by
+// every block matmul (forward: input and weight row-major; backward: the
+// output gradient both ways, the weight and the input transposed, as
+// Hopper's TN GEMMs read them), and their scales.
+struct Fp8Buffers {
+  uint8_t* input;    // (N, K) forward, (K, N) backward; K the widest of C, H * D, F
+  uint8_t* weight;   // (OC, K) forward, (K, OC) backward; OC x K the largest weight
+  uint8_t* grad;     // (N, OC) the output gradient (e5m2); OC the widest of QKV, C, 2F
+  uint8_t* grad_t;   // (OC, N)
+  Fp8Scale* scales;  // [kFp8Scales]
+};
+enum Fp8ScaleSlot { kInputScale, kWeightScale, kGradScale, kFp8Scales };
+
 template <class A>
 struct Buffers {
   std::vector<SlotBuffers<A>> slots;
   BlockBuffers<A> scratch;
   SharedBuffers<A> shared;
   GradBuffers<A> grads;
+  Fp8Buffers fp8{};  // all null unless the precision is fp8
 };
 
 // Lists every buffer (binding `out`'s slots) and sums the bytes by role.
 template <class A>
 BufferPlan plan_activations(const ModelConfig& c, int B, int T, ModelSlice slice, int in_flight,
-                            CheckpointingPlan checkpointing, Buffers<A>& out,
+                            CheckpointingPlan checkpointing, bool fp8, Buffers<A>& out,
                             ActivationBytes& bytes) {
   const int tp = slice.tp_size;
   const Shape s(c, B, T, tp);
@@ -198,6 +212,16 @@ BufferPlan plan_activations(const ModelConfig& c, int B, int T, ModelSlice slice
   plan.add(g.dh13, N * 2 * F);
   plan.add(g.dg, N * F);
   bytes.backward_scratch = role_bytes();
+  if (fp8) {
+    Fp8Buffers& q = out.fp8;
+    const size_t widest_input = std::max({C, s.HD, F}), widest_output = std::max({s.QKV, C, 2 * F});
+    plan.add(q.input, N * widest_input);
+    plan.add(q.weight, C * widest_output);
+    plan.add(q.grad, N * widest_output);
+    plan.add(q.grad_t, N * widest_output);
+    plan.add(q.scales, kFp8Scales);
+    bytes.fp8_copies = role_bytes();
+  }
   bytes.total = plan.bytes();
   return plan;
 }
@@ -231,9 +255,10 @@ class TransformerImpl : public Transformer::Impl {
  public:
   TransformerImpl(const ModelConfig& config, const ParameterLayout& layout, int max_batch,
                   int max_seq, const Backend& backend, CheckpointingPlan checkpointing,
-                  ModelSplit split)
+                  ModelSplit split, bool fp8)
       : config_(config),
         layout_(layout),
+        backend_(backend),
         ops_(backend.ops<A>()),
         f32_(backend.f32),
         memory_(*backend.memory),
@@ -248,7 +273,9 @@ class TransformerImpl : public Transformer::Impl {
         layers_(layout.layers),
         first_(layout.slice.first_stage()),
         last_(layout.slice.last_stage()),
-        checkpointing_(checkpointing) {
+        checkpointing_(checkpointing),
+        fp8_(fp8) {
+    LLM_CHECK((!fp8 || std::is_same_v<A, Bf16>), "transformer: fp8 runs on bf16 activations");
     LLM_CHECK(tp_ == 1 || (tensor_ && tensor_->size() == tp_ && tensor_->rank() == tp_rank_),
               "transformer: the layout's tensor slice {} of {} is not the tensor group's rank",
               tp_rank_, tp_);
@@ -257,7 +284,7 @@ class TransformerImpl : public Transformer::Impl {
               tp_);
 
     BufferPlan plan = plan_activations(config, max_batch, max_seq, layout.slice, split.in_flight,
-                                       checkpointing, buf_, bytes_);
+                                       checkpointing, fp8, buf_, bytes_);
     arena_ = Arena("activations", plan.bytes(), memory_);
     host_losses_.resize(static_cast<size_t>(max_batch) * max_seq);
     host_row_.resize(tp_ * s_.V);
@@ -354,6 +381,19 @@ class TransformerImpl : public Transformer::Impl {
   void recompute_block(int l, const A* p, int B, int T);
   void block_backward(int l, const A* p, float* grads, int B, int T);
 
+  // --- the block matmuls: in A, or (fp8_) on FP8 copies -------------------
+  // out (N, OC) = inp (N, K) @ weight (OC, K)^T (+ residual when not null).
+  void linear_forward(A* out, const A* inp, const A* weight, const A* residual, int N, int K,
+                      int OC);
+  // dinp (N, K) = dout (N, OC) @ weight, dweight (OC, K) += dout^T inp.
+  // `block`: a block matmul (FP8 under fp8_), not the LM head.
+  void linear_backward(A* dinp, float* dweight, const A* dout, const A* inp, const A* weight, int N,
+                       int K, int OC, bool block);
+  // The FP8 codes of x (rows, cols) scaled into scale slot `slot`: row-major
+  // into codes and/or transposed into codes_t (either may be null).
+  void fp8_quantize(uint8_t* codes, uint8_t* codes_t, const Bf16* x, int rows, int cols,
+                    Fp8ScaleSlot slot, Fp8Format format);
+
   // --- sequence / tensor parallelism; each is a plain op when tp = 1 -------
   // xn (N, C) = rmsnorm of this rank's rows x (n, C), all rows all-gathered.
   void norm_gathered(A* xn, float* rstd, const A* x, const A* weight, int N);
@@ -363,7 +403,7 @@ class TransformerImpl : public Transformer::Impl {
   // dxn_rows (n, C) = this rank's rows of dout (N, out) @ W summed over the
   // group, and dweight += dout^T inp (a column-parallel matmul's backward).
   void column_parallel_backward(float* dweight, const A* dout, const A* inp, const A* weight, int N,
-                                int out);
+                                int out, bool block = true);
   // Every rank's dres rows into grads.dres_full.
   void gather_dres(int N);
   // The gradient of a norm gain (C): directly into grads, or (tp > 1) into
@@ -400,6 +440,7 @@ class TransformerImpl : public Transformer::Impl {
 
   const ModelConfig& config_;
   const ParameterLayout& layout_;
+  const Backend& backend_;      // its untyped ops (the FP8 casts)
   const TypedOps<A>& ops_;      // the backend's table for storage type A
   const TypedOps<float>& f32_;  // its fp32 table (gradients)
   const DeviceMemory& memory_;
@@ -412,6 +453,7 @@ class TransformerImpl : public Transformer::Impl {
   LayerRange layers_;  // this stage's blocks
   bool first_, last_;  // the first / last pipeline stage
   CheckpointingPlan checkpointing_;
+  bool fp8_;  // the block matmuls on FP8 copies (precision fp8)
   Buffers<A> buf_;
   SlotBuffers<A>* slot_;  // the slot of the micro-batch being computed
   Arena arena_;
@@ -434,6 +476,59 @@ class TransformerImpl : public Transformer::Impl {
 };
 
 template <class A>
+void TransformerImpl<A>::fp8_quantize(uint8_t* codes, uint8_t* codes_t, const Bf16* x, int rows,
+                                      int cols, Fp8ScaleSlot slot, Fp8Format format) {
+  Fp8Scale* scale = buf_.fp8.scales + slot;
+  backend_.fp8_amax_scale(scale, x, static_cast<size_t>(rows) * cols, format);
+  backend_.fp8_cast_transpose(codes, codes_t, x, rows, cols, scale, format);
+}
+
+template <class A>
+void TransformerImpl<A>::linear_forward(A* out, const A* inp, const A* weight, const A* residual,
+                                        int N, int K, int OC) {
+  if constexpr (std::is_same_v<A, Bf16>) {
+    if (fp8_) {
+      const Fp8Buffers& q = buf_.fp8;
+      constexpr Fp8Format e4m3 = Fp8Format::e4m3;
+      fp8_quantize(q.input, nullptr, inp, N, K, kInputScale, e4m3);
+      fp8_quantize(q.weight, nullptr, weight, OC, K, kWeightScale, e4m3);
+      ops_.fp8_gemm(out, residual, q.input, e4m3, q.scales + kInputScale, q.weight, e4m3,
+                    q.scales + kWeightScale, N, OC, K);
+      return;
+    }
+  }
+  if (residual)
+    ops_.matmul_forward_residual(out, inp, weight, residual, N, K, OC);
+  else
+    ops_.matmul_forward(out, inp, weight, N, K, OC);
+}
+
+// FP8: the output gradient in e5m2 (its range: docs/training.md), the weight
+// and input in e4m3; dinp = dout @ W as (N, OC) . (K, OC)^T, dweight +=
+// dout^T inp as (OC, N) . (K, N)^T, both K-contiguous.
+template <class A>
+void TransformerImpl<A>::linear_backward(A* dinp, float* dweight, const A* dout, const A* inp,
+                                         const A* weight, int N, int K, int OC, bool block) {
+  if constexpr (std::is_same_v<A, Bf16>) {
+    if (fp8_ && block) {
+      const Fp8Buffers& q = buf_.fp8;
+      constexpr Fp8Format e4m3 = Fp8Format::e4m3, e5m2 = Fp8Format::e5m2;
+      fp8_quantize(q.grad, q.grad_t, dout, N, OC, kGradScale, e5m2);
+      if (dinp) {
+        fp8_quantize(nullptr, q.weight, weight, OC, K, kWeightScale, e4m3);
+        ops_.fp8_gemm(dinp, nullptr, q.grad, e5m2, q.scales + kGradScale, q.weight, e4m3,
+                      q.scales + kWeightScale, N, K, OC);
+      }
+      fp8_quantize(nullptr, q.input, inp, N, K, kInputScale, e4m3);
+      f32_.fp8_gemm(dweight, dweight, q.grad_t, e5m2, q.scales + kGradScale, q.input, e4m3,
+                    q.scales + kInputScale, OC, K, N);
+      return;
+    }
+  }
+  ops_.matmul_backward(dinp, dweight, dout, inp, weight, N, K, OC);
+}
+
+template <class A>
 void TransformerImpl<A>::norm_gathered(A* xn, float* rstd, const A* x, const A* weight, int N) {
   const int n = N / tp_, C = static_cast<int>(s_.C);
   ops_.rmsnorm_forward(own_rows(xn, N), rstd, x, weight, n, C,
@@ -446,21 +541,21 @@ void TransformerImpl<A>::row_parallel_forward(A* out, const A* inp, const A* wei
                                               const A* residual, int N, int K) {
   const int C = static_cast<int>(s_.C);
   if (tp_ == 1) {
-    ops_.matmul_forward_residual(out, inp, weight, residual, N, K, C);
+    linear_forward(out, inp, weight, residual, N, K, C);
     return;
   }
   const size_t rows = static_cast<size_t>(N / tp_) * C;
-  ops_.matmul_forward(buf_.shared.partial, inp, weight, N, K, C);
+  linear_forward(buf_.shared.partial, inp, weight, nullptr, N, K, C);
   tensor_->reduce_scatter(buf_.shared.partial, out, rows, wire_type());
   ops_.add_vectors(out, out, residual, rows);
 }
 
 template <class A>
 void TransformerImpl<A>::column_parallel_backward(float* dweight, const A* dout, const A* inp,
-                                                  const A* weight, int N, int out) {
+                                                  const A* weight, int N, int out, bool block) {
   const GradBuffers<A>& d = buf_.grads;
   const int C = static_cast<int>(s_.C);
-  ops_.matmul_backward(d.dxn, dweight, dout, inp, weight, N, C, out);
+  linear_backward(d.dxn, dweight, dout, inp, weight, N, C, out, block);
   if (tp_ > 1)
     tensor_->reduce_scatter(d.dxn, d.dxn_rows, static_cast<size_t>(N / tp_) * C, wire_type());
 }
@@ -491,7 +586,7 @@ void TransformerImpl<A>::block_forward(int l, const A* p, int B, int T, bool wri
   const BlockBuffers<A>& b = block(l);
   const A* x = residual(l);
   norm_gathered(b.xn1, b.rstd1, x, p + layout_.block.attn_norm, N);
-  ops_.matmul_forward(b.qkv, b.xn1, p + layout_.block.wqkv, N, C, QKV);
+  linear_forward(b.qkv, b.xn1, p + layout_.block.wqkv, nullptr, N, C, QKV);
   // Decoding, row t is at position decode_start_ + t: the tables from there.
   const size_t first_angle = static_cast<size_t>(std::max(decode_start_, 0)) * (D / 2);
   ops_.rope_forward(b.qkv, buf_.shared.rope_cos + first_angle, buf_.shared.rope_sin + first_angle,
@@ -506,7 +601,7 @@ void TransformerImpl<A>::block_forward(int l, const A* p, int B, int T, bool wri
   row_parallel_forward(b.x_mid, b.att, p + layout_.block.wo, x, N, H * D);
 
   norm_gathered(b.xn2, b.rstd2, b.x_mid, p + layout_.block.mlp_norm, N);
-  ops_.matmul_forward(b.h13, b.xn2, p + layout_.block.w13, N, C, 2 * F);
+  linear_forward(b.h13, b.xn2, p + layout_.block.w13, nullptr, N, C, 2 * F);
   ops_.swiglu_forward(b.g, b.h13, N, F);
   if (!write_output) return;
   row_parallel_forward(residual(l + 1), b.g, p + layout_.block.w2, b.x_mid, N, F);
@@ -536,16 +631,16 @@ void TransformerImpl<A>::block_backward(int l, const A* p, float* gr, int B, int
   const GradBuffers<A>& d = buf_.grads;
   // MLP branch; dres holds d(loss)/d(block output) and becomes d/d(x_mid).
   gather_dres(N);
-  ops_.matmul_backward(d.dg, gr + layout_.block.w2, d.dres_full, b.g, p + layout_.block.w2, N, F,
-                       C);
+  linear_backward(d.dg, gr + layout_.block.w2, d.dres_full, b.g, p + layout_.block.w2, N, F, C,
+                  /*block=*/true);
   ops_.swiglu_backward(d.dh13, d.dg, b.h13, N, F);
   column_parallel_backward(gr + layout_.block.w13, d.dh13, b.xn2, p + layout_.block.w13, N, 2 * F);
   ops_.rmsnorm_backward(d.dres, norm_grad(gr + layout_.block.mlp_norm, 1), d.dxn_rows, b.x_mid,
                         p + layout_.block.mlp_norm, b.rstd2, n, C);
   // Attention branch; dres becomes d(loss)/d(block input).
   gather_dres(N);
-  ops_.matmul_backward(d.datt, gr + layout_.block.wo, d.dres_full, b.att, p + layout_.block.wo, N,
-                       H * D, C);
+  linear_backward(d.datt, gr + layout_.block.wo, d.dres_full, b.att, p + layout_.block.wo, N, H * D,
+                  C, /*block=*/true);
   ops_.attention_backward(d.dqkv, d.datt, b.qkv, b.att, b.lse, B, T, H, KV, D);
   ops_.rope_backward(d.dqkv, buf_.shared.rope_cos, buf_.shared.rope_sin, N, T, H + KV, D, QKV);
   column_parallel_backward(gr + layout_.block.wqkv, d.dqkv, b.xn1, p + layout_.block.wqkv, N, QKV);
@@ -683,7 +778,7 @@ void TransformerImpl<A>::head_backward(UnitProvider& units, int N) {
   float* head_weight_grad =
       config_.tie_embeddings ? units.acquire_grads(layout_.embed_unit()) : hg + C;
   column_parallel_backward(head_weight_grad, slot_->logits, slot_->xf,
-                           head_weight(units, hp, Pass::backward), N, V);
+                           head_weight(units, hp, Pass::backward), N, V, /*block=*/false);
   ops_.fill_zero(d.dres, static_cast<size_t>(n) * C);
   ops_.rmsnorm_backward(d.dres, norm_grad(hg, 0), d.dxn_rows, residual(layers_.end), hp,
                         slot_->rstd_f, n, C);
@@ -734,12 +829,13 @@ Transformer::Transformer(const ModelConfig& config, int max_batch, int max_seq,
       precision_(precision),
       split_(split) {
   LLM_CHECK(split.in_flight >= 1, "transformer: {} micro-batches in flight", split.in_flight);
-  if (precision == Precision::bf16) {
+  const bool fp8 = precision == Precision::fp8;
+  if (stores_bf16(precision)) {
     impl_ = std::make_unique<TransformerImpl<Bf16>>(config_, layout_, max_batch, max_seq, backend,
-                                                    checkpointing, split);
+                                                    checkpointing, split, fp8);
   } else {
     impl_ = std::make_unique<TransformerImpl<float>>(config_, layout_, max_batch, max_seq, backend,
-                                                     checkpointing, split);
+                                                     checkpointing, split, fp8);
   }
 }
 
@@ -749,12 +845,13 @@ ActivationBytes Transformer::activation_bytes(const ModelConfig& config, int B, 
                                               CheckpointingPlan checkpointing, Precision precision,
                                               ModelSlice slice, int in_flight) {
   ActivationBytes bytes;
-  if (precision == Precision::bf16) {
+  const bool fp8 = precision == Precision::fp8;
+  if (stores_bf16(precision)) {
     Buffers<Bf16> unbound;
-    plan_activations(config, B, T, slice, in_flight, checkpointing, unbound, bytes);
+    plan_activations(config, B, T, slice, in_flight, checkpointing, fp8, unbound, bytes);
   } else {
     Buffers<float> unbound;
-    plan_activations(config, B, T, slice, in_flight, checkpointing, unbound, bytes);
+    plan_activations(config, B, T, slice, in_flight, checkpointing, fp8, unbound, bytes);
   }
   return bytes;
 }

@@ -62,6 +62,7 @@ struct ActivationBytes {
   size_t head_and_loss =
       0;  // tokens, final norm, logits (N x V), loss partials, losses, RoPE tables
   size_t backward_scratch = 0;  // gradient buffers reused by every block
+  size_t fp8_copies = 0;        // precision fp8: one block matmul's FP8 operands and their scales
   size_t total = 0;
 };
 

@@ -27,7 +27,7 @@ void HostOptimizer::list_buffers(const std::vector<UnitShard>& shards, Precision
     host.add(units[u].m, s);
     host.add(units[u].v, s);
     host.add(units[u].grads, s);
-    if (precision == Precision::bf16) host.add(units[u].compute, s);
+    if (stores_bf16(precision)) host.add(units[u].compute, s);
     if (accumulator) host.add(units[u].accumulated, s);
   }
 }

@@ -12,7 +12,7 @@ constexpr int kGatherSlots =
     3;  // the unit in use + a prefetch, or head + tied embedding + a prefetch
 
 WireType compute_type_of(Precision precision) {
-  return precision == Precision::bf16 ? WireType::bf16 : WireType::f32;
+  return stores_bf16(precision) ? WireType::bf16 : WireType::f32;
 }
 
 // Lists a unit's masters (on the device) and its compute copy (unless the
@@ -21,7 +21,7 @@ template <class Unit>
 void list_unit(Unit& unit, float*& masters, size_t count, Precision precision, Masters where,
                StatePlans& plans) {
   if (where == Masters::on_device) plans.params.add(masters, count);
-  if (precision == Precision::bf16 || where == Masters::offloaded) {
+  if (stores_bf16(precision) || where == Masters::offloaded) {
     plans.params.add_bytes(unit.compute, count * wire_bytes(compute_type_of(precision)));
   }
 }

@@ -213,7 +213,7 @@ void ZenFlow::update_chosen_on_device(const AdamWStep& step) {
 }
 
 void ZenFlow::scatter_chosen() {
-  const bool bf16 = training_.precision == Precision::bf16;
+  const bool bf16 = stores_bf16(training_.precision);
   for (const Piece& p : pieces_) {
     void* compute = params_.owned_compute(p.unit);
     if (bf16) {

@@ -65,8 +65,10 @@ HardwareProfile hardware_load(const std::string& path) {
   return hardware_parse(text, path);
 }
 
+// fp8 is planned at the bf16 rate: the throughput model does not count the
+// FP8 tensor cores' speed, only bf16's (a lower bound for fp8).
 double HardwareProfile::rank_flops(Precision precision, int ranks_per_node) const {
-  double peak = precision == Precision::bf16 ? device.peak_tflops_bf16 : device.peak_tflops_fp32;
+  double peak = stores_bf16(precision) ? device.peak_tflops_bf16 : device.peak_tflops_fp32;
   double rate = peak * 1e12 * device.sustained_fraction;
   return device.shared_by_node ? rate / std::max(ranks_per_node, 1) : rate;
 }
@@ -87,7 +89,7 @@ size_t HardwareProfile::rank_memory_bytes(int ranks_per_node) const {
 }
 
 std::string HardwareProfile::missing_figure(const Config& config) const {
-  const bool bf16 = config.precision() == Precision::bf16;
+  const bool bf16 = stores_bf16(config.precision());
   if ((bf16 ? device.peak_tflops_bf16 : device.peak_tflops_fp32) > 0) return "";
   return fmt::format("{} gives device.peak_tflops_{} = 0 (not known): no {} compute rate", path,
                      bf16 ? "bf16" : "fp32", bf16 ? "bf16" : "fp32");

@@ -128,7 +128,7 @@ OffloadPrediction offload_predict(const Config& config, int world, const Hardwar
   const double pcie = hw.rank_pcie_bandwidth(ranks_per_node), latency = 1e-6 * hw.pcie.latency_us;
   const double adamw_rate = hw.rank_host_adamw_rate(ranks_per_node);
   const double accumulate_rate = hw.rank_host_accumulate_rate(ranks_per_node);
-  const double copy_bytes = config.precision() == Precision::bf16 ? 2.0 : 4.0;
+  const double copy_bytes = stores_bf16(config.precision()) ? 2.0 : 4.0;
   const double k = config.zenflow.topk_ratio;
   const ZenFlowConfig& zen = config.zenflow;
   const int U =

@@ -7,7 +7,7 @@ uint64_t pipeline_message_bytes(const Config& config) {
   const TrainingConfig& t = config.training;
   const uint64_t rows =
       static_cast<uint64_t>(t.micro_batch_size) * t.seq_len / config.parallel.tensor_parallel;
-  const uint64_t element_bytes = config.precision() == Precision::bf16 ? 2 : 4;
+  const uint64_t element_bytes = stores_bf16(config.precision()) ? 2 : 4;
   return rows * config.model.dim * element_bytes;
 }
 

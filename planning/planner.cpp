@@ -58,7 +58,8 @@ std::vector<std::string> row_overrides(const Config& base, const PlanRow& row, P
   decide("training.activation_checkpointing", row.checkpointing,
          base.training.activation_checkpointing);
   decide("training.precision", row.precision, base.training.precision);
-  decide("parallel.reduce_dtype", row.precision, p.reduce_dtype);
+  decide("parallel.reduce_dtype", stores_bf16(row.precision) ? Precision::bf16 : Precision::fp32,
+         p.reduce_dtype);
   decide("offload.optimizer", row.offload, base.offload.optimizer);
   decide("zenflow.enabled", false, base.zenflow.enabled);
   return overrides;
@@ -74,11 +75,15 @@ void add_mesh_rows(std::vector<PlanRow>& rows, const Config& config, int tp, int
     modes.push_back({ParallelMode::hybrid, hybrid_group});
   }
   modes.push_back({ParallelMode::zero3, 0});
+  // The 16-bit rows are fp8's when the config asks for fp8 (its FP8 copies
+  // counted), bf16's otherwise.
+  const Precision low =
+      config.training.precision == Precision::fp8 ? Precision::fp8 : Precision::bf16;
   for (OffloadTarget offload : {OffloadTarget::none, OffloadTarget::cpu}) {
     if (model_parallel && offload == OffloadTarget::cpu) continue;
     for (const auto& [mode, shard_group_size] : modes) {
       for (Recompute checkpointing : {Recompute::none, Recompute::selective, Recompute::full}) {
-        for (Precision precision : {Precision::bf16, Precision::fp32}) {
+        for (Precision precision : {low, Precision::fp32}) {
           if ((offload == OffloadTarget::cpu || model_parallel) && precision == Precision::fp32)
             continue;
           PlanRow row;

@@ -54,7 +54,7 @@ double optimizer_bytes(const ParameterLayout& layout, const ShardingPlan& plan,
     const double s = static_cast<double>(unit_shard_elements(unit.numel, plan.shard_group_size));
     const double padded = s * plan.shard_group_size;
     bytes += 32 * s;
-    if (precision == Precision::bf16) bytes += 6 * (plan.shard_params ? s : padded);
+    if (stores_bf16(precision)) bytes += 6 * (plan.shard_params ? s : padded);
     if (!plan.shard_grads) bytes += 4 * padded;
     if (plan.shard_optimizer) bytes += 4 * s;
   }

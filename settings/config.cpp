@@ -10,6 +10,7 @@
 #include <limits>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include "settings/toml_tables.h"
 #include "runtime/cli_values.h"
@@ -277,6 +278,25 @@ void config_validate(const Config& c) {
   const UnevenSplit uneven = tensor_parallel_uneven_split(c, tp);
   LLM_CHECK(!uneven.key, "{}: parallel.tensor_parallel ({}) must divide {} ({})",
             at({"parallel.tensor_parallel", uneven.key}), tp, uneven.key, uneven.value);
+  // FP8 (docs/training.md#fp8-linear-layers): gradients are reduced in fp32
+  // or bf16; on the GPU, cuBLASLt's FP8 GEMMs stride over every dimension of
+  // the block matmuls (dim, head dim, ffn columns per rank, tokens of a
+  // micro-batch) in 16-byte steps of one-byte codes.
+  LLM_CHECK(c.parallel.reduce_dtype != Precision::fp8,
+            "{}: parallel.reduce_dtype must be fp32 or bf16, got fp8", at("parallel.reduce_dtype"));
+  if (t.precision == Precision::fp8 && t.device == Device::cuda) {
+    const std::pair<const char*, int64_t> dims[] = {
+        {"model.dim", m.dim},
+        {"model.dim / model.n_heads (the head dim)", m.dim / m.n_heads},
+        {"model.ffn_dim / parallel.tensor_parallel", m.ffn_dim / tp},
+        {"training.micro_batch_size x training.seq_len",
+         static_cast<int64_t>(t.micro_batch_size) * t.seq_len}};
+    for (const auto& [what, value] : dims)
+      LLM_CHECK(value % 16 == 0,
+                "{}: training.precision = fp8 on cuda needs {} to be a multiple of 16 (cuBLASLt's "
+                "FP8 GEMMs), got {}",
+                at({"training.precision", "training.device"}), what, value);
+  }
   // Pipeline parallelism: stages of whole blocks; a tied LM head would need
   // the embedding on both ends of the pipeline.
   const int pp = c.parallel.pipeline_parallel;

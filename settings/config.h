@@ -34,11 +34,15 @@ struct EnumName {
 
 // Storage type of compute parameters, activations and their gradients (master
 // weights, moments, weight-gradient accumulation and statistics stay fp32);
-// also the type gradients are reduced in (parallel.reduce_dtype).
-enum class Precision { fp32, bf16 };
-inline constexpr EnumName<Precision> kPrecisionNames[] = {{"fp32", Precision::fp32},
-                                                          {"bf16", Precision::bf16}};
+// also the type gradients are reduced in (parallel.reduce_dtype: fp32 or
+// bf16). fp8 stores in bf16 too, and runs the block matmuls on FP8 copies
+// (docs/training.md#fp8-linear-layers).
+enum class Precision { fp32, bf16, fp8 };
+inline constexpr EnumName<Precision> kPrecisionNames[] = {
+    {"fp32", Precision::fp32}, {"bf16", Precision::bf16}, {"fp8", Precision::fp8}};
 constexpr std::span<const EnumName<Precision>> enum_names(Precision) { return kPrecisionNames; }
+// Whether compute parameters and activations are bf16 (bf16 and fp8).
+constexpr bool stores_bf16(Precision precision) { return precision != Precision::fp32; }
 
 // training.activation_checkpointing: what a block keeps for its backward.
 enum class Recompute { none, selective, full };
@@ -312,7 +316,9 @@ struct TrainingConfig {
       OnResume::same_trajectory);
     v("checkpoint_every", checkpoint_every, "checkpoint blocks 0, k, 2k, ... (1 = every block)",
       {at_least(1), OnResume::same_trajectory});
-    v("precision", precision, "fp32 | bf16 (bf16 compute and activations, fp32 master weights)");
+    v("precision", precision,
+      "fp32 | bf16 (bf16 compute and activations, fp32 master weights) | fp8 (bf16, with the "
+      "block matmuls on FP8 copies: e4m3 weights and activations, e5m2 gradients)");
   }
 };
 

@@ -25,7 +25,7 @@ const std::vector<OpCase>& op_cases() {
     std::vector<OpCase> all;
     for (auto family :
          {cast_fill_residual_cases, embedding_rmsnorm_cases, rope_swiglu_cases, attention_cases,
-          kv_cache_cases, matmul_cases, cross_entropy_adamw_cases, columns_cases}) {
+          kv_cache_cases, matmul_cases, cross_entropy_adamw_cases, columns_cases, fp8_cases}) {
       for (OpCase& c : family()) all.push_back(std::move(c));
     }
     return all;
@@ -84,7 +84,8 @@ TEST(OpHarness, EveryOpHasCases) {
   for (const char* name :
        {"rope_table", "adamw_update", "sum_squares", "column_sum_squares", "gather_columns"})
     expected.push_back({name, kF32Rows});
-  for (const char* name : {"cast_f32_to_bf16", "cast_bf16_to_f32"})
+  for (const char* name :
+       {"cast_f32_to_bf16", "cast_bf16_to_f32", "fp8_amax_scale", "fp8_cast_transpose"})
     expected.push_back({name, kBf16Rows});
   for (const auto& [op, rows] : expected) {
     unsigned covered = 0;

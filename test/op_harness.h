@@ -58,8 +58,8 @@ struct OpRow {
 };
 
 // Which rows a case has (bits of a mask). Ops with no storage-type variant
-// (casts, rope_table, adamw, sum_squares, column_sum_squares, gather_columns)
-// use the f32 rows, or the bf16 rows for the casts.
+// (casts, rope_table, adamw, sum_squares, column_sum_squares, gather_columns,
+// the FP8 casts) use the f32 rows, or the bf16 rows for the casts.
 enum RowMask : unsigned {
   kCpuF32 = 1,
   kCpuBf16 = 2,
@@ -105,6 +105,7 @@ std::vector<OpCase> matmul_cases();               // op_cases_matmul.cpp
 std::vector<OpCase> cross_entropy_adamw_cases();  // op_cases_loss_adamw.cpp
 std::vector<OpCase> columns_cases();              // op_cases_columns.cpp
 std::vector<OpCase> kv_cache_cases();             // op_cases_kv_cache.cpp
+std::vector<OpCase> fp8_cases();                  // op_cases_fp8.cpp
 const std::vector<OpCase>& op_cases();
 
 // ---- tolerances -----------------------------------------------------------------

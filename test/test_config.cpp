@@ -93,6 +93,45 @@ TEST(Config, ImpossibleValuesAreErrorsNamingTheKey) {
   EXPECT_NE(error_of([] { config_parse("", "a.toml", {}); }).find("data.train"), std::string::npos);
 }
 
+// precision fp8 trains on either device; gradients are not reduced in fp8;
+// on cuda every dimension cuBLASLt's FP8 GEMMs stride over is a multiple of
+// 16, or the error names it.
+TEST(Config, Fp8ChecksWhatTheFp8GemmsNeed) {
+  const std::vector<std::string> shape = {"model.dim=128",
+                                          "model.n_heads=4",
+                                          "model.n_kv_heads=2",
+                                          "model.ffn_dim=256",
+                                          "training.seq_len=32",
+                                          "training.batch_size=2",
+                                          "training.micro_batch_size=1"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> all = shape;
+    all.insert(all.end(), extra.begin(), extra.end());
+    return all;
+  };
+  EXPECT_EQ(config_parse(kMinimal, "a.toml", with({"training.precision=fp8"})).training.precision,
+            Precision::fp8);
+  EXPECT_NO_THROW(
+      config_parse(kMinimal, "a.toml", with({"training.precision=fp8", "training.device=cuda"})));
+  EXPECT_NE(error_of([&] {
+              config_parse(kMinimal, "a.toml", {"parallel.reduce_dtype=fp8"});
+            }).find("parallel.reduce_dtype must be fp32 or bf16"),
+            std::string::npos);
+  const std::pair<std::vector<std::string>, std::string> misfits[] = {
+      {{"model.dim=120", "model.n_heads=4"}, "model.dim to be a multiple of 16"},
+      {{"model.dim=96", "model.n_heads=4"}, "(the head dim) to be a multiple of 16"},
+      {{"model.ffn_dim=200"}, "model.ffn_dim / parallel.tensor_parallel to be a multiple of 16"},
+      {{"training.seq_len=24"}, "training.micro_batch_size x training.seq_len"}};
+  for (const auto& [extra, expected] : misfits) {
+    std::vector<std::string> overrides = with(extra);
+    overrides.push_back("training.precision=fp8");
+    EXPECT_NO_THROW(config_parse(kMinimal, "a.toml", overrides)) << expected;  // cpu: any shape
+    overrides.push_back("training.device=cuda");
+    const std::string message = error_of([&] { config_parse(kMinimal, "a.toml", overrides); });
+    EXPECT_NE(message.find(expected), std::string::npos) << message;
+  }
+}
+
 // zenflow.select_interval / update_interval: a positive count or "auto",
 // from the file or the command line; the dump writes them back as read;
 // anything else, or intervals that do not nest, names the key.
@@ -365,7 +404,7 @@ TEST(Config, EnumKeysParseOnceNameTheChoicesAndDumpByName) {
   EXPECT_EQ(error_of([] {
               config_parse(std::string(kMinimal) + "[training]\nprecision = 16\n", "a.toml", {});
             }),
-            "a.toml: training.precision: expected a string: fp32 or bf16");
+            "a.toml: training.precision: expected a string: fp32, bf16 or fp8");
 }
 
 // Regression: errors ended in "(/path/config/config.cpp:85)". The location is

@@ -5,12 +5,14 @@
 // overfitting one batch.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
 #include <ostream>
 
 #include "runtime/error.h"
+#include "runtime/fp8.h"
 #include "runtime/rng.h"
 #include "model/transformer.h"
 #include "parallel/sharding_engine.h"
@@ -316,6 +318,31 @@ TEST(ActivationCheckpointing, PerBlockBytesFollowTheFormula) {
     EXPECT_GE(sel.per_block_checkpointed, selective_formula);
     EXPECT_LT(sel.per_block_checkpointed, selective_formula + 5 * 64);
   }
+}
+
+// precision fp8 adds the FP8 copies of one block matmul's operands to the
+// bf16 activations, and nothing else: the input (N x widest input), the
+// weight (C x widest output), the output gradient and its transpose (N x
+// widest output each), one byte a value, and three scales; up to 64-byte
+// alignment of its 5 buffers.
+TEST(ActivationCheckpointing, Fp8CopiesFollowTheFormula) {
+  ModelConfig m;
+  m.dim = 96, m.n_heads = 6, m.n_kv_heads = 2, m.ffn_dim = 200, m.n_layers = 2;
+  const int B = 3, T = 7;
+  const double N = B * T, C = m.dim, F = m.ffn_dim, H = m.n_heads, D = C / H;
+  const double QKV = (H + 2 * m.n_kv_heads) * D, HD = H * D;
+  const ActivationBytes bf16 =
+      Transformer::activation_bytes(m, B, T, {Recompute::none, 1}, Precision::bf16);
+  const ActivationBytes fp8 =
+      Transformer::activation_bytes(m, B, T, {Recompute::none, 1}, Precision::fp8);
+  const double widest_input = std::max({C, HD, F}), widest_output = std::max({QKV, C, 2 * F});
+  const double formula =
+      N * widest_input + C * widest_output + 2 * N * widest_output + 3 * sizeof(Fp8Scale);
+  EXPECT_EQ(bf16.fp8_copies, 0u);
+  EXPECT_GE(fp8.fp8_copies, formula);
+  EXPECT_LT(fp8.fp8_copies, formula + 5 * 64);
+  EXPECT_EQ(fp8.total, bf16.total + fp8.fp8_copies);
+  EXPECT_EQ(fp8.per_block_kept, bf16.per_block_kept);
 }
 
 // A tiny model memorizes one fixed batch: the loss must drop below 0.05.

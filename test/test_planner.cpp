@@ -14,6 +14,7 @@
 #include <set>
 #include <string>
 
+#include "model/transformer.h"
 #include "planning/hardware_profile.h"
 #include "planning/plan_ranking.h"
 #include "planning/planner.h"
@@ -119,6 +120,36 @@ TEST(Planner, Llama8bOnOneGpuNeedsTheOptimizerOffloaded) {
     EXPECT_NEAR(static_cast<double>(row.memory.state.host) / params, 18.0, 0.01);
   }
   ASSERT_TRUE(any_offload);
+}
+
+// An fp8 config's 16-bit rows are fp8's: the same state as bf16 (gradients
+// reduced in bf16), and the activations plus the FP8 copies of one block
+// matmul (Transformer::activation_bytes' fp8_copies).
+TEST(Planner, Fp8RowsCountTheFp8Copies) {
+  Config bf16 = llama8b(), fp8 = llama8b();
+  fp8.training.precision = Precision::fp8;
+  const std::vector<PlanRow> bf16_rows = plan_memory(bf16, 16, 8, h100_memory().usable(), 8);
+  const std::vector<PlanRow> fp8_rows = plan_memory(fp8, 16, 8, h100_memory().usable(), 8);
+  ASSERT_EQ(bf16_rows.size(), fp8_rows.size());
+  size_t compared = 0;
+  for (size_t i = 0; i < fp8_rows.size(); ++i) {
+    const PlanRow &a = bf16_rows[i], &b = fp8_rows[i];
+    if (a.precision == Precision::fp32) continue;
+    ASSERT_EQ(b.precision, Precision::fp8);
+    EXPECT_EQ(b.config.parallel.reduce_dtype, Precision::bf16);
+    EXPECT_EQ(b.memory.state.total(), a.memory.state.total());
+    const TrainingConfig& t = b.config.training;
+    const size_t copies = Transformer::activation_bytes(
+                              b.config.model, t.micro_batch_size, t.seq_len, checkpointing_plan(t),
+                              Precision::fp8, {0, b.tensor_parallel, 0, b.pipeline_parallel}, 1)
+                              .fp8_copies;
+    EXPECT_GT(copies, 0u);
+    if (b.pipeline_parallel == 1) {
+      EXPECT_EQ(b.memory.activations, a.memory.activations + copies);
+    }
+    ++compared;
+  }
+  EXPECT_GT(compared, 0u);
 }
 
 // Llama 3 70B on 64 ranks: P = 1, 2, 4, 8 each with T = 1, 2, 4, 8, every

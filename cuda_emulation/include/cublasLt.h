@@ -3,6 +3,8 @@
 // CPU (cuda_emulation/cublaslt.cpp). Only what the project calls is declared,
 // with the real library's enum values; anything it does not set (another
 // compute type, alpha != 1, another type combination) returns an error status.
+// FP8 GEMMs are accepted exactly as cuBLASLt documents them for Hopper (the
+// rules are listed in cublaslt.cpp, fp8_problem_status) and refused otherwise.
 // Invariant: a call either returns an error status at once, having queued
 // nothing, or validates fully and queues its work on the stream, so a bad
 // argument is reported at the call that made it, as the real library does.
@@ -33,6 +35,10 @@ enum cublasComputeType_t {
 enum cublasLtMatmulDescAttributes_t {
   CUBLASLT_MATMUL_DESC_TRANSA = 3,  // int32_t, a cublasOperation_t
   CUBLASLT_MATMUL_DESC_TRANSB = 4,
+  // const void*, a device float by which FP8 A (B) is multiplied; only for
+  // FP8 operands (refused otherwise, as cuBLASLt does); default NULL (1).
+  CUBLASLT_MATMUL_DESC_A_SCALE_POINTER = 17,
+  CUBLASLT_MATMUL_DESC_B_SCALE_POINTER = 18,
 };
 
 enum cublasLtReductionScheme_t {
@@ -68,7 +74,7 @@ using cublasLtMatmulPreference_t = cublasLtMatmulPreferenceOpaque_t*;
 // one (id 0) was never chosen and is refused.
 struct cublasLtMatmulAlgo_t {
   int id;  // 1 to 4 when chosen by the heuristic
-  cudaDataType_t ab_type, d_type;
+  cudaDataType_t a_type, b_type, d_type;
   uint32_t min_alignment_bytes[4];  // A, B, C, D
   size_t workspace_bytes;
 };
@@ -89,7 +95,8 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc,
                                               cublasLtMatmulDescAttributes_t attribute,
                                               const void* value, size_t value_bytes);
 
-// A column-major (rows, cols) matrix of CUDA_R_32F or CUDA_R_16BF, rows and
+// A column-major (rows, cols) matrix of CUDA_R_32F, CUDA_R_16BF,
+// CUDA_R_8F_E4M3 or CUDA_R_8F_E5M2, rows and
 // cols at least 1 (the project never describes an empty one), leading
 // dimension ld >= rows.
 cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* layout, cudaDataType_t type,

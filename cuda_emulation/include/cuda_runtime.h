@@ -41,6 +41,8 @@ enum cudaFuncAttribute {
 enum cudaDataType_t {
   CUDA_R_32F = 0,
   CUDA_R_16BF = 14,
+  CUDA_R_8F_E4M3 = 28,
+  CUDA_R_8F_E5M2 = 29,
 };
 
 inline constexpr unsigned cudaStreamNonBlocking = 0x01;

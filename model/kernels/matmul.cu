@@ -1,6 +1,10 @@
 // Bias-free linear layers on the GPU through cuBLASLt, fp32 or bf16 operands,
 // every product accumulated in fp32 (CUBLAS_COMPUTE_32F: no TF32, so fp32
-// results stay within summation-order distance of the CPU's sgemm).
+// results stay within summation-order distance of the CPU's sgemm); and the
+// FP8 GEMM of fp8_matmul.h, which cuBLASLt runs on Hopper only in the "TN"
+// form (A transposed, B not: both operands contiguous along k), with the
+// operands' inverse scales as device scale pointers (A's and B's), so the
+// scales computed on the device are never read back by the host.
 // Row-major tensors are handed to cuBLASLt, which is column-major, as their
 // transposes: a row-major X (r, c) is the column-major X^T (c, r) with the same
 // leading dimension c, so every GEMM below is written for the transposed result.
@@ -31,8 +35,10 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <type_traits>
 
 #include "runtime/cuda_runtime.cuh"
+#include "model/kernels/fp8_matmul.h"
 #include "model/kernels/matmul.h"
 
 // Throws llm::Error naming the cuBLASLt call and its status, like LLM_CUDA_CHECK.
@@ -66,8 +72,8 @@ struct GemmKey {
   int trans_a, trans_b;  // cublasOperation_t
   int m, n, k;
   int lda, ldb, ldd;
-  int ab_type, d_type;  // cudaDataType_t of A and B, of C = D
-  int beta;             // 0 (overwrite) or 1 (accumulate)
+  int a_type, b_type, d_type;  // cudaDataType_t of A, B and C = D
+  int beta;                    // 0 (overwrite) or 1 (accumulate)
   uint32_t align_a = 0, align_b = 0, align_c = 0, align_d = 0;
   auto operator<=>(const GemmKey&) const = default;
 };
@@ -111,7 +117,9 @@ uint32_t alignment_of(const void* p) {
   return lowest_bit >= kMaxAlignment ? kMaxAlignment : static_cast<uint32_t>(lowest_bit);
 }
 
-size_t element_bytes(int type) { return type == CUDA_R_16BF ? 2 : 4; }
+size_t element_bytes(int type) {
+  return type == CUDA_R_8F_E4M3 || type == CUDA_R_8F_E5M2 ? 1 : type == CUDA_R_16BF ? 2 : 4;
+}
 
 cublasLtMatrixLayout_t make_layout(int type, int rows, int cols, int ld) {
   cublasLtMatrixLayout_t layout = nullptr;
@@ -133,9 +141,9 @@ GemmPlan describe_gemm(const GemmKey& key) {
   // Layouts describe the matrices as stored, before op().
   const bool a_plain = key.trans_a == CUBLAS_OP_N, b_plain = key.trans_b == CUBLAS_OP_N;
   plan.layout_a =
-      make_layout(key.ab_type, a_plain ? key.m : key.k, a_plain ? key.k : key.m, key.lda);
+      make_layout(key.a_type, a_plain ? key.m : key.k, a_plain ? key.k : key.m, key.lda);
   plan.layout_b =
-      make_layout(key.ab_type, b_plain ? key.k : key.n, b_plain ? key.n : key.k, key.ldb);
+      make_layout(key.b_type, b_plain ? key.k : key.n, b_plain ? key.n : key.k, key.ldb);
   plan.layout_d = make_layout(key.d_type, key.m, key.n, key.ldd);
   return plan;
 }
@@ -182,10 +190,10 @@ Candidates candidate_algorithms(cublasLtHandle_t handle, const GemmPlan& plan, c
   if (status != CUBLAS_STATUS_SUCCESS || candidates.count == 0) {
     char what[256];
     std::snprintf(what, sizeof what,
-                  "cublasLtMatmulAlgoGetHeuristic(m=%d n=%d k=%d trans=%d%d A/B type %d D type %d "
-                  "beta %d align %u/%u/%u/%u)",
-                  key.m, key.n, key.k, key.trans_a, key.trans_b, key.ab_type, key.d_type, key.beta,
-                  key.align_a, key.align_b, key.align_c, key.align_d);
+                  "cublasLtMatmulAlgoGetHeuristic(m=%d n=%d k=%d trans=%d%d A/B types %d/%d D type "
+                  "%d beta %d align %u/%u/%u/%u)",
+                  key.m, key.n, key.k, key.trans_a, key.trans_b, key.a_type, key.b_type, key.d_type,
+                  key.beta, key.align_a, key.align_b, key.align_c, key.align_d);
     throw_cuda_error(what,
                      status != CUBLAS_STATUS_SUCCESS ? cublasLtGetStatusString(status)
                                                      : "no algorithm supports this GEMM",
@@ -244,11 +252,19 @@ GemmPlan make_plan(LtState& lt, const GemmKey& key, const void* a, const void* b
   return plan;
 }
 
+// FP8 operands' scales: device floats by which A and B are multiplied (null: 1).
+struct OperandScales {
+  const float* a = nullptr;
+  const float* b = nullptr;
+};
+
 // D = op(A) @ op(B) + beta C on the compute stream (column-major terms, see
-// GemmKey); C is read only when beta != 0.
+// GemmKey); C is read only when beta != 0. FP8 operands: D = a_scale b_scale
+// op(A) @ op(B) + beta C.
 void gemm(cublasOperation_t trans_a, cublasOperation_t trans_b, int m, int n, int k,
-          cudaDataType_t ab_type, const void* a, int lda, const void* b, int ldb,
-          cudaDataType_t d_type, const void* c, void* d, int ldd, float beta) {
+          cudaDataType_t a_type, const void* a, int lda, cudaDataType_t b_type, const void* b,
+          int ldb, cudaDataType_t d_type, const void* c, void* d, int ldd, float beta,
+          OperandScales scales = {}) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) {  // an empty sum: D = beta C
     const size_t d_bytes = (size_t)ldd * n * element_bytes(d_type);
@@ -259,7 +275,8 @@ void gemm(cublasOperation_t trans_a, cublasOperation_t trans_b, int m, int n, in
     return;
   }
   LtState& lt = lt_state();
-  GemmKey key{trans_a, trans_b, m, n, k, lda, ldb, ldd, ab_type, d_type, beta == 0.0f ? 0 : 1};
+  GemmKey key{trans_a, trans_b, m,      n,      k,      lda,
+              ldb,     ldd,     a_type, b_type, d_type, beta == 0.0f ? 0 : 1};
   key.align_a = alignment_of(a);
   key.align_b = alignment_of(b);
   key.align_c = alignment_of(c);
@@ -270,11 +287,19 @@ void gemm(cublasOperation_t trans_a, cublasOperation_t trans_b, int m, int n, in
     auto it = lt.plans.find(key);
     if (it == lt.plans.end()) it = lt.plans.emplace(key, make_plan(lt, key, a, b)).first;
     plan = &it->second;  // std::map nodes never move
+    // The scale pointers are the call's, not the plan's (the descriptor is
+    // shared by every call of the key and read when the GEMM is queued).
+    if (key.a_type == CUDA_R_8F_E4M3 || key.a_type == CUDA_R_8F_E5M2) {
+      LLM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+          plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scales.a, sizeof scales.a));
+      LLM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+          plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scales.b, sizeof scales.b));
+    }
+    const float alpha = 1.0f;
+    LLM_CUBLAS_CHECK(cublasLtMatmul(lt.handle, plan->desc, &alpha, a, plan->layout_a, b,
+                                    plan->layout_b, &beta, c, plan->layout_d, d, plan->layout_d,
+                                    &plan->algo, lt.workspace, kWorkspaceBytes, compute_stream()));
   }
-  const float alpha = 1.0f;
-  LLM_CUBLAS_CHECK(cublasLtMatmul(lt.handle, plan->desc, &alpha, a, plan->layout_a, b,
-                                  plan->layout_b, &beta, c, plan->layout_d, d, plan->layout_d,
-                                  &plan->algo, lt.workspace, kWorkspaceBytes, compute_stream()));
 }
 
 // out (N, OC) = inp @ weight^T (+ residual, when not null); column-major:
@@ -288,13 +313,15 @@ void gemm(cublasOperation_t trans_a, cublasOperation_t trans_b, int m, int n, in
 void linear_forward(void* out, const void* inp, const void* weight, const void* residual, int N,
                     int C, int OC, cudaDataType_t type) {
   if (residual == nullptr) {
-    gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, type, weight, C, inp, C, type, out, out, OC, 0.0f);
+    gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, type, weight, C, type, inp, C, type, out, out, OC,
+         0.0f);
     return;
   }
   void* d = out;
   const size_t out_bytes = (size_t)N * OC * element_bytes(type);
   if (residual == out && type != CUDA_R_32F) d = lt_state().aliased_output.reserve(out_bytes);
-  gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, type, weight, C, inp, C, type, residual, d, OC, 1.0f);
+  gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, type, weight, C, type, inp, C, type, residual, d, OC,
+       1.0f);
   if (d != out)
     LLM_CUDA_CHECK(cudaMemcpyAsync(out, d, out_bytes, cudaMemcpyDeviceToDevice, compute_stream()));
 }
@@ -303,11 +330,12 @@ void linear_backward(void* dinp, float* dweight, const void* dout, const void* i
                      const void* weight, int N, int C, int OC, cudaDataType_t type) {
   // dinp (N, C) = dout @ weight; column-major: dinp^T (C, N) = weight^T (C, OC) @ dout^T (OC, N).
   if (dinp != nullptr)
-    gemm(CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, type, weight, C, dout, OC, type, dinp, dinp, C, 0.0f);
+    gemm(CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, type, weight, C, type, dout, OC, type, dinp, dinp, C,
+         0.0f);
   // dweight (OC, C) += dout^T @ inp; column-major: dweight^T (C, OC) += inp^T (C, N) @ dout (N,
   // OC), where dout (N, OC) is op_T of the stored dout^T (OC, N).
-  gemm(CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, type, inp, C, dout, OC, CUDA_R_32F, dweight, dweight, C,
-       1.0f);
+  gemm(CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, type, inp, C, type, dout, OC, CUDA_R_32F, dweight,
+       dweight, C, 1.0f);
 }
 
 }  // namespace
@@ -333,8 +361,24 @@ void matmul_backward(T* dinp, float* dweight, const T* dout, const T* inp, const
   linear_backward(dinp, dweight, dout, inp, weight, N, C, OC, kDataType<T>);
 }
 
+// out (M, N) = a (M, K) @ b (N, K)^T (fp8_matmul.h); column-major, in the
+// TN form cuBLASLt's FP8 GEMM requires: out^T (N, M) = op_T(b^T) @ a^T, where
+// the stored b^T (K, N) and a^T (K, M) are the row-major codes as they are.
+template <class T>
+void fp8_gemm(T* out, const T* c, const uint8_t* a, Fp8Format a_format, const Fp8Scale* a_scale,
+              const uint8_t* b, Fp8Format b_format, const Fp8Scale* b_scale, int M, int N, int K) {
+  if (!std::is_same_v<T, float> && c == out)
+    throw_cuda_error("fp8_gemm", "a bf16 output may not be its own addend (cuBLASLt rounds twice)",
+                     __FILE__, __LINE__);
+  auto type = [](Fp8Format f) { return f == Fp8Format::e4m3 ? CUDA_R_8F_E4M3 : CUDA_R_8F_E5M2; };
+  gemm(CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, type(b_format), b, K, type(a_format), a, K, kDataType<T>,
+       c ? static_cast<const void*>(c) : out, out, N, c ? 1.0f : 0.0f,
+       {&b_scale->inverse, &a_scale->inverse});
+}
+
 LLM_INSTANTIATE_FOR_STORAGE_TYPES(matmul_forward);
 LLM_INSTANTIATE_FOR_STORAGE_TYPES(matmul_forward_residual);
 LLM_INSTANTIATE_FOR_STORAGE_TYPES(matmul_backward);
+LLM_INSTANTIATE_FOR_STORAGE_TYPES(fp8_gemm);
 
 }  // namespace llm::cuda
