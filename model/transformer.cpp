@@ -388,7 +388,8 @@ class TransformerImpl : public Transformer::Impl {
   void release_head_weight(UnitProvider& units, Pass pass) {
     if (config_.tie_embeddings) units.release_params(layout_.embed_unit(), pass);
   }
-  // Mean of the per-token losses, summed on the host in token order.
+  // Mean of the per-token losses (an ignored target's is 0), summed on the
+  // host in token order.
   float mean_loss(int N) {
     memory_.to_host(host_losses_.data(), buf_.shared.losses,
                     static_cast<size_t>(N) * sizeof(float));

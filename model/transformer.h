@@ -103,7 +103,9 @@ class Transformer {
   // Token arrays (inputs, targets) are host memory; everything else lives on
   // the backend's device.
   // Forward of B sequences of T tokens (inputs (B, T)) through every stage.
-  // Returns the mean cross-entropy against targets (B, T) on every rank; with
+  // Returns the cross-entropy against targets (B, T) summed over the kept
+  // targets (kIgnoredTarget ones count 0) and divided by B * T, on every
+  // rank: the mean when every target is kept. With
   // targets == nullptr returns 0 and leaves the logits (B, T, V) readable
   // through logits_row().
   float forward(UnitProvider& units, const int32_t* inputs, const int32_t* targets, int B, int T);
@@ -136,8 +138,9 @@ class Transformer {
   // logits into their gradient, so that stage_backward gives each unit's
   // gradient (+=) d(dloss * sum of per-token losses)/d(params): dloss =
   // 1/(tokens of the global batch) makes a sum over micro-batches and ranks
-  // the mean gradient. Returns the
-  // micro-batch's mean loss on the last stage, 0 elsewhere. `inputs` are read
+  // the mean gradient (1/(kept targets of the global batch) with loss masks:
+  // an ignored target adds nothing). Returns the micro-batch's loss as
+  // forward() does on the last stage, 0 elsewhere. `inputs` are read
   // on the first stage, `targets` on the last.
   float stage_forward(UnitProvider& units, int slot, const int32_t* inputs, const int32_t* targets,
                       int B, int T, float dloss);

@@ -7,6 +7,7 @@
 // reference (test/reference_training.h).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -41,7 +42,9 @@ inline NamedParams named_params(const ParameterLayout& layout, ShardingEngine& e
   return out;
 }
 
-// Mean cross-entropy over the B x T targets.
+// Mean cross-entropy over the kept targets of the B x T: a negative target is
+// not trained on (a loss mask dropped it) and counts in neither the sum nor
+// the mean.
 inline double loss(const ModelConfig& m, const NamedParams& p, const std::vector<int32_t>& inputs,
                    const std::vector<int32_t>& targets, int B, int T) {
   namespace r = reference;
@@ -62,11 +65,18 @@ inline double loss(const ModelConfig& m, const NamedParams& p, const std::vector
   }
   Vec xf = r::rmsnorm_forward(x, p.at("norm.weight"), N, C, m.norm_eps);
   const Vec& head = m.tie_embeddings ? p.at("embed.weight") : p.at("lm_head.weight");
-  Vec losses = r::cross_entropy_forward(r::matmul_forward(xf, head, N, C, m.vocab_size), targets, N,
-                                        m.vocab_size);
+  std::vector<int32_t> any_target(targets);  // dropped ones read column 0, then are skipped
+  for (int32_t& target : any_target) target = std::max(target, 0);
+  Vec losses = r::cross_entropy_forward(r::matmul_forward(xf, head, N, C, m.vocab_size), any_target,
+                                        N, m.vocab_size);
   double sum = 0;
-  for (double v : losses) sum += v;
-  return sum / N;
+  int kept = 0;
+  for (int n = 0; n < N; ++n) {
+    if (targets[n] < 0) continue;
+    sum += losses[n];
+    ++kept;
+  }
+  return kept > 0 ? sum / kept : 0.0;
 }
 
 // d loss / d p for every element of every tensor, by central differences with

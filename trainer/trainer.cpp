@@ -15,6 +15,7 @@
 #include "runtime/memory_usage.h"
 #include "runtime/stop_signal.h"
 #include "runtime/system.h"
+#include "runtime/targets.h"
 #include "tensorboard/metrics_events.h"
 #include "data/tokenizer.h"
 #include "model/flops.h"
@@ -244,7 +245,13 @@ std::string Trainer::save_checkpoint(int steps_done) {
 StepResult Trainer::train_step(int step, bool show_progress) {
   const TrainingConfig& t = config_.training;
   const int mb = t.micro_batch_size;
-  const float dloss = 1.0f / (static_cast<float>(t.batch_size) * t.seq_len);
+  // The loss is the mean over the global batch's kept targets: every rank
+  // counts them from the data (a pure function of the step), so each
+  // micro-batch's gradient is scaled alike on every rank, before any
+  // collective. A batch that keeps none trains on nothing (zero gradients).
+  const int64_t kept =
+      train_data_->kept_targets(static_cast<int64_t>(step) * t.batch_size, t.batch_size);
+  const float dloss = 1.0f / static_cast<float>(std::max<int64_t>(kept, 1));
   const int dp = topology_.dp_size();
   engine_->zero_grads();
   StepProgress progress(*engine_, model_->layout(), fmt::format("step {}/{}", step + 1, t.steps),
@@ -276,8 +283,14 @@ StepResult Trainer::train_step(int step, bool show_progress) {
   // the same ones, data-parallel ranks distinct ones.
   double loss_sum = run.loss_sum;
   if (topology_.pipeline->size() > 1) loss_sum = topology_.pipeline->all_reduce_sum(loss_sum);
+  // Each micro-batch's loss is its kept losses' sum over its B * T targets:
+  // their mean over the micro-batches and ranks, times the fraction of targets
+  // kept (exactly 1 without masks, so those runs keep their bits).
+  const double all_targets = static_cast<double>(t.batch_size) * t.seq_len;
   result.loss = static_cast<float>(topology_.data->all_reduce_sum(loss_sum) /
-                                   (static_cast<double>(accumulation_steps_) * dp));
+                                   (static_cast<double>(accumulation_steps_) * dp) *
+                                   (all_targets / static_cast<double>(std::max<int64_t>(kept, 1))));
+  result.kept_targets = kept;
   result.grad_norm = engine_->grad_norm();
   LLM_CHECK(std::isfinite(result.loss) && std::isfinite(result.grad_norm),
             "step {}: loss {} / gradient norm {} is not finite (lower training.lr?)", step + 1,
@@ -299,15 +312,22 @@ float Trainer::evaluate() {
   const TrainingConfig& t = config_.training;
   const int total = static_cast<int>(std::min<int64_t>(t.eval_sequences, val_data_->num_samples()));
   double loss_sum = 0;
+  int64_t kept = 0;
   for (int done = 0; done < total;) {
     int count = std::min(t.micro_batch_size, total - done);
     val_data_->read(done, count, inputs_.data(), targets_.data());
+    kept += std::count_if(targets_.begin(), targets_.begin() + count * t.seq_len,
+                          [](int32_t target) { return target != kIgnoredTarget; });
     loss_sum += static_cast<double>(
                     model_->forward(*engine_, inputs_.data(), targets_.data(), count, t.seq_len)) *
                 count;
     done += count;
   }
-  return static_cast<float>(loss_sum / total);
+  // forward() divides by all B * T targets: rescale to the kept ones (a
+  // factor of exactly 1 without masks).
+  const double all_targets = static_cast<double>(total) * t.seq_len;
+  return static_cast<float>(loss_sum / total *
+                            (all_targets / static_cast<double>(std::max<int64_t>(kept, 1))));
 }
 
 std::string Trainer::sample(int tokens) {
@@ -452,6 +472,10 @@ void Trainer::run() {
       std::string extra = fmt::format(" | {}/s per rank", format_si(i.flops_per_rank, "FLOP"));
       if (!std::isnan(i.mfu)) extra += fmt::format(", MFU {:.1f}%", 100 * i.mfu);
       if (stages > 1) extra += fmt::format(" | pipeline wait {:.0f}%", 100 * i.pipeline_wait);
+      if (train_data_->has_loss_masks()) {
+        extra += fmt::format(" | targets kept {} ({:.1f}%)", r.kept_targets,
+                             100 * static_cast<double>(r.kept_targets) / tokens_per_step);
+      }
       slowest = stragglers.take();
       if (slowest.ranks > 1) {
         extra += fmt::format(" | slowest rank {} +{:.1f} ms/step ({:.0f}%)", slowest.rank,
@@ -496,6 +520,7 @@ void Trainer::run() {
                                {"mem_reserved_bytes", mem.reserved},
                                {"mem_peak_bytes", mem.peak}};
       if (const double mfu = meter.mfu(flops); !std::isnan(mfu)) record["mfu"] = mfu;
+      if (train_data_->has_loss_masks()) record["kept_targets"] = r.kept_targets;
       if (slowest.ranks > 1) {  // the log interval's, on its last step
         record["slowest_rank"] = slowest.rank;
         record["slowest_busy_ms_per_step"] = slowest.busy_ms;
