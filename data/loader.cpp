@@ -87,7 +87,7 @@ void DataLoader::read(int64_t stream_position, int count, int32_t* inputs, int32
 }
 
 int64_t DataLoader::kept_targets(int64_t stream_position, int count) {
-  if (!has_loss_masks_) return static_cast<int64_t>(count) * seq_len_;
+  if (!drops_targets()) return static_cast<int64_t>(count) * seq_len_;
   int64_t kept = 0;
   for (int row = 0; row < count; ++row) {
     read_sample(sample_at(stream_position + row), sample_buffer_.data(), kept_buffer_.data());
@@ -117,6 +117,10 @@ void DataLoader::read_sample(int64_t sample, int32_t* tokens, uint8_t* kept) {
     masks_[shard]->read(start + 1, seq_len_, kept);  // the targets: tokens 1 .. seq_len
   } else {
     std::fill_n(kept, seq_len_, uint8_t{1});
+  }
+  if (document_start_ < 0) return;
+  for (int i = 0; i < seq_len_; ++i) {
+    if (tokens[i + 1] == document_start_) kept[i] = 0;
   }
 }
 

@@ -5,7 +5,9 @@
 // epoch e = j / num_samples visits every sample exactly once, in a Fisher-Yates
 // order seeded by (seed, e), so the trainer's step alone resumes it exactly.
 // A shard with a loss mask beside it (data/loss_mask.h) drops the targets its
-// mask drops: they read as kIgnoredTarget (runtime/targets.h).
+// mask drops: they read as kIgnoredTarget (runtime/targets.h), and so does,
+// with document masking, each target that starts a document (the prediction
+// across a boundary).
 #pragma once
 
 #include <cstdint>
@@ -31,18 +33,23 @@ class DataLoader {
   // inputs shifted by one token, kIgnoredTarget where a loss mask drops them.
   void read(int64_t stream_position, int count, int32_t* inputs, int32_t* targets);
   // The targets read() would keep (not kIgnoredTarget) at those positions;
-  // count * seq_len without reading when no shard has a mask.
+  // count * seq_len without reading when none is dropped.
   int64_t kept_targets(int64_t stream_position, int count);
 
-  // Whether some shard has a loss mask (some target may be dropped).
-  bool has_loss_masks() const { return has_loss_masks_; }
+  // Document masking: a target equal to start_token (the tokenizer's BOS)
+  // begins the next document and is not trained on.
+  void set_document_start(int32_t start_token) { document_start_ = start_token; }
+
+  // Whether some target may be dropped: some shard has a loss mask, or
+  // document masking is on.
+  bool drops_targets() const { return has_loss_masks_ || document_start_ >= 0; }
   int64_t num_samples() const { return num_samples_; }
   int seq_len() const { return seq_len_; }
 
  private:
   int64_t sample_at(int64_t stream_position);
-  // Sample `sample`: its seq_len + 1 tokens, and in kept its seq_len targets'
-  // mask bytes (1 when no mask).
+  // Sample `sample`: its seq_len + 1 tokens, and in kept whether each of its
+  // seq_len targets is trained on (its mask byte, 0 at a document start).
   void read_sample(int64_t sample, int32_t* tokens, uint8_t* kept);
 
   std::string pattern_;
@@ -53,6 +60,7 @@ class DataLoader {
   std::vector<Shard> shards_;
   std::vector<std::optional<LossMask>> masks_;  // per shard
   bool has_loss_masks_ = false;
+  int32_t document_start_ = -1;        // -1: no document masking
   std::vector<int64_t> first_sample_;  // per shard, plus the total at the end
   int64_t num_samples_ = 0;
   int64_t cached_epoch_ = -1;

@@ -109,6 +109,12 @@ class Transformer {
   // targets == nullptr returns 0 and leaves the logits (B, T, V) readable
   // through logits_row().
   float forward(UnitProvider& units, const int32_t* inputs, const int32_t* targets, int B, int T);
+  // Document masking: from now on, a token equal to start_token (the
+  // tokenizer's BOS) starts a document; attention never crosses into an
+  // earlier one (a sequence's first tokens are a document too), and with
+  // reset_positions RoPE positions restart at each start. Every stage then
+  // needs the inputs. Decoding (one sequence) is unmasked. Once, before use.
+  void set_document_masking(int32_t start_token, bool reset_positions);
   // The V logits of row `row` (= b * T + t) of the last forward or decode, as
   // fp32 on every rank (a collective over the tensor and pipeline groups).
   void logits_row(int row, float* out) const;

@@ -236,7 +236,7 @@ inline void check_trainer_against_reference(Group& world, const std::string& sha
   optimizer.start(initial);
   DataLoader loader(masked ? unmasked_copy(shard) : shard, T, config.model.vocab_size,
                     static_cast<uint64_t>(t.seed), /*shuffle=*/true);
-  ASSERT_FALSE(loader.has_loss_masks());
+  ASSERT_FALSE(loader.drops_targets());
   int clipped = 0;
   for (int s = 0; s < t.steps; ++s) {
     SCOPED_TRACE("step " + std::to_string(s));

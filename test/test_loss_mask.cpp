@@ -41,7 +41,7 @@ TEST(LossMask, DroppedTargetsReadAsIgnoredAtTheirTokens) {
 
   const int T = 4;
   DataLoader loader(dir.file("train_*"), T, 10000, 5, /*shuffle=*/true);
-  EXPECT_TRUE(loader.has_loss_masks());
+  EXPECT_TRUE(loader.drops_targets());
   ASSERT_EQ(loader.num_samples(), 20);  // the mask file is no shard
   const int n = 20;
   std::vector<int32_t> inputs(n * T), targets(n * T);
@@ -68,8 +68,30 @@ TEST(LossMask, WithoutMasksEveryTargetIsKept) {
   TempDir dir("llm_test_loss_mask_");
   shard_write(dir.file("train_0.bin"), labelled(41, 0), 10000);
   DataLoader loader(dir.file("train_*"), 4, 10000, 5, true);
-  EXPECT_FALSE(loader.has_loss_masks());
+  EXPECT_FALSE(loader.drops_targets());
   EXPECT_EQ(loader.kept_targets(3, 6), 6 * 4);
+}
+
+// Document masking: a target equal to the document start token is the
+// prediction across a boundary and is dropped, with or without a mask.
+TEST(LossMask, DocumentStartTargetsAreDroppedWithDocumentMasking) {
+  TempDir dir("llm_test_loss_mask_");
+  std::vector<uint32_t> tokens(41);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = i % 7 == 0 ? 1 : 2 + i % 5;  // BOS = 1
+  shard_write(dir.file("train_0.bin"), tokens, 100);
+  DataLoader loader(dir.file("train_0.bin"), 8, 100, 5, false);
+  loader.set_document_start(1);
+  EXPECT_TRUE(loader.drops_targets());
+  std::vector<int32_t> inputs(5 * 8), targets(5 * 8);
+  loader.read(0, 5, inputs.data(), targets.data());
+  int64_t kept = 0;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    const uint32_t next = tokens[i + 1];  // samples in file order: token i + 1 is target i
+    EXPECT_EQ(targets[i], next == 1 ? kIgnoredTarget : static_cast<int32_t>(next)) << i;
+    kept += next != 1;
+  }
+  EXPECT_LT(kept, 40);
+  EXPECT_EQ(loader.kept_targets(0, 5), kept);
 }
 
 TEST(LossMask, MaskOfAnotherLengthIsAnErrorNamingIt) {

@@ -155,6 +155,21 @@ Trainer::Trainer(Config config, Group& world, const Backend* backend_override)
       ModelSplit{topology_.tensor.get(), topology_.pipeline.get(),
                  pipeline_in_flight(config_.parallel.pipeline_schedule, stages, stage,
                                     accumulation_steps_)});
+  if (config_.data.document_masking) {
+    // Documents start at the tokenizer's BOS, which prepare writes first in each.
+    LLM_CHECK(tokenizer_.has_value(),
+              "{}: data.document_masking needs data.tokenizer (its BOS starts each document)",
+              config_.path);
+    const int32_t bos = tokenizer_->bos_id();
+    model_->set_document_masking(bos, config_.data.resets_positions());
+    train_data_->set_document_start(bos);
+    if (val_data_) val_data_->set_document_start(bos);
+  } else {
+    LLM_CHECK(!config_.data.resets_positions(),
+              "{}: data.reset_positions = true needs data.document_masking = true (positions "
+              "restart at the documents it finds)",
+              config_.path);
+  }
   engine_ = std::make_unique<ShardingEngine>(model_->layout(), config_, backend, topology_);
   engine_->set_steps_per_epoch(
       static_cast<int>(std::max<int64_t>(1, train_data_->num_samples() / t.batch_size)));
@@ -261,7 +276,10 @@ StepResult Trainer::train_step(int step, bool show_progress) {
   // next: the step's sequences are the same whatever the world size. Only the
   // first pipeline stage (inputs) and the last (targets) read them.
   const ModelSlice& slice = model_->layout().slice;
-  const bool reads_tokens = slice.first_stage() || slice.last_stage();
+  // With document masking every stage reads the inputs (its attention needs
+  // the documents).
+  const bool reads_tokens =
+      slice.first_stage() || slice.last_stage() || config_.data.document_masking;
   auto tokens = [&](int micro) {
     progress.forward(micro);
     if (!reads_tokens) return MicroBatchTokens{nullptr, nullptr};
@@ -380,6 +398,13 @@ void Trainer::run() {
       topology_.world.size(), topology_.tensor->size(), stages, topology_.dp_size(),
       topology_.plan.mode, topology_.plan.shard_group_size, accumulation_steps_, t.micro_batch_size,
       build_commit());
+  if (config_.data.document_masking) {
+    spdlog::info(
+        "document masking: attention stays inside each document (a document starts at BOS, id "
+        "{}), no loss on a target that crosses a boundary; RoPE positions {}",
+        tokenizer_->bos_id(),
+        config_.data.resets_positions() ? "restart at each document" : "run on across documents");
+  }
   if (stages > 1) {
     const LayerRange layers = model_->layout().layers;
     spdlog::info(
@@ -472,7 +497,7 @@ void Trainer::run() {
       std::string extra = fmt::format(" | {}/s per rank", format_si(i.flops_per_rank, "FLOP"));
       if (!std::isnan(i.mfu)) extra += fmt::format(", MFU {:.1f}%", 100 * i.mfu);
       if (stages > 1) extra += fmt::format(" | pipeline wait {:.0f}%", 100 * i.pipeline_wait);
-      if (train_data_->has_loss_masks()) {
+      if (train_data_->drops_targets()) {
         extra += fmt::format(" | targets kept {} ({:.1f}%)", r.kept_targets,
                              100 * static_cast<double>(r.kept_targets) / tokens_per_step);
       }
@@ -520,7 +545,7 @@ void Trainer::run() {
                                {"mem_reserved_bytes", mem.reserved},
                                {"mem_peak_bytes", mem.peak}};
       if (const double mfu = meter.mfu(flops); !std::isnan(mfu)) record["mfu"] = mfu;
-      if (train_data_->has_loss_masks()) record["kept_targets"] = r.kept_targets;
+      if (train_data_->drops_targets()) record["kept_targets"] = r.kept_targets;
       if (slowest.ranks > 1) {  // the log interval's, on its last step
         record["slowest_rank"] = slowest.rank;
         record["slowest_busy_ms_per_step"] = slowest.busy_ms;
