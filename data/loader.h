@@ -4,12 +4,18 @@
 // stream position j is a pure function of (files, seq_len, seed, shuffle, j):
 // epoch e = j / num_samples visits every sample exactly once, in a Fisher-Yates
 // order seeded by (seed, e), so the trainer's step alone resumes it exactly.
+// A shard with a loss mask beside it (data/loss_mask.h) drops the targets its
+// mask drops: they read as kIgnoredTarget (runtime/targets.h), and so does,
+// with document masking, each target that starts a document (the prediction
+// across a boundary).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "data/loss_mask.h"
 #include "data/shard.h"
 
 namespace llm {
@@ -18,19 +24,33 @@ class DataLoader {
  public:
   // pattern: a path or a glob(3) pattern; matches are sorted, all opened and
   // scanned once: a token >= vocab_size is an error naming shard and offset.
+  // Matches that are loss masks (<shard>.mask) are not shards; each shard's
+  // mask is opened beside it when there is one.
   DataLoader(const std::string& pattern, int seq_len, int vocab_size, uint64_t seed, bool shuffle);
 
   // Fills inputs and targets, each (count, seq_len), with the samples at stream
   // positions [stream_position, stream_position + count); targets are the
-  // inputs shifted by one token.
+  // inputs shifted by one token, kIgnoredTarget where a loss mask drops them.
   void read(int64_t stream_position, int count, int32_t* inputs, int32_t* targets);
+  // The targets read() would keep (not kIgnoredTarget) at those positions;
+  // count * seq_len without reading when none is dropped.
+  int64_t kept_targets(int64_t stream_position, int count);
 
+  // Document masking: a target equal to start_token (the tokenizer's BOS)
+  // begins the next document and is not trained on.
+  void set_document_start(int32_t start_token) { document_start_ = start_token; }
+
+  // Whether some target may be dropped: some shard has a loss mask, or
+  // document masking is on.
+  bool drops_targets() const { return has_loss_masks_ || document_start_ >= 0; }
   int64_t num_samples() const { return num_samples_; }
   int seq_len() const { return seq_len_; }
 
  private:
   int64_t sample_at(int64_t stream_position);
-  void read_sample(int64_t sample, int32_t* tokens) const;  // seq_len + 1 tokens
+  // Sample `sample`: its seq_len + 1 tokens, and in kept whether each of its
+  // seq_len targets is trained on (its mask byte, 0 at a document start).
+  void read_sample(int64_t sample, int32_t* tokens, uint8_t* kept);
 
   std::string pattern_;
   int seq_len_;
@@ -38,11 +58,15 @@ class DataLoader {
   uint64_t seed_;
   bool shuffle_;
   std::vector<Shard> shards_;
+  std::vector<std::optional<LossMask>> masks_;  // per shard
+  bool has_loss_masks_ = false;
+  int32_t document_start_ = -1;        // -1: no document masking
   std::vector<int64_t> first_sample_;  // per shard, plus the total at the end
   int64_t num_samples_ = 0;
   int64_t cached_epoch_ = -1;
   std::vector<int64_t> cached_permutation_;  // of cached_epoch_
   std::vector<int32_t> sample_buffer_;       // seq_len + 1 tokens
+  std::vector<uint8_t> kept_buffer_;         // seq_len targets' mask bytes
 };
 
 }  // namespace llm

@@ -69,6 +69,11 @@ struct SlotBuffers {
   A* residual;  // (layers + 1, n, C): [i] is the input of the stage's block i, [layers] the last
                 // output
   int32_t* inputs;  // (N) the micro-batch's tokens, copied to the device (first stage only)
+  // With document masking (else null; in their own arena): per token, the
+  // position its document starts at in its sequence, and its RoPE position
+  // (null unless positions reset).
+  int32_t* doc_start = nullptr;  // (N)
+  int32_t* positions = nullptr;  // (N)
   // Last stage only (else null):
   int32_t* targets;  // (N)
   A* xf;             // (N, C) final-norm output
@@ -242,6 +247,7 @@ class Transformer::Impl {
   virtual int kv_cache_capacity() const = 0;
   virtual void decode_stage(UnitProvider& units, const int32_t* inputs, int B, int T,
                             int start) = 0;
+  virtual void set_document_masking(int32_t start_token, bool reset_positions) = 0;
   const ActivationBytes& bytes() const { return bytes_; }
 
  protected:
@@ -288,7 +294,7 @@ class TransformerImpl : public Transformer::Impl {
     arena_ = Arena("activations", plan.bytes(), memory_);
     host_losses_.resize(static_cast<size_t>(max_batch) * max_seq);
     host_row_.resize(tp_ * s_.V);
-    staging_ = {static_cast<int32_t*>(memory_.allocate_staging(2 * static_cast<size_t>(max_batch) *
+    staging_ = {static_cast<int32_t*>(memory_.allocate_staging(4 * static_cast<size_t>(max_batch) *
                                                                max_seq * sizeof(int32_t))),
                 memory_.release_staging};
     plan.bind(arena_);
@@ -367,6 +373,7 @@ class TransformerImpl : public Transformer::Impl {
   // stage reads (inputs on the first, targets, when not null, on the last)
   // into the current slot's token buffers.
   void upload_micro_batch(const int32_t* inputs, const int32_t* targets, int B, int T);
+  void set_document_masking(int32_t start_token, bool reset_positions) override;
   // This stage's forward pass: from the uploaded tokens (first stage) or the
   // received activation, to the stage's output or (last stage) the logits.
   void forward_blocks(UnitProvider& units, int B, int T);
@@ -428,7 +435,8 @@ class TransformerImpl : public Transformer::Impl {
   void release_head_weight(UnitProvider& units, Pass pass) {
     if (config_.tie_embeddings) units.release_params(layout_.embed_unit(), pass);
   }
-  // Mean of the per-token losses, summed on the host in token order.
+  // Mean of the per-token losses (an ignored target's is 0), summed on the
+  // host in token order.
   float mean_loss(int N) {
     memory_.to_host(host_losses_.data(), buf_.shared.losses,
                     static_cast<size_t>(N) * sizeof(float));
@@ -459,11 +467,10 @@ class TransformerImpl : public Transformer::Impl {
   Arena arena_;
   std::vector<float> host_losses_;   // (max_batch * max_seq)
   mutable std::vector<A> host_row_;  // (V) one row of logits read back for sampling
-  // Staging memory (device_memory.h) of the token uploads: inputs, then
-  // targets, max_batch * max_seq each; queued without a wait, so a micro-batch
-  // runs from its upload to its loss read-back without a host sync. Rewritten
-  // only once the device has passed the last upload (a read-back since, or
-  // else an explicit synchronize).
+  // Staging memory (device_memory.h) of the token uploads: inputs, targets,
+  // document starts and positions, max_batch * max_seq each; queued without a wait, so a
+  // micro-batch runs from its upload to its loss read-back without a host sync. Rewritten only once
+  // the device has passed the last upload (a read-back since, or else an explicit synchronize).
   std::unique_ptr<int32_t, void (*)(void*)> staging_{nullptr, nullptr};
   mutable bool staging_in_flight_ = false;
   // Incremental decoding: per block of the stage, its key/value cache
@@ -473,6 +480,10 @@ class TransformerImpl : public Transformer::Impl {
   std::vector<A*> kv_cache_;
   int kv_batch_ = 0, kv_capacity_ = 0;
   int decode_start_ = -1;
+  // Document masking: documents start at doc_token_ (-1: off); the slots'
+  // doc_start and positions live in doc_arena_.
+  int32_t doc_token_ = -1;
+  Arena doc_arena_;
 };
 
 template <class A>
@@ -589,14 +600,15 @@ void TransformerImpl<A>::block_forward(int l, const A* p, int B, int T, bool wri
   linear_forward(b.qkv, b.xn1, p + layout_.block.wqkv, nullptr, N, C, QKV);
   // Decoding, row t is at position decode_start_ + t: the tables from there.
   const size_t first_angle = static_cast<size_t>(std::max(decode_start_, 0)) * (D / 2);
+  const bool decoding = decode_start_ >= 0;  // one sequence: no document mask
   ops_.rope_forward(b.qkv, buf_.shared.rope_cos + first_angle, buf_.shared.rope_sin + first_angle,
-                    N, T, H + KV, D, QKV);
+                    decoding ? nullptr : slot_->positions, N, T, H + KV, D, QKV);
   if (decode_start_ >= 0) {
     A* cache = kv_cache_[l - layers_.begin];
     ops_.kv_cache_write(cache, b.qkv, B, T, decode_start_, H, KV, D, kv_capacity_);
     ops_.attention_cached(b.att, b.qkv, cache, B, T, decode_start_, H, KV, D, kv_capacity_);
   } else {
-    ops_.attention_forward(b.att, b.lse, b.qkv, B, T, H, KV, D);
+    ops_.attention_forward(b.att, b.lse, b.qkv, slot_->doc_start, B, T, H, KV, D);
   }
   row_parallel_forward(b.x_mid, b.att, p + layout_.block.wo, x, N, H * D);
 
@@ -641,8 +653,9 @@ void TransformerImpl<A>::block_backward(int l, const A* p, float* gr, int B, int
   gather_dres(N);
   linear_backward(d.datt, gr + layout_.block.wo, d.dres_full, b.att, p + layout_.block.wo, N, H * D,
                   C, /*block=*/true);
-  ops_.attention_backward(d.dqkv, d.datt, b.qkv, b.att, b.lse, B, T, H, KV, D);
-  ops_.rope_backward(d.dqkv, buf_.shared.rope_cos, buf_.shared.rope_sin, N, T, H + KV, D, QKV);
+  ops_.attention_backward(d.dqkv, d.datt, b.qkv, b.att, b.lse, slot_->doc_start, B, T, H, KV, D);
+  ops_.rope_backward(d.dqkv, buf_.shared.rope_cos, buf_.shared.rope_sin, slot_->positions, N, T,
+                     H + KV, D, QKV);
   column_parallel_backward(gr + layout_.block.wqkv, d.dqkv, b.xn1, p + layout_.block.wqkv, N, QKV);
   ops_.rmsnorm_backward(d.dres, norm_grad(gr + layout_.block.attn_norm, 0), d.dxn_rows, residual(l),
                         p + layout_.block.attn_norm, b.rstd1, n, C);
@@ -673,6 +686,34 @@ void TransformerImpl<A>::upload_micro_batch(const int32_t* inputs, const int32_t
     memory_.to_device_async(slot_->targets, staged_targets, N * sizeof(int32_t));
     staging_in_flight_ = true;
   }
+  if (doc_token_ < 0) return;
+  // Every stage's attention needs the documents: each reads the inputs.
+  LLM_CHECK(inputs, "transformer: document masking needs the micro-batch's tokens on every stage");
+  int32_t* starts = staged_targets + max_tokens;
+  int32_t* positions = starts + max_tokens;
+  for (size_t n = 0; n < N; ++n) {
+    const int t = static_cast<int>(n % T);
+    starts[n] = t == 0 ? 0 : inputs[n] == doc_token_ ? t : starts[n - 1];
+    positions[n] = t - starts[n];
+  }
+  memory_.to_device_async(slot_->doc_start, starts, N * sizeof(int32_t));
+  if (slot_->positions) memory_.to_device_async(slot_->positions, positions, N * sizeof(int32_t));
+  staging_in_flight_ = true;
+}
+
+template <class A>
+void TransformerImpl<A>::set_document_masking(int32_t start_token, bool reset_positions) {
+  LLM_CHECK(start_token >= 0 && doc_token_ < 0,
+            "transformer: document masking needs a start token >= 0, once (got {})", start_token);
+  const size_t N = static_cast<size_t>(max_batch_) * max_seq_;
+  BufferPlan plan;
+  for (SlotBuffers<A>& slot : buf_.slots) {
+    plan.add(slot.doc_start, N);
+    if (reset_positions) plan.add(slot.positions, N);
+  }
+  doc_arena_ = Arena("document masks", plan.bytes(), memory_);
+  plan.bind(doc_arena_);
+  doc_token_ = start_token;
 }
 
 template <class A>
@@ -897,6 +938,10 @@ void Transformer::decode(UnitProvider& units, const int32_t* inputs, int B, int 
 }
 
 void Transformer::logits_row(int row, float* out) const { impl_->logits_row(row, out); }
+
+void Transformer::set_document_masking(int32_t start_token, bool reset_positions) {
+  impl_->set_document_masking(start_token, reset_positions);
+}
 
 float Transformer::stage_forward(UnitProvider& units, int slot, const int32_t* inputs,
                                  const int32_t* targets, int B, int T, float dloss) {

@@ -104,10 +104,18 @@ class Transformer {
   // Token arrays (inputs, targets) are host memory; everything else lives on
   // the backend's device.
   // Forward of B sequences of T tokens (inputs (B, T)) through every stage.
-  // Returns the mean cross-entropy against targets (B, T) on every rank; with
+  // Returns the cross-entropy against targets (B, T) summed over the kept
+  // targets (kIgnoredTarget ones count 0) and divided by B * T, on every
+  // rank: the mean when every target is kept. With
   // targets == nullptr returns 0 and leaves the logits (B, T, V) readable
   // through logits_row().
   float forward(UnitProvider& units, const int32_t* inputs, const int32_t* targets, int B, int T);
+  // Document masking: from now on, a token equal to start_token (the
+  // tokenizer's BOS) starts a document; attention never crosses into an
+  // earlier one (a sequence's first tokens are a document too), and with
+  // reset_positions RoPE positions restart at each start. Every stage then
+  // needs the inputs. Decoding (one sequence) is unmasked. Once, before use.
+  void set_document_masking(int32_t start_token, bool reset_positions);
   // The V logits of row `row` (= b * T + t) of the last forward or decode, as
   // fp32 on every rank (a collective over the tensor and pipeline groups).
   void logits_row(int row, float* out) const;
@@ -137,8 +145,9 @@ class Transformer {
   // logits into their gradient, so that stage_backward gives each unit's
   // gradient (+=) d(dloss * sum of per-token losses)/d(params): dloss =
   // 1/(tokens of the global batch) makes a sum over micro-batches and ranks
-  // the mean gradient. Returns the
-  // micro-batch's mean loss on the last stage, 0 elsewhere. `inputs` are read
+  // the mean gradient (1/(kept targets of the global batch) with loss masks:
+  // an ignored target adds nothing). Returns the micro-batch's loss as
+  // forward() does on the last stage, 0 elsewhere. `inputs` are read
   // on the first stage, `targets` on the last.
   float stage_forward(UnitProvider& units, int slot, const int32_t* inputs, const int32_t* targets,
                       int B, int T, float dloss);

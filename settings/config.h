@@ -322,18 +322,42 @@ struct TrainingConfig {
   }
 };
 
+// data.reset_positions: whether RoPE positions restart at each document of a
+// packed sequence; auto follows data.document_masking.
+enum class ResetPositions { automatic, on, off };
+inline constexpr EnumName<ResetPositions> kResetPositionsNames[] = {
+    {"auto", ResetPositions::automatic},
+    {"true", ResetPositions::on},
+    {"false", ResetPositions::off}};
+constexpr std::span<const EnumName<ResetPositions>> enum_names(ResetPositions) {
+  return kResetPositionsNames;
+}
+
 struct DataConfig {
   // What a changed key does on resume, unless the key says otherwise.
   static constexpr OnResume kOnResume = OnResume::changes_trajectory;
   std::string train = "";
   std::string val = "";
   std::string tokenizer = "";
+  bool document_masking = false;
+  ResetPositions reset_positions = ResetPositions::automatic;
+
+  // Whether RoPE positions restart at each document start.
+  bool resets_positions() const {
+    return reset_positions == ResetPositions::automatic ? document_masking
+                                                        : reset_positions == ResetPositions::on;
+  }
 
   template <class V>
   void visit_fields(V&& v) {
     v("train", train, "training shards: a path or glob of llm.c .bin files");
     v("val", val, "validation shards: a path or glob (empty = no validation)");
     v("tokenizer", tokenizer, "SentencePiece model used to decode samples (optional)");
+    v("document_masking", document_masking,
+      "attention stays inside each document of a packed sequence (documents start at the "
+      "tokenizer's BOS; needs data.tokenizer), and no target crosses a boundary");
+    v("reset_positions", reset_positions,
+      "RoPE positions restart at each document start: auto (= document_masking) | true | false");
   }
 };
 

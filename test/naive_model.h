@@ -7,6 +7,7 @@
 // reference (test/reference_training.h).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -41,19 +42,40 @@ inline NamedParams named_params(const ParameterLayout& layout, ShardingEngine& e
   return out;
 }
 
-// Mean cross-entropy over the B x T targets.
+// Document masking of the naive model: documents start at input tokens equal
+// to `start_token` (none when negative); with `reset_positions` RoPE counts
+// positions from each document's start.
+struct Documents {
+  int32_t start_token = -1;
+  bool reset_positions = false;
+};
+
+// Mean cross-entropy over the kept targets of the B x T: a negative target is
+// not trained on (a loss mask dropped it) and counts in neither the sum nor
+// the mean.
 inline double loss(const ModelConfig& m, const NamedParams& p, const std::vector<int32_t>& inputs,
-                   const std::vector<int32_t>& targets, int B, int T) {
+                   const std::vector<int32_t>& targets, int B, int T, Documents documents = {}) {
   namespace r = reference;
   const int N = B * T, C = m.dim, H = m.n_heads, KV = m.n_kv_heads, D = C / H, F = m.ffn_dim;
   const int QKV = (H + 2 * KV) * D;
+  // Per token: where its document starts in its sequence, and its position.
+  std::vector<int32_t> starts(N), positions(N);
+  for (int b = 0; b < B; ++b) {
+    int start = 0;
+    for (int t = 0; t < T; ++t) {
+      if (inputs[b * T + t] == documents.start_token) start = t;
+      starts[b * T + t] = start;
+      positions[b * T + t] = documents.reset_positions ? t - start : t;
+    }
+  }
+  const bool masked = documents.start_token >= 0;
   Vec x = r::embedding_forward(inputs, p.at("embed.weight"), N, C);
   for (int l = 0; l < m.n_layers; ++l) {
     std::string pre = "layers." + std::to_string(l);
     Vec xn1 = r::rmsnorm_forward(x, p.at(pre + ".attn_norm.weight"), N, C, m.norm_eps);
     Vec qkv = r::matmul_forward(xn1, p.at(pre + ".attn.wqkv"), N, C, QKV);
-    qkv = r::rope_forward(qkv, N, T, H + KV, D, QKV, m.rope_theta);
-    Vec att = r::attention_forward(qkv, B, T, H, KV, D);
+    qkv = r::rope_forward(qkv, N, T, H + KV, D, QKV, m.rope_theta, &positions);
+    Vec att = r::attention_forward(qkv, B, T, H, KV, D, nullptr, masked ? &starts : nullptr);
     x = r::residual_forward(x, r::matmul_forward(att, p.at(pre + ".attn.wo"), N, H * D, C));
     Vec xn2 = r::rmsnorm_forward(x, p.at(pre + ".mlp_norm.weight"), N, C, m.norm_eps);
     Vec h13 = r::matmul_forward(xn2, p.at(pre + ".mlp.w13"), N, C, 2 * F);
@@ -62,17 +84,25 @@ inline double loss(const ModelConfig& m, const NamedParams& p, const std::vector
   }
   Vec xf = r::rmsnorm_forward(x, p.at("norm.weight"), N, C, m.norm_eps);
   const Vec& head = m.tie_embeddings ? p.at("embed.weight") : p.at("lm_head.weight");
-  Vec losses = r::cross_entropy_forward(r::matmul_forward(xf, head, N, C, m.vocab_size), targets, N,
-                                        m.vocab_size);
+  std::vector<int32_t> any_target(targets);  // dropped ones read column 0, then are skipped
+  for (int32_t& target : any_target) target = std::max(target, 0);
+  Vec losses = r::cross_entropy_forward(r::matmul_forward(xf, head, N, C, m.vocab_size), any_target,
+                                        N, m.vocab_size);
   double sum = 0;
-  for (double v : losses) sum += v;
-  return sum / N;
+  int kept = 0;
+  for (int n = 0; n < N; ++n) {
+    if (targets[n] < 0) continue;
+    sum += losses[n];
+    ++kept;
+  }
+  return kept > 0 ? sum / kept : 0.0;
 }
 
 // d loss / d p for every element of every tensor, by central differences with
 // step h (in double, so the truncation error ~h^2 is far below fp32 rounding).
 inline NamedParams gradient(const ModelConfig& m, NamedParams p, const std::vector<int32_t>& inputs,
-                            const std::vector<int32_t>& targets, int B, int T, double h = 1e-5) {
+                            const std::vector<int32_t>& targets, int B, int T, double h = 1e-5,
+                            Documents documents = {}) {
   NamedParams grads;
   for (auto& [name, values] : p) {
     Vec& g = grads[name];
@@ -80,9 +110,9 @@ inline NamedParams gradient(const ModelConfig& m, NamedParams p, const std::vect
     for (size_t i = 0; i < values.size(); ++i) {
       const double saved = values[i];
       values[i] = saved + h;
-      const double up = loss(m, p, inputs, targets, B, T);
+      const double up = loss(m, p, inputs, targets, B, T, documents);
       values[i] = saved - h;
-      const double down = loss(m, p, inputs, targets, B, T);
+      const double down = loss(m, p, inputs, targets, B, T, documents);
       values[i] = saved;
       g[i] = (up - down) / (2 * h);
     }

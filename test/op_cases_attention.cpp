@@ -175,15 +175,17 @@ Doubles cuda_bounds(const Doubles& expected, const Doubles* rounded_term_magnitu
   return bound;
 }
 
+// doc_start: (B, T) document starts on be's device, or null (causal).
 template <class T>
-void forward_on(const Backend& be, T* out, float* lse, const T* qkv, const AttentionShape& s) {
-  be.ops<T>().attention_forward(out, lse, qkv, s.B, s.T, s.H, s.KV, s.D);
+void forward_on(const Backend& be, T* out, float* lse, const T* qkv, const AttentionShape& s,
+                const int32_t* doc_start = nullptr) {
+  be.ops<T>().attention_forward(out, lse, qkv, doc_start, s.B, s.T, s.H, s.KV, s.D);
 }
 
 template <class T>
 void backward_on(const Backend& be, T* dqkv, const T* dout, const T* qkv, const T* out,
-                 const float* lse, const AttentionShape& s) {
-  be.ops<T>().attention_backward(dqkv, dout, qkv, out, lse, s.B, s.T, s.H, s.KV, s.D);
+                 const float* lse, const AttentionShape& s, const int32_t* doc_start = nullptr) {
+  be.ops<T>().attention_backward(dqkv, dout, qkv, out, lse, doc_start, s.B, s.T, s.H, s.KV, s.D);
 }
 
 std::vector<AttentionShape> attention_shapes(const OpRow& row, bool with_large) {
@@ -388,6 +390,95 @@ void attention_unsupported_head_dim(const OpRow& row) {
       "backward");
 }
 
+// ---- document masking ----------------------------------------------------------------
+
+// Document starts (B, T) for shape s: each position t >= 1 begins a new
+// document with probability 1/5 (short sequences) or 1/40 (T > 64, so that
+// documents span several tiles), and sequence 0 also at T / 2 + 1, so its
+// later query tiles skip whole key tiles. doc_start[b][t] is the last start
+// at or before t (0 for a sequence's first, possibly partial, document).
+Ints document_starts(const AttentionShape& s, std::mt19937& rng) {
+  std::uniform_int_distribution<int> draw(0, s.T > 64 ? 39 : 4);
+  Ints starts((size_t)s.B * s.T);
+  for (int b = 0; b < s.B; b++) {
+    for (int t = 0; t < s.T; t++) {
+      const size_t n = (size_t)b * s.T + t;
+      const bool begins = t > 0 && (draw(rng) == 0 || (b == 0 && t == s.T / 2 + 1));
+      starts[n] = t == 0 ? 0 : begins ? t : starts[n - 1];
+    }
+  }
+  return starts;
+}
+
+// Masked (doc_start) attention, forward and backward, on the f32 rows (the
+// cuda bf16 bound needs the unmasked magnitudes; the masking logic is the
+// same code for both types). cpu: out and lse against the masked reference
+// (kForwardTolerance), dqkv against finite differences of it (every element
+// on the small shapes, a sample on T = 150, which spans three 64-key tiles);
+// cuda: against the CPU twin (kCudaAttentionTolerance) on shapes spanning
+// several of its tiles. Every row: doc_start all zeros (one document per
+// sequence) gives the bits of null (causal attention).
+void attention_document_masked(const OpRow& row) {
+  std::mt19937 rng(row.cuda() ? 405 : 12);
+  const Backend& be = row.backend();
+  std::vector<AttentionShape> shapes =
+      row.cuda()
+          ? std::vector<AttentionShape>{{2, 129, 4, 2, 64}, {1, 200, 2, 1, 32}, {2, 33, 4, 4, 16}}
+          : std::vector<AttentionShape>(std::begin(kCpuShapes), std::end(kCpuShapes));
+  if (row.cpu()) shapes.push_back({2, 150, 2, 1, 16});
+  for (const AttentionShape& s : shapes) {
+    SCOPED_TRACE(describe(s));
+    const Floats qkv = random_floats(qkv_size(s), rng, -2.0f, 2.0f);
+    const Floats dout = random_floats(out_size(s), rng);
+    const Ints starts = document_starts(s, rng);
+    Buffer<float> d_qkv(be, qkv), d_dout(be, dout);
+    Buffer<int32_t> d_starts(be, starts), d_zeros(be, Ints(starts.size(), 0));
+    // Forward then backward on the row, with doc_start `mask` (null: causal).
+    auto run = [&](const int32_t* mask) {
+      Buffer<float> d_out(be, Floats(out_size(s), kNaN)), d_lse(be, Floats(lse_size(s), kNaN));
+      Buffer<float> d_dqkv(be, Floats(qkv.size(), kNaN));
+      forward_on<float>(be, d_out.get(), d_lse.get(), d_qkv.get(), s, mask);
+      backward_on<float>(be, d_dqkv.get(), d_dout.get(), d_qkv.get(), d_out.get(), d_lse.get(), s,
+                         mask);
+      EXPECT_TRUE(d_out.guards_intact() && d_lse.guards_intact() && d_dqkv.guards_intact());
+      return std::vector<Floats>{d_out.download(), d_lse.download(), d_dqkv.download()};
+    };
+    const std::vector<Floats> masked = run(d_starts.get());
+    const std::vector<Floats> causal = run(nullptr), one_document = run(d_zeros.get());
+    for (int k = 0; k < 3; k++) expect_identical(one_document[k], causal[k], "zeros vs null");
+    if (row.cuda()) {
+      Floats out(out_size(s)), lse(lse_size(s)), dqkv(qkv.size());
+      forward_on<float>(backend_cpu(), out.data(), lse.data(), qkv.data(), s, starts.data());
+      backward_on<float>(backend_cpu(), dqkv.data(), dout.data(), qkv.data(), out.data(),
+                         lse.data(), s, starts.data());
+      const char* names[] = {"out", "lse", "dqkv"};
+      const Floats* twin[] = {&out, &lse, &dqkv};
+      for (int k = 0; k < 3; k++) {
+        const Doubles expected = to_doubles(*twin[k]);
+        expect_within(to_doubles(masked[k]), expected, cuda_bounds(expected, nullptr), names[k]);
+      }
+      continue;
+    }
+    Vec ref_lse;
+    const Vec ref =
+        reference::attention_forward(to_doubles(qkv), s.B, s.T, s.H, s.KV, s.D, &ref_lse, &starts);
+    expect_close(masked[0], ref, kForwardTolerance, "out");
+    expect_close(masked[1], ref_lse, kForwardTolerance, "lse");
+    std::vector<size_t> indices;
+    std::uniform_int_distribution<size_t> pick(0, qkv.size() - 1);
+    for (size_t k = 0; k < (s.T > 64 ? 80 : qkv.size()); k++)
+      indices.push_back(s.T > 64 ? pick(rng) : k);
+    const Vec grad = finite_difference_gradient(
+        [&](const Vec& x) {
+          return reference::attention_forward(x, s.B, s.T, s.H, s.KV, s.D, nullptr, &starts);
+        },
+        to_doubles(qkv), to_doubles(dout), indices);
+    Floats sampled;
+    for (size_t i : indices) sampled.push_back(masked[2][i]);
+    expect_close(sampled, grad, kBackwardTolerance, "dqkv");
+  }
+}
+
 template <class T>
 void attention_forward(const OpRow& row) {
   on_each_kernel(row, attention_forward_with<T>);
@@ -421,6 +512,11 @@ std::vector<OpCase> attention_cases() {
        kAllRows,
        {"attention_forward", "attention_backward"},
        LLM_BY_DTYPE(attention_deterministic)},
+      {"attention",
+       "document_masked_matches_reference",
+       kF32Rows,
+       {"attention_forward", "attention_backward"},
+       attention_document_masked},
       {"attention",
        "unsupported_head_dim",
        kCudaF32,

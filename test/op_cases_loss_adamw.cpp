@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/targets.h"
 #include "test/op_harness.h"
 
 namespace llm::op_test {
@@ -398,6 +399,44 @@ void cross_entropy_large_logits(const OpRow& row) {
   }
 }
 
+// Ignored targets (kIgnoredTarget, a loss mask's dropped ones) on every row,
+// whole and split: such a row's loss is exactly 0 and its dlogits exactly 0
+// on every rank (NaN-free: the logits are overwritten, not scaled), forward
+// only gives the same losses, and every other row is the bits of the run
+// with no target ignored (rows are independent), which the other cases check
+// against the reference and the CPU twin.
+template <class T>
+void cross_entropy_ignored_targets(const OpRow& row) {
+  constexpr bool bf16 = std::is_same_v<T, Bf16>;
+  std::mt19937 rng(bf16 ? 212 : 211);
+  for (auto [N, V] : loss_shapes(row)) {
+    const std::vector<T> logits = stored<T>(random_values((size_t)N * V, rng, -5.0f, 5.0f, bf16));
+    const Ints targets = loss_targets(N, V, rng);
+    Ints masked = targets;
+    for (int n = 0; n < N; n += 2) masked[n] = kIgnoredTarget;  // row 0 (and 2, ...) ignored
+    for (const Widths& widths : splits_of(V)) {
+      SCOPED_TRACE(testing::Message() << "N=" << N << " V=" << V << " " << describe(widths));
+      const LossRun<T> all = run_split(row.backend(), logits, targets, N, V, widths, true);
+      const LossRun<T> run = run_split(row.backend(), logits, masked, N, V, widths, true);
+      const LossRun<T> forward = run_split(row.backend(), logits, masked, N, V, widths, false);
+      expect_identical(forward.losses, run.losses, "forward losses vs fused");
+      for (int n = 0; n < N; n++) {
+        const bool ignored = masked[n] == kIgnoredTarget;
+        if (ignored) {
+          EXPECT_EQ(run.losses[n], 0.0f) << "row " << n;
+        } else {
+          EXPECT_EQ(std::memcmp(&run.losses[n], &all.losses[n], sizeof(float)), 0) << "row " << n;
+        }
+        const T* got = run.after.data() + (size_t)n * V;
+        const std::vector<T> zeros(V, stored<T>(Floats{0.0f})[0]);
+        const T* expected = ignored ? zeros.data() : all.after.data() + (size_t)n * V;
+        EXPECT_EQ(std::memcmp(got, expected, sizeof(T) * V), 0)
+            << "dlogits of row " << n << (ignored ? " (ignored: all zero)" : " (kept)");
+      }
+    }
+  }
+}
+
 // ---- adamw / sum_squares (fp32 only) ----------------------------------------------
 
 struct AdamwSettings {
@@ -634,6 +673,11 @@ std::vector<OpCase> cross_entropy_adamw_cases() {
        kAllRows,
        {"cross_entropy_partials", "cross_entropy_combine"},
        LLM_BY_DTYPE(cross_entropy_large_logits)},
+      {"cross_entropy",
+       "ignored_targets_have_no_loss_nor_gradient",
+       kAllRows,
+       {"cross_entropy_partials", "cross_entropy_combine"},
+       LLM_BY_DTYPE(cross_entropy_ignored_targets)},
       {"adamw", "over_steps", kF32Rows, {"adamw_update"}, adamw_over_steps},
       {"adamw", "slices_give_the_bits_of_the_whole", kF32Rows, {"adamw_update"}, adamw_slices},
       {"adamw",

@@ -78,8 +78,11 @@ constexpr RopeShape kCudaRopeShapes[] = {{1, 1, 1, 2, 2},
 // against finite differences (kBackwardTolerance); cpu bf16: the fp32 twin
 // rounded once; cuda: kReassociation against the fp32 twin, bf16 also
 // kOneRoundingAcrossDevices / kOneBf16Ulp against the fp32 / bf16 twins.
+// With `positions`, each row n is at a random position in [0, T) (documents
+// restart theirs) given to every side, the reference included; then also
+// positions n % T give the bits of none.
 template <class T>
-void rope(const OpRow& row, bool forward) {
+void rope(const OpRow& row, bool forward, bool with_positions = false) {
   constexpr bool bf16 = std::is_same_v<T, Bf16>;
   std::mt19937 rng(forward ? 7 : 8);
   for (const RopeShape& s : shapes_for(row, kCpuRopeShapes, kCudaRopeShapes)) {
@@ -96,8 +99,22 @@ void rope(const OpRow& row, bool forward) {
       const auto op =
           forward ? row.backend().ops<T>().rope_forward : row.backend().ops<T>().rope_backward;
       Buffer<float> d_cos(row.backend(), cos, offset), d_sin(row.backend(), sin, offset);
+      Ints positions(s.N), modulo(s.N);
+      std::uniform_int_distribution<int> draw(0, s.T - 1);
+      for (int n = 0; n < s.N; n++) positions[n] = draw(rng), modulo[n] = n % s.T;
+      const int32_t* host_positions = with_positions ? positions.data() : nullptr;
+      Buffer<int32_t> d_positions(row.backend(), positions), d_modulo(row.backend(), modulo);
       Buffer<T> d_x(row.backend(), x_t, offset);
-      op(d_x.get(), d_cos.get(), d_sin.get(), s.N, s.T, s.n_heads, s.D, s.row_stride);
+      op(d_x.get(), d_cos.get(), d_sin.get(), with_positions ? d_positions.get() : nullptr, s.N,
+         s.T, s.n_heads, s.D, s.row_stride);
+      if (with_positions) {  // positions n % T: the bits of none
+        Buffer<T> d_plain(row.backend(), x_t, offset), d_mod(row.backend(), x_t, offset);
+        op(d_plain.get(), d_cos.get(), d_sin.get(), nullptr, s.N, s.T, s.n_heads, s.D,
+           s.row_stride);
+        op(d_mod.get(), d_cos.get(), d_sin.get(), d_modulo.get(), s.N, s.T, s.n_heads, s.D,
+           s.row_stride);
+        expect_identical(d_mod.download(), d_plain.download(), "positions n % T vs none");
+      }
       const std::vector<T> y = d_x.download();
       EXPECT_TRUE(d_x.guards_intact());
       for (int n = 0; n < s.N; n++)
@@ -107,27 +124,29 @@ void rope(const OpRow& row, bool forward) {
         }
       const auto cpu32 = forward ? backend_cpu().f32.rope_forward : backend_cpu().f32.rope_backward;
       Floats y32 = x;  // the fp32 twin
-      cpu32(y32.data(), cos.data(), sin.data(), s.N, s.T, s.n_heads, s.D, s.row_stride);
+      cpu32(y32.data(), cos.data(), sin.data(), host_positions, s.N, s.T, s.n_heads, s.D,
+            s.row_stride);
       if (row.cuda()) {
         std::vector<T> twin = x_t;
         const auto cpu_t =
             forward ? backend_cpu().ops<T>().rope_forward : backend_cpu().ops<T>().rope_backward;
-        cpu_t(twin.data(), cos.data(), sin.data(), s.N, s.T, s.n_heads, s.D, s.row_stride);
+        cpu_t(twin.data(), cos.data(), sin.data(), host_positions, s.N, s.T, s.n_heads, s.D,
+              s.row_stride);
         expect_matches_cpu_twins(y, y32, twin, "x");
       } else if (bf16) {
         expect_fp32_rounded(y, y32, forward ? "forward" : "backward");
       } else if (forward) {
         expect_close(y,
                      reference::rope_forward(to_doubles(x), s.N, s.T, s.n_heads, s.D, s.row_stride,
-                                             kRopeTheta),
+                                             kRopeTheta, with_positions ? &positions : nullptr),
                      kForwardTolerance, "x");
       } else {
         // x was dout; dx = d/dz of sum(dout * rope(z)), at any z (linear).
         const Vec z = to_doubles(random_floats(size, rng));
         const Vec grad = finite_difference_gradient(
             [&](const Vec& zs) {
-              return reference::rope_forward(zs, s.N, s.T, s.n_heads, s.D, s.row_stride,
-                                             kRopeTheta);
+              return reference::rope_forward(zs, s.N, s.T, s.n_heads, s.D, s.row_stride, kRopeTheta,
+                                             with_positions ? &positions : nullptr);
             },
             z, to_doubles(x));
         expect_close(y, grad, kBackwardTolerance, "dx");
@@ -143,6 +162,11 @@ void rope_forward(const OpRow& row) {
 template <class T>
 void rope_backward(const OpRow& row) {
   rope<T>(row, false);
+}
+template <class T>
+void rope_positions(const OpRow& row) {
+  rope<T>(row, true, true);
+  rope<T>(row, false, true);
 }
 
 // ---- swiglu ---------------------------------------------------------------------
@@ -234,6 +258,11 @@ std::vector<OpCase> rope_swiglu_cases() {
       {"rope", "table", kF32Rows, {"rope_table"}, rope_table},
       {"rope", "forward", kAllRows, {"rope_forward"}, LLM_BY_DTYPE(rope_forward)},
       {"rope", "backward", kAllRows, {"rope_backward"}, LLM_BY_DTYPE(rope_backward)},
+      {"rope",
+       "positions_restart_per_document",
+       kAllRows,
+       {"rope_forward", "rope_backward"},
+       LLM_BY_DTYPE(rope_positions)},
       {"swiglu", "forward", kAllRows, {"swiglu_forward"}, LLM_BY_DTYPE(swiglu_forward)},
       {"swiglu",
        "backward_overwrites",

@@ -51,18 +51,19 @@ inline double rope_angle(int pos, int i, int D, double theta) {
   return pos * std::pow(theta, -2.0 * i / D);
 }
 
-// x: N rows of row_stride values, row n at position n % T. Returns x with the
-// first n_heads heads (D values each) of every row rotated: the pair
-// (x[i], x[i + D/2]) by rope_angle(n % T, i); all other values copied.
+// x: N rows of row_stride values, row n at position n % T, or (*positions)[n]
+// when given. Returns x with the first n_heads heads (D values each) of every
+// row rotated: the pair (x[i], x[i + D/2]) by rope_angle(position, i); all
+// other values copied.
 inline Vec rope_forward(const Vec& x, int N, int T, int n_heads, int D, int row_stride,
-                        double theta) {
+                        double theta, const std::vector<int32_t>* positions = nullptr) {
   Vec out = x;
   const int half = D / 2;
   for (int n = 0; n < N; n++) {
     for (int h = 0; h < n_heads; h++) {
       const size_t head = (size_t)n * row_stride + (size_t)h * D;
       for (int i = 0; i < half; i++) {
-        const double angle = rope_angle(n % T, i, D, theta);
+        const double angle = rope_angle(positions ? (*positions)[n] : n % T, i, D, theta);
         const double a = x[head + i], b = x[head + i + half];
         out[head + i] = a * std::cos(angle) - b * std::sin(angle);
         out[head + i + half] = b * std::cos(angle) + a * std::sin(angle);
@@ -75,9 +76,10 @@ inline Vec rope_forward(const Vec& x, int N, int T, int n_heads, int D, int row_
 // qkv (B, T, (H + 2*KV) * D): per token H query heads, KV key heads, KV value
 // heads. Returns out (B, T, H * D) of causal softmax attention with scale
 // 1/sqrt(D), query head h attending to kv head h / (H / KV); lse (B, H, T), the
-// log-sum-exp of each query's scaled scores, is written when not null.
-inline Vec attention_forward(const Vec& qkv, int B, int T, int H, int KV, int D,
-                             Vec* lse = nullptr) {
+// log-sum-exp of each query's scaled scores, is written when not null. With
+// doc_start (B, T), query t attends only to keys s in [doc_start[b][t], t].
+inline Vec attention_forward(const Vec& qkv, int B, int T, int H, int KV, int D, Vec* lse = nullptr,
+                             const std::vector<int32_t>* doc_start = nullptr) {
   const size_t row = (size_t)(H + 2 * KV) * D;
   const double scale = 1.0 / std::sqrt((double)D);
   Vec out((size_t)B * T * H * D, 0.0);
@@ -87,9 +89,10 @@ inline Vec attention_forward(const Vec& qkv, int B, int T, int H, int KV, int D,
       const int g = h / (H / KV);
       for (int t = 0; t < T; t++) {
         const size_t q = (size_t)(b * T + t) * row + (size_t)h * D;
+        const int first = doc_start ? (*doc_start)[(size_t)b * T + t] : 0;
         Vec scores(t + 1);
         double max = -INFINITY;
-        for (int s = 0; s <= t; s++) {
+        for (int s = first; s <= t; s++) {
           const size_t k = (size_t)(b * T + s) * row + (size_t)(H + g) * D;
           double dot = 0.0;
           for (int d = 0; d < D; d++) dot += qkv[q + d] * qkv[k + d];
@@ -97,9 +100,9 @@ inline Vec attention_forward(const Vec& qkv, int B, int T, int H, int KV, int D,
           max = std::fmax(max, scores[s]);
         }
         double sum = 0.0;
-        for (int s = 0; s <= t; s++) sum += std::exp(scores[s] - max);
+        for (int s = first; s <= t; s++) sum += std::exp(scores[s] - max);
         const size_t o = (size_t)(b * T + t) * H * D + (size_t)h * D;
-        for (int s = 0; s <= t; s++) {
+        for (int s = first; s <= t; s++) {
           const double p = std::exp(scores[s] - max) / sum;
           const size_t v = (size_t)(b * T + s) * row + (size_t)(H + KV + g) * D;
           for (int d = 0; d < D; d++) out[o + d] += p * qkv[v + d];

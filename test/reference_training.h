@@ -83,16 +83,46 @@ inline void write_shard(const std::string& path, const std::vector<uint16_t>& to
   ASSERT_EQ(std::fclose(f), 0) << path;
 }
 
-// A shard of 40 sequences of the config above, tokens from a fixed
-// pseudo-random sequence (so every step sees other sequences).
-inline void write_reference_shard(const std::string& path) {
+// 40 sequences of the config above, tokens from a fixed pseudo-random
+// sequence (so every step sees other sequences).
+inline std::vector<uint16_t> reference_tokens() {
   std::vector<uint16_t> tokens(40 * 6 + 1);
   uint32_t state = 12345;
   for (uint16_t& t : tokens) {
     state = state * 1664525u + 1013904223u;
     t = static_cast<uint16_t>((state >> 16) % 13);
   }
+  return tokens;
+}
+inline void write_reference_shard(const std::string& path) {
+  write_shard(path, reference_tokens());
+}
+
+// The loss mask of the masked reference: a token is a target unless its
+// value is a multiple of 3 (about a third are dropped, unevenly over the
+// sequences, so micro-batches and ranks keep different counts).
+inline bool kept_by_rule(int32_t token) { return token % 3 != 0; }
+
+// Where the masked reference keeps its shard without the mask, for the
+// hand-written loop to read the raw targets from.
+inline std::string unmasked_copy(const std::string& shard) { return shard + ".unmasked"; }
+
+// The reference shard at `path` with a loss mask beside it (path + ".mask",
+// written by hand: a 256 x int32 header of magic 20261126, version 1 and the
+// token count, then one byte per token, 1 = kept_by_rule), and its copy
+// without a mask at unmasked_copy(path).
+inline void write_masked_reference_shard(const std::string& path) {
+  const std::vector<uint16_t> tokens = reference_tokens();
   write_shard(path, tokens);
+  write_shard(unmasked_copy(path), tokens);
+  int32_t header[256] = {20261126, 1, static_cast<int32_t>(tokens.size())};
+  std::vector<uint8_t> kept;
+  for (uint16_t t : tokens) kept.push_back(kept_by_rule(t) ? 1 : 0);
+  std::FILE* f = std::fopen((path + ".mask").c_str(), "wb");
+  ASSERT_NE(f, nullptr) << path;
+  std::fwrite(header, sizeof(header), 1, f);
+  std::fwrite(kept.data(), 1, kept.size(), f);
+  ASSERT_EQ(std::fclose(f), 0) << path;
 }
 
 // Learning rate of 0-based step s: linear warmup reaching lr at step
@@ -187,11 +217,14 @@ constexpr double kLossRel = 1e-6, kNormRel = 2e-6, kLrRel = 1e-6, kParamAbs = 1e
 // Trains config (kModelToml plus `overrides`) with the real Trainer over
 // `world`, and the hand-written loop beside it with `optimizer` (AdamW, or
 // another reference with the same interface); compares the loss, gradient
-// norm and learning rate of every step and every parameter after it.
+// norm and learning rate of every step and every parameter after it. With
+// `masked` (a shard of write_masked_reference_shard), the loop reads the
+// unmasked copy and drops the targets kept_by_rule drops itself: the loss is
+// the mean over the global batch's kept targets.
 template <class Optimizer>
 inline void check_trainer_against_reference(Group& world, const std::string& shard,
                                             const std::vector<std::string>& overrides,
-                                            Optimizer& optimizer) {
+                                            Optimizer& optimizer, bool masked = false) {
   std::vector<std::string> all = {"data.train=" + shard};
   all.insert(all.end(), overrides.begin(), overrides.end());
   Config config = config_parse(kModelToml, "reference_training", all);
@@ -201,8 +234,9 @@ inline void check_trainer_against_reference(Group& world, const std::string& sha
   NamedParams initial = naive::named_params(trainer.model().layout(), trainer.engine());
   ASSERT_EQ(initial.size(), trainer.model().layout().tensors.size());
   optimizer.start(initial);
-  DataLoader loader(shard, T, config.model.vocab_size, static_cast<uint64_t>(t.seed),
-                    /*shuffle=*/true);
+  DataLoader loader(masked ? unmasked_copy(shard) : shard, T, config.model.vocab_size,
+                    static_cast<uint64_t>(t.seed), /*shuffle=*/true);
+  ASSERT_FALSE(loader.drops_targets());
   int clipped = 0;
   for (int s = 0; s < t.steps; ++s) {
     SCOPED_TRACE("step " + std::to_string(s));
@@ -212,6 +246,15 @@ inline void check_trainer_against_reference(Group& world, const std::string& sha
     // world size and micro-batch size.
     std::vector<int32_t> inputs(B * T), targets(B * T);
     loader.read(static_cast<int64_t>(s) * B, B, inputs.data(), targets.data());
+    int kept = 0;
+    for (int32_t& target : targets) {
+      if (masked && !kept_by_rule(target)) target = -1;
+      kept += target >= 0;
+    }
+    EXPECT_EQ(result.kept_targets, kept);
+    if (masked) {
+      EXPECT_LT(kept, B * T) << "the mask must drop some targets of every step";
+    }
     const NamedParams& params = optimizer.visible();
     const double loss = naive::loss(config.model, params, inputs, targets, B, T);
     const NamedParams grads = naive::gradient(config.model, params, inputs, targets, B, T);
@@ -242,9 +285,10 @@ inline void check_trainer_against_reference(Group& world, const std::string& sha
 }
 
 inline void check_trainer_against_reference(Group& world, const std::string& shard,
-                                            const std::vector<std::string>& overrides) {
+                                            const std::vector<std::string>& overrides,
+                                            bool masked = false) {
   AdamW adamw;
-  check_trainer_against_reference(world, shard, overrides, adamw);
+  check_trainer_against_reference(world, shard, overrides, adamw, masked);
 }
 
 }  // namespace llm::reference_training

@@ -79,8 +79,9 @@ TEST(CpuKernelBits, Attention) {
   const size_t rows = (size_t)B * T;
   const std::vector<float> qkv = seeded(rows * (H + 2 * KV) * D, 4), dout = seeded(rows * H * D, 5);
   std::vector<float> out(rows * H * D), lse((size_t)B * H * T), dqkv(qkv.size());
-  attention_forward(out.data(), lse.data(), qkv.data(), B, T, H, KV, D);
-  attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), B, T, H, KV, D);
+  attention_forward(out.data(), lse.data(), qkv.data(), nullptr, B, T, H, KV, D);
+  attention_backward(dqkv.data(), dout.data(), qkv.data(), out.data(), lse.data(), nullptr, B, T, H,
+                     KV, D);
   expect_hash(BitHash().add(out).add(lse).add(dqkv), 0x669480dc6a3375da);
 }
 

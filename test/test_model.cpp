@@ -123,6 +123,54 @@ TEST_P(ModelVsNaive, LossAndEveryParameterGradientMatch) {
   EXPECT_EQ(checked, static_cast<int>(model.layout().total_numel));
 }
 
+// Document masking against the naive model's: sequences of T = 12 packing
+// several documents (token 1 is the BOS that starts one; a sequence's first
+// tokens are a document too), their BOS targets dropped as the data loader
+// drops them, with positions reset and not. Loss and every gradient as above;
+// and the masked loss differs from the unmasked one, so the mask is not a
+// no-op in either form.
+TEST(DocumentMasking, LossAndEveryGradientMatchTheNaiveModel) {
+  Config c = tiny_config(false, 4, 2);
+  const int B = 2, T = 12, N = B * T;
+  const int32_t bos = 1;
+  std::vector<int32_t> inputs = random_tokens(N, c.model.vocab_size, 3);
+  for (int32_t& token : inputs) token = token == bos ? bos + 1 : token;  // only the BOS set below
+  for (int at : {4, 9, T + 6}) inputs[at] = bos;
+  std::vector<int32_t> targets = random_tokens(N, c.model.vocab_size, 4);
+  for (int n = 0; n + 1 < N; ++n) {
+    if ((n + 1) % T != 0) targets[n] = inputs[n + 1];  // next tokens, as in the data
+    if (targets[n] == bos) targets[n] = -1;            // the target that crosses a boundary
+  }
+  for (bool reset : {true, false}) {
+    SCOPED_TRACE(reset ? "positions reset" : "positions run on");
+    Transformer model(c.model, B, T, backend_cpu());
+    model.set_document_masking(bos, reset);
+    Topology topology(comm_world(), c.parallel);
+    ShardingEngine engine(model.layout(), c, backend_cpu(), topology);
+    int kept = 0;
+    for (int32_t target : targets) kept += target >= 0;
+    engine.zero_grads();
+    const float loss = forward_backward(model, engine, inputs, targets, B, T, 1.0f / kept);
+    NamedParams params = naive::named_params(model.layout(), engine);
+    const naive::Documents documents{bos, reset};
+    const double expected = naive::loss(c.model, params, inputs, targets, B, T, documents);
+    EXPECT_NEAR(loss * N / kept, expected, 1e-5 * std::abs(expected));  // loss: sum over N
+    const double unmasked = naive::loss(c.model, params, inputs, targets, B, T);
+    EXPECT_GT(std::abs(expected - unmasked), 1e-3 * std::abs(expected));
+    const NamedParams grads =
+        naive::gradient(c.model, params, inputs, targets, B, T, 1e-5, documents);
+    for (const TensorSpec& t : model.layout().tensors) {
+      std::vector<float> unit_grads(model.layout().units[t.unit].numel);
+      engine.gather_grads(t.unit, unit_grads.data());
+      const Vec& fd = grads.at(t.name);
+      for (size_t i = 0; i < t.numel; ++i) {
+        ASSERT_NEAR(unit_grads[t.offset + i], fd[i], 2e-5 + 1e-3 * std::abs(fd[i]))
+            << t.name << "[" << i << "]";
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, ModelVsNaive, ::testing::ValuesIn(kModelCases),
                          [](const auto& info) { return std::string(info.param.name); });
 

@@ -20,6 +20,21 @@ TEST(TrainingStepReference, EveryParameterFollowsTheHandWrittenLoop) {
   }
 }
 
+// Loss masks (a mask file beside the shard dropping about a third of the
+// targets): the loss is the mean over the kept targets of the whole batch, so
+// 12 micro-batches of 1 sequence, each keeping another count, give the
+// gradient of the batch in one, and both follow the hand-written loop.
+TEST(TrainingStepReference, LossMasksFollowTheHandWrittenLoop) {
+  test_support::TempDir dir("llm_reference_masked_");
+  const std::string shard = dir.file("train_000.bin");
+  reference_training::write_masked_reference_shard(shard);
+  for (const char* micro : {"training.micro_batch_size=1", "training.micro_batch_size=12"}) {
+    SCOPED_TRACE(micro);
+    reference_training::check_trainer_against_reference(comm_world(), shard, {micro},
+                                                        /*masked=*/true);
+  }
+}
+
 // ZeRO-Offload with offload.delayed_update against its hand-written
 // semantics (a one-step-stale forward, reference_training::DelayedAdamW),
 // with micro-batches accumulated: the gradients go to the host as they

@@ -15,6 +15,7 @@
 #include "runtime/memory_usage.h"
 #include "runtime/stop_signal.h"
 #include "runtime/system.h"
+#include "runtime/targets.h"
 #include "tensorboard/metrics_events.h"
 #include "data/tokenizer.h"
 #include "model/flops.h"
@@ -156,6 +157,21 @@ Trainer::Trainer(Config config, Group& world, const Backend* backend_override)
       ModelSplit{topology_.tensor.get(), topology_.pipeline.get(),
                  pipeline_in_flight(config_.parallel.pipeline_schedule, stages, stage,
                                     accumulation_steps_)});
+  if (config_.data.document_masking) {
+    // Documents start at the tokenizer's BOS, which prepare writes first in each.
+    LLM_CHECK(tokenizer_.has_value(),
+              "{}: data.document_masking needs data.tokenizer (its BOS starts each document)",
+              config_.path);
+    const int32_t bos = tokenizer_->bos_id();
+    model_->set_document_masking(bos, config_.data.resets_positions());
+    train_data_->set_document_start(bos);
+    if (val_data_) val_data_->set_document_start(bos);
+  } else {
+    LLM_CHECK(!config_.data.resets_positions(),
+              "{}: data.reset_positions = true needs data.document_masking = true (positions "
+              "restart at the documents it finds)",
+              config_.path);
+  }
   engine_ = std::make_unique<ShardingEngine>(model_->layout(), config_, backend, topology_);
   engine_->set_steps_per_epoch(
       static_cast<int>(std::max<int64_t>(1, train_data_->num_samples() / t.batch_size)));
@@ -246,7 +262,13 @@ std::string Trainer::save_checkpoint(int steps_done) {
 StepResult Trainer::train_step(int step, bool show_progress) {
   const TrainingConfig& t = config_.training;
   const int mb = t.micro_batch_size;
-  const float dloss = 1.0f / (static_cast<float>(t.batch_size) * t.seq_len);
+  // The loss is the mean over the global batch's kept targets: every rank
+  // counts them from the data (a pure function of the step), so each
+  // micro-batch's gradient is scaled alike on every rank, before any
+  // collective. A batch that keeps none trains on nothing (zero gradients).
+  const int64_t kept =
+      train_data_->kept_targets(static_cast<int64_t>(step) * t.batch_size, t.batch_size);
+  const float dloss = 1.0f / static_cast<float>(std::max<int64_t>(kept, 1));
   const int dp = topology_.dp_size();
   engine_->zero_grads();
   StepProgress progress(*engine_, model_->layout(), fmt::format("step {}/{}", step + 1, t.steps),
@@ -256,7 +278,10 @@ StepResult Trainer::train_step(int step, bool show_progress) {
   // next: the step's sequences are the same whatever the world size. Only the
   // first pipeline stage (inputs) and the last (targets) read them.
   const ModelSlice& slice = model_->layout().slice;
-  const bool reads_tokens = slice.first_stage() || slice.last_stage();
+  // With document masking every stage reads the inputs (its attention needs
+  // the documents).
+  const bool reads_tokens =
+      slice.first_stage() || slice.last_stage() || config_.data.document_masking;
   auto tokens = [&](int micro) {
     progress.forward(micro);
     if (!reads_tokens) return MicroBatchTokens{nullptr, nullptr};
@@ -278,8 +303,14 @@ StepResult Trainer::train_step(int step, bool show_progress) {
   // the same ones, data-parallel ranks distinct ones.
   double loss_sum = run.loss_sum;
   if (topology_.pipeline->size() > 1) loss_sum = topology_.pipeline->all_reduce_sum(loss_sum);
+  // Each micro-batch's loss is its kept losses' sum over its B * T targets:
+  // their mean over the micro-batches and ranks, times the fraction of targets
+  // kept (exactly 1 without masks, so those runs keep their bits).
+  const double all_targets = static_cast<double>(t.batch_size) * t.seq_len;
   result.loss = static_cast<float>(topology_.data->all_reduce_sum(loss_sum) /
-                                   (static_cast<double>(accumulation_steps_) * dp));
+                                   (static_cast<double>(accumulation_steps_) * dp) *
+                                   (all_targets / static_cast<double>(std::max<int64_t>(kept, 1))));
+  result.kept_targets = kept;
   result.grad_norm = engine_->grad_norm();
   LLM_CHECK(std::isfinite(result.loss) && std::isfinite(result.grad_norm),
             "step {}: loss {} / gradient norm {} is not finite (lower training.lr?)", step + 1,
@@ -301,15 +332,22 @@ float Trainer::evaluate() {
   const TrainingConfig& t = config_.training;
   const int total = static_cast<int>(std::min<int64_t>(t.eval_sequences, val_data_->num_samples()));
   double loss_sum = 0;
+  int64_t kept = 0;
   for (int done = 0; done < total;) {
     int count = std::min(t.micro_batch_size, total - done);
     val_data_->read(done, count, inputs_.data(), targets_.data());
+    kept += std::count_if(targets_.begin(), targets_.begin() + count * t.seq_len,
+                          [](int32_t target) { return target != kIgnoredTarget; });
     loss_sum += static_cast<double>(
                     model_->forward(*engine_, inputs_.data(), targets_.data(), count, t.seq_len)) *
                 count;
     done += count;
   }
-  return static_cast<float>(loss_sum / total);
+  // forward() divides by all B * T targets: rescale to the kept ones (a
+  // factor of exactly 1 without masks).
+  const double all_targets = static_cast<double>(total) * t.seq_len;
+  return static_cast<float>(loss_sum / total *
+                            (all_targets / static_cast<double>(std::max<int64_t>(kept, 1))));
 }
 
 std::string Trainer::sample(int tokens) {
@@ -362,6 +400,13 @@ void Trainer::run() {
       topology_.world.size(), topology_.tensor->size(), stages, topology_.dp_size(),
       topology_.plan.mode, topology_.plan.shard_group_size, accumulation_steps_, t.micro_batch_size,
       build_commit());
+  if (config_.data.document_masking) {
+    spdlog::info(
+        "document masking: attention stays inside each document (a document starts at BOS, id "
+        "{}), no loss on a target that crosses a boundary; RoPE positions {}",
+        tokenizer_->bos_id(),
+        config_.data.resets_positions() ? "restart at each document" : "run on across documents");
+  }
   if (stages > 1) {
     const LayerRange layers = model_->layout().layers;
     spdlog::info(
@@ -454,6 +499,10 @@ void Trainer::run() {
       std::string extra = fmt::format(" | {}/s per rank", format_si(i.flops_per_rank, "FLOP"));
       if (!std::isnan(i.mfu)) extra += fmt::format(", MFU {:.1f}%", 100 * i.mfu);
       if (stages > 1) extra += fmt::format(" | pipeline wait {:.0f}%", 100 * i.pipeline_wait);
+      if (train_data_->drops_targets()) {
+        extra += fmt::format(" | targets kept {} ({:.1f}%)", r.kept_targets,
+                             100 * static_cast<double>(r.kept_targets) / tokens_per_step);
+      }
       slowest = stragglers.take();
       if (slowest.ranks > 1) {
         extra += fmt::format(" | slowest rank {} +{:.1f} ms/step ({:.0f}%)", slowest.rank,
@@ -498,6 +547,7 @@ void Trainer::run() {
                                {"mem_reserved_bytes", mem.reserved},
                                {"mem_peak_bytes", mem.peak}};
       if (const double mfu = meter.mfu(flops); !std::isnan(mfu)) record["mfu"] = mfu;
+      if (train_data_->drops_targets()) record["kept_targets"] = r.kept_targets;
       if (slowest.ranks > 1) {  // the log interval's, on its last step
         record["slowest_rank"] = slowest.rank;
         record["slowest_busy_ms_per_step"] = slowest.busy_ms;

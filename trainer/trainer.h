@@ -26,7 +26,8 @@
 namespace llm {
 
 struct StepResult {
-  float loss;
+  float loss;                // the mean over the global batch's kept targets
+  int64_t kept_targets = 0;  // of the global batch (all of them without loss masks)
   float grad_norm;
   float lr;
   std::optional<SpikeVerdict> skipped;  // set when the spike guard skipped the update
@@ -55,7 +56,8 @@ class Trainer {
   // `show_progress`, a step slower than a few seconds shows its micro-batches
   // on rank 0's terminal (trainer/step_progress.h).
   StepResult train_step(int step, bool show_progress = false);
-  // Mean loss over the first training.eval_sequences sequences of data.val.
+  // Mean loss over the kept targets of the first training.eval_sequences
+  // sequences of data.val.
   float evaluate();
   // Text generated from the BOS token (needs data.tokenizer).
   std::string sample(int tokens);

@@ -182,14 +182,32 @@ const Plan* usable_plan(const Shape& s, std::initializer_list<const void*> point
   return plan.graph ? &plan : nullptr;
 }
 
+// Document masks run the flash kernel: the graphs above are causal only.
+// Says so once per process.
+bool document_masked(const int32_t* doc_start) {
+  if (!doc_start) return false;
+  static bool warned = false;
+  if (!warned) {
+    spdlog::warn(
+        "cuDNN attention: data.document_masking needs a mask these graphs do not express; "
+        "running the flash kernel, which skips the tiles the mask empties");
+    warned = true;
+  }
+  ++fallback_calls;
+  return true;
+}
+
 }  // namespace
 
-void attention_forward(Bf16* out, float* lse, const Bf16* qkv, int B, int T, int H, int KV, int D) {
+void attention_forward(Bf16* out, float* lse, const Bf16* qkv, const int32_t* doc_start, int B,
+                       int T, int H, int KV, int D) {
+  if (document_masked(doc_start))
+    return cuda::attention_forward(out, lse, qkv, doc_start, B, T, H, KV, D);
   const Shape s{B, T, H, KV, D, false, true};
   const Bf16* k = qkv + static_cast<size_t>(H) * D;
   const Bf16* v = k + static_cast<size_t>(KV) * D;
   const Plan* plan = usable_plan(s, {qkv, k, v, out, lse});
-  if (!plan) return cuda::attention_forward(out, lse, qkv, B, T, H, KV, D);
+  if (!plan) return cuda::attention_forward(out, lse, qkv, nullptr, B, T, H, KV, D);
   std::unordered_map<int64_t, void*> pack = {{kQ, const_cast<Bf16*>(qkv)},
                                              {kK, const_cast<Bf16*>(k)},
                                              {kV, const_cast<Bf16*>(v)},
@@ -199,12 +217,15 @@ void attention_forward(Bf16* out, float* lse, const Bf16* qkv, int B, int T, int
 }
 
 void attention_backward(Bf16* dqkv, const Bf16* dout, const Bf16* qkv, const Bf16* out,
-                        const float* lse, int B, int T, int H, int KV, int D) {
+                        const float* lse, const int32_t* doc_start, int B, int T, int H, int KV,
+                        int D) {
+  if (document_masked(doc_start))
+    return cuda::attention_backward(dqkv, dout, qkv, out, lse, doc_start, B, T, H, KV, D);
   const Shape s{B, T, H, KV, D, true, cuda::deterministic()};
   const size_t k_at = static_cast<size_t>(H) * D, v_at = k_at + static_cast<size_t>(KV) * D;
   const Plan* plan =
       usable_plan(s, {qkv, qkv + k_at, qkv + v_at, dqkv, dqkv + k_at, dqkv + v_at, dout, out, lse});
-  if (!plan) return cuda::attention_backward(dqkv, dout, qkv, out, lse, B, T, H, KV, D);
+  if (!plan) return cuda::attention_backward(dqkv, dout, qkv, out, lse, nullptr, B, T, H, KV, D);
   std::unordered_map<int64_t, void*> pack = {{kQ, const_cast<Bf16*>(qkv)},
                                              {kK, const_cast<Bf16*>(qkv + k_at)},
                                              {kV, const_cast<Bf16*>(qkv + v_at)},

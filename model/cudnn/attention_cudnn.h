@@ -6,17 +6,23 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "runtime/storage_types.h"
 
 namespace llm::cudnn {
 
-void attention_forward(Bf16* out, float* lse, const Bf16* qkv, int B, int T, int H, int KV, int D);
+// With doc_start (document masking) both run the flash kernel, saying so once:
+// the graphs here express causal masks only.
+void attention_forward(Bf16* out, float* lse, const Bf16* qkv, const int32_t* doc_start, int B,
+                       int T, int H, int KV, int D);
 void attention_backward(Bf16* dqkv, const Bf16* dout, const Bf16* qkv, const Bf16* out,
-                        const float* lse, int B, int T, int H, int KV, int D);
+                        const float* lse, const int32_t* doc_start, int B, int T, int H, int KV,
+                        int D);
 
 // Calls of either entry point that ran the flash kernel instead because cuDNN
-// refused the shape or the pointers (tests assert cuDNN really ran).
+// refused the shape, the pointers or a document mask (tests assert cuDNN
+// really ran).
 size_t attention_fallback_calls();
 
 }  // namespace llm::cudnn

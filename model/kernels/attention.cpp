@@ -8,6 +8,10 @@
 // tile_gemm over that scratch. One template serves fp32 and bf16 storage: the
 // copies into scratch widen, all math is fp32, and each output is rounded to
 // its storage type once, when a finished fp32 row is stored.
+// Document masking (doc_start not null): query t sees keys [doc_start[t], t],
+// and the key tiles wholly before its tile's first query's document start are
+// skipped (doc_start never decreases along a sequence); without it every
+// product is the causal one's, bit for bit.
 // Invariant: backward gives each (batch, kv head) to one thread, which sums
 // the gradients of that head's keys and values over its query heads and
 // positions in a fixed order, so results do not depend on the thread count.
@@ -95,14 +99,22 @@ inline int keys_seen(int t0, int i) {
   return t0 + (chunk_end < kBlock ? chunk_end : kBlock);
 }
 
+// The first key the queries of the tile starting at t0 (of sequence row b0 =
+// b * T) can see: their documents' earliest start, rounded down to a tile.
+inline int first_key(const int32_t* doc_start, size_t b0, int t0) {
+  return doc_start ? doc_start[b0 + t0] / kBlock * kBlock : 0;
+}
+
 // scores[i][s] (stride T_pad) = q_i . k_s for the n queries of tile [t0,
-// t0 + n) and s < keys_seen(t0, i); queries (n, D) contiguous, keys as
-// transpose_tiles lays them out.
+// t0 + n) and first <= s < keys_seen(t0, i) (first: a multiple of kBlock;
+// zeros before it); queries (n, D) contiguous, keys as transpose_tiles lays
+// them out.
 void score_tile(float* scores, const float* queries, const float* keys_tiled, int t0, int n,
-                int T_pad, int D) {
+                int first, int T_pad, int D) {
   for (int i = 0; i < n; i++)
     std::memset(scores + (size_t)i * T_pad, 0, sizeof(float) * keys_seen(t0, i));
-  for (int kb = 0; kb < t0 / kBlock; kb++) {  // the tiles left of the diagonal: all queries
+  for (int kb = first / kBlock; kb < t0 / kBlock;
+       kb++) {  // the tiles left of the diagonal: all queries
     tile_gemm({scores + kb * kBlock, (size_t)T_pad}, {queries, (size_t)D, 1},
               {keys_tiled + (size_t)kb * D * kBlock, kBlock}, n, kBlock, D);
   }
@@ -115,23 +127,25 @@ void score_tile(float* scores, const float* queries, const float* keys_tiled, in
 }
 
 // C rows [0, n) += A rows (n, keys) B (keys, D), where row i needs only the
-// keys [0, keys_seen(t0, i)): P V and dS K, chunk by chunk of rows.
+// keys [first, keys_seen(t0, i)): P V and dS K, chunk by chunk of rows.
 void rows_times_keys(float* c, const float* a, size_t a_stride, const float* b, int t0, int n,
-                     int D) {
+                     int first, int D) {
   for (int i0 = 0; i0 < n; i0 += kChunk) {
     const int rows = n - i0 < kChunk ? n - i0 : kChunk;
-    tile_gemm({c + (size_t)i0 * D, (size_t)D}, {a + i0 * a_stride, a_stride, 1}, {b, (size_t)D},
-              rows, D, keys_seen(t0, i0));
+    tile_gemm({c + (size_t)i0 * D, (size_t)D}, {a + i0 * a_stride + first, a_stride, 1},
+              {b + (size_t)first * D, (size_t)D}, rows, D, keys_seen(t0, i0) - first);
   }
 }
 
 // C rows [0, n_keys) (keys) += A^T B, the transpose of A (n queries, keys;
 // stride T_pad) times B (n, D): dS^T Q and P^T dO. A key of the diagonal
 // tile's chunk [t0 + i0, t0 + i0 + kChunk) is seen only from query t0 + i0
-// on, so its sum starts there (the terms before are zeros).
-void keys_times_rows(float* c, const float* a, const float* b, int t0, int n, int n_keys, int T_pad,
-                     int D) {
-  tile_gemm({c, (size_t)D}, {a, 1, (size_t)T_pad}, {b, (size_t)D}, t0, D, n);
+// on, so its sum starts there (the terms before are zeros). Keys before
+// `first` are seen by none of these queries: their rows are left alone.
+void keys_times_rows(float* c, const float* a, const float* b, int t0, int n, int n_keys, int first,
+                     int T_pad, int D) {
+  tile_gemm({c + (size_t)first * D, (size_t)D}, {a + first, 1, (size_t)T_pad}, {b, (size_t)D},
+            t0 - first, D, n);
   for (int i0 = 0; i0 < n && t0 + i0 < n_keys; i0 += kChunk) {
     const int rows = n_keys - (t0 + i0) < kChunk ? n_keys - (t0 + i0) : kChunk;
     tile_gemm({c + (size_t)(t0 + i0) * D, (size_t)D},
@@ -170,8 +184,8 @@ enum BackwardSlot {
 }  // namespace
 
 template <class Storage>
-void attention_forward(Storage* out, float* lse, const Storage* qkv, int B, int T, int H, int KV,
-                       int D) {
+void attention_forward(Storage* out, float* lse, const Storage* qkv, const int32_t* doc_start,
+                       int B, int T, int H, int KV, int D) {
   const size_t row = (size_t)(H + 2 * KV) * D;  // values per token in qkv
   const size_t out_row = (size_t)H * D;
   const int group = H / KV;  // query heads per kv head
@@ -206,24 +220,26 @@ void attention_forward(Storage* out, float* lse, const Storage* qkv, int B, int 
         }
         for (int t0 = 0; t0 < T; t0 += kBlock) {
           const int n = T - t0 < kBlock ? T - t0 : kBlock;
+          const int first = first_key(doc_start, (size_t)b * T, t0);
           copy_rows(queries, qkv + (size_t)(b * T + t0) * row + (size_t)h * D, row, n, n, D);
-          score_tile(probs, queries, keys.tiled, t0, n, T_pad, D);
+          score_tile(probs, queries, keys.tiled, t0, n, first, T_pad, D);
           for (int i = 0; i < n; i++) {
             const int t = t0 + i;
             const int n_keys = keys_seen(t0, i);
+            const int lo = doc_start ? doc_start[(size_t)b * T + t] : 0;  // its document's start
             float* p = probs + (size_t)i * T_pad;
-            float max = p[0];
+            float max = p[lo];
 #pragma omp simd reduction(max : max)
-            for (int s = 0; s <= t; s++) max = p[s] > max ? p[s] : max;
+            for (int s = lo; s <= t; s++) max = p[s] > max ? p[s] : max;
 #pragma omp simd
             for (int s = 0; s < n_keys; s++)
-              p[s] = s <= t ? exp_vectorizable((p[s] - max) * scale) : 0.0f;
+              p[s] = s >= lo && s <= t ? exp_vectorizable((p[s] - max) * scale) : 0.0f;
             const float sum = lane_sum<float>(n_keys, [&](int s) { return p[s]; });
             inv_sums[i] = 1.0f / sum;
             lse[((size_t)b * H + h) * T + t] = max * scale + std::log(sum);
           }
           std::memset(outs, 0, sizeof(float) * n * D);
-          rows_times_keys(outs, probs, T_pad, values, t0, n, D);
+          rows_times_keys(outs, probs, T_pad, values, t0, n, first, D);
           Storage* o0 = out + (size_t)(b * T + t0) * out_row + (size_t)h * D;
           for (int i = 0; i < n; i++) {
             const float* o = outs + (size_t)i * D;
@@ -238,7 +254,8 @@ void attention_forward(Storage* out, float* lse, const Storage* qkv, int B, int 
 
 template <class Storage>
 void attention_backward(Storage* dqkv, const Storage* dout, const Storage* qkv, const Storage* out,
-                        const float* lse, int B, int T, int H, int KV, int D) {
+                        const float* lse, const int32_t* doc_start, int B, int T, int H, int KV,
+                        int D) {
   const size_t row = (size_t)(H + 2 * KV) * D;
   const size_t out_row = (size_t)H * D;
   const int group = H / KV;
@@ -277,12 +294,14 @@ void attention_backward(Storage* dqkv, const Storage* dout, const Storage* qkv, 
             const int n = T - t0 < kBlock ? T - t0 : kBlock;
             const int n_keys = t0 + n;  // the keys these queries see
             const size_t token0 = (size_t)b * T + t0;
+            const int first = first_key(doc_start, (size_t)b * T, t0);
             copy_rows(queries, qkv + token0 * row + (size_t)h * D, row, n, n, D);
             copy_rows(douts, dout + token0 * out_row + (size_t)h * D, out_row, n, n, D);
-            score_tile(probs, queries, keys.tiled, t0, n, T_pad, D);
-            score_tile(dscores, douts, values.tiled, t0, n, T_pad, D);
+            score_tile(probs, queries, keys.tiled, t0, n, first, T_pad, D);
+            score_tile(dscores, douts, values.tiled, t0, n, first, T_pad, D);
             for (int i = 0; i < n; i++) {
               const int t = t0 + i;
+              const int lo = doc_start ? doc_start[token0 + i] : 0;
               const int seen = keys_seen(t0, i);
               float* p = probs + (size_t)i * T_pad;
               float* ds = dscores + (size_t)i * T_pad;  // holds dp = dout_t . v_s
@@ -291,7 +310,7 @@ void attention_backward(Storage* dqkv, const Storage* dout, const Storage* qkv, 
                                       D);  // sum_s p_s dp_s
 #pragma omp simd
               for (int s = 0; s < seen; s++) {
-                const bool visible = s <= t;
+                const bool visible = s >= lo && s <= t;
                 const float p_s = visible ? exp_vectorizable(p[s] * scale - lse_t) : 0.0f;
                 p[s] = p_s;
                 ds[s] = visible ? p_s * (ds[s] - delta) * scale : 0.0f;  // dL / d(q_t . k_s)
@@ -299,11 +318,11 @@ void attention_backward(Storage* dqkv, const Storage* dout, const Storage* qkv, 
             }
             // dq_t = sum_s dscore[t][s] k_s
             std::memset(dqueries, 0, sizeof(float) * n * D);
-            rows_times_keys(dqueries, dscores, T_pad, keys.rows, t0, n, D);
+            rows_times_keys(dqueries, dscores, T_pad, keys.rows, t0, n, first, D);
             store_rows(dqkv + token0 * row + (size_t)h * D, row, dqueries, n, D);
             // dk_s += sum_t dscore[t][s] q_t; dv_s += sum_t p[t][s] dout_t
-            keys_times_rows(dkeys, dscores, queries, t0, n, n_keys, T_pad, D);
-            keys_times_rows(dvalues, probs, douts, t0, n, n_keys, T_pad, D);
+            keys_times_rows(dkeys, dscores, queries, t0, n, n_keys, first, T_pad, D);
+            keys_times_rows(dvalues, probs, douts, t0, n, n_keys, first, T_pad, D);
           }
         }
         Storage* dk_dst = dqkv + (size_t)b * T * row + (size_t)(H + g) * D;

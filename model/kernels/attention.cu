@@ -24,6 +24,13 @@
 // computed in fp32 but rounded to bf16 (to nearest even: 2^-8 relative at
 // most) to enter the mma, where the CPU twin keeps them in fp32; lse and the
 // softmax sums use the unrounded P. All else is fp32, each output rounded once.
+// Document masking (doc_start not null, see attention.h): query t sees keys
+// [doc_start[t], t]; forward and the query gradients start at the key tile of
+// their query tile's first document start, and the key/value gradients stop
+// at the first query tile whose queries all start after the key tile, so the
+// tiles the mask empties are never loaded (doc_start never decreases along a
+// sequence). A query row that has seen no key yet keeps a zero sum. Without
+// it every kernel computes what the causal one does, bit for bit.
 // Head dims 1..128: a tile is padded with zero columns to the next of 16, 32,
 // 64 or 128 (the template parameter), which leaves every dot product unchanged.
 // Invariants: deterministic - no atomics; every sum runs in an order fixed by
@@ -333,8 +340,8 @@ __device__ void load_lse(float* lse_log2, const float* lse_row, int valid_rows) 
 // Grid (query tiles, H, B); the last (heaviest, most keys) tiles start first.
 template <class Storage, int kHeadDim>
 __global__ void __launch_bounds__(kThreads)
-    attention_forward_kernel(Storage* out, float* lse, const Storage* qkv, AttentionDims dims,
-                             bool packed) {
+    attention_forward_kernel(Storage* out, float* lse, const Storage* qkv, const int32_t* doc_start,
+                             AttentionDims dims, bool packed) {
   using Cfg = Tiles<Storage, kHeadDim>;
   using Element = typename Cfg::Element;
   using L = ForwardLayout<Storage, kHeadDim>;
@@ -366,9 +373,11 @@ __global__ void __launch_bounds__(kThreads)
   const int r = threadIdx.x / kRowThreads, part = threadIdx.x % kRowThreads;
   const int t = q0 + r;
   float row_max = -INFINITY, row_sum = 0.0f;
+  const int32_t* starts = doc_start ? doc_start + (size_t)b * T : nullptr;
+  const int lo = starts && t < T ? starts[t] : 0;  // the first key query t sees
 
   const int key_tiles = (min(q0 + kQ, T) - 1) / kK + 1;  // up to the last visible key
-  for (int kt = 0; kt < key_tiles; kt++) {
+  for (int kt = starts ? starts[q0] / kK : 0; kt < key_tiles; kt++) {
     const int k0 = kt * kK;
     __syncthreads();  // the previous tile's K, V and P are no longer read
     const Storage* key_rows = tokens + (size_t)k0 * row + (size_t)(H + g) * D;
@@ -379,22 +388,24 @@ __global__ void __launch_bounds__(kThreads)
     tile_product<kQ, kK, kHeadDim, false, true>(scores, L::ld_scores, queries, L::ld_qkv, keys,
                                                 L::ld_qkv);
     __syncthreads();
-    // Key s is visible to query t when s <= t (and s < T: rows past T, never
-    // stored, still see key 0, so every row's max is finite after tile 0).
+    // Key s is visible to query t when lo <= s <= t (and s < T: rows past T
+    // are never stored). Without doc_start every row sees key 0, so its max
+    // is finite after tile 0; with it a row may see no key of a tile yet.
     float x[kColsPer];
     float tile_max = -INFINITY;
 #pragma unroll
     for (int j = 0; j < kColsPer; j++) {
       const int c = part + j * kRowThreads, s = k0 + c;
-      x[j] = s <= t && s < T ? scores[r * L::ld_scores + c] : -INFINITY;
+      x[j] = s >= lo && s <= t && s < T ? scores[r * L::ld_scores + c] : -INFINITY;
       tile_max = fmaxf(tile_max, x[j]);
     }
     const float new_max = fmaxf(row_max, warp_reduce<kRowThreads>(tile_max, Max{}));
-    const float rescale = exp2f((row_max - new_max) * scale_log2);  // 0 on the first tile
+    const float shift = new_max == -INFINITY ? 0.0f : new_max;    // no key seen yet: p = 0
+    const float rescale = exp2f((row_max - shift) * scale_log2);  // 0 on the first tile
     float tile_sum = 0.0f;
 #pragma unroll
     for (int j = 0; j < kColsPer; j++) {
-      const float p = exp2f((x[j] - new_max) * scale_log2);  // 0 where masked
+      const float p = exp2f((x[j] - shift) * scale_log2);  // 0 where masked
       tile_sum += p;
       probs[r * L::ld_probs + part + j * kRowThreads] = f32_to_element<Element>(p);
     }
@@ -422,8 +433,8 @@ __global__ void __launch_bounds__(kThreads)
 template <class Storage, int kHeadDim>
 __global__ void __launch_bounds__(kThreads)
     attention_backward_kv_kernel(Storage* dqkv, const Storage* dout, const Storage* qkv,
-                                 const Storage* out, const float* lse, AttentionDims dims,
-                                 bool packed) {
+                                 const Storage* out, const float* lse, const int32_t* doc_start,
+                                 AttentionDims dims, bool packed) {
   using Cfg = Tiles<Storage, kHeadDim>;
   using Element = typename Cfg::Element;
   using L = KvLayout<Storage, kHeadDim>;
@@ -458,10 +469,13 @@ __global__ void __launch_bounds__(kThreads)
   zero_tile(dkeys, kK * L::ld_acc);
   zero_tile(dvalues, kK * L::ld_acc);
 
+  const int32_t* starts = doc_start ? doc_start + (size_t)b * T : nullptr;
   const int query_tiles = (T + kQ - 1) / kQ;
   for (int h = g * group; h < (g + 1) * group; h++) {
     for (int qt = k0 / kQ; qt < query_tiles; qt++) {  // tiles before k0 / kQ see no key here
       const int q0 = qt * kQ, valid_queries = min(kQ, T - q0);
+      // Every query from here on starts its document after this key tile.
+      if (starts && starts[q0] >= k0 + valid_keys) break;
       __syncthreads();  // the previous step's Q, dO, P and dS are no longer read
       const size_t query_offset = (size_t)q0 * row + (size_t)h * D;
       const size_t dout_offset = (size_t)q0 * out_row + (size_t)h * D;
@@ -479,12 +493,12 @@ __global__ void __launch_bounds__(kThreads)
                                                   L::ld_qkv);
       __syncthreads();
       // P^T and dS^T = P^T (dP^T - delta) * scale; zero where key s is not
-      // visible to query t (s > t, or t past T).
+      // visible to query t (s > t, s before t's document, or t past T).
       for (int i = threadIdx.x; i < kK * kQ; i += kThreads) {
         const int c = i / kQ, r = i % kQ;
         const int s = k0 + c, t = q0 + r;
         float p = 0.0f, ds = 0.0f;
-        if (s <= t && t < T) {
+        if (s <= t && t < T && (!starts || s >= starts[t])) {
           p = exp2f(scores[c * L::ld_scores + r] * scale_log2 - lse_log2[r]);
           ds = p * (dprobs[c * L::ld_scores + r] - deltas[r]) * scale;
         }
@@ -510,8 +524,8 @@ __global__ void __launch_bounds__(kThreads)
 template <class Storage, int kHeadDim>
 __global__ void __launch_bounds__(kThreads)
     attention_backward_q_kernel(Storage* dqkv, const Storage* dout, const Storage* qkv,
-                                const Storage* out, const float* lse, AttentionDims dims,
-                                bool packed) {
+                                const Storage* out, const float* lse, const int32_t* doc_start,
+                                AttentionDims dims, bool packed) {
   using Cfg = Tiles<Storage, kHeadDim>;
   using Element = typename Cfg::Element;
   using L = DqLayout<Storage, kHeadDim>;
@@ -544,8 +558,9 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   compute_deltas<kQ>(deltas, douts, L::ld_qkv, out + dout_offset, out_row, valid_queries, D);
 
+  const int32_t* starts = doc_start ? doc_start + (size_t)b * T : nullptr;
   const int key_tiles = (q0 + valid_queries - 1) / kK + 1;
-  for (int kt = 0; kt < key_tiles; kt++) {
+  for (int kt = starts ? starts[q0] / kK : 0; kt < key_tiles; kt++) {
     const int k0 = kt * kK;
     __syncthreads();  // the previous tile's K and dS are no longer read
     const Storage* key_rows = tokens + (size_t)k0 * row + (size_t)(H + g) * D;
@@ -562,7 +577,7 @@ __global__ void __launch_bounds__(kThreads)
       const int r = i / kK, c = i % kK;
       const int t = q0 + r, s = k0 + c;
       float ds = 0.0f;
-      if (s <= t && t < T) {
+      if (s <= t && t < T && (!starts || s >= starts[t])) {
         const float p = exp2f(scores[r * L::ld_scores + c] * scale_log2 - lse_log2[r]);
         ds = p * (dprobs[r * L::ld_scores + c] - deltas[r]) * scale;
       }
@@ -624,8 +639,8 @@ void allow_shared_bytes(Kernel kernel, size_t bytes) {
 }  // namespace
 
 template <class Storage>
-void attention_forward(Storage* out, float* lse, const Storage* qkv, int B, int T, int H, int KV,
-                       int D) {
+void attention_forward(Storage* out, float* lse, const Storage* qkv, const int32_t* doc_start,
+                       int B, int T, int H, int KV, int D) {
   check_shape("attention_forward", H, KV, D);
   if (B <= 0 || T <= 0) return;
   const AttentionDims dims{B, T, H, KV, D, 1.0f / std::sqrt((float)D)};
@@ -636,14 +651,16 @@ void attention_forward(Storage* out, float* lse, const Storage* qkv, int B, int 
     const auto kernel = attention_forward_kernel<Storage, kHeadDim>;
     allow_shared_bytes(kernel, L::bytes);
     const dim3 grid(blocks_for(T, L::kQ), H, B);
-    launch(kernel, grid, kThreads, L::bytes, compute_stream(), out, lse, qkv, dims, packed);
+    launch(kernel, grid, kThreads, L::bytes, compute_stream(), out, lse, qkv, doc_start, dims,
+           packed);
     LLM_CUDA_CHECK_LAUNCH();
   });
 }
 
 template <class Storage>
 void attention_backward(Storage* dqkv, const Storage* dout, const Storage* qkv, const Storage* out,
-                        const float* lse, int B, int T, int H, int KV, int D) {
+                        const float* lse, const int32_t* doc_start, int B, int T, int H, int KV,
+                        int D) {
   check_shape("attention_backward", H, KV, D);
   if (B <= 0 || T <= 0) return;
   const AttentionDims dims{B, T, H, KV, D, 1.0f / std::sqrt((float)D)};
@@ -655,13 +672,13 @@ void attention_backward(Storage* dqkv, const Storage* dout, const Storage* qkv, 
     const auto kv_kernel = attention_backward_kv_kernel<Storage, kHeadDim>;
     allow_shared_bytes(kv_kernel, KvL::bytes);
     launch(kv_kernel, dim3(blocks_for(T, KvL::kK), KV, B), kThreads, KvL::bytes, compute_stream(),
-           dqkv, dout, qkv, out, lse, dims, packed);
+           dqkv, dout, qkv, out, lse, doc_start, dims, packed);
     LLM_CUDA_CHECK_LAUNCH();
     using QL = DqLayout<Storage, kHeadDim>;
     const auto q_kernel = attention_backward_q_kernel<Storage, kHeadDim>;
     allow_shared_bytes(q_kernel, QL::bytes);
     launch(q_kernel, dim3(blocks_for(T, QL::kQ), H, B), kThreads, QL::bytes, compute_stream(), dqkv,
-           dout, qkv, out, lse, dims, packed);
+           dout, qkv, out, lse, doc_start, dims, packed);
     LLM_CUDA_CHECK_LAUNCH();
   });
 }

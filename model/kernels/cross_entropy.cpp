@@ -7,7 +7,8 @@
 // logits of any magnitude give finite losses; the exponentials of a row are
 // summed in double from an fp32 scratch row, so the fp32 and bf16 entry points
 // sum the same terms in the same order (same bits); each dlogit is formed in
-// fp32 and rounded to its storage type once.
+// fp32 and rounded to its storage type once; an ignored (negative) target's
+// row is a loss of 0 and a zero gradient.
 #include "model/kernels/cross_entropy.h"
 
 #include <cmath>
@@ -87,10 +88,15 @@ void cross_entropy_combine(float* losses, T* logits, const float* partials, cons
                            int N, int V_local, int vocab_begin, int ranks, float dloss) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; n++) {
+    T* row = logits ? logits + (size_t)n * V_local : nullptr;
+    if (targets[n] < 0) {  // ignored: no loss, no gradient
+      losses[n] = 0.0f;
+      for (int v = 0; row && v < V_local; v++) store(row + v, 0.0f);
+      continue;
+    }
     const RowTotals totals = combine_row(partials, n, N, ranks);
     losses[n] = (float)(totals.lse - totals.target_logit);
-    if (!logits) continue;
-    T* row = logits + (size_t)n * V_local;
+    if (!row) continue;
     const float lse = (float)totals.lse;
     const int j = slice_index(targets[n], vocab_begin, V_local);
     const float target_logit = j >= 0 ? to_float(row[j]) : 0.0f;  // before the row is overwritten

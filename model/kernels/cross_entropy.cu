@@ -6,7 +6,8 @@
 //   combine: thread 0 combines the ranks' partials (in double) into the loss
 //     and the row's logsumexp, which the block shares; with logits, every
 //     thread then overwrites its logits by (exp(x - lse) - onehot) * dloss.
-// Forward only (no logits), the combination is one thread per row.
+// Forward only (no logits), the combination is one thread per row. A row
+// whose target is ignored (negative) has a loss of 0 and a zero gradient.
 // A row is read once by the partials and once more (then written) for the
 // gradient, for any vocabulary size.
 // Invariants: fp32 math for fp32 and bf16 logits; every exponent is of
@@ -101,21 +102,34 @@ __device__ __noinline__ RowTotals combine_row(const float* partials, int n, int 
   return {max + log(sum), target_logit};
 }
 
-// Thread n: losses[n] from the partials alone (forward only).
-__global__ void combine_losses_kernel(float* losses, const float* partials, int N, int ranks) {
+// Thread n: losses[n] from the partials alone (forward only); 0 for an
+// ignored (negative) target.
+__global__ void combine_losses_kernel(float* losses, const float* partials, const int32_t* targets,
+                                      int N, int ranks) {
   const int n = blockIdx.x * blockDim.x + threadIdx.x;
   if (n >= N) return;
+  if (targets[n] < 0) {
+    losses[n] = 0.0f;
+    return;
+  }
   const RowTotals totals = combine_row(partials, n, N, ranks);
   losses[n] = (float)(totals.lse - totals.target_logit);
 }
 
 // Block n: losses[n] as above (thread 0), then logits[n] (this slice) is
 // overwritten in place by (exp(x - lse) - onehot) * dloss; each element is
-// read and written by the same thread.
+// read and written by the same thread. An ignored (negative) target: loss 0,
+// gradient 0.
 template <class T>
 __global__ void __launch_bounds__(kThreads)
     combine_gradient_kernel(float* losses, T* logits, const float* partials, const int32_t* targets,
                             int N, int V_local, int vocab_begin, int ranks, float dloss) {
+  T* row = logits + (size_t)blockIdx.x * V_local;
+  if (targets[blockIdx.x] < 0) {  // the whole block: no barrier is skipped by some threads only
+    if (threadIdx.x == 0) losses[blockIdx.x] = 0.0f;
+    for (int v = threadIdx.x; v < V_local; v += kThreads) store_f32(row + v, 0.0f);
+    return;
+  }
   __shared__ float row_lse;
   if (threadIdx.x == 0) {
     const RowTotals totals = combine_row(partials, blockIdx.x, N, ranks);
@@ -125,7 +139,6 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   const float lse = row_lse;
   const int target = slice_index(targets[blockIdx.x], vocab_begin, V_local);
-  T* row = logits + (size_t)blockIdx.x * V_local;
   for (int v = threadIdx.x; v < V_local; v += kThreads) {
     float grad = expf(load_f32(row + v) - lse);
     if (v == target) grad -= 1.0f;
@@ -155,7 +168,7 @@ void cross_entropy_combine(float* losses, T* logits, const float* partials, cons
            targets, N, V_local, vocab_begin, ranks, dloss);
   } else {
     launch(combine_losses_kernel, blocks_for(N, kLossRowsPerBlock), kLossRowsPerBlock, 0,
-           compute_stream(), losses, partials, N, ranks);
+           compute_stream(), losses, partials, targets, N, ranks);
   }
   LLM_CUDA_CHECK_LAUNCH();
 }

@@ -9,8 +9,9 @@
 // One rank (ranks = 1, vocab_begin = 0, V_local = V) is the full cross-entropy.
 // Logits have storage type T (float or Bf16); partials and losses are fp32.
 // Invariants: every target lies in [0, V_total) (the whole vocabulary), so
-// exactly one rank's slice holds it; every logsumexp is max-subtracted (the
-// slice's max, then the max of the slices'), so logits of any magnitude give
+// exactly one rank's slice holds it, or is kIgnoredTarget (runtime/targets.h,
+// negative): that row's loss is 0 and its gradient 0 on every rank; every logsumexp is
+// max-subtracted (the slice's max, then the max of the slices'), so logits of any magnitude give
 // finite losses; the partials are fp32, so the global logsumexp and the
 // probabilities exp(logit - lse) carry a relative error of about half an fp32
 // ulp of |lse|; each dlogit is formed in fp32 and rounded once to T.
@@ -35,6 +36,8 @@ void cross_entropy_partials(float* partials, const T* logits, const int32_t* tar
 // (N, V_local, this rank's slice) is not null it is overwritten with the
 // gradient of dloss * sum_n losses[n] with respect to it:
 // (exp(logits[n][j] - lse[n]) - [vocab_begin + j == targets[n]]) * dloss.
+// A row whose target is negative (ignored) gets losses[n] = 0 and a zero
+// gradient row.
 template <class T>
 void cross_entropy_combine(float* losses, T* logits, const float* partials, const int32_t* targets,
                            int N, int V_local, int vocab_begin, int ranks, float dloss);

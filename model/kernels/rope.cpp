@@ -14,13 +14,14 @@ namespace {
 // Rotates the pairs (x[i], x[i + D/2]) of the first n_heads heads of every row
 // by the angle whose cosine is cos and whose sine is sign * sin.
 template <class Storage>
-void rope_rotate(Storage* x, const float* cos, const float* sin, float sign, int N, int T,
-                 int n_heads, int D, int row_stride) {
+void rope_rotate(Storage* x, const float* cos, const float* sin, float sign,
+                 const int32_t* positions, int N, int T, int n_heads, int D, int row_stride) {
   const int half = D / 2;
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; n++) {
-    const float* c = cos + (size_t)(n % T) * half;
-    const float* s = sin + (size_t)(n % T) * half;
+    const int position = positions ? positions[n] : n % T;
+    const float* c = cos + (size_t)position * half;
+    const float* s = sin + (size_t)position * half;
     for (int h = 0; h < n_heads; h++) {
       Storage* lo = x + (size_t)n * row_stride + (size_t)h * D;
       Storage* hi = lo + half;
@@ -48,15 +49,15 @@ void rope_table(float* cos, float* sin, int T, int D, float theta) {
 }
 
 template <class Storage>
-void rope_forward(Storage* x, const float* cos, const float* sin, int N, int T, int n_heads, int D,
-                  int row_stride) {
-  rope_rotate(x, cos, sin, 1.0f, N, T, n_heads, D, row_stride);
+void rope_forward(Storage* x, const float* cos, const float* sin, const int32_t* positions, int N,
+                  int T, int n_heads, int D, int row_stride) {
+  rope_rotate(x, cos, sin, 1.0f, positions, N, T, n_heads, D, row_stride);
 }
 
 template <class Storage>
-void rope_backward(Storage* dx, const float* cos, const float* sin, int N, int T, int n_heads,
-                   int D, int row_stride) {
-  rope_rotate(dx, cos, sin, -1.0f, N, T, n_heads, D, row_stride);
+void rope_backward(Storage* dx, const float* cos, const float* sin, const int32_t* positions, int N,
+                   int T, int n_heads, int D, int row_stride) {
+  rope_rotate(dx, cos, sin, -1.0f, positions, N, T, n_heads, D, row_stride);
 }
 
 LLM_INSTANTIATE_FOR_STORAGE_TYPES(rope_forward);

@@ -24,20 +24,22 @@ constexpr int kPairPack = 4;           // pairs per thread on the vectorized pat
 
 // ---- kernels --------------------------------------------------------------------
 
-// Row n (position n % T): rotates pairs (lo[i], hi[i] = lo[i + D/2]) of its
-// first n_heads heads by the angle with cosine cos[t][i] and sine sign *
-// sin[t][i], kWidth consecutive pairs per step (kWidth divides D/2 and the
-// layout is aligned for kWidth-wide accesses when kWidth > 1).
+// Row n (position positions[n], or n % T without positions): rotates pairs (lo[i], hi[i] = lo[i +
+// D/2]) of its first n_heads heads by the angle with cosine cos[t][i] and sine sign * sin[t][i],
+// kWidth consecutive pairs per step (kWidth divides D/2 and the layout is aligned for kWidth-wide
+// accesses when kWidth > 1).
 template <class Storage, int kWidth>
 __global__ void rope_rotate_kernel(Storage* x, const float* cos, const float* sin, float sign,
-                                   int T, int n_heads, int D, int row_stride) {
+                                   const int32_t* positions, int T, int n_heads, int D,
+                                   int row_stride) {
   using Elems = Pack<Storage, kWidth>;
   using Angles = Pack<float, kWidth>;
   const int n = blockIdx.x;
   const int half = D / 2;
   const int packs_per_head = half / kWidth;
-  const float* c = cos + (size_t)(n % T) * half;
-  const float* s = sin + (size_t)(n % T) * half;
+  const int position = positions ? positions[n] : n % T;
+  const float* c = cos + (size_t)position * half;
+  const float* s = sin + (size_t)position * half;
   Storage* row = x + (size_t)n * row_stride;
   for (int q = threadIdx.x; q < n_heads * packs_per_head; q += blockDim.x) {
     const int h = q / packs_per_head;
@@ -63,8 +65,8 @@ __global__ void rope_rotate_kernel(Storage* x, const float* cos, const float* si
 // ---- launchers ------------------------------------------------------------------
 
 template <class Storage>
-void rope_rotate(Storage* x, const float* cos, const float* sin, float sign, int N, int T,
-                 int n_heads, int D, int row_stride) {
+void rope_rotate(Storage* x, const float* cos, const float* sin, float sign,
+                 const int32_t* positions, int N, int T, int n_heads, int D, int row_stride) {
   const int half = D / 2;
   if (N <= 0 || n_heads <= 0 || half <= 0) return;
   const bool vectorized = half % kPairPack == 0 && row_stride % kPairPack == 0 &&
@@ -76,10 +78,10 @@ void rope_rotate(Storage* x, const float* cos, const float* sin, float sign, int
   const unsigned threads = std::min(kMaxThreads, (slots + 31) / 32 * 32);
   if (vectorized) {
     launch(rope_rotate_kernel<Storage, kPairPack>, N, threads, 0, compute_stream(), x, cos, sin,
-           sign, T, n_heads, D, row_stride);
+           sign, positions, T, n_heads, D, row_stride);
   } else {
-    launch(rope_rotate_kernel<Storage, 1>, N, threads, 0, compute_stream(), x, cos, sin, sign, T,
-           n_heads, D, row_stride);
+    launch(rope_rotate_kernel<Storage, 1>, N, threads, 0, compute_stream(), x, cos, sin, sign,
+           positions, T, n_heads, D, row_stride);
   }
   LLM_CUDA_CHECK_LAUNCH();
 }
@@ -103,15 +105,15 @@ void rope_table(float* cos, float* sin, int T, int D, float theta) {
 }
 
 template <class Storage>
-void rope_forward(Storage* x, const float* cos, const float* sin, int N, int T, int n_heads, int D,
-                  int row_stride) {
-  rope_rotate(x, cos, sin, 1.0f, N, T, n_heads, D, row_stride);
+void rope_forward(Storage* x, const float* cos, const float* sin, const int32_t* positions, int N,
+                  int T, int n_heads, int D, int row_stride) {
+  rope_rotate(x, cos, sin, 1.0f, positions, N, T, n_heads, D, row_stride);
 }
 
 template <class Storage>
-void rope_backward(Storage* dx, const float* cos, const float* sin, int N, int T, int n_heads,
-                   int D, int row_stride) {
-  rope_rotate(dx, cos, sin, -1.0f, N, T, n_heads, D, row_stride);
+void rope_backward(Storage* dx, const float* cos, const float* sin, const int32_t* positions, int N,
+                   int T, int n_heads, int D, int row_stride) {
+  rope_rotate(dx, cos, sin, -1.0f, positions, N, T, n_heads, D, row_stride);
 }
 
 LLM_INSTANTIATE_FOR_STORAGE_TYPES(rope_forward);

@@ -8,6 +8,8 @@
 // Invariant: backward is the exact inverse rotation.
 #pragma once
 
+#include <cstdint>
+
 #include "runtime/storage_types.h"
 
 namespace llm::cpu {
@@ -15,16 +17,18 @@ namespace llm::cpu {
 // cos, sin (T, D/2): cos/sin of pos * theta^(-2i/D), angles computed in double.
 void rope_table(float* cos, float* sin, int T, int D, float theta);
 
-// x: N = B*T rows of row_stride floats; row n has position n % T. Rotates the
-// first n_heads heads (each D contiguous floats) of every row, in place.
+// x: N = B*T rows of row_stride floats; row n has position positions[n]
+// (< T, the table's rows) when positions is not null (documents packed in a
+// sequence restart theirs), else n % T. Rotates the first n_heads heads (each
+// D contiguous floats) of every row, in place.
 template <class Storage>
-void rope_forward(Storage* x, const float* cos, const float* sin, int N, int T, int n_heads, int D,
-                  int row_stride);
+void rope_forward(Storage* x, const float* cos, const float* sin, const int32_t* positions, int N,
+                  int T, int n_heads, int D, int row_stride);
 
 // The adjoint: rotates the gradient dx by the opposite angle, in place.
 template <class Storage>
-void rope_backward(Storage* dx, const float* cos, const float* sin, int N, int T, int n_heads,
-                   int D, int row_stride);
+void rope_backward(Storage* dx, const float* cos, const float* sin, const int32_t* positions, int N,
+                   int T, int n_heads, int D, int row_stride);
 
 }  // namespace llm::cpu
 
@@ -33,10 +37,10 @@ namespace llm::cuda {
 
 void rope_table(float* cos, float* sin, int T, int D, float theta);
 template <class Storage>
-void rope_forward(Storage* x, const float* cos, const float* sin, int N, int T, int n_heads, int D,
-                  int row_stride);
+void rope_forward(Storage* x, const float* cos, const float* sin, const int32_t* positions, int N,
+                  int T, int n_heads, int D, int row_stride);
 template <class Storage>
-void rope_backward(Storage* dx, const float* cos, const float* sin, int N, int T, int n_heads,
-                   int D, int row_stride);
+void rope_backward(Storage* dx, const float* cos, const float* sin, const int32_t* positions, int N,
+                   int T, int n_heads, int D, int row_stride);
 
 }  // namespace llm::cuda
