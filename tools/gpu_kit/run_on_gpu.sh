@@ -35,6 +35,8 @@
 #   bench_1b    ./train bench --config configs/gpu_1b.toml
 #   bench_1b_fast_backward  the same with training.deterministic = false (cuDNN's
 #               non-deterministic attention backward) and the op profile
+#   bench_1b_fp8  the same in training.precision = fp8 (the block matmuls on FP8
+#               copies), with the op profile
 #   bench_8b    ./train bench on the Llama 3 8B shape (seq 8192) at 2 and 4 blocks,
 #               and the whole model's tokens/s per GPU derived from the two
 #   pytorch_1b  tools/compare_pytorch.py on gpu_1b: PyTorch (torch.compile, SDPA,
@@ -82,7 +84,7 @@ START=$(date +%s)
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$REPO"
 NCCL_STEPS="nccl_matrix_np2,user_command,nccl_stop,nccl_kill,nccl_short,nccl_matrix_np4"
-GPU_STEPS="env,nvidia_smi,mpi_smoke,configure,build,linkage,ctest_gpu,$NCCL_STEPS,gpu_modes,bench_124m,bench_1b,bench_1b_fast_backward,bench_8b,pytorch_1b,bench_offload,generate_124m,contention"
+GPU_STEPS="env,nvidia_smi,mpi_smoke,configure,build,linkage,ctest_gpu,$NCCL_STEPS,gpu_modes,bench_124m,bench_1b,bench_1b_fast_backward,bench_1b_fp8,bench_8b,pytorch_1b,bench_offload,generate_124m,contention"
 EMULATED=0
 LIMIT_SCALE=1  # the emulation's rehearsal: 4 (kernels on 2 CPU cores, not a GPU)
 KIT=gpu_kit/kit.tar.xz
@@ -114,7 +116,7 @@ for step in ${STEPS//,/ }; do
   case $step in
     all) expanded+=,$GPU_STEPS ;;
     nccl) expanded+=,env,nvidia_smi,configure,build,ctest_gpu,$NCCL_STEPS ;;
-    bench) expanded+=,env,nvidia_smi,configure,build,bench_124m,bench_1b,bench_1b_fast_backward,bench_8b,pytorch_1b ;;
+    bench) expanded+=,env,nvidia_smi,configure,build,bench_124m,bench_1b,bench_1b_fast_backward,bench_1b_fp8,bench_8b,pytorch_1b ;;
     *) expanded+=,$step ;;
   esac
 done
@@ -302,19 +304,23 @@ run_step gpu_modes 300 "$MPI_ENV mpirun -np 2 $(q "$BUILD")/test/llm_mpi_tests -
 run_step bench_124m 240 "./train bench --config configs/gpu_124m.toml"
 run_step bench_1b 300 "./train bench --config configs/gpu_1b.toml"
 run_step bench_1b_fast_backward 300 "./train bench --config configs/gpu_1b.toml --training.deterministic=false --profile"
+run_step bench_1b_fp8 300 "./train bench --config configs/gpu_1b.toml --training.precision=fp8 --profile"
 # The Llama 3 8B shape at sequence 8192, one micro-batch of one sequence, at
 # 2 and 4 blocks (the whole model does not fit one GPU with its optimizer):
 # a block's step time is half the difference, the rest is the embedding, the
-# head and the fixed costs; 32 blocks' tokens/s follow.
+# head and the fixed costs; 32 blocks' tokens/s follow. In bf16, then fp8.
 run_step bench_8b 300 "
   set -o pipefail
-  for layers in 2 4; do
-    ./train bench --config configs/llama8b.toml --model.n_layers=\$layers --training.batch_size=1 \
-      --training.sample_tokens=0 --data.tokenizer= --bench-steps 4 | tee /tmp/bench_8b_\$layers.txt || exit 1
-  done
-  ms() { awk '/step time/ { print \$3 }' /tmp/bench_8b_\$1.txt; }
-  awk -v a=\$(ms 2) -v b=\$(ms 4) 'BEGIN { block = (b - a) / 2; rest = a - 2 * block; full = rest + 32 * block;
-    printf \"8B shape: %.1f ms per block, %.1f ms the rest; 32 blocks: %.0f ms/step, %.0f tokens/s per GPU\\n\", block, rest, full, 8192 / full * 1000 }'"
+  for precision in bf16 fp8; do
+    for layers in 2 4; do
+      ./train bench --config configs/llama8b.toml --model.n_layers=\$layers --training.batch_size=1 \
+        --training.sample_tokens=0 --data.tokenizer= --training.precision=\$precision --bench-steps 4 \
+        | tee /tmp/bench_8b_\$layers.txt || exit 1
+    done
+    ms() { awk '/step time/ { print \$3 }' /tmp/bench_8b_\$1.txt; }
+    awk -v a=\$(ms 2) -v b=\$(ms 4) -v p=\$precision 'BEGIN { block = (b - a) / 2; rest = a - 2 * block; full = rest + 32 * block;
+      printf \"8B shape, %s: %.1f ms per block, %.1f ms the rest; 32 blocks: %.0f ms/step, %.0f tokens/s per GPU\\n\", p, block, rest, full, 8192 / full * 1000 }'
+  done"
 # PyTorch on the same config in the same run (tools/compare_pytorch.py): the
 # first Python that imports torch, $TORCH_PYTHON first.
 run_step pytorch_1b 300 "
