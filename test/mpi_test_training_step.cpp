@@ -16,21 +16,40 @@ namespace {
 
 namespace fs = std::filesystem;
 
-TEST(TrainingStepReference, ShardedModesFollowTheHandWrittenLoop) {
-  Group& world = comm_world();
-  const fs::path dir =
-      fs::temp_directory_path() / ("llm_mpi_reference_step_np" + std::to_string(world.size()));
+// A fresh directory `name`_np<world> holding train_000.bin written by rank 0
+// with `write`; returns the shard's path once every rank may read it.
+template <class Write>
+std::string shared_shard(Group& world, const std::string& name, Write write) {
+  const fs::path dir = fs::temp_directory_path() / (name + "_np" + std::to_string(world.size()));
   const std::string shard = (dir / "train_000.bin").string();
   if (world.rank() == 0) {
     fs::remove_all(dir);
     fs::create_directories(dir);
-    reference_training::write_reference_shard(shard);
+    write(shard);
   }
   world.barrier();
+  return shard;
+}
+
+void remove_shared_shard(Group& world, const std::string& shard) {
+  world.barrier();
+  if (world.rank() == 0) fs::remove_all(fs::path(shard).parent_path());
+}
+
+// zero3, and hybrid in groups of 2 where the world splits so.
+std::vector<std::vector<std::string>> sharded_modes(const Group& world) {
   std::vector<std::vector<std::string>> modes = {{"parallel.mode=zero3"}};
   if (world.size() % 2 == 0) {
     modes.push_back({"parallel.mode=hybrid", "parallel.shard_group_size=2"});
   }
+  return modes;
+}
+
+TEST(TrainingStepReference, ShardedModesFollowTheHandWrittenLoop) {
+  Group& world = comm_world();
+  const std::string shard =
+      shared_shard(world, "llm_mpi_reference_step", reference_training::write_reference_shard);
+  const auto modes = sharded_modes(world);
   for (const auto& mode : modes) {
     SCOPED_TRACE(mode.back());
     std::vector<std::string> overrides = mode;
@@ -53,8 +72,7 @@ TEST(TrainingStepReference, ShardedModesFollowTheHandWrittenLoop) {
     }
     reference_training::check_trainer_against_reference(world, shard, overrides, zenflow);
   }
-  world.barrier();
-  if (world.rank() == 0) fs::remove_all(dir);
+  remove_shared_shard(world, shard);
 }
 
 // Loss masks under mpirun: each rank's micro-batches keep other counts of
@@ -63,27 +81,15 @@ TEST(TrainingStepReference, ShardedModesFollowTheHandWrittenLoop) {
 // norm and parameters, as the single process does (test_training_step.cpp).
 TEST(TrainingStepReference, LossMasksInShardedModesFollowTheHandWrittenLoop) {
   Group& world = comm_world();
-  const fs::path dir =
-      fs::temp_directory_path() / ("llm_mpi_reference_masked_np" + std::to_string(world.size()));
-  const std::string shard = (dir / "train_000.bin").string();
-  if (world.rank() == 0) {
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-    reference_training::write_masked_reference_shard(shard);
-  }
-  world.barrier();
-  std::vector<std::vector<std::string>> modes = {{"parallel.mode=zero3"}};
-  if (world.size() % 2 == 0) {
-    modes.push_back({"parallel.mode=hybrid", "parallel.shard_group_size=2"});
-  }
-  for (const auto& mode : modes) {
+  const std::string shard = shared_shard(world, "llm_mpi_reference_masked",
+                                         reference_training::write_masked_reference_shard);
+  for (const auto& mode : sharded_modes(world)) {
     SCOPED_TRACE(mode.back());
     std::vector<std::string> overrides = mode;
     overrides.push_back("training.micro_batch_size=1");
     reference_training::check_trainer_against_reference(world, shard, overrides, /*masked=*/true);
   }
-  world.barrier();
-  if (world.rank() == 0) fs::remove_all(dir);
+  remove_shared_shard(world, shard);
 }
 
 }  // namespace
