@@ -35,7 +35,8 @@ target_link_options(llm_op_tests_asan PRIVATE ${LLM_ASAN_FLAGS})
 add_test(NAME emulated_asan_ubsan.op_rows
   COMMAND llm_op_tests_asan --gtest_filter=Cuda/*
   WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-set_tests_properties(emulated_asan_ubsan.op_rows PROPERTIES LABELS emulation TIMEOUT 600
+# COST (see llm_add_mpi_test): the longest test of all, started first.
+set_tests_properties(emulated_asan_ubsan.op_rows PROPERTIES LABELS emulation TIMEOUT 600 COST 300
   ENVIRONMENT "${LLM_EMULATION_ENVIRONMENT};ASAN_OPTIONS=detect_leaks=0:abort_on_error=0;UBSAN_OPTIONS=print_stacktrace=1")
 
 add_executable(llm_gpu_tests_emulated)
@@ -114,7 +115,7 @@ target_link_options(llm_gpu_tests_tsan PRIVATE ${LLM_TSAN_FLAGS})
 add_test(NAME emulated_tsan.offload_and_zero3_steps
   COMMAND llm_gpu_tests_tsan --gtest_filter=GpuTrainer.OffloadAndZenFlowMatchTheDeviceOptimizer
   WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-set_tests_properties(emulated_tsan.offload_and_zero3_steps PROPERTIES LABELS emulation TIMEOUT 600
+set_tests_properties(emulated_tsan.offload_and_zero3_steps PROPERTIES LABELS emulation TIMEOUT 600 COST 200
   ENVIRONMENT "${LLM_EMULATION_ENVIRONMENT};TSAN_OPTIONS=halt_on_error=1:suppressions=${CMAKE_CURRENT_SOURCE_DIR}/tsan_suppressions.txt")
 
 # The emulation's own tests: kernels of their own, compiled against it.

@@ -98,16 +98,26 @@ inline double loss(const ModelConfig& m, const NamedParams& p, const std::vector
   return kept > 0 ? sum / kept : 0.0;
 }
 
-// d loss / d p for every element of every tensor, by central differences with
-// step h (in double, so the truncation error ~h^2 is far below fp32 rounding).
+// Which entries of the gradient a caller computes: those whose running index
+// (over every tensor, in name order) i has i % parts == part. The default is
+// every entry; ranks that share the work each take one part.
+struct GradientPart {
+  int part = 0, parts = 1;
+};
+
+// d loss / d p for every element of every tensor (of `share`'s entries; the
+// others are 0), by central differences with step h (in double, so the
+// truncation error ~h^2 is far below fp32 rounding).
 inline NamedParams gradient(const ModelConfig& m, NamedParams p, const std::vector<int32_t>& inputs,
                             const std::vector<int32_t>& targets, int B, int T, double h = 1e-5,
-                            Documents documents = {}) {
+                            Documents documents = {}, GradientPart share = {}) {
   NamedParams grads;
+  size_t index = 0;
   for (auto& [name, values] : p) {
     Vec& g = grads[name];
-    g.resize(values.size());
-    for (size_t i = 0; i < values.size(); ++i) {
+    g.assign(values.size(), 0.0);
+    for (size_t i = 0; i < values.size(); ++i, ++index) {
+      if (static_cast<int>(index % share.parts) != share.part) continue;
       const double saved = values[i];
       values[i] = saved + h;
       const double up = loss(m, p, inputs, targets, B, T, documents);

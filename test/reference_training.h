@@ -214,6 +214,39 @@ inline double global_norm(const NamedParams& grads) {
 // warmup moves parameters by up to lr.
 constexpr double kLossRel = 1e-6, kNormRel = 2e-6, kLrRel = 1e-6, kParamAbs = 1e-5;
 
+// naive::gradient with its finite differences shared out: rank r of P
+// computes the entries i with i % P == r, and an all-gather (a copy of their
+// bytes, sent as pairs of f32 words) gives every rank all of them, so every
+// rank holds the single process's values at 1/P of the cost.
+inline NamedParams shared_gradient(Group& world, const ModelConfig& m, const NamedParams& p,
+                                   const std::vector<int32_t>& inputs,
+                                   const std::vector<int32_t>& targets, int B, int T) {
+  const int P = world.size(), r = world.rank();
+  NamedParams grads = naive::gradient(m, p, inputs, targets, B, T, 1e-5, {}, {r, P});
+  if (P == 1) return grads;
+  size_t total = 0;
+  for (const auto& [name, values] : grads) total += values.size();
+  const size_t per_rank = (total + P - 1) / P;
+  std::vector<double> mine(per_rank, 0.0), all(per_rank * P);
+  static_assert(sizeof(double) == 2 * sizeof(float));
+  size_t index = 0;
+  for (const auto& [name, values] : grads) {
+    for (double value : values) {
+      if (static_cast<int>(index % P) == r) mine[index / P] = value;
+      ++index;
+    }
+  }
+  world.all_gather_async(mine.data(), all.data(), 2 * per_rank, WireType::f32).wait();
+  index = 0;
+  for (auto& [name, values] : grads) {
+    for (double& value : values) {
+      value = all[(index % P) * per_rank + index / P];
+      ++index;
+    }
+  }
+  return grads;
+}
+
 // Trains config (kModelToml plus `overrides`) with the real Trainer over
 // `world`, and the hand-written loop beside it with `optimizer` (AdamW, or
 // another reference with the same interface); compares the loss, gradient
@@ -257,7 +290,7 @@ inline void check_trainer_against_reference(Group& world, const std::string& sha
     }
     const NamedParams& params = optimizer.visible();
     const double loss = naive::loss(config.model, params, inputs, targets, B, T);
-    const NamedParams grads = naive::gradient(config.model, params, inputs, targets, B, T);
+    const NamedParams grads = shared_gradient(world, config.model, params, inputs, targets, B, T);
     const double norm = global_norm(grads);
     const double lr = expected_lr(t, s);
     EXPECT_NEAR(result.loss, loss, kLossRel * loss);
