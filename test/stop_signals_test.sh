@@ -10,7 +10,10 @@
 #     seconds later, SIGKILL as long again later, and exits 1 whatever the
 #     ranks did; with the timeout raised (default 1 s) the ranks save. It also
 #     stops draining the ranks' output: a rank that prints more than a pipe
-#     holds in that time blocks until killed, so these runs log every 100 steps.
+#     holds in that time blocks until killed, so these runs log every 20 steps
+#     (a few hundred bytes a second).
+# Each run is signalled once it has logged step 20, waited for up to 120 s: on
+# a loaded 2-core machine the start alone can take tens of seconds.
 # usage: stop_signals_test.sh <path to train> <mpiexec>
 set -u
 train=$1
@@ -21,21 +24,21 @@ fail() { echo "FAIL: $*"; exit 1; }
 export OMPI_MCA_odls_base_sigkill_timeout=5  # docs/checkpoints.md recommends 30 for real models
 
 args=(--config configs/tiny.toml --training.steps=100000 --training.eval_interval=0
-      --training.eval_sequences=0 --checkpoint.interval=0 --logging.log_interval=100)
+      --training.eval_sequences=0 --checkpoint.interval=0 --logging.log_interval=20)
 
 # start_run NAME: a 2-rank run in its own session (as from a terminal) in the
-# background, once it has trained 100 steps; sets $job (mpirun's pid = its pgid).
+# background, once it has trained 20 steps; sets $job (mpirun's pid = its pgid).
 start_run() {
   rm -rf "$tmp/$1"
   setsid "$mpiexec" -np 2 --oversubscribe "$train" "${args[@]}" --checkpoint.dir="$tmp/$1" \
     > "$tmp/$1.txt" 2>&1 &
   job=$!
-  for _ in $(seq 600); do
-    grep -q "step   100/" "$tmp/$1.txt" 2>/dev/null && return
-    kill -0 "$job" 2>/dev/null || { cat "$tmp/$1.txt"; fail "$1: the run ended before step 100"; }
+  for _ in $(seq 1200); do
+    grep -qE "step +20/" "$tmp/$1.txt" 2>/dev/null && return
+    kill -0 "$job" 2>/dev/null || { cat "$tmp/$1.txt"; fail "$1: the run ended before step 20"; }
     sleep 0.1
   done
-  fail "$1: no step 100 within 60 s"
+  fail "$1: no step 20 within 120 s"
 }
 
 # check_stopped NAME RC WANT_RC: the log's stop step is `latest`, complete
