@@ -377,23 +377,9 @@ void benchmark_memory(Config config, Group& world, int steps) {
     }
   }
   if (!leader) return;
-  // Our exact per-block formula (elements; e = bytes of the storage type):
-  //   kept:      e N (QKV + HD + 3C + 3F) + 4 N (H + 2)   [qkv, att, x_mid, xn1, xn2, h13 (2F),
-  //                                                        g (F); lse, rstd1, rstd2 in fp32]
-  //   selective: e N (QKV + HD + C + 2F) + 4 N H          [qkv, att, x_mid, h13; lse]
-  //   full:      0 beyond the block input e N C, which is the residual stream
-  const double N = static_cast<double>(t.micro_batch_size) * t.seq_len, C = m.dim, F = m.ffn_dim;
-  const double H = m.n_heads, D = C / H, QKV = (H + 2.0 * m.n_kv_heads) * D, HD = H * D;
+  // The planner's figures are the table's (Transformer::activation_bytes, what
+  // the model allocates); beside them, the textbook layer for comparison.
   const double s = t.seq_len, b = t.micro_batch_size, h = m.dim, a = m.n_heads;
-  fmt::print(
-      "per block, our formula (kept / selective / full; the block input, e N C = {} in "
-      "bf16, lives in the residual stream):\n",
-      format_bytes(2 * N * C));
-  for (double e : {4.0, 2.0}) {
-    fmt::print("  {:<5} {:>12} {:>12} {:>12}\n", e == 4 ? "fp32" : "bf16",
-               format_bytes(e * N * (QKV + HD + 3 * C + 3 * F) + 4 * N * (H + 2)),
-               format_bytes(e * N * (QKV + HD + C + 2 * F) + 4 * N * H), "0 B");
-  }
   fmt::print(
       "textbook 16-bit layer (Korthikanti et al.): s b h (34 + 5 a s / h) = {} kept, "
       "2 s b h = {} with full recomputation\n",

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "model/block.h"
 #include "runtime/error.h"
 #include "runtime/file_io.h"
 
@@ -28,10 +29,10 @@ struct RowPiece {
   int64_t rows;
 };
 
-// How our tensor `name` splits into HF tensors, top rows first.
+// How our tensor `name` splits into HF tensors, top rows first (a block's
+// from its description, model/block.h).
 std::vector<RowPiece> hf_pieces(const std::string& name, const std::vector<int64_t>& shape,
                                 const ModelConfig& c) {
-  const int64_t head_dim = c.dim / c.n_heads;
   if (name == "embed.weight") return {{"model.embed_tokens.weight", shape[0]}};
   if (name == "norm.weight") return {{"model.norm.weight", shape[0]}};
   if (name == "lm_head.weight") return {{"lm_head.weight", shape[0]}};
@@ -41,18 +42,12 @@ std::vector<RowPiece> hf_pieces(const std::string& name, const std::vector<int64
             "hf_llama: no Hugging Face name for parameter '{}'", name);
   const std::string hf = "model." + name.substr(0, dot + 1);  // "model.layers.3."
   const std::string part = name.substr(dot + 1);
-  if (part == "attn_norm.weight") return {{hf + "input_layernorm.weight", shape[0]}};
-  if (part == "attn.wqkv") {
-    return {{hf + "self_attn.q_proj.weight", c.n_heads * head_dim},
-            {hf + "self_attn.k_proj.weight", c.n_kv_heads * head_dim},
-            {hf + "self_attn.v_proj.weight", c.n_kv_heads * head_dim}};
+  for (const BlockTensorSpec& spec : block_tensors(c)) {
+    if (spec.name != part) continue;
+    std::vector<RowPiece> pieces;
+    for (const TensorPart& p : spec.parts) pieces.push_back({hf + p.hf_name, p.rows});
+    return pieces;
   }
-  if (part == "attn.wo") return {{hf + "self_attn.o_proj.weight", shape[0]}};
-  if (part == "mlp_norm.weight") return {{hf + "post_attention_layernorm.weight", shape[0]}};
-  if (part == "mlp.w13") {
-    return {{hf + "mlp.gate_proj.weight", c.ffn_dim}, {hf + "mlp.up_proj.weight", c.ffn_dim}};
-  }
-  if (part == "mlp.w2") return {{hf + "mlp.down_proj.weight", shape[0]}};
   LLM_FAIL("hf_llama: no Hugging Face name for parameter '{}'", name);
 }
 

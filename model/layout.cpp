@@ -2,6 +2,8 @@
 // initialization.
 #include "model/layout.h"
 
+#include "model/block.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -60,6 +62,10 @@ class LayoutBuilder {
     layout_.total_numel += numel;
     return offset;
   }
+  // Marks the tensor just added (when its unit is held) as an output projection.
+  void mark_output_projection(bool output_projection) {
+    if (held_) layout_.tensors.back().output_projection = output_projection;
+  }
   size_t add_whole(const std::string& name, std::vector<int64_t> shape) {
     return add(name, shape, shape, {});
   }
@@ -89,14 +95,6 @@ class LayoutBuilder {
   ParameterLayout& layout_;
   bool held_ = true;
 };
-
-bool is_output_projection(const std::string& name) {
-  auto ends_with = [&](const char* suffix) {
-    std::string s(suffix);
-    return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0;
-  };
-  return ends_with(".attn.wo") || ends_with(".mlp.w2");
-}
 
 }  // namespace
 
@@ -133,25 +131,41 @@ ParameterLayout layout_build(const ModelConfig& c, ModelSlice slice) {
   layout.layers = pipeline_stage_layers(c.n_layers, slice.pp_size, slice.pp_rank);
   LayoutBuilder b(layout);
   const int64_t T = slice.tp_size, t = slice.tp_rank;
-  const int64_t C = c.dim, D = c.dim / c.n_heads, H = c.n_heads, KV = c.n_kv_heads;
-  const int64_t F = c.ffn_dim, V = c.vocab_size;
-  const int64_t h = H / T, kv = KV / T, f = F / T, v = V / T;  // this rank's share
+  const int64_t C = c.dim, V = c.vocab_size, v = V / T;  // v: this rank's vocabulary rows
 
   b.begin_unit("embed", slice.first_stage());
   b.add_rows("embed.weight", V, C, {{t * v, v}});
+  const std::vector<BlockTensorSpec> specs = block_tensors(c);
   for (int l = 0; l < c.n_layers; ++l) {
-    std::string p = "layers." + std::to_string(l);
+    const std::string unit = "layers." + std::to_string(l);
     const bool held = l >= layout.layers.begin && l < layout.layers.end;
-    b.begin_unit(p, held);
+    b.begin_unit(unit, held);
     BlockTensors block;
-    block.attn_norm = b.add_whole(p + ".attn_norm.weight", {C});
-    block.wqkv = b.add_rows(
-        p + ".attn.wqkv", (H + 2 * KV) * D, C,
-        {{t * h * D, h * D}, {(H + t * kv) * D, kv * D}, {(H + KV + t * kv) * D, kv * D}});
-    block.wo = b.add_columns(p + ".attn.wo", C, H * D, t * h * D, h * D);
-    block.mlp_norm = b.add_whole(p + ".mlp_norm.weight", {C});
-    block.w13 = b.add_rows(p + ".mlp.w13", 2 * F, C, {{t * f, f}, {F + t * f, f}});
-    block.w2 = b.add_columns(p + ".mlp.w2", C, F, t * f, f);
+    for (const BlockTensorSpec& spec : specs) {
+      const std::string name = unit + "." + spec.name;
+      const int64_t rows = spec.rows(), columns = spec.columns;
+      size_t offset = 0;
+      switch (spec.split) {
+        case TensorParallelSplit::replicated:
+          offset = spec.matrix() ? b.add_whole(name, {rows, columns}) : b.add_whole(name, {rows});
+          break;
+        case TensorParallelSplit::rows: {  // this rank's share of every part, stacked
+          std::vector<std::pair<int64_t, int64_t>> ranges;
+          int64_t part_begin = 0;
+          for (const TensorPart& part : spec.parts) {
+            ranges.push_back({part_begin + t * (part.rows / T), part.rows / T});
+            part_begin += part.rows;
+          }
+          offset = b.add_rows(name, rows, columns, std::move(ranges));
+          break;
+        }
+        case TensorParallelSplit::columns:
+          offset = b.add_columns(name, rows, columns, t * (columns / T), columns / T);
+          break;
+      }
+      b.mark_output_projection(spec.output_projection);
+      block.*spec.offset = offset;
+    }
     if (held) layout.block = block;
   }
   b.begin_unit("head", slice.last_stage());
@@ -210,7 +224,7 @@ void layout_init_params(const ParameterLayout& layout, const ModelConfig& config
       continue;
     }
     double std = config.init_std;
-    if (is_output_projection(t.name)) std /= std::sqrt(2.0 * config.n_layers);
+    if (t.output_projection) std /= std::sqrt(2.0 * config.n_layers);
     const uint64_t key = hash_mix(seed, static_cast<uint64_t>(t.global_index));
     // Each value is a function of its index alone, so the threads' split
     // cannot change a bit (a 1B model's 1e9 values took ~70 s on one core).

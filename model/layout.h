@@ -71,6 +71,8 @@ struct TensorSpec {
   // Held whole and alike by every tensor-parallel rank (norm gains when
   // tp_size > 1): counted once in norms, saved once.
   bool replicated = false;
+  // Adds to the residual stream (block.h): initialized with a smaller std.
+  bool output_projection = false;
 };
 
 struct UnitSpec {
@@ -80,9 +82,9 @@ struct UnitSpec {
   size_t global_numel = 0;   // the whole model's unit (numel when not sliced)
 };
 
-// Where each of a block's tensors starts in its unit, the same in every block
-// this layout holds: layout_build fills it as it adds them, and the model
-// reads parameters and gradients through it.
+// Where each of a block's tensors (block.h) starts in its unit, the same in
+// every block this layout holds: layout_build fills it as it adds them, and
+// the model reads parameters and gradients through it.
 struct BlockTensors {
   size_t attn_norm = 0, wqkv = 0, wo = 0, mlp_norm = 0, w13 = 0, w2 = 0;
 };

@@ -13,6 +13,7 @@
 
 #include "runtime/error.h"
 #include "model/backend.h"
+#include "model/tensor_payload.h"
 
 namespace llm {
 
@@ -340,7 +341,7 @@ class TransformerImpl : public Transformer::Impl {
     const SharedBuffers<A>& h = buf_.shared;
     const A* logits = last_ ? slot_->logits + static_cast<size_t>(row) * s_.V : nullptr;
     if (tp_ > 1 && last_) {  // every rank's vocabulary slice, in rank (= vocabulary) order
-      tensor_->all_gather(logits, h.gathered_row, s_.V, wire_type());
+      tensor(TensorPayload::logits_row).all_gather(logits, h.gathered_row, s_.V, wire_type());
       logits = h.gathered_row;
     }
     if (pipeline_ && pipeline_->size() > 1) {  // the last stage's row, to every stage
@@ -357,6 +358,11 @@ class TransformerImpl : public Transformer::Impl {
 
  private:
   static WireType wire_type() { return std::is_same_v<A, Bf16> ? WireType::bf16 : WireType::f32; }
+  // The tensor group, its next collective tagged with what it carries.
+  Group& tensor(TensorPayload payload) const {
+    tensor_->set_tag(static_cast<int>(payload));
+    return *tensor_;
+  }
   // Residual-stream entry `index` of a slot: this rank's rows.
   StageMessage stage_rows(A* residual, int B, int T, int index = 0) const {
     const size_t rows = static_cast<size_t>(B * T / tp_) * s_.C;
@@ -544,7 +550,10 @@ void TransformerImpl<A>::norm_gathered(A* xn, float* rstd, const A* x, const A* 
   const int n = N / tp_, C = static_cast<int>(s_.C);
   ops_.rmsnorm_forward(own_rows(xn, N), rstd, x, weight, n, C,
                        static_cast<float>(config_.norm_eps));
-  if (tp_ > 1) tensor_->all_gather(own_rows(xn, N), xn, static_cast<size_t>(n) * C, wire_type());
+  if (tp_ > 1) {
+    tensor(TensorPayload::activation_rows)
+        .all_gather(own_rows(xn, N), xn, static_cast<size_t>(n) * C, wire_type());
+  }
 }
 
 template <class A>
@@ -557,7 +566,8 @@ void TransformerImpl<A>::row_parallel_forward(A* out, const A* inp, const A* wei
   }
   const size_t rows = static_cast<size_t>(N / tp_) * C;
   linear_forward(buf_.shared.partial, inp, weight, nullptr, N, K, C);
-  tensor_->reduce_scatter(buf_.shared.partial, out, rows, wire_type());
+  tensor(TensorPayload::activation_rows)
+      .reduce_scatter(buf_.shared.partial, out, rows, wire_type());
   ops_.add_vectors(out, out, residual, rows);
 }
 
@@ -568,14 +578,16 @@ void TransformerImpl<A>::column_parallel_backward(float* dweight, const A* dout,
   const int C = static_cast<int>(s_.C);
   linear_backward(d.dxn, dweight, dout, inp, weight, N, C, out, block);
   if (tp_ > 1)
-    tensor_->reduce_scatter(d.dxn, d.dxn_rows, static_cast<size_t>(N / tp_) * C, wire_type());
+    tensor(TensorPayload::activation_rows)
+        .reduce_scatter(d.dxn, d.dxn_rows, static_cast<size_t>(N / tp_) * C, wire_type());
 }
 
 template <class A>
 void TransformerImpl<A>::gather_dres(int N) {
   if (tp_ == 1) return;
   const size_t rows = static_cast<size_t>(N / tp_) * s_.C;
-  tensor_->all_gather(buf_.grads.dres, buf_.grads.dres_full, rows, wire_type());
+  tensor(TensorPayload::activation_rows)
+      .all_gather(buf_.grads.dres, buf_.grads.dres_full, rows, wire_type());
 }
 
 template <class A>
@@ -583,7 +595,7 @@ void TransformerImpl<A>::add_norm_grads(float* first, float* second) {
   if (tp_ == 1) return;
   const GradBuffers<A>& d = buf_.grads;
   const size_t C = s_.C;
-  tensor_->all_reduce(d.dnorm, (second ? 2 : 1) * C, WireType::f32);
+  tensor(TensorPayload::norm_gain_grads).all_reduce(d.dnorm, (second ? 2 : 1) * C, WireType::f32);
   f32_.add_vectors(first, first, d.dnorm, C);
   if (second) f32_.add_vectors(second, second, d.dnorm + C, C);
   f32_.fill_zero(d.dnorm, 2 * C);  // zero between uses
@@ -727,8 +739,9 @@ void TransformerImpl<A>::forward_blocks(UnitProvider& units, int B, int T) {
     A* embedded = tp_ == 1 ? residual(layers_.begin) : h.partial;
     ops_.embedding_forward(embedded, slot_->inputs, embed, N, C, vocab_begin_, V);
     if (tp_ > 1) {
-      tensor_->reduce_scatter(h.partial, residual(layers_.begin), static_cast<size_t>(N / tp_) * C,
-                              wire_type());
+      tensor(TensorPayload::activation_rows)
+          .reduce_scatter(h.partial, residual(layers_.begin), static_cast<size_t>(N / tp_) * C,
+                          wire_type());
     }
     units.release_params(layout_.embed_unit(), Pass::forward);
   }
@@ -754,7 +767,10 @@ void TransformerImpl<A>::cross_entropy(int N, float dloss, bool backward) {
   const int V = static_cast<int>(s_.V);
   float* own = h.ce_parts + static_cast<size_t>(tp_rank_) * N * 2;
   ops_.cross_entropy_partials(own, slot_->logits, slot_->targets, N, V, vocab_begin_);
-  if (tp_ > 1) tensor_->all_gather(own, h.ce_parts, static_cast<size_t>(N) * 2, WireType::f32);
+  if (tp_ > 1) {
+    tensor(TensorPayload::loss_parts)
+        .all_gather(own, h.ce_parts, static_cast<size_t>(N) * 2, WireType::f32);
+  }
   ops_.cross_entropy_combine(h.losses, backward ? slot_->logits : nullptr, h.ce_parts,
                              slot_->targets, N, V, vocab_begin_, tp_, dloss);
 }

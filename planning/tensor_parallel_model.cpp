@@ -8,6 +8,7 @@
 #include "runtime/group.h"
 #include "model/backend.h"
 #include "parallel/pipeline_schedule.h"
+#include "model/tensor_payload.h"
 #include "model/transformer.h"
 #include "planning/recording_group.h"
 #include "runtime/system.h"
@@ -86,26 +87,41 @@ std::vector<std::vector<TensorCollective>> tensor_parallel_collectives(const Con
   const size_t C = config.model.dim;
 
   RecordingUnits* running = nullptr;
+  RecordingGroup* recording_group = nullptr;
   RecordingGroup tensor(
       T,
       [&](CollectiveOp op, size_t count, WireType type) {
-        size_t real = 0;
-        if (op == CollectiveOp::all_reduce && count % m.dim == 0) {
-          real = count / m.dim * C;  // norm-gain gradients
-        } else if (op != CollectiveOp::all_reduce && count == stand_in_rows_c) {
-          real = N / T * C;  // this rank's activation rows
-        } else if (op == CollectiveOp::all_gather && count == stand_in_pairs) {
-          real = 2 * N;  // every token's (log-sum-exp, target logit)
-        } else {
-          LLM_FAIL(
-              "tensor-parallel recording: a {} of {} elements is none of the sizes it knows (n x "
-              "C = {}, 2N = {}, multiples of C = {} for all-reduces)",
-              collective_op_name(op), count, stand_in_rows_c, stand_in_pairs, m.dim);
+        // Sized by its tag (model/tensor_payload.h); the stand-in's count
+        // must be what that tag means, so a mistagged call fails here.
+        const auto payload = static_cast<TensorPayload>(recording_group->tag());
+        recording_group->set_tag(static_cast<int>(TensorPayload::untagged));
+        size_t real = 0, expected = 0;
+        switch (payload) {
+          case TensorPayload::activation_rows:
+            expected = stand_in_rows_c, real = N / T * C;
+            break;
+          case TensorPayload::norm_gain_grads:  // one or two gains' gradients
+            expected = count % m.dim == 0 ? count : 0, real = count / m.dim * C;
+            break;
+          case TensorPayload::loss_parts:
+            expected = stand_in_pairs, real = 2 * N;
+            break;
+          case TensorPayload::untagged:
+          case TensorPayload::logits_row:  // sampling only, never in a step
+            LLM_FAIL(
+                "tensor-parallel recording: a {} of {} elements that a training step should "
+                "not issue untagged (model/tensor_payload.h)",
+                collective_op_name(op), count);
         }
+        LLM_CHECK(
+            count == expected,
+            "tensor-parallel recording: a {} tagged {} has {} elements, not the stand-in's {}",
+            collective_op_name(op), static_cast<int>(payload), count, expected);
         out[running->running()].push_back({op, real, wire_bytes(type)});
         return CommHandle();
       },
       [] {});  // scalar sums carry no traffic CommStats counts
+  recording_group = &tensor;
   // The stand-in's ops are a few elements wide (as in step_trace.cpp).
   const ThreadLimit one_thread(1);
   Transformer model(m, 1, T, backend_cpu(), checkpointing_plan(stand_in.training),

@@ -6,13 +6,15 @@
 // recording tensor group (planning/recording_group.h). Each collective is
 // given to the unit whose pass issued it (the outermost unit held, else the
 // one released last: the loss's gather after the head's forward) and re-sized
-// for the real config from what its stand-in count identifies: n x C
-// activation rows (n = N / T of a micro-batch's N tokens), the loss's 2N
-// per-token pairs, or norm-gain gradients in multiples of C.
+// for the real config by the tag the transformer gave it where it issued it
+// (model/tensor_payload.h): n x C activation rows (n = N / T of a
+// micro-batch's N tokens), the loss's 2N per-token pairs, or norm-gain
+// gradients in multiples of C.
 // Invariant: the step's traffic equals what the tensor group's CommStats
 // count for the same config (tested under mpirun); a collective the model
-// adds shows here without a change to this file, one of a new size fails the
-// recording by name.
+// adds with a known tag shows here without a change to this file; one
+// untagged, or whose stand-in count is not its tag's, fails the recording by
+// name.
 #pragma once
 
 #include <cstddef>

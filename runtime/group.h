@@ -148,6 +148,13 @@ class Group {
   const CommStats& stats() const { return stats_; }
   void reset_stats() { stats_ = {}; }
 
+  // What the caller says its next collective carries: an opaque tag (the
+  // transformer's TensorPayload, model/tensor_payload.h), kept until the next
+  // set_tag. Groups that move data ignore it; a recording group sizes the
+  // real model's collective by it (planning/tensor_parallel_model.cpp).
+  void set_tag(int tag) { tag_ = tag; }
+  int tag() const { return tag_; }
+
  protected:
   // The ring-algorithm traffic of one collective, added to stats_ by every
   // implementation the same way (see CommStats).
@@ -169,6 +176,7 @@ class Group {
   GroupTrace trace_;
 
  private:
+  int tag_ = 0;
   void count(Traffic traffic, uint64_t& collective_sent);
 };
 

@@ -1,0 +1,47 @@
+// The Llama block's parameter table (see block.h).
+#include "model/block.h"
+
+namespace llm {
+
+int64_t BlockTensorSpec::rows() const {
+  int64_t total = 0;
+  for (const TensorPart& part : parts) total += part.rows;
+  return total;
+}
+
+std::vector<BlockTensorSpec> block_tensors(const ModelConfig& c) {
+  using Split = TensorParallelSplit;
+  const int64_t C = c.dim, D = c.dim / c.n_heads, F = c.ffn_dim;
+  const int64_t q_rows = c.n_heads * D, kv_rows = c.n_kv_heads * D;
+  return {
+      {"attn_norm.weight", &BlockTensors::attn_norm, {{"input_layernorm.weight", C}}},
+      {"attn.wqkv",
+       &BlockTensors::wqkv,
+       {{"self_attn.q_proj.weight", q_rows},
+        {"self_attn.k_proj.weight", kv_rows},
+        {"self_attn.v_proj.weight", kv_rows}},
+       C,
+       Split::rows},
+      {"attn.wo",
+       &BlockTensors::wo,
+       {{"self_attn.o_proj.weight", C}},
+       q_rows,
+       Split::columns,
+       /*output_projection=*/true},
+      {"mlp_norm.weight", &BlockTensors::mlp_norm, {{"post_attention_layernorm.weight", C}}},
+      {"mlp.w13",
+       &BlockTensors::w13,
+       {{"mlp.gate_proj.weight", F}, {"mlp.up_proj.weight", F}},
+       C,
+       Split::rows},
+      {"mlp.w2",
+       &BlockTensors::w2,
+       {{"mlp.down_proj.weight", C}},
+       F,
+       Split::columns,
+       /*output_projection=*/true,
+       /*recomputed=*/false},
+  };
+}
+
+}  // namespace llm
