@@ -27,8 +27,11 @@ constexpr int kSteps = 2;
 // length, and the pipeline's messages follow the length the prediction reads.
 std::vector<std::string> overrides(const std::string& model, int micro_batch) {
   std::vector<std::string> o = {
-      "training.batch_size=12", "training.seq_len=8", "training.micro_batch_size=" + std::to_string(micro_batch),
-      "logging.metrics=false", "checkpoint.resume=none",
+      "training.batch_size=12",
+      "training.seq_len=8",
+      "training.micro_batch_size=" + std::to_string(micro_batch),
+      "logging.metrics=false",
+      "checkpoint.resume=none",
       "checkpoint.dir=" + (std::filesystem::temp_directory_path() / "llm_mpi_throughput").string()};
   if (model == "untied") {
     // Unit sizes no world size > 1 here divides, an untied LM head.
