@@ -53,6 +53,7 @@ constexpr const char* kUsage = R"(usage:
   ./train prepare --input PATH [--input PATH ...] --out DIR [--tokenizer PATH | --vocab-size N]
                   [--text-field NAME] [--skip-missing-text] [--jobs N]
                   [--val-fraction F] [--shard-tokens N] [--seed N] [--quiet]
+                  [--chat [--chat-format llama3|chatml]]
       Encode documents into train_*.bin and val_*.bin in DIR, each as BOS +
       text + EOS. Inputs: files or directories of text, .jsonl or .json
       records (the document in --text-field, default text), each possibly
@@ -60,7 +61,11 @@ constexpr const char* kUsage = R"(usage:
       tokenizer.model), a tokenizer.json or a model directory; without it a
       SentencePiece BPE of --vocab-size pieces is trained on the train split
       and written to DIR. --jobs: parallel encoders (default: all cores); the
-      shards are the same for any number.
+      shards are the same for any number. --chat: each record's messages
+      (--text-field, default messages: role system/user/assistant, content)
+      in the tokenizer's chat format (Llama 3's headers, or ChatML; or the
+      one --chat-format names), with a loss mask beside each shard
+      (<shard>.mask) that keeps the assistant's tokens only.
   ./train plan --config FILE [--world N] [--hardware FILE] [--gpu-memory 80GiB] [--reserved 3GiB]
                [--shard-group G] [--top K] [--measure [--repeats R]]
       What to run on N ranks: every mesh x parallel mode x activation
@@ -107,13 +112,17 @@ constexpr const char* kUsage = R"(usage:
       from such weights.
   ./train generate --checkpoint DIR [--prompt TEXT] [--samples N] [--max-new-tokens N]
                    [--temperature T] [--top-k K] [--top-p P] [--seed N] [--device cpu|cuda]
+                   [--chat [--chat-format llama3|chatml]]
       Sample text from a model: DIR is a checkpoint (step_N, or a run directory:
       its latest) or a Hugging Face directory with tokenizer.model or
       tokenizer.json (as export writes). The prompt is encoded after BOS; each of N samples (default 1)
       ends at EOS, after --max-new-tokens (128) or when the context is full.
       --temperature 0 is greedy; defaults 0.8, top-k 40 (0: off), top-p 0.95
       (1: off), seed 0. Prints each sample and the tokens per second. Runs on
-      the run's training.device unless --device says otherwise.
+      the run's training.device unless --device says otherwise. --chat: the
+      prompt is a user's turn in the chat format (as prepare --chat), followed
+      by the assistant's header; each reply ends at the end-of-turn token and
+      is printed in the format, special tokens included.
   ./train bench --config FILE [--bench-steps N] [--modes | --memory | --offload | --profile]
                 [--peak-tflops P] [--section.key=value ...]
       Time training steps on synthetic tokens; report tokens/s and GFLOP/s
@@ -136,8 +145,8 @@ using Args = llm::CommandLine;
 
 // Options that take no value.
 constexpr std::string_view kFlags[] = {
-    "quiet",     "modes",      "force",   "memory",  "offload", "measure",          "validate",
-    "calibrate", "comm-bench", "no-plot", "profile", "counts",  "skip-missing-text"};
+    "quiet",     "modes",      "force",   "memory",  "offload", "measure",           "validate",
+    "calibrate", "comm-bench", "no-plot", "profile", "counts",  "skip-missing-text", "chat"};
 
 const std::string* find_option(const Args& args, const std::string& name) {
   const std::string* found = nullptr;
@@ -178,8 +187,9 @@ llm::Config load_config(const Args& args) {
 }
 
 int run_prepare(const Args& args) {
-  check_options(args, {"input", "out", "vocab-size", "val-fraction", "shard-tokens", "seed",
-                       "quiet", "tokenizer", "text-field", "skip-missing-text", "jobs"});
+  check_options(args,
+                {"input", "out", "vocab-size", "val-fraction", "shard-tokens", "seed", "quiet",
+                 "tokenizer", "text-field", "skip-missing-text", "jobs", "chat", "chat-format"});
   LLM_CHECK(args.overrides.empty(), "./train prepare takes no config overrides");
   llm::PrepareOptions options;
   options.jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -195,6 +205,8 @@ int run_prepare(const Args& args) {
     if (key == "seed") options.seed = static_cast<uint64_t>(llm::parse_integer(value, key));
     if (key == "quiet") options.quiet = true;
     if (key == "val-fraction") options.val_fraction = llm::parse_number(value, key, 0, 1);
+    if (key == "chat") options.chat = true;
+    if (key == "chat-format") options.chat_format = value;
   }
   LLM_CHECK(!options.inputs.empty(), "./train prepare: --input PATH is required");
   LLM_CHECK(!options.out_dir.empty(), "./train prepare: --out DIR is required");
@@ -233,7 +245,7 @@ int run_export(const Args& args) {
 
 int run_generate(const Args& args) {
   check_options(args, {"checkpoint", "prompt", "samples", "max-new-tokens", "temperature", "top-k",
-                       "top-p", "seed", "device"});
+                       "top-p", "seed", "device", "chat", "chat-format"});
   LLM_CHECK(args.overrides.empty(), "./train generate takes no config overrides");
   LLM_CHECK(llm::comm_world().size() == 1,
             "./train generate runs in one process; start it without mpirun");
@@ -261,6 +273,8 @@ int run_generate(const Args& args) {
                 value);
       request.device = value == "cuda" ? llm::Device::cuda : llm::Device::cpu;
     }
+    if (key == "chat") request.chat = true;
+    if (key == "chat-format") request.chat_format = value;
   }
   LLM_CHECK(!request.model.empty(), "./train generate: --checkpoint DIR is required");
   const llm::GeneratedText out = llm::generate_text(request);

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <filesystem>
 
+#include "data/chat_template.h"
 #include "data/tokenizer.h"
 #include "interop/hf_llama.h"
 #include "model/transformer.h"
@@ -70,6 +71,8 @@ LoadedModel load_checkpoint(const std::string& path) {
 GeneratedText generate_text(const GenerateRequest& request) {
   LLM_CHECK(request.samples >= 1, "{}: --samples must be at least 1, got {}", kCommand,
             request.samples);
+  LLM_CHECK(request.chat || request.chat_format.empty(), "{}: --chat-format {} is for --chat",
+            kCommand, request.chat_format);
   LoadedModel m = is_hugging_face_dir(request.model) ? load_hugging_face(request.model)
                                                      : load_checkpoint(request.model);
   if (request.device) m.device = *request.device;
@@ -80,8 +83,15 @@ GeneratedText generate_text(const GenerateRequest& request) {
     cuda_use_device(0);
   }
   const Tokenizer tokenizer = Tokenizer::load(m.tokenizer);
-  std::vector<int32_t> prompt = {tokenizer.bos_id()};
-  for (int id : tokenizer.encode(request.prompt)) prompt.push_back(id);
+  std::optional<ChatTemplate> chat;
+  std::vector<int32_t> prompt;
+  if (request.chat) {
+    chat = ChatTemplate::for_tokenizer(tokenizer, request.chat_format);
+    prompt = chat->render_prompt(request.prompt);
+  } else {
+    prompt = tokenizer.encode(request.prompt);
+    prompt.insert(prompt.begin(), tokenizer.bos_id());
+  }
   LLM_CHECK(static_cast<int>(prompt.size()) <= m.context,
             "{}: the prompt is {} tokens, the model's context only {}", kCommand, prompt.size(),
             m.context);
@@ -93,7 +103,7 @@ GeneratedText generate_text(const GenerateRequest& request) {
   model.reserve_kv_cache(request.samples, m.context);
 
   SamplingOptions sampling = request.sampling;
-  sampling.stop_token = tokenizer.eos_id();
+  sampling.stop_token = chat ? chat->end_of_turn_id() : tokenizer.eos_id();
   const auto start = std::chrono::steady_clock::now();
   const std::vector<std::vector<int32_t>> samples =
       generate(model, params, prompt, request.samples, sampling);
@@ -106,9 +116,10 @@ GeneratedText generate_text(const GenerateRequest& request) {
     out.new_tokens += static_cast<int>(sample.size());
     const bool ended = !sample.empty() && sample.back() == sampling.stop_token;
     out.context_full |= !ended && static_cast<int>(sample.size()) < sampling.max_new_tokens;
-    // Decoded with the prompt, so the first new piece keeps its leading space.
+    // Decoded with the prompt, so the first new piece keeps its leading space;
+    // a reply keeps its end of turn, which is part of the chat format.
     std::vector<int> text(prompt.begin() + 1, prompt.end());
-    text.insert(text.end(), sample.begin(), ended ? sample.end() - 1 : sample.end());
+    text.insert(text.end(), sample.begin(), ended && !chat ? sample.end() - 1 : sample.end());
     out.texts.push_back(tokenizer.decode(text));
   }
   return out;

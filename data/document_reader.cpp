@@ -2,7 +2,7 @@
 // uncompressed files through as they are, so one reader serves both. JSON
 // Lines are parsed a line at a time; plain text and JSON arrays a file at a
 // time (their documents need the whole file: a fortune file is recognised by
-// any "%" line in it).
+// any "%" line in it). Each document carries its origin for error messages.
 #include "data/document_reader.h"
 
 #include <zlib.h>
@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <utility>
 
 #include "data/utf8.h"
 #include "runtime/error.h"
@@ -45,7 +46,8 @@ std::vector<std::string_view> split_lines(std::string_view text) {
 // Fortune files separate documents by lines that are exactly "%"; other text
 // by blank lines. Leading and trailing blank lines of a document are dropped,
 // and documents left empty are skipped.
-void append_text_documents(std::string_view text, std::deque<std::string>& documents) {
+void append_text_documents(std::string_view text, const std::string& origin,
+                           std::deque<std::pair<std::string, std::string>>& documents) {
   const std::vector<std::string_view> lines = split_lines(text);
   const bool fortune_format = std::find(lines.begin(), lines.end(), "%") != lines.end();
   std::vector<std::string_view> current;
@@ -55,7 +57,7 @@ void append_text_documents(std::string_view text, std::deque<std::string>& docum
     if (first < last) {
       std::string document(*first);
       for (auto line = first + 1; line != last; ++line) document.append("\n").append(*line);
-      documents.push_back(std::move(document));
+      documents.emplace_back(std::move(document), origin);
     }
     current.clear();
   };
@@ -121,7 +123,7 @@ class DocumentReader::OpenFile {
     if (format_ == FileFormat::text) {
       const std::string content = read_rest();
       if (is_text(content)) {
-        append_text_documents(content, queued_);
+        append_text_documents(content, path_, queued_);
       } else {
         ++counts_.skipped_not_text;
       }
@@ -132,10 +134,12 @@ class DocumentReader::OpenFile {
   OpenFile(const OpenFile&) = delete;
   OpenFile& operator=(const OpenFile&) = delete;
 
-  // The file's next document into `out`; false at its end.
-  bool next(std::string& out) {
+  // The file's next document into `out` and where it is into `origin`;
+  // false at its end.
+  bool next(std::string& out, std::string& origin) {
     if (!queued_.empty()) {
-      out = std::move(queued_.front());
+      out = std::move(queued_.front().first);
+      origin = std::move(queued_.front().second);
       queued_.pop_front();
       return true;
     }
@@ -149,7 +153,8 @@ class DocumentReader::OpenFile {
       } catch (const nlohmann::json::exception& e) {
         LLM_FAIL("prepare: {}:{}: not valid JSON: {}", path_, line_number_, e.what());
       }
-      if (take_text(record, fmt::format("{}:{}", path_, line_number_), out)) return true;
+      origin = fmt::format("{}:{}", path_, line_number_);
+      if (take_text(record, origin, out)) return true;
     }
     return false;
   }
@@ -159,19 +164,20 @@ class DocumentReader::OpenFile {
   }
 
  private:
-  // The record's text field into `out`; false for a record skipped without it.
+  // The record's text field (or its JSON text) into `out`; false for a
+  // record skipped without it.
   bool take_text(const nlohmann::json& record, const std::string& where, std::string& out) {
     LLM_CHECK(record.is_object(), "prepare: {}: a record must be a JSON object", where);
     const auto field = record.find(options_.text_field);
-    if (field == record.end() || !field->is_string()) {
+    if (field == record.end() || !(options_.field_as_json || field->is_string())) {
       LLM_CHECK(options_.skip_missing_text,
-                "prepare: {}: no string field '{}' (name another with --text-field, or pass "
+                "prepare: {}: no {}field '{}' (name another with --text-field, or pass "
                 "--skip-missing-text to skip such records)",
-                where, options_.text_field);
+                where, options_.field_as_json ? "" : "string ", options_.text_field);
       ++counts_.records_missing_text;
       return false;
     }
-    out = field->get<std::string>();
+    out = options_.field_as_json ? field->dump() : field->get<std::string>();
     return true;
   }
 
@@ -185,10 +191,8 @@ class DocumentReader::OpenFile {
     }
     LLM_CHECK(records.is_array(), "prepare: {}: expected a JSON array of records", path_);
     for (size_t i = 0; i < records.size(); ++i) {
-      std::string text;
-      if (take_text(records[i], fmt::format("{} record {}", path_, i), text)) {
-        queued_.push_back(std::move(text));
-      }
+      std::string text, origin = fmt::format("{} record {}", path_, i);
+      if (take_text(records[i], origin, text)) queued_.emplace_back(std::move(text), origin);
     }
   }
 
@@ -256,7 +260,7 @@ class DocumentReader::OpenFile {
   size_t position_ = 0;
   bool end_of_file_ = false, json_array_ = false;
   int64_t line_number_ = 0;
-  std::deque<std::string> queued_;
+  std::deque<std::pair<std::string, std::string>> queued_;  // (document, origin)
 };
 
 DocumentReader::DocumentReader(const std::vector<std::string>& inputs,
@@ -279,16 +283,18 @@ bool DocumentReader::open_next_file() {
   return true;
 }
 
-bool DocumentReader::next_batch(size_t max_bytes, std::vector<std::string>& out) {
+bool DocumentReader::next_batch(size_t max_bytes, std::vector<std::string>& out,
+                                std::vector<std::string>* origins) {
   size_t bytes = 0;
-  std::string document;
+  std::string document, origin;
   while (bytes < max_bytes) {
-    if (!file_ || !file_->next(document)) {
+    if (!file_ || !file_->next(document, origin)) {
       if (!open_next_file()) break;
       continue;
     }
     bytes += document.size() + 1;
     out.push_back(std::move(document));
+    if (origins) origins->push_back(origin);
     ++counts_.documents;
   }
   return bytes > 0;

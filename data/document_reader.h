@@ -20,6 +20,7 @@ namespace llm {
 struct DocumentReaderOptions {
   std::string text_field = "text";  // of JSON records
   bool skip_missing_text = false;   // skip and count records without it, instead of failing
+  bool field_as_json = false;       // the field's JSON text (a chat's messages), any JSON type
 };
 
 struct DocumentCounts {
@@ -36,8 +37,11 @@ class DocumentReader {
   ~DocumentReader();
 
   // Appends the next documents, about `max_bytes` of them (at least one),
-  // to `out`; false when there were none left.
-  bool next_batch(size_t max_bytes, std::vector<std::string>& out);
+  // to `out`, and where each came from to `origins` when given ("file:line"
+  // of JSON Lines, "file record i" of a JSON array, the file of plain text);
+  // false when there were none left.
+  bool next_batch(size_t max_bytes, std::vector<std::string>& out,
+                  std::vector<std::string>* origins = nullptr);
 
   uint64_t input_bytes() const { return input_bytes_; }  // of all files, as stored
   uint64_t bytes_read() const;                           // of them so far, as stored

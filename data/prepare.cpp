@@ -5,7 +5,8 @@
 // the trainer is single-threaded and seeded, the shards do not depend on the
 // number of jobs, and every output file is written to a temporary name, synced
 // and renamed into place. Unless quiet, each phase shows its progress and
-// result on stdout (runtime/progress.h).
+// result on stdout (runtime/progress.h). Conversations (chat) go through the
+// same reader, encoder and writers, with a mask beside each shard.
 #include "data/prepare.h"
 
 #include <sentencepiece_processor.h>
@@ -15,6 +16,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <unordered_map>
 
 #include "runtime/error.h"
@@ -22,8 +24,11 @@
 #include "runtime/progress.h"
 #include "runtime/rng.h"
 #include "runtime/system.h"
-#include "data/shard.h"
+#include "data/chat_template.h"
+#include "data/conversation.h"
 #include "data/document_reader.h"
+#include "data/loss_mask.h"
+#include "data/shard.h"
 #include "data/tokenizer.h"
 
 namespace llm {
@@ -105,18 +110,28 @@ std::string train_tokenizer(const std::vector<std::string>& documents,
 }
 
 // Concatenates encoded documents into <split>_000.bin, ... of at most
-// shard_tokens tokens each (a document may span two shards).
+// shard_tokens tokens each (a document may span two shards), with masks,
+// <split>_000.bin.mask, ..., when the documents have them. A shard written
+// without a mask loses the mask an earlier run left beside it.
 class ShardSequenceWriter {
  public:
   ShardSequenceWriter(const PrepareOptions& options, std::string split, int vocab_size)
       : out_dir_(options.out_dir),
         split_(std::move(split)),
         shard_tokens_(options.shard_tokens),
-        vocab_size_(vocab_size) {}
+        vocab_size_(vocab_size),
+        with_masks_(options.chat) {}
 
-  void append(const std::vector<int>& ids) {
-    for (int id : ids) {
-      buffer_.push_back(static_cast<uint32_t>(id));
+  void append(const MaskedTokens& document) {
+    LLM_CHECK(document.kept.size() == (with_masks_ ? document.ids.size() : 0),
+              "prepare: a document of {} tokens has {} mask bytes", document.ids.size(),
+              document.kept.size());
+    for (size_t i = 0; i < document.ids.size(); ++i) {
+      buffer_.push_back(static_cast<uint32_t>(document.ids[i]));
+      if (with_masks_) {
+        kept_.push_back(document.kept[i]);
+        kept_tokens_ += document.kept[i];
+      }
       if (static_cast<int64_t>(buffer_.size()) == shard_tokens_) flush();
     }
     ++documents_;
@@ -127,12 +142,19 @@ class ShardSequenceWriter {
     if (!buffer_.empty()) flush();
     for (int stale = shards_written_; fs::exists(shard_path(stale)); ++stale) {
       fs::remove(shard_path(stale));
+      fs::remove(loss_mask_path(shard_path(stale)));
     }
   }
 
   std::string summary() const {
-    return fmt::format("{} {} documents, {} tokens in {} shard(s)", split_, documents_,
-                       tokens_written_, shards_written_);
+    std::string text = fmt::format("{} {} documents, {} tokens in {} shard(s)", split_, documents_,
+                                   tokens_written_, shards_written_);
+    if (with_masks_) {
+      text += fmt::format(" ({} kept as targets, {:.1f}%)", kept_tokens_,
+                          100.0 * static_cast<double>(kept_tokens_) /
+                              static_cast<double>(std::max<int64_t>(tokens_written_, 1)));
+    }
+    return text;
   }
 
  private:
@@ -141,19 +163,27 @@ class ShardSequenceWriter {
   }
 
   void flush() {
-    shard_write(shard_path(shards_written_), buffer_, vocab_size_);
+    const std::string path = shard_path(shards_written_);
+    if (with_masks_)
+      loss_mask_write(path, kept_);
+    else
+      fs::remove(loss_mask_path(path));
+    shard_write(path, buffer_, vocab_size_);
     tokens_written_ += static_cast<int64_t>(buffer_.size());
     ++shards_written_;
     buffer_.clear();
+    kept_.clear();
   }
 
   std::string out_dir_;
   std::string split_;
   int64_t shard_tokens_;
   int vocab_size_;
+  bool with_masks_;
   std::vector<uint32_t> buffer_;
+  std::vector<uint8_t> kept_;  // with masks: one byte per token of buffer_
   int shards_written_ = 0;
-  int64_t tokens_written_ = 0, documents_ = 0;
+  int64_t tokens_written_ = 0, documents_ = 0, kept_tokens_ = 0;
 };
 
 // "a, b, c" for error messages (fmt::join trips a GCC 12 false warning).
@@ -189,7 +219,21 @@ void check_options(const PrepareOptions& options) {
   LLM_CHECK(options.shard_tokens > 0, "prepare: shard tokens {} must be positive",
             options.shard_tokens);
   LLM_CHECK(options.jobs >= 1, "prepare: jobs {} must be at least 1", options.jobs);
-  LLM_CHECK(!options.text_field.empty(), "prepare: the text field name is empty");
+  LLM_CHECK(!options.chat || !options.tokenizer.empty(),
+            "prepare: conversations need the model's tokenizer (--tokenizer): its special tokens "
+            "make the chat format");
+  LLM_CHECK(options.chat || options.chat_format.empty(),
+            "prepare: --chat-format {} is for conversations (--chat)", options.chat_format);
+}
+
+DocumentReaderOptions reader_options(const PrepareOptions& options) {
+  DocumentReaderOptions reader;
+  reader.text_field = !options.text_field.empty() ? options.text_field
+                      : options.chat              ? "messages"
+                                                  : "text";
+  reader.skip_missing_text = options.skip_missing_text;
+  reader.field_as_json = options.chat;
+  return reader;
 }
 
 std::string reader_summary(const DocumentReader& reader) {
@@ -205,15 +249,19 @@ std::string reader_summary(const DocumentReader& reader) {
 
 // Encodes every batch that `next_batch` gives, `jobs` documents at a time in
 // parallel, and writes them in input order: the shards do not depend on jobs.
+// A document is text (BOS + text + EOS) or, given a chat template, the JSON
+// of a conversation's messages (rendered with its mask; origins name them).
 class ParallelEncoder {
  public:
-  ParallelEncoder(const Tokenizer& tokenizer, const PrepareOptions& options)
+  ParallelEncoder(const Tokenizer& tokenizer, const ChatTemplate* chat,
+                  const PrepareOptions& options)
       : tokenizer_(tokenizer),
+        chat_(chat),
         options_(options),
         train_(options, "train", tokenizer.vocab_size()),
         val_(options, "val", tokenizer.vocab_size()) {}
 
-  void encode(const std::vector<std::string>& documents) {
+  void encode(const std::vector<std::string>& documents, const std::vector<std::string>& origins) {
     const auto start = std::chrono::steady_clock::now();
     ids_.resize(documents.size());
     std::exception_ptr failure;
@@ -221,8 +269,12 @@ class ParallelEncoder {
 #pragma omp parallel for schedule(dynamic, 8) num_threads(options_.jobs)
     for (int i = 0; i < count; ++i) {
       try {
-        ids_[static_cast<size_t>(i)].clear();
-        tokenizer_.encode_document(documents[static_cast<size_t>(i)], ids_[static_cast<size_t>(i)]);
+        const size_t at = static_cast<size_t>(i);
+        ids_[at].ids.clear();
+        if (chat_)
+          chat_->render(conversation_parse(documents[at], origins.at(at)), ids_[at]);
+        else
+          tokenizer_.encode_document(documents[at], ids_[at].ids);
       } catch (...) {
 #pragma omp critical
         failure = std::current_exception();
@@ -235,7 +287,7 @@ class ParallelEncoder {
       const bool val = is_validation_document(options_.seed, next_index_++, options_.val_fraction);
       (val ? val_ : train_).append(ids_[i]);
       text_bytes_ += documents[i].size();
-      tokens_ += ids_[i].size();
+      tokens_ += ids_[i].ids.size();
     }
   }
 
@@ -255,9 +307,10 @@ class ParallelEncoder {
 
  private:
   const Tokenizer& tokenizer_;
+  const ChatTemplate* chat_;  // null for text
   const PrepareOptions& options_;
   ShardSequenceWriter train_, val_;
-  std::vector<std::vector<int>> ids_;
+  std::vector<MaskedTokens> ids_;
   uint64_t next_index_ = 0, text_bytes_ = 0, tokens_ = 0;
   double encode_seconds_ = 0;
 };
@@ -266,23 +319,43 @@ class ParallelEncoder {
 // small enough that memory does not grow with the corpus.
 constexpr size_t kBatchBytesPerJob = 4 << 20;
 
+// Chat: every conversation is parsed once before any file is written, so a
+// malformed record stops prepare with nothing written half-way.
+void check_conversations(const PrepareOptions& options) {
+  DocumentReader reader(options.inputs, reader_options(options));
+  std::vector<std::string> batch, origins;
+  while (reader.next_batch(kBatchBytesPerJob, batch, &origins)) {
+    for (size_t i = 0; i < batch.size(); ++i) conversation_parse(batch[i], origins[i]);
+    batch.clear();
+    origins.clear();
+  }
+}
+
 // --tokenizer: documents stream from the reader through the encoder.
 void prepare_with_tokenizer(const PrepareOptions& options) {
   const Tokenizer tokenizer = Tokenizer::load(options.tokenizer);
+  std::optional<ChatTemplate> chat;
+  if (options.chat) chat = ChatTemplate::for_tokenizer(tokenizer, options.chat_format);
   if (!options.quiet) {
-    fmt::print("prepare: tokenizer {} ({}, {} ids; documents as {} ... {})\n", tokenizer.path(),
-               to_string(tokenizer.kind()), tokenizer.vocab_size(),
-               tokenizer.piece(tokenizer.bos_id()), tokenizer.piece(tokenizer.eos_id()));
+    const std::string layout =
+        chat ? fmt::format("conversations in {}, the assistant's tokens kept", chat->name())
+             : fmt::format("documents as {} ... {}", tokenizer.piece(tokenizer.bos_id()),
+                           tokenizer.piece(tokenizer.eos_id()));
+    fmt::print("prepare: tokenizer {} ({}, {} ids; {})\n", tokenizer.path(),
+               to_string(tokenizer.kind()), tokenizer.vocab_size(), layout);
   }
-  DocumentReader reader(options.inputs, {options.text_field, options.skip_missing_text});
+  DocumentReader reader(options.inputs, reader_options(options));
+  if (chat) check_conversations(options);
   fs::create_directories(options.out_dir);
-  ParallelEncoder encoder(tokenizer, options);
+  ParallelEncoder encoder(tokenizer, chat ? &*chat : nullptr, options);
   {
     Progress encoding("prepare: encoding", reader.input_bytes(), phase_options(options));
-    std::vector<std::string> batch;
-    while (reader.next_batch(kBatchBytesPerJob * static_cast<size_t>(options.jobs), batch)) {
-      encoder.encode(batch);
+    std::vector<std::string> batch, origins;
+    while (
+        reader.next_batch(kBatchBytesPerJob * static_cast<size_t>(options.jobs), batch, &origins)) {
+      encoder.encode(batch, origins);
       batch.clear();
+      origins.clear();
       encoding.set(reader.bytes_read());
     }
     encoding.set_detail(reader_summary(reader));
@@ -295,7 +368,7 @@ void prepare_with_tokenizer(const PrepareOptions& options) {
 // No --tokenizer: every document is read first, a SentencePiece tokenizer is
 // trained on the train split, then the documents are encoded with it.
 void prepare_training_tokenizer(const PrepareOptions& options) {
-  DocumentReader reader(options.inputs, {options.text_field, options.skip_missing_text});
+  DocumentReader reader(options.inputs, reader_options(options));
   std::vector<std::string> documents;
   {
     Progress reading("prepare: reading", reader.input_bytes(), phase_options(options));
@@ -340,7 +413,7 @@ void prepare_training_tokenizer(const PrepareOptions& options) {
     fmt::print("prepare: tokenizer {} trained in {:.1f} s: vocab size {} (requested {})\n",
                tokenizer.path(), took.count(), tokenizer.vocab_size(), options.vocab_size);
   }
-  ParallelEncoder encoder(tokenizer, options);
+  ParallelEncoder encoder(tokenizer, nullptr, options);
   {
     Progress encoding("prepare: encoding", bytes_of(documents), phase_options(options));
     const size_t batch_bytes = kBatchBytesPerJob * static_cast<size_t>(options.jobs);
@@ -350,13 +423,13 @@ void prepare_training_tokenizer(const PrepareOptions& options) {
       batched += document.size() + 1;
       batch.push_back(std::move(document));
       if (batched >= batch_bytes) {
-        encoder.encode(batch);
+        encoder.encode(batch, {});
         encoding.add(bytes_of(batch));
         batch.clear();
         batched = 0;
       }
     }
-    encoder.encode(batch);
+    encoder.encode(batch, {});
     encoding.add(bytes_of(batch));
   }
   encoder.finish("");

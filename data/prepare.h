@@ -3,8 +3,11 @@
 // document as BOS + text + EOS with the given tokenizer (or one trained here:
 // SentencePiece BPE on the training documents, written as
 // out_dir/tokenizer.model and tokenizer.vocab), and write out_dir/train_NNN.bin
-// and val_NNN.bin. Invariant: the same inputs and options give the same output
-// files, byte for byte, whatever the number of jobs.
+// and val_NNN.bin. With chat, each record's messages are a conversation
+// rendered in the model's chat format (chat_template.h) and every shard gets
+// a loss mask keeping the assistant's tokens (loss_mask.h); every record is
+// checked before any file is written. Invariant: the same inputs and options
+// give the same output files, byte for byte, whatever the number of jobs.
 #pragma once
 
 #include <cstdint>
@@ -22,9 +25,11 @@ struct PrepareOptions {
   uint64_t seed = 1337;                // decides the train/val split
   bool quiet = false;                  // no progress lines, SentencePiece silent
   std::string tokenizer;               // encode with this one (tokenizer.h) instead of training
-  std::string text_field = "text";     // of JSON records
+  std::string text_field;              // of JSON records; empty: "text" ("messages" with chat)
   bool skip_missing_text = false;      // skip records without it (counted), else an error
   int jobs = 1;                        // documents encoded in parallel
+  bool chat = false;                   // records are conversations (needs a tokenizer)
+  std::string chat_format;             // with chat: llama3, chatml, or empty for the tokenizer's
 };
 
 void prepare_dataset(const PrepareOptions& options);

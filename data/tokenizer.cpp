@@ -46,6 +46,7 @@ class Tokenizer::Model {
     LLM_FAIL("tokenizer {}: a {} has no tokenizer.json form", path_, to_string(kind_));
   }
   virtual std::string piece(int id) const = 0;
+  virtual int special_id(std::string_view text) const = 0;
   const std::string& path() const { return path_; }
   TokenizerKind kind() const { return kind_; }
 
@@ -79,6 +80,10 @@ class SentencePieceModel final : public Tokenizer::Model {
   int eos_id() const override { return processor_.eos_id(); }
   int unk_id() const override { return processor_.unk_id(); }
   std::string piece(int id) const override { return processor_.IdToPiece(id); }
+  int special_id(std::string_view text) const override {
+    const int id = processor_.PieceToId(text);  // unk_id when there is no such piece
+    return processor_.IsControl(id) && processor_.IdToPiece(id) == text ? id : -1;
+  }
 
  private:
   sentencepiece::SentencePieceProcessor processor_;
@@ -99,6 +104,7 @@ class ByteBpeModel final : public Tokenizer::Model {
   int bos_id() const override { return bpe_.bos_id(); }
   int eos_id() const override { return bpe_.eos_id(); }
   std::string piece(int id) const override { return bpe_.piece(id); }
+  int special_id(std::string_view text) const override { return bpe_.special_id(text); }
 
  private:
   ByteBpeVocab vocab_;  // what the file said, for its tokenizer.json form
@@ -192,6 +198,8 @@ void Tokenizer::save_copy(const std::string& dir) const {
 std::string run_tokenizer_dir(const std::string& run_dir) {
   return (fs::path(run_dir) / "tokenizer").string();
 }
+
+int Tokenizer::special_id(std::string_view text) const { return model_->special_id(text); }
 
 TokenizerKind Tokenizer::kind() const { return model_->kind(); }
 const std::string& Tokenizer::path() const { return model_->path(); }

@@ -43,6 +43,9 @@ class Tokenizer {
   int eos_id() const;
   int unk_id() const;               // -1 when the kind has none (byte-level BPE covers every byte)
   std::string piece(int id) const;  // the text of id (e.g. "<s>", "<|begin_of_text|>")
+  // The id of the special token spelled `text` (e.g. "<|eot_id|>"; for
+  // SentencePiece a control piece), or -1 when there is none.
+  int special_id(std::string_view text) const;
   TokenizerKind kind() const;
   // The file it was read from (a directory resolves to the file inside).
   const std::string& path() const;

@@ -40,6 +40,9 @@ ByteBpe::ByteBpe(ByteBpeVocab vocab, const std::string& origin)
     if (special.text == vocab.bos) bos_id_ = special.id;
     if (special.text == vocab.eos) eos_id_ = special.id;
   }
+  for (const ByteBpeVocab::Special& special : vocab.specials) {
+    special_of_text_.emplace(id_text_[static_cast<size_t>(special.id)], special.id);
+  }
   LLM_CHECK(bos_id_ >= 0 && eos_id_ >= 0,
             "{}: no special tokens {} and {} to begin and end documents with", origin, vocab.bos,
             vocab.eos);
@@ -69,6 +72,11 @@ ByteBpe::ByteBpe(ByteBpeVocab vocab, const std::string& origin)
     merge_of_pair_.emplace(pair_key(m.left, m.right),
                            (static_cast<uint64_t>(m.rank) << 32) | static_cast<uint32_t>(m.merged));
   }
+}
+
+int ByteBpe::special_id(std::string_view text) const {
+  const auto found = special_of_text_.find(text);
+  return found == special_of_text_.end() ? -1 : found->second;
 }
 
 void ByteBpe::encode(std::string_view text, std::vector<int>& out) const {

@@ -52,13 +52,16 @@ class ByteBpe {
   int eos_id() const { return eos_id_; }
   // The text of `id`: its bytes, or a special's text.
   const std::string& piece(int id) const { return id_text_[static_cast<size_t>(id)]; }
+  // The id of the special token spelled `text`, or -1 when there is none.
+  int special_id(std::string_view text) const;
 
  private:
   void merge_piece(std::string_view piece, std::vector<int>& out) const;
 
   std::vector<std::string> id_text_;
-  std::unordered_map<std::string_view, int> token_of_bytes_;  // views into id_text_
-  std::unordered_map<uint64_t, uint64_t> merge_of_pair_;      // (left, right) -> (rank, merged)
+  std::unordered_map<std::string_view, int> token_of_bytes_;   // views into id_text_
+  std::unordered_map<std::string_view, int> special_of_text_;  // views into id_text_
+  std::unordered_map<uint64_t, uint64_t> merge_of_pair_;       // (left, right) -> (rank, merged)
   int byte_token_[256];
   bool whole_piece_lookup_;
   int vocab_size_ = 0, bos_id_ = -1, eos_id_ = -1;

@@ -1,0 +1,114 @@
+// ChatTemplate: the special tokens are looked up once by their text; the
+// format is chosen from them unless named.
+#include "data/chat_template.h"
+
+#include "data/tokenizer.h"
+#include "runtime/error.h"
+
+namespace llm {
+namespace {
+
+constexpr const char* kLlama3Tokens[] = {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"};
+constexpr const char* kChatmlTokens[] = {"<|im_start|>", "<|im_end|>"};
+
+template <size_t N>
+bool has_all(const Tokenizer& tokenizer, const char* const (&texts)[N]) {
+  for (const char* text : texts) {
+    if (tokenizer.special_id(text) < 0) return false;
+  }
+  return true;
+}
+
+template <size_t N>
+std::string join(const char* const (&texts)[N]) {
+  std::string list;
+  for (const char* text : texts) list += (list.empty() ? "" : ", ") + std::string(text);
+  return list;
+}
+
+std::string_view strip_ascii_space(std::string_view text) {
+  constexpr const char* kSpace = " \t\n\r\v\f";
+  const size_t first = text.find_first_not_of(kSpace);
+  if (first == std::string_view::npos) return {};
+  return text.substr(first, text.find_last_not_of(kSpace) - first + 1);
+}
+
+void append(const std::vector<int>& ids, bool kept, MaskedTokens& out) {
+  out.ids.insert(out.ids.end(), ids.begin(), ids.end());
+  out.kept.insert(out.kept.end(), ids.size(), kept ? 1 : 0);
+}
+
+}  // namespace
+
+ChatTemplate ChatTemplate::for_tokenizer(const Tokenizer& tokenizer, const std::string& name) {
+  LLM_CHECK(name.empty() || name == "llama3" || name == "chatml",
+            "chat format '{}': expected llama3 or chatml", name);
+  const bool llama3 = has_all(tokenizer, kLlama3Tokens);
+  const bool chatml = has_all(tokenizer, kChatmlTokens);
+  if (name == "llama3" || (name.empty() && llama3)) {
+    LLM_CHECK(llama3, "tokenizer {}: no Llama 3 chat format: it lacks one of {}", tokenizer.path(),
+              join(kLlama3Tokens));
+    return ChatTemplate(tokenizer, ChatFormat::llama3);
+  }
+  LLM_CHECK(chatml,
+            "tokenizer {}: no chat format: it has neither Llama 3's special tokens ({}) nor "
+            "ChatML's ({})",
+            tokenizer.path(), join(kLlama3Tokens), join(kChatmlTokens));
+  return ChatTemplate(tokenizer, ChatFormat::chatml);
+}
+
+ChatTemplate::ChatTemplate(const Tokenizer& tokenizer, ChatFormat format)
+    : tokenizer_(&tokenizer), format_(format) {
+  if (format == ChatFormat::llama3) {
+    start_of_header_ = tokenizer.special_id("<|start_header_id|>");
+    end_of_header_ = tokenizer.special_id("<|end_header_id|>");
+    end_of_turn_ = tokenizer.special_id("<|eot_id|>");
+  } else {
+    start_of_header_ = tokenizer.special_id("<|im_start|>");
+    end_of_turn_ = tokenizer.special_id("<|im_end|>");
+  }
+}
+
+const char* ChatTemplate::name() const {
+  return format_ == ChatFormat::llama3 ? "Llama 3's chat format" : "ChatML";
+}
+
+void ChatTemplate::append_header(ChatRole role, MaskedTokens& out) const {
+  const std::string role_text = to_string(role);
+  if (format_ == ChatFormat::llama3) {
+    append({start_of_header_}, false, out);
+    append(tokenizer_->encode(role_text), false, out);
+    append({end_of_header_}, false, out);
+    append(tokenizer_->encode("\n\n"), false, out);
+  } else {
+    append({start_of_header_}, false, out);
+    append(tokenizer_->encode(role_text + "\n"), false, out);
+  }
+}
+
+void ChatTemplate::append_turn(const ChatMessage& message, MaskedTokens& out) const {
+  const bool kept = message.role == ChatRole::assistant;
+  append_header(message.role, out);
+  const std::string_view content =
+      format_ == ChatFormat::llama3 ? strip_ascii_space(message.content) : message.content;
+  append(tokenizer_->encode(content), kept, out);
+  append({end_of_turn_}, kept, out);
+  if (format_ == ChatFormat::chatml) append(tokenizer_->encode("\n"), false, out);
+}
+
+void ChatTemplate::render(const std::vector<ChatMessage>& conversation, MaskedTokens& out) const {
+  out.ids.clear();
+  out.kept.clear();
+  append({tokenizer_->bos_id()}, false, out);
+  for (const ChatMessage& message : conversation) append_turn(message, out);
+}
+
+std::vector<int> ChatTemplate::render_prompt(std::string_view prompt) const {
+  MaskedTokens out;
+  append({tokenizer_->bos_id()}, false, out);
+  append_turn({ChatRole::user, std::string(prompt)}, out);
+  append_header(ChatRole::assistant, out);
+  return out.ids;
+}
+
+}  // namespace llm
