@@ -26,6 +26,7 @@
 #include "model/kernels/fill.h"
 #include "model/kernels/fp8_matmul.h"
 #include "model/kernels/matmul.h"
+#include "model/kernels/qk_norm.h"
 #include "model/kernels/residual.h"
 #include "model/kernels/rmsnorm.h"
 #include "model/kernels/rope.h"
@@ -41,6 +42,8 @@ namespace llm {
   X(embedding_backward)      \
   X(rmsnorm_forward)         \
   X(rmsnorm_backward)        \
+  X(qk_norm_forward)         \
+  X(qk_norm_backward)        \
   X(rope_forward)            \
   X(rope_backward)           \
   X(attention_forward)       \

@@ -313,14 +313,6 @@ constexpr RowShape kCpuRmsnormShapes[] = {{7, 13}, {1, 1}, {5, 64}, {3, 130}};
 constexpr RowShape kCudaRmsnormShapes[] = {{1, 1},    {3, 7},    {5, 64},    {17, 300},
                                            {4, 1030}, {2, 4104}, {2500, 40}, {3, 12300}};
 
-// The first row scaled by 1/64 (exact in bf16 too): its mean square (~1e-4)
-// is of the order of eps, so eps in the wrong place moves rstd by far more
-// than any tolerance.
-Floats small_first_row(Floats inp, int C) {
-  for (int c = 0; c < C; c++) inp[c] *= 1.0f / 64;
-  return inp;
-}
-
 std::vector<RowShape> rmsnorm_shapes(const OpRow& row) {
   return shapes_for(row, kCpuRmsnormShapes, kCudaRmsnormShapes);
 }

@@ -46,6 +46,28 @@ inline Vec rmsnorm_forward(const Vec& inp, const Vec& weight, int N, int C, doub
   return out;
 }
 
+// inp, out (N, (H + 2 KV) * D), each row [H q heads | KV k heads | KV v heads]
+// of D: out = inp with each q head RMSNorm'ed (over its D values) and scaled
+// by q_weight (D), each k head likewise with k_weight, v heads copied; rstd
+// (N, H + KV), each q then k head's, is also written when not null.
+inline Vec qk_norm_forward(const Vec& inp, const Vec& q_weight, const Vec& k_weight, int N, int H,
+                           int KV, int D, double eps, Vec* rstd = nullptr) {
+  Vec out = inp;
+  if (rstd) rstd->assign((size_t)N * (H + KV), 0.0);
+  for (int n = 0; n < N; n++) {
+    for (int h = 0; h < H + KV; h++) {
+      const size_t head = ((size_t)n * (H + 2 * KV) + h) * D;
+      const Vec& weight = h < H ? q_weight : k_weight;
+      double sum_sq = 0.0;
+      for (int d = 0; d < D; d++) sum_sq += inp[head + d] * inp[head + d];
+      const double s = 1.0 / std::sqrt(sum_sq / D + eps);
+      for (int d = 0; d < D; d++) out[head + d] = inp[head + d] * s * weight[d];
+      if (rstd) (*rstd)[(size_t)n * (H + KV) + h] = s;
+    }
+  }
+  return out;
+}
+
 // The RoPE angle of pair i (0 <= i < D/2) at position pos: pos * theta^(-2i/D).
 inline double rope_angle(int pos, int i, int D, double theta) {
   return pos * std::pow(theta, -2.0 * i / D);

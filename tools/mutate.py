@@ -54,7 +54,7 @@ MUTATIONS = [
      '{"num_key_value_heads", config.n_kv_heads},',
      '{"num_key_value_head", config.n_kv_heads},',
      "a typo in an exported Hugging Face config key"),
-    ("rmsnorm_eps_outside_sqrt", "model/kernels/rmsnorm.cpp",
+    ("rmsnorm_eps_outside_sqrt", "model/kernels/cpu_rmsnorm_rows.h",
      "(float)(1.0 / std::sqrt(sum_sq / C + eps))",
      "(float)(1.0 / (std::sqrt(sum_sq / C) + eps))",
      "RMSNorm eps added outside the square root"),
@@ -82,9 +82,9 @@ MUTATIONS = [
      "if (!reason.empty()) return SpikeVerdict{reason, median_loss, median_grad_norm};",
      "(void)median_grad_norm;",
      "the spike guard never skips"),
-    ("rmsnorm_cuda_eps_outside_sqrt", "model/kernels/rmsnorm.cu",
-     "const float s = (float)(1.0 / sqrt(sum_sq / C + eps));",
-     "const float s = (float)(1.0 / (sqrt(sum_sq / C) + eps));",
+    ("rmsnorm_cuda_eps_outside_sqrt", "model/kernels/rmsnorm_device.cuh",
+     "return (float)(1.0 / sqrt(sum_sq / C + eps));",
+     "return (float)(1.0 / (sqrt(sum_sq / C) + eps));",
      "the CUDA RMSNorm adds eps outside the square root"),
 ]
 

@@ -1,6 +1,7 @@
 // RMSNorm on the GPU: y = x * rstd * weight, rstd = 1 / sqrt(mean(x^2) + eps),
 // fp32 math (the sum of squares in double, as the CPU twin) rounded once on
-// store, for float or Bf16 storage.
+// store, for float or Bf16 storage; the pieces QK-norm shares are in
+// rmsnorm_device.cuh, and the chunk-summing stage (sum_gain_partials) is here.
 // Forward: one block per row. Backward: one block per chunk of consecutive
 // rows; for each row it reduces sum(w * dy * x) over the block, adds the row's
 // dinp, and keeps per-column dweight partial sums of its rows in shared memory
@@ -21,6 +22,7 @@
 #include "runtime/cuda_kernel_helpers.cuh"
 #include "runtime/cuda_runtime.cuh"
 #include "model/kernels/rmsnorm.h"
+#include "model/kernels/rmsnorm_device.cuh"
 
 namespace llm::cuda {
 
@@ -38,38 +40,6 @@ template <class T>
 unsigned threads_for_row(int C) {
   const unsigned packs = (unsigned)((C + kPack<T> - 1) / kPack<T>);
   return std::min(kMaxThreads, (packs + 31) / 32 * 32);
-}
-
-// ---- device helpers ---------------------------------------------------------------
-
-// The kPack<T> elements of row at column c0 into fp32 (missing ones past C are
-// 0): one 16-byte load when kAligned (then C is a multiple of kPack), element
-// by element otherwise. Both paths visit the same columns, so the sums built
-// from them are the same whatever the alignment.
-template <class T, bool kAligned>
-__device__ void load_pack(float (&out)[kPack<T>], const T* row, int c0, int C) {
-  if constexpr (kAligned) {
-    const Pack<T> p = *reinterpret_cast<const Pack<T>*>(row + c0);
-#pragma unroll
-    for (int k = 0; k < kPack<T>; k++) out[k] = load_f32(&p.v[k]);
-  } else {
-#pragma unroll
-    for (int k = 0; k < kPack<T>; k++) out[k] = c0 + k < C ? load_f32(row + c0 + k) : 0.0f;
-  }
-}
-
-template <class T, bool kAligned>
-__device__ void store_pack(T* row, int c0, int C, const float (&in)[kPack<T>]) {
-  if constexpr (kAligned) {
-    Pack<T> p;
-#pragma unroll
-    for (int k = 0; k < kPack<T>; k++) store_f32(&p.v[k], in[k]);
-    *reinterpret_cast<Pack<T>*>(row + c0) = p;
-  } else {
-#pragma unroll
-    for (int k = 0; k < kPack<T>; k++)
-      if (c0 + k < C) store_f32(row + c0 + k, in[k]);
-  }
 }
 
 // ---- kernels --------------------------------------------------------------------
@@ -91,7 +61,7 @@ __global__ void rmsnorm_forward_kernel(T* out, float* rstd, const T* inp, const 
     for (int k = 0; k < kPack<T>; k++) sum_sq += (double)xv[k] * xv[k];
   }
   sum_sq = block_sum(sum_sq);
-  const float s = (float)(1.0 / sqrt(sum_sq / C + eps));
+  const float s = rmsnorm_rstd(sum_sq, C, eps);
 
   for (int c0 = threadIdx.x * kPack<T>; c0 < C; c0 += step) {
     float xv[kPack<T>], wv[kPack<T>], yv[kPack<T>];
@@ -164,7 +134,8 @@ __global__ void rmsnorm_backward_kernel(T* dinp, float* partials, const T* dout,
 }
 
 // dweight[c] += sum over chunks, in chunk order, of partials[chunk][c].
-__global__ void sum_partials_kernel(float* dweight, const float* partials, int n_chunks, int C) {
+__global__ void sum_gain_partials_kernel(float* dweight, const float* partials, int n_chunks,
+                                         int C) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= C) return;
   float acc = 0.0f;
@@ -184,6 +155,12 @@ float* partials_scratch(size_t floats) {
 }  // namespace
 
 // ---- launchers ------------------------------------------------------------------
+
+void sum_gain_partials(float* dweight, const float* partials, int n_chunks, int C) {
+  launch(sum_gain_partials_kernel, blocks_for(C, kSumThreads), kSumThreads, 0, compute_stream(),
+         dweight, partials, n_chunks, C);
+  LLM_CUDA_CHECK_LAUNCH();
+}
 
 template <class T>
 void rmsnorm_forward(T* out, float* rstd, const T* inp, const T* weight, int N, int C, float eps) {
@@ -230,9 +207,7 @@ void rmsnorm_backward(T* dinp, float* dweight, const T* dout, const T* inp, cons
   } else {
     launch_backward(rmsnorm_backward_kernel<T, false>);
   }
-  launch(sum_partials_kernel, blocks_for(C, kSumThreads), kSumThreads, 0, compute_stream(), dweight,
-         partials, n_chunks, C);
-  LLM_CUDA_CHECK_LAUNCH();
+  sum_gain_partials(dweight, partials, n_chunks, C);
 }
 
 LLM_INSTANTIATE_FOR_STORAGE_TYPES(rmsnorm_forward);
