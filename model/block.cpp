@@ -13,7 +13,7 @@ std::vector<BlockTensorSpec> block_tensors(const ModelConfig& c) {
   using Split = TensorParallelSplit;
   const int64_t C = c.dim, D = c.dim / c.n_heads, F = c.ffn_dim;
   const int64_t q_rows = c.n_heads * D, kv_rows = c.n_kv_heads * D;
-  return {
+  std::vector<BlockTensorSpec> tensors = {
       {"attn_norm.weight", &BlockTensors::attn_norm, {{"input_layernorm.weight", C}}},
       {"attn.wqkv",
        &BlockTensors::wqkv,
@@ -42,6 +42,13 @@ std::vector<BlockTensorSpec> block_tensors(const ModelConfig& c) {
        /*output_projection=*/true,
        /*recomputed=*/false},
   };
+  if (c.qk_norm) {  // after wqkv: one gain per head kind, held whole by every rank
+    tensors.insert(
+        tensors.begin() + 2,
+        {{"attn.q_norm.weight", &BlockTensors::q_norm, {{"self_attn.q_norm.weight", D}}},
+         {"attn.k_norm.weight", &BlockTensors::k_norm, {{"self_attn.k_norm.weight", D}}}});
+  }
+  return tensors;
 }
 
 }  // namespace llm

@@ -87,6 +87,7 @@ struct UnitSpec {
 // the model reads parameters and gradients through it.
 struct BlockTensors {
   size_t attn_norm = 0, wqkv = 0, wo = 0, mlp_norm = 0, w13 = 0, w2 = 0;
+  size_t q_norm = 0, k_norm = 0;  // model.qk_norm only
 };
 
 struct ParameterLayout {

@@ -52,16 +52,18 @@ struct Shape {
 // all-gathered); the residual stream and the norm statistics this rank's n.
 template <class A>
 struct BlockBuffers {
-  A* xn1;        // (N, C) attention-norm output
-  float* rstd1;  // (n)
-  A* qkv;        // (N, QKV) with RoPE applied to q and k
-  A* att;        // (N, H * D) attention output before the projection
-  float* lse;    // (B, H, T) softmax log-sum-exp per query
-  A* x_mid;      // (n, C) residual stream after attention
-  A* xn2;        // (N, C) MLP-norm output
-  float* rstd2;  // (n)
-  A* h13;        // (N, 2F) [gate | up]
-  A* g;          // (N, F) silu(gate) * up
+  A* xn1;          // (N, C) attention-norm output
+  float* rstd1;    // (n)
+  A* qkv;          // (N, QKV) with RoPE applied to q and k
+  A* qkv_raw;      // (N, QKV) the projection before QK-norm (model.qk_norm; else null)
+  float* rstd_qk;  // (N, H + KV) QK-norm's statistics (model.qk_norm; else null)
+  A* att;          // (N, H * D) attention output before the projection
+  float* lse;      // (B, H, T) softmax log-sum-exp per query
+  A* x_mid;        // (n, C) residual stream after attention
+  A* xn2;          // (N, C) MLP-norm output
+  float* rstd2;    // (n)
+  A* h13;          // (N, 2F) [gate | up]
+  A* g;            // (N, F) silu(gate) * up
 };
 // What one micro-batch in flight holds (one activation slot).
 template <class A>
@@ -98,6 +100,8 @@ struct GradBuffers {  // backward scratch, reused by every block
   A* dxn;             // (N, C) gradient of a norm output (partial sums under tp > 1)
   A* dxn_rows;        // (n, C) its reduced rows (tp > 1; else dxn itself)
   A* dqkv;            // (N, QKV)
+  A* dqkv_raw;        // (N, QKV) the gradient before QK-norm (model.qk_norm; else null)
+  float* dhead_norm;  // (2, D) QK-norm's gain gradients, summed over the group (tp > 1, qk_norm)
   A* datt;            // (N, H * D)
   A* dh13;            // (N, 2F)
   A* dg;              // (N, F)
@@ -118,10 +122,11 @@ enum Fp8ScaleSlot { kInputScale, kWeightScale, kGradScale, kFp8Scales };
 
 template <class A>
 struct Buffers {
+  // Every pointer null until planned: the optional buffers stay null.
   std::vector<SlotBuffers<A>> slots;
-  BlockBuffers<A> scratch;
-  SharedBuffers<A> shared;
-  GradBuffers<A> grads;
+  BlockBuffers<A> scratch{};
+  SharedBuffers<A> shared{};
+  GradBuffers<A> grads{};
   Fp8Buffers fp8{};  // all null unless the precision is fp8
 };
 
@@ -148,6 +153,10 @@ BufferPlan plan_activations(const ModelConfig& c, int B, int T, ModelSlice slice
   auto plan_block = [&](BufferPlan& p, BlockBuffers<A>& b, bool expensive, bool cheap) {
     if (expensive) {
       p.add(b.qkv, N * s.QKV);
+      if (c.qk_norm) {
+        p.add(b.qkv_raw, N * s.QKV);
+        p.add(b.rstd_qk, N * (s.H + s.KV));
+      }
       p.add(b.att, N * s.HD);
       p.add(b.lse, N * s.H);
       p.add(b.x_mid, n * C);
@@ -214,6 +223,10 @@ BufferPlan plan_activations(const ModelConfig& c, int B, int T, ModelSlice slice
     plan.add(g.dnorm, 2 * C);
   }
   plan.add(g.dqkv, N * s.QKV);
+  if (c.qk_norm) {
+    plan.add(g.dqkv_raw, N * s.QKV);
+    if (tp > 1) plan.add(g.dhead_norm, 2 * s.D);
+  }
   plan.add(g.datt, N * s.HD);
   plan.add(g.dh13, N * 2 * F);
   plan.add(g.dg, N * F);
@@ -308,6 +321,7 @@ class TransformerImpl : public Transformer::Impl {
         b.xn1 = sc.xn1, b.rstd1 = sc.rstd1, b.xn2 = sc.xn2, b.rstd2 = sc.rstd2, b.g = sc.g;
         if (checkpointing.mode == Recompute::full) {
           b.qkv = sc.qkv, b.att = sc.att, b.lse = sc.lse, b.x_mid = sc.x_mid, b.h13 = sc.h13;
+          b.qkv_raw = sc.qkv_raw, b.rstd_qk = sc.rstd_qk;
         }
       }
     }
@@ -316,7 +330,8 @@ class TransformerImpl : public Transformer::Impl {
     if (tp_ == 1)
       d.dxn_rows = d.dxn;
     else
-      f32_.fill_zero(d.dnorm, 2 * s_.C);  // zero between uses
+      f32_.fill_zero(d.dnorm, 2 * s_.C);                       // zero between uses
+    if (d.dhead_norm) f32_.fill_zero(d.dhead_norm, 2 * s_.D);  // zero between uses
     backend.rope_table(buf_.shared.rope_cos, buf_.shared.rope_sin, max_seq, static_cast<int>(s_.D),
                        static_cast<float>(config.rope_theta));
   }
@@ -609,7 +624,14 @@ void TransformerImpl<A>::block_forward(int l, const A* p, int B, int T, bool wri
   const BlockBuffers<A>& b = block(l);
   const A* x = residual(l);
   norm_gathered(b.xn1, b.rstd1, x, p + layout_.block.attn_norm, N);
-  linear_forward(b.qkv, b.xn1, p + layout_.block.wqkv, nullptr, N, C, QKV);
+  if (config_.qk_norm) {
+    linear_forward(b.qkv_raw, b.xn1, p + layout_.block.wqkv, nullptr, N, C, QKV);
+    ops_.qk_norm_forward(b.qkv, b.rstd_qk, b.qkv_raw, p + layout_.block.q_norm,
+                         p + layout_.block.k_norm, N, H, KV, D,
+                         static_cast<float>(config_.norm_eps));
+  } else {
+    linear_forward(b.qkv, b.xn1, p + layout_.block.wqkv, nullptr, N, C, QKV);
+  }
   // Decoding, row t is at position decode_start_ + t: the tables from there.
   const size_t first_angle = static_cast<size_t>(std::max(decode_start_, 0)) * (D / 2);
   const bool decoding = decode_start_ >= 0;  // one sequence: no document mask
@@ -668,7 +690,24 @@ void TransformerImpl<A>::block_backward(int l, const A* p, float* gr, int B, int
   ops_.attention_backward(d.dqkv, d.datt, b.qkv, b.att, b.lse, slot_->doc_start, B, T, H, KV, D);
   ops_.rope_backward(d.dqkv, buf_.shared.rope_cos, buf_.shared.rope_sin, slot_->positions, N, T,
                      H + KV, D, QKV);
-  column_parallel_backward(gr + layout_.block.wqkv, d.dqkv, b.xn1, p + layout_.block.wqkv, N, QKV);
+  const A* dprojected = d.dqkv;
+  if (config_.qk_norm) {
+    // Each rank's heads give part of the gains' gradients: summed over the group.
+    float* dgains = tp_ == 1 ? nullptr : d.dhead_norm;
+    float* dq = dgains ? dgains : gr + layout_.block.q_norm;
+    float* dk = dgains ? dgains + D : gr + layout_.block.k_norm;
+    ops_.qk_norm_backward(d.dqkv_raw, dq, dk, d.dqkv, b.qkv_raw, p + layout_.block.q_norm,
+                          p + layout_.block.k_norm, b.rstd_qk, N, H, KV, D);
+    if (dgains) {
+      tensor(TensorPayload::head_norm_grads).all_reduce(dgains, 2 * D, WireType::f32);
+      f32_.add_vectors(gr + layout_.block.q_norm, gr + layout_.block.q_norm, dgains, D);
+      f32_.add_vectors(gr + layout_.block.k_norm, gr + layout_.block.k_norm, dgains + D, D);
+      f32_.fill_zero(dgains, 2 * D);  // zero between uses
+    }
+    dprojected = d.dqkv_raw;
+  }
+  column_parallel_backward(gr + layout_.block.wqkv, dprojected, b.xn1, p + layout_.block.wqkv, N,
+                           QKV);
   ops_.rmsnorm_backward(d.dres, norm_grad(gr + layout_.block.attn_norm, 0), d.dxn_rows, residual(l),
                         p + layout_.block.attn_norm, b.rstd1, n, C);
   add_norm_grads(gr + layout_.block.attn_norm, gr + layout_.block.mlp_norm);

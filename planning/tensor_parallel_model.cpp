@@ -84,7 +84,7 @@ std::vector<std::vector<TensorCollective>> tensor_parallel_collectives(const Con
   stand_in.training.seq_len = T;  // one row per rank
   const size_t stand_in_rows_c = static_cast<size_t>(m.dim), stand_in_pairs = 2 * T;
   const size_t N = static_cast<size_t>(config.training.micro_batch_size) * config.training.seq_len;
-  const size_t C = config.model.dim;
+  const size_t C = config.model.dim, head_dim = C / config.model.n_heads;
 
   RecordingUnits* running = nullptr;
   RecordingGroup* recording_group = nullptr;
@@ -102,6 +102,9 @@ std::vector<std::vector<TensorCollective>> tensor_parallel_collectives(const Con
             break;
           case TensorPayload::norm_gain_grads:  // one or two gains' gradients
             expected = count % m.dim == 0 ? count : 0, real = count / m.dim * C;
+            break;
+          case TensorPayload::head_norm_grads:  // the q and k gains' gradients
+            expected = 2 * kStandInHeadDim, real = 2 * head_dim;
             break;
           case TensorPayload::loss_parts:
             expected = stand_in_pairs, real = 2 * N;

@@ -208,6 +208,7 @@ struct ModelConfig {
   double rope_theta = 10000.0;
   double norm_eps = 1e-5;
   bool tie_embeddings = true;
+  bool qk_norm = false;
   double init_std = 0.02;
   std::string init_from = "";
 
@@ -223,6 +224,7 @@ struct ModelConfig {
     v("rope_theta", rope_theta, "RoPE base frequency", kPositive);
     v("norm_eps", norm_eps, "epsilon inside RMSNorm", kUnitOpen);
     v("tie_embeddings", tie_embeddings, "share the token embedding with the LM head");
+    v("qk_norm", qk_norm, "RMSNorm of each query and key head before RoPE (Qwen3, OLMo-2)");
     v("init_std", init_std, "std of the normal init of weight matrices", kPositive);
     v("init_from", init_from,
       "start from Hugging Face Llama weights (model.safetensors or its dir)",

@@ -120,17 +120,22 @@ TEST(TensorParallelTraffic, EqualsTheThroughputModel) {
   for (std::vector<std::string> o : {std::vector<std::string>{},
                                      {"training.precision=bf16"},
                                      {"training.activation_checkpointing=full"},
-                                     {"training.activation_checkpointing=selective"}}) {
+                                     {"training.activation_checkpointing=selective"},
+                                     {"model.qk_norm=true"}}) {
     SCOPED_TRACE(o.empty() ? "fp32" : o[0]);
     o.push_back("parallel.tensor_parallel=2");
     std::vector<std::string> all = base_overrides("ragged", mpi_temp_dir("tp", "runs"));
     all.insert(all.end(), o.begin(), o.end());
     const Config config = config_load("configs/tiny.toml", all);
     Trainer trainer(config, comm_world());
-    EXPECT_EQ(trainer.model().layout().total_numel * 2,
-              layout_build(config.model).total_numel +
-                  static_cast<size_t>(2 * config.model.n_layers + 1) * config.model.dim)
-        << "every tensor halved but the replicated norm gains (2 per block + the final one)";
+    const ModelConfig& m = config.model;
+    const size_t qk_gains =
+        m.qk_norm ? 2 * static_cast<size_t>(m.n_layers) * (m.dim / m.n_heads) : 0;
+    EXPECT_EQ(
+        trainer.model().layout().total_numel * 2,
+        layout_build(m).total_numel + static_cast<size_t>(2 * m.n_layers + 1) * m.dim + qk_gains)
+        << "every tensor halved but the replicated gains (2 norms per block + the final one, "
+           "and QK-norm's 2 per block)";
     trainer.topology().tensor->reset_stats();
     trainer.train_step(0);
     const CommStats& measured = trainer.topology().tensor->stats();
@@ -163,6 +168,23 @@ TEST(TensorParallelCheckpointing, BitIdenticalToNoCheckpointing) {
     RunResult checkpointed = train(comm_world(), "ragged", with);
     EXPECT_EQ(checkpointed.losses, plain.losses);
     EXPECT_EQ(checkpointed.params, plain.params);
+  }
+}
+
+// QK-norm: each rank normalizes its own heads, and the gains' gradients (one
+// gain per head kind, held whole by every rank) are summed over the group;
+// with recomputation too, the run follows the single process's.
+TEST(TensorParallelQkNorm, MatchesTheSingleProcess) {
+  REQUIRE_EVEN_WORLD();
+  std::unique_ptr<Group> alone = comm_world().split(comm_world().rank(), 0);
+  const RunResult ref = train(*alone, "ragged", {"model.qk_norm=true"});
+  for (std::string recompute : {"none", "full"}) {
+    SCOPED_TRACE(recompute);
+    RunResult run =
+        train(comm_world(), "ragged",
+              {"model.qk_norm=true", "parallel.tensor_parallel=2", "parallel.mode=zero3",
+               "training.activation_checkpointing=" + recompute});
+    expect_same_curve(run, ref, kCurveTolerance);
   }
 }
 

@@ -62,6 +62,7 @@ struct ModelCase {
   bool tied;
   int n_heads, n_kv_heads;
   double norm_eps;
+  bool qk_norm = false;
 };
 
 // One kv head cannot tell a query head's kv head h / (H / KV) from h % KV;
@@ -73,6 +74,7 @@ const ModelCase kModelCases[] = {
     {"UntiedOneKvHead", false, 2, 1, 1e-5},
     {"UntiedGroupedQueryAttention", false, 4, 2, 1e-5},
     {"TiedNormEpsNearMeanSquare", true, 4, 2, 0.1},
+    {"UntiedGroupedQueryAttentionQkNorm", false, 4, 2, 1e-5, true},
 };
 
 void PrintTo(const ModelCase& c, std::ostream* out) { *out << c.name; }
@@ -86,6 +88,7 @@ TEST_P(ModelVsNaive, LossAndEveryParameterGradientMatch) {
   const ModelCase& shape = GetParam();
   Config c = tiny_config(shape.tied, shape.n_heads, shape.n_kv_heads);
   c.model.norm_eps = shape.norm_eps;
+  c.model.qk_norm = shape.qk_norm;
   const int B = 2, T = 5, N = B * T;
   Transformer model(c.model, B, T, backend_cpu());
   Topology topology(comm_world(), c.parallel);
