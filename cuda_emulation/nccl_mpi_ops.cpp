@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "cuda_emulation/nccl_mpi.h"
+#include "cuda_emulation/graphs.h"
 #include "cuda_emulation/streams.h"
 #include "runtime/bf16.h"
 
@@ -158,6 +159,9 @@ ncclResult_t bind_stream(const std::string& call, ncclComm& comm, cudaStream_t s
 }
 
 ncclResult_t queue(const std::string& call, cudaStream_t stream, cuda_emulation::Work work) {
+  // NCCL can be captured on a GPU; its emulation (MPI calls matched once) cannot.
+  if (cuda_emulation::is_capturing(stream))
+    return refuse(ncclInvalidUsage, call + ": the NCCL emulation cannot be captured in a graph");
   cudaError_t status = cuda_emulation::enqueue(stream, std::move(work));
   if (status != cudaSuccess)
     return refuse(ncclUnhandledCudaError,

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_emulation/graphs.h"
 #include "cuda_emulation/streams.h"
 
 namespace {
@@ -134,6 +135,18 @@ const char* cudaGetErrorString(cudaError_t error) {
       return "too many resources requested for launch";
     case cudaErrorLaunchFailure:
       return "unspecified launch failure";
+    case cudaErrorIllegalState:
+      return "the operation cannot be performed in the present state";
+    case cudaErrorStreamCaptureUnsupported:
+      return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated:
+      return "operation failed due to a previous error during capture";
+    case cudaErrorStreamCaptureIsolation:
+      return "dependency created on uncaptured work in another stream";
+    case cudaErrorCapturedEvent:
+      return "operation not permitted on an event last recorded in a capturing stream";
+    case cudaErrorStreamCaptureWrongThread:
+      return "attempt to terminate a thread-local capture sequence from another thread";
   }
   return "unknown error";
 }
@@ -172,6 +185,7 @@ cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
 cudaError_t cudaMalloc(void** p, size_t bytes) {
   if (!p) return record(cudaErrorInvalidValue);
   *p = nullptr;
+  if (cudaError_t refused = cuda_emulation::refuse_if_unsafe()) return record(refused);
   if (bytes == 0) return cudaSuccess;
   size_t free_bytes = 0, total = 0;
   cudaMemGetInfo(&free_bytes, &total);
@@ -182,19 +196,23 @@ cudaError_t cudaMalloc(void** p, size_t bytes) {
 
 cudaError_t cudaFree(void* p) {
   if (!p) return cudaSuccess;
+  if (cudaError_t refused = cuda_emulation::refuse_if_unsafe()) return record(refused);
   cuda_emulation::wait_for_all_streams();  // cudaFree waits for the device, as CUDA's does
   if (!forget_device(p)) return record(cudaErrorInvalidValue);
   std::free(p);
   return cuda_emulation::sticky_error();
 }
 
+// In a capture CUDA makes these graph memory nodes, which the emulation does
+// not model: it refuses them there (the project warms its scratch up first).
 cudaError_t cudaMallocAsync(void** p, size_t bytes, cudaStream_t stream) {
-  (void)stream;  // allocated now: earlier than the stream would, never later
-  return cudaMalloc(p, bytes);
+  if (cudaError_t refused = cuda_emulation::refuse_if_capturing(stream)) return record(refused);
+  return cudaMalloc(p, bytes);  // allocated now: earlier than the stream would, never later
 }
 
 cudaError_t cudaFreeAsync(void* p, cudaStream_t stream) {
   if (!p) return cudaSuccess;
+  if (cudaError_t refused = cuda_emulation::refuse_if_capturing(stream)) return record(refused);
   return record(cuda_emulation::enqueue(stream, [p] {
     if (!forget_device(p))
       throw std::runtime_error("cudaFreeAsync of a pointer cudaMalloc did not return");
@@ -205,6 +223,7 @@ cudaError_t cudaFreeAsync(void* p, cudaStream_t stream) {
 cudaError_t cudaMallocHost(void** p, size_t bytes) {
   if (!p) return record(cudaErrorInvalidValue);
   *p = nullptr;
+  if (cudaError_t refused = cuda_emulation::refuse_if_unsafe()) return record(refused);
   if (bytes == 0) return cudaSuccess;
   if (posix_memalign(p, kAllocationAlignment, bytes) != 0) return record(cudaErrorMemoryAllocation);
   Allocations& a = allocations();
@@ -215,6 +234,7 @@ cudaError_t cudaMallocHost(void** p, size_t bytes) {
 
 cudaError_t cudaFreeHost(void* p) {
   if (!p) return cudaSuccess;
+  if (cudaError_t refused = cuda_emulation::refuse_if_unsafe()) return record(refused);
   cuda_emulation::wait_for_all_streams();
   {
     Allocations& a = allocations();
@@ -240,6 +260,10 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
   if ((!device_dst && touches_device_allocation(dst, bytes)) ||
       (!device_src && touches_device_allocation(src, bytes)))
     return record(cudaErrorInvalidValue);
+  // A copy through pageable memory is synchronous for the host: not capturable.
+  if ((kind == cudaMemcpyHostToDevice && !is_page_locked(src)) ||
+      (kind == cudaMemcpyDeviceToHost && !is_page_locked(dst)))
+    if (cudaError_t refused = cuda_emulation::refuse_if_capturing(stream)) return record(refused);
   if (kind == cudaMemcpyHostToDevice && !is_page_locked(src)) {
     // Pageable source: read now, so the caller may reuse it at once.
     auto copy = std::make_shared<std::vector<char>>(static_cast<const char*>(src),

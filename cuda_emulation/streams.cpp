@@ -4,7 +4,9 @@
 // host threads, and a missing wait between two streams is a visible race.
 // Invariants: cudaStreamWaitEvent and cudaEventSynchronize wait for the
 // record made before the call, never a later one (as CUDA captures it);
-// once the sticky error is set no queued work runs any more.
+// once the sticky error is set no queued work runs any more; work queued on
+// a capturing stream goes to its capture (graphs.h) instead, and no host may
+// wait on that stream or on an event recorded in the capture.
 #include "cuda_emulation/streams.h"
 
 #include <chrono>
@@ -15,6 +17,8 @@
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "cuda_emulation/graphs.h"
 
 struct CUstream_st {
   int index = 0;
@@ -31,6 +35,7 @@ struct CUevent_st {
   uint64_t reached = 0;   // the latest record its stream has run
   std::chrono::steady_clock::time_point reached_at{};
   bool timing = true;
+  bool captured = false;  // last recorded in a capturing stream: no host may wait on it
 };
 
 namespace cuda_emulation {
@@ -105,6 +110,7 @@ void wait_until_finished(CUstream_st* stream, uint64_t count) {
 
 cudaError_t enqueue(cudaStream_t stream, Work work) {
   if (cudaError_t error = sticky_error()) return error;
+  if (std::optional<cudaError_t> captured = capture_work(stream, work)) return *captured;
   CUstream_st* s = resolve(stream);
   {
     std::lock_guard<std::mutex> lock(s->mutex);
@@ -168,6 +174,8 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  if (cudaError_t refused = cuda_emulation::refuse_if_capturing(stream))
+    return cuda_emulation::record_last_error(refused);
   CUstream_st* s = cuda_emulation::resolve(stream);
   uint64_t queued;
   {
@@ -179,6 +187,8 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
 }
 
 cudaError_t cudaDeviceSynchronize() {
+  if (cudaError_t refused = cuda_emulation::refuse_if_unsafe())
+    return cuda_emulation::record_last_error(refused);
   cuda_emulation::wait_for_all_streams();
   return sticky_error();
 }
@@ -205,10 +215,19 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (!event) return cudaErrorInvalidResourceHandle;
+  // In a capture the record is a node of the graph; on one stream, which is
+  // all the emulation captures, it orders nothing the stream does not.
+  cuda_emulation::Work nothing = [] {};
+  if (std::optional<cudaError_t> captured = cuda_emulation::capture_work(stream, nothing)) {
+    std::lock_guard<std::mutex> lock(event->mutex);
+    event->captured = true;
+    return *captured;
+  }
   uint64_t record;
   {
     std::lock_guard<std::mutex> lock(event->mutex);
     record = ++event->recorded;
+    event->captured = false;
   }
   return cuda_emulation::enqueue(stream, [event, record] {
     {
@@ -223,6 +242,10 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 }
 
 namespace {
+bool recorded_in_capture(cudaEvent_t event) {
+  std::lock_guard<std::mutex> lock(event->mutex);
+  return event->captured;
+}
 // The record made before now, and a wait until its stream has run it.
 uint64_t latest_record(cudaEvent_t event) {
   std::lock_guard<std::mutex> lock(event->mutex);
@@ -240,13 +263,24 @@ void wait_for_record(cudaEvent_t event, uint64_t record) {
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned flags) {
   if (!event) return cudaErrorInvalidResourceHandle;
   if (flags != 0) return cudaErrorInvalidValue;
+  if (recorded_in_capture(event)) {
+    // Within its own capture the wait orders nothing more; from another
+    // stream it would fork the capture there, which CUDA allows and the
+    // emulation (capturing one stream) refuses.
+    return cuda_emulation::is_capturing(stream) ? sticky_error()
+                                                : cudaErrorStreamCaptureUnsupported;
+  }
   const uint64_t record = latest_record(event);
   if (record == 0) return sticky_error();  // never recorded: nothing to wait for
+  // A capture may not depend on work outside it.
+  if (cuda_emulation::is_capturing(stream))
+    return cuda_emulation::invalidate_capture(stream, cudaErrorStreamCaptureIsolation);
   return cuda_emulation::enqueue(stream, [event, record] { wait_for_record(event, record); });
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (!event) return cudaErrorInvalidResourceHandle;
+  if (recorded_in_capture(event)) return cudaErrorCapturedEvent;
   wait_for_record(event, latest_record(event));
   return sticky_error();
 }
@@ -255,12 +289,14 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
   if (!event) return cudaErrorInvalidResourceHandle;
   if (cudaError_t error = sticky_error()) return error;
   std::lock_guard<std::mutex> lock(event->mutex);
+  if (event->captured) return cudaErrorCapturedEvent;
   return event->reached >= event->recorded ? cudaSuccess : cudaErrorNotReady;
 }
 
 cudaError_t cudaEventElapsedTime(float* milliseconds, cudaEvent_t start, cudaEvent_t end) {
   if (!milliseconds || !start || !end) return cudaErrorInvalidResourceHandle;
   if (!start->timing || !end->timing) return cudaErrorInvalidResourceHandle;
+  if (recorded_in_capture(start) || recorded_in_capture(end)) return cudaErrorCapturedEvent;
   std::lock_guard<std::mutex> lock_start(start->mutex);
   if (start == end) {
     *milliseconds = 0.0f;

@@ -15,6 +15,7 @@
 #include <type_traits>
 
 #include "runtime/device.h"
+#include "runtime/device_graphs.h"
 #include "runtime/storage_types.h"
 #include "model/kernels/adamw.h"
 #include "model/kernels/attention.h"
@@ -86,6 +87,10 @@ struct TypedOps {
 struct Backend {
   Device device;
   const DeviceMemory* memory;
+  // Capture and replay of device work (training.cuda_graphs); null: every
+  // op launches eagerly (the CPU, and a profiled backend, whose timing
+  // events cannot be read inside a graph).
+  const DeviceGraphs* graphs = nullptr;
   TypedOps<float> f32;
   TypedOps<Bf16> bf16;
 #define LLM_NAMED_OP_FIELD(name) decltype(&cpu::name) name;

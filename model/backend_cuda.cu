@@ -6,6 +6,7 @@
 // table each.
 #include "model/backend.h"
 #include "model/cudnn/attention_cudnn.h"
+#include "runtime/device_graphs.h"
 
 namespace llm {
 
@@ -39,6 +40,7 @@ Backend cuda_backend(bool with_cudnn) {
   Backend backend{};
   backend.device = Device::cuda;
   backend.memory = &cuda_memory();
+  backend.graphs = &cuda_device_graphs();
   backend.f32 = cuda_typed_ops<float>();
   backend.bf16 = cuda_bf16_ops(with_cudnn);
 #define LLM_SET_CUDA_NAMED_OP(name) backend.name = &cuda::name;

@@ -8,11 +8,13 @@
 #include "model/transformer.h"
 
 #include <algorithm>
+#include <array>
 #include <memory>
 #include <type_traits>
 
 #include "runtime/error.h"
 #include "model/backend.h"
+#include "model/captured_segments.h"
 #include "model/tensor_payload.h"
 
 namespace llm {
@@ -262,6 +264,8 @@ class Transformer::Impl {
   virtual void decode_stage(UnitProvider& units, const int32_t* inputs, int B, int T,
                             int start) = 0;
   virtual void set_document_masking(int32_t start_token, bool reset_positions) = 0;
+  virtual void set_device_graphs(bool on) = 0;
+  virtual int device_graphs() const = 0;
   const ActivationBytes& bytes() const { return bytes_; }
 
  protected:
@@ -395,11 +399,18 @@ class TransformerImpl : public Transformer::Impl {
   // into the current slot's token buffers.
   void upload_micro_batch(const int32_t* inputs, const int32_t* targets, int B, int T);
   void set_document_masking(int32_t start_token, bool reset_positions) override;
+  void set_device_graphs(bool on) override {
+    LLM_CHECK(!on || tp_ == 1,
+              "training.cuda_graphs: tensor parallelism's collectives run inside every block, "
+              "where a device graph cannot hold them; turn one of the two off");
+    segments_.enable(on);
+  }
+  int device_graphs() const override { return segments_.graphs(); }
   // This stage's forward pass: from the uploaded tokens (first stage) or the
   // received activation, to the stage's output or (last stage) the logits.
   void forward_blocks(UnitProvider& units, int B, int T);
   // The last stage's backward through the LM head and final norm, into dres.
-  void head_backward(UnitProvider& units, int N);
+  void head_backward(UnitProvider& units, int B, int T);
   // The per-row (log-sum-exp, target logit) of every rank, then the losses;
   // with dloss != 0 the logits become their gradient.
   void cross_entropy(int N, float dloss, bool backward);
@@ -408,6 +419,23 @@ class TransformerImpl : public Transformer::Impl {
   void block_forward(int l, const A* p, int B, int T, bool write_output);
   void recompute_block(int l, const A* p, int B, int T);
   void block_backward(int l, const A* p, float* grads, int B, int T);
+
+  // --- device graphs (training.cuda_graphs) --------------------------------
+  // The segment sites: each unit's forward and backward, then the loss.
+  int forward_site(int unit) const { return 2 * unit; }
+  int backward_site(int unit) const { return 2 * unit + 1; }
+  int loss_site() const { return 2 * static_cast<int>(layout_.units.size()); }
+  // Queues `work` (kernels only, between two unit boundaries) as a segment
+  // of the current slot (captured_segments.h); `buffers` are the unit
+  // buffers it reads or writes. Decoding runs eagerly: its position is host
+  // state the key does not hold.
+  template <class Work>
+  void segment(int site, int B, int T, float dloss, std::array<const void*, 4> buffers,
+               Work&& work) {
+    if (decode_start_ >= 0) return work();
+    const int slot = static_cast<int>(slot_ - buf_.slots.data());
+    segments_.run({site, slot, B, T, dloss, buffers}, work);
+  }
 
   // --- the block matmuls: in A, or (fp8_) on FP8 copies -------------------
   // out (N, OC) = inp (N, K) @ weight (OC, K)^T (+ residual when not null).
@@ -505,6 +533,7 @@ class TransformerImpl : public Transformer::Impl {
   // doc_start and positions live in doc_arena_.
   int32_t doc_token_ = -1;
   Arena doc_arena_;
+  CapturedSegments segments_{backend_.graphs};
 };
 
 template <class A>
@@ -774,28 +803,36 @@ void TransformerImpl<A>::forward_blocks(UnitProvider& units, int B, int T) {
   if (first_) {
     // Vocabulary-parallel embedding: each rank embeds the tokens of its
     // vocabulary rows (zeros elsewhere), reduce-scattered to token rows.
-    const A* embed = params(units, layout_.embed_unit(), Pass::forward);
-    A* embedded = tp_ == 1 ? residual(layers_.begin) : h.partial;
-    ops_.embedding_forward(embedded, slot_->inputs, embed, N, C, vocab_begin_, V);
-    if (tp_ > 1) {
-      tensor(TensorPayload::activation_rows)
-          .reduce_scatter(h.partial, residual(layers_.begin), static_cast<size_t>(N / tp_) * C,
-                          wire_type());
-    }
-    units.release_params(layout_.embed_unit(), Pass::forward);
+    const int embed_unit = layout_.embed_unit();
+    const A* embed = params(units, embed_unit, Pass::forward);
+    segment(forward_site(embed_unit), B, T, 0, {embed}, [&] {
+      A* embedded = tp_ == 1 ? residual(layers_.begin) : h.partial;
+      ops_.embedding_forward(embedded, slot_->inputs, embed, N, C, vocab_begin_, V);
+      if (tp_ > 1) {
+        tensor(TensorPayload::activation_rows)
+            .reduce_scatter(h.partial, residual(layers_.begin), static_cast<size_t>(N / tp_) * C,
+                            wire_type());
+      }
+    });
+    units.release_params(embed_unit, Pass::forward);
   }
 
   for (int l = layers_.begin; l < layers_.end; ++l) {
-    const A* p = params(units, layout_.block_unit(l), Pass::forward);
-    block_forward(l, p, B, T, /*write_output=*/true);
-    units.release_params(layout_.block_unit(l), Pass::forward);
+    const int unit = layout_.block_unit(l);
+    const A* p = params(units, unit, Pass::forward);
+    segment(forward_site(unit), B, T, 0, {p},
+            [&] { block_forward(l, p, B, T, /*write_output=*/true); });
+    units.release_params(unit, Pass::forward);
   }
   if (!last_) return;
 
   const int head = layout_.head_unit();
   const A* hp = params(units, head, Pass::forward);
-  norm_gathered(slot_->xf, slot_->rstd_f, residual(layers_.end), hp, N);
-  ops_.matmul_forward(slot_->logits, slot_->xf, head_weight(units, hp, Pass::forward), N, C, V);
+  const A* weight = head_weight(units, hp, Pass::forward);
+  segment(forward_site(head), B, T, 0, {hp, weight}, [&] {
+    norm_gathered(slot_->xf, slot_->rstd_f, residual(layers_.end), hp, N);
+    ops_.matmul_forward(slot_->logits, slot_->xf, weight, N, C, V);
+  });
   release_head_weight(units, Pass::forward);
   units.release_params(head, Pass::forward);
 }
@@ -825,7 +862,7 @@ float TransformerImpl<A>::stage_forward(UnitProvider& units, int slot, const int
   forward_blocks(units, B, T);
   if (!last_ || !targets) return 0.0f;
   const int N = B * T;
-  cross_entropy(N, dloss, /*backward=*/dloss != 0);
+  segment(loss_site(), B, T, dloss, {}, [&] { cross_entropy(N, dloss, /*backward=*/dloss != 0); });
   return mean_loss(N);
 }
 
@@ -864,8 +901,8 @@ void TransformerImpl<A>::decode_stage(UnitProvider& units, const int32_t* inputs
 }
 
 template <class A>
-void TransformerImpl<A>::head_backward(UnitProvider& units, int N) {
-  const int n = N / tp_, C = static_cast<int>(s_.C), V = static_cast<int>(s_.V);
+void TransformerImpl<A>::head_backward(UnitProvider& units, int B, int T) {
+  const int N = B * T, n = N / tp_, C = static_cast<int>(s_.C), V = static_cast<int>(s_.V);
   const GradBuffers<A>& d = buf_.grads;
   // The final norm and LM head (its weight may be the tied embedding).
   const int head = layout_.head_unit();
@@ -873,12 +910,15 @@ void TransformerImpl<A>::head_backward(UnitProvider& units, int N) {
   float* hg = units.acquire_grads(head);
   float* head_weight_grad =
       config_.tie_embeddings ? units.acquire_grads(layout_.embed_unit()) : hg + C;
-  column_parallel_backward(head_weight_grad, slot_->logits, slot_->xf,
-                           head_weight(units, hp, Pass::backward), N, V, /*block=*/false);
-  ops_.fill_zero(d.dres, static_cast<size_t>(n) * C);
-  ops_.rmsnorm_backward(d.dres, norm_grad(hg, 0), d.dxn_rows, residual(layers_.end), hp,
-                        slot_->rstd_f, n, C);
-  add_norm_grads(hg, nullptr);
+  const A* weight = head_weight(units, hp, Pass::backward);
+  segment(backward_site(head), B, T, 0, {hp, hg, head_weight_grad, weight}, [&] {
+    column_parallel_backward(head_weight_grad, slot_->logits, slot_->xf, weight, N, V,
+                             /*block=*/false);
+    ops_.fill_zero(d.dres, static_cast<size_t>(n) * C);
+    ops_.rmsnorm_backward(d.dres, norm_grad(hg, 0), d.dxn_rows, residual(layers_.end), hp,
+                          slot_->rstd_f, n, C);
+    add_norm_grads(hg, nullptr);
+  });
   release_head_weight(units, Pass::backward);
   units.release_params(head, Pass::backward);
   units.release_grads(head);
@@ -890,14 +930,16 @@ void TransformerImpl<A>::stage_backward(UnitProvider& units, int slot, int B, in
   const int N = B * T, C = static_cast<int>(s_.C), V = static_cast<int>(s_.V);
   GradBuffers<A>& d = buf_.grads;
   d.dres = own_rows(d.dres_full, N);  // the next stage's gradient arrived here (not last)
-  if (last_) head_backward(units, N);
+  if (last_) head_backward(units, B, T);
 
   for (int l = layers_.end - 1; l >= layers_.begin; --l) {
     const int unit = layout_.block_unit(l);
     const A* p = params(units, unit, Pass::backward);
     float* gr = units.acquire_grads(unit);
-    recompute_block(l, p, B, T);
-    block_backward(l, p, gr, B, T);
+    segment(backward_site(unit), B, T, 0, {p, gr}, [&] {
+      recompute_block(l, p, B, T);
+      block_backward(l, p, gr, B, T);
+    });
     units.release_params(unit, Pass::backward);
     units.release_grads(unit);
   }
@@ -907,8 +949,10 @@ void TransformerImpl<A>::stage_backward(UnitProvider& units, int slot, int B, in
   // gather inside the embedding's gradient window: it is the embedding's
   // backward, as the tensor-parallel recording sees it).
   float* eg = units.acquire_grads(layout_.embed_unit());
-  gather_dres(N);
-  ops_.embedding_backward(eg, d.dres_full, slot_->inputs, N, C, vocab_begin_, V);
+  segment(backward_site(layout_.embed_unit()), B, T, 0, {eg}, [&] {
+    gather_dres(N);
+    ops_.embedding_backward(eg, d.dres_full, slot_->inputs, N, C, vocab_begin_, V);
+  });
   units.release_grads(layout_.embed_unit());
 }
 
@@ -997,6 +1041,10 @@ void Transformer::logits_row(int row, float* out) const { impl_->logits_row(row,
 void Transformer::set_document_masking(int32_t start_token, bool reset_positions) {
   impl_->set_document_masking(start_token, reset_positions);
 }
+
+void Transformer::set_device_graphs(bool on) { impl_->set_device_graphs(on); }
+
+int Transformer::device_graphs() const { return impl_->device_graphs(); }
 
 float Transformer::stage_forward(UnitProvider& units, int slot, const int32_t* inputs,
                                  const int32_t* targets, int B, int T, float dloss) {

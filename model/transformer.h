@@ -116,6 +116,15 @@ class Transformer {
   // reset_positions RoPE positions restart at each start. Every stage then
   // needs the inputs. Decoding (one sequence) is unmasked. Once, before use.
   void set_document_masking(int32_t start_token, bool reset_positions);
+  // training.cuda_graphs: from now on each stretch of device work between
+  // two unit boundaries runs eagerly the first time its shape and buffers
+  // are seen, is captured as a device graph the second time and replayed
+  // after (model/captured_segments.h), in training and evaluation alike;
+  // decoding stays eager. Refused on a backend without graphs (the CPU) and
+  // with tensor parallelism (its collectives run inside the blocks).
+  void set_device_graphs(bool on);
+  // Graphs captured so far.
+  int device_graphs() const;
   // The V logits of row `row` (= b * T + t) of the last forward or decode, as
   // fp32 on every rank (a collective over the tensor and pipeline groups).
   void logits_row(int row, float* out) const;

@@ -214,9 +214,23 @@ void wait_for_stream(cudaStream_t stream) {
   wait_for_event(reached);
 }
 
+namespace {
+uint64_t scratch_moves = 0;
+}
+uint64_t scratch_epoch() { return scratch_moves; }
+
 void* GrowingScratch::reserve(size_t bytes) {
   if (bytes <= capacity_) return buffer_;
   cudaStream_t stream = compute_stream();
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  LLM_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  // (fmt's compile-time format strings do not build under nvcc: no LLM_CHECK here)
+  if (capture != cudaStreamCaptureStatusNone)
+    throw_cuda_error("GrowingScratch::reserve (CUDA graphs)",
+                     "a scratch buffer may not grow inside a capture: the captured shape must "
+                     "run eagerly first",
+                     __FILE__, __LINE__);
+  scratch_moves++;
   if (buffer_) LLM_CUDA_CHECK(cudaFreeAsync(buffer_, stream));
   buffer_ = nullptr;
   LLM_CUDA_CHECK(cudaMallocAsync(&buffer_, bytes, stream));

@@ -20,6 +20,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 
 #include "runtime/cuda_launch.cuh"
 
@@ -51,11 +52,16 @@ bool gemm_autotune();
 // (cuda_set_deterministic in runtime/device.h).
 bool deterministic();
 
+// Changes whenever a GrowingScratch buffer moves: a device graph captured
+// before holds its old address (runtime/device_graphs.h).
+uint64_t scratch_epoch();
+
 // A kernel family's device temporaries (sort buffers, partial sums) sized by
 // the call: reserve() grows the buffer, stream-ordered on the compute stream
 // (cudaFreeAsync / cudaMallocAsync, so reserve() does not wait for the
 // stream and no queued kernel loses memory it still reads), and never shrinks it. A run calls with
-// fixed shapes, so each allocates on its first step only. One process drives
+// fixed shapes, so each allocates on its first step only; growing inside a
+// device graph's capture is refused (the shape was not run eagerly first). One process drives
 // one device, so a static instance per use serves every call; process exit
 // reclaims it (freeing at exit could race the CUDA context's teardown).
 class GrowingScratch {

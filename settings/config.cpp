@@ -268,6 +268,16 @@ void config_validate(const Config& c) {
             "{}: parallel.comm = nccl needs training.device = cuda",
             at({"parallel.comm", "training.device"}));
 
+  // CUDA graphs hold the kernels between unit boundaries; tensor
+  // parallelism's collectives run inside them (model/captured_segments.h).
+  LLM_CHECK(!t.cuda_graphs || t.device == Device::cuda,
+            "{}: training.cuda_graphs = true needs training.device = cuda",
+            at({"training.cuda_graphs", "training.device"}));
+  LLM_CHECK(!t.cuda_graphs || c.parallel.tensor_parallel == 1,
+            "{}: training.cuda_graphs = true needs parallel.tensor_parallel = 1 (its collectives "
+            "run inside every block, where a graph cannot hold them)",
+            at({"training.cuda_graphs", "parallel.tensor_parallel"}));
+
   LLM_CHECK(!c.data.train.empty(), "{}: data.train must name the training shards",
             at("data.train"));
 

@@ -263,6 +263,7 @@ struct TrainingConfig {
   AttentionKernel attention = AttentionKernel::automatic;
   bool gemm_autotune = false;
   bool deterministic = true;
+  bool cuda_graphs = false;
 
   template <class V>
   void visit_fields(V&& v) {
@@ -277,6 +278,10 @@ struct TrainingConfig {
     v("deterministic", deterministic,
       "GPU: the same bits every run (cuDNN's deterministic attention backward); false: its "
       "fastest backward, which sums with atomics (the bits may differ between runs)");
+    v("cuda_graphs", cuda_graphs,
+      "GPU: replay the step's kernels between unit boundaries as CUDA graphs, captured on the "
+      "second step (fewer launches, the same bits); needs tensor_parallel = 1",
+      OnResume::same_trajectory);
     v("steps", steps, "optimizer steps of the whole run (sets the LR schedule)", kNonNegative);
     v("stop_at_step", stop_at_step,
       "stop (and save) after this step, e.g. at a job's time limit (0 = steps)",

@@ -119,7 +119,8 @@ set_tests_properties(emulated_tsan.offload_and_zero3_steps PROPERTIES LABELS emu
   ENVIRONMENT "${LLM_EMULATION_ENVIRONMENT};TSAN_OPTIONS=halt_on_error=1:suppressions=${CMAKE_CURRENT_SOURCE_DIR}/tsan_suppressions.txt")
 
 # The emulation's own tests: kernels of their own, compiled against it.
-add_executable(llm_emulation_tests emulation_test_emulator.cpp emulation_test_cublaslt.cpp)
+add_executable(llm_emulation_tests emulation_test_emulator.cpp emulation_test_cublaslt.cpp
+                                   emulation_test_graphs.cpp)
 target_link_libraries(llm_emulation_tests PRIVATE llm_emulated GTest::gtest_main)
 target_include_directories(llm_emulation_tests BEFORE PRIVATE ${PROJECT_SOURCE_DIR}/cuda_emulation/include)
 target_compile_definitions(llm_emulation_tests PRIVATE LLM_CUDA_EMULATION=1)

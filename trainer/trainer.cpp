@@ -157,6 +157,10 @@ Trainer::Trainer(Config config, Group& world, const Backend* backend_override)
       ModelSplit{topology_.tensor.get(), topology_.pipeline.get(),
                  pipeline_in_flight(config_.parallel.pipeline_schedule, stages, stage,
                                     accumulation_steps_)});
+  if (t.cuda_graphs && !backend.graphs)
+    spdlog::warn(
+        "training.cuda_graphs is ignored: the op profile times every kernel, launched eagerly");
+  model_->set_device_graphs(t.cuda_graphs && backend.graphs);
   if (config_.data.document_masking) {
     // Documents start at the tokenizer's BOS, which prepare writes first in each.
     LLM_CHECK(tokenizer_.has_value(),

@@ -37,6 +37,8 @@
 #               non-deterministic attention backward) and the op profile
 #   bench_1b_fp8  the same in training.precision = fp8 (the block matmuls on FP8
 #               copies), with the op profile
+#   bench_graphs  ./train bench on tiny (launch-bound) and gpu_124m, each with
+#               training.cuda_graphs off and on, side by side in the same run
 #   bench_8b    ./train bench on the Llama 3 8B shape (seq 8192) at 2 and 4 blocks,
 #               and the whole model's tokens/s per GPU derived from the two
 #   pytorch_1b  tools/compare_pytorch.py on gpu_1b: PyTorch (torch.compile, SDPA,
@@ -84,7 +86,7 @@ START=$(date +%s)
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$REPO"
 NCCL_STEPS="nccl_matrix_np2,user_command,nccl_stop,nccl_kill,nccl_short,nccl_matrix_np4"
-GPU_STEPS="env,nvidia_smi,mpi_smoke,configure,build,linkage,ctest_gpu,$NCCL_STEPS,gpu_modes,bench_124m,bench_1b,bench_1b_fast_backward,bench_1b_fp8,bench_8b,pytorch_1b,bench_offload,generate_124m,contention"
+GPU_STEPS="env,nvidia_smi,mpi_smoke,configure,build,linkage,ctest_gpu,$NCCL_STEPS,gpu_modes,bench_124m,bench_1b,bench_1b_fast_backward,bench_1b_fp8,bench_graphs,bench_8b,pytorch_1b,bench_offload,generate_124m,contention"
 EMULATED=0
 LIMIT_SCALE=1  # the emulation's rehearsal: 4 (kernels on 2 CPU cores, not a GPU)
 KIT=gpu_kit/kit.tar.xz
@@ -116,7 +118,7 @@ for step in ${STEPS//,/ }; do
   case $step in
     all) expanded+=,$GPU_STEPS ;;
     nccl) expanded+=,env,nvidia_smi,configure,build,ctest_gpu,$NCCL_STEPS ;;
-    bench) expanded+=,env,nvidia_smi,configure,build,bench_124m,bench_1b,bench_1b_fast_backward,bench_1b_fp8,bench_8b,pytorch_1b ;;
+    bench) expanded+=,env,nvidia_smi,configure,build,bench_124m,bench_1b,bench_1b_fast_backward,bench_1b_fp8,bench_graphs,bench_8b,pytorch_1b ;;
     *) expanded+=,$step ;;
   esac
 done
@@ -305,6 +307,16 @@ run_step bench_124m 240 "./train bench --config configs/gpu_124m.toml"
 run_step bench_1b 300 "./train bench --config configs/gpu_1b.toml"
 run_step bench_1b_fast_backward 300 "./train bench --config configs/gpu_1b.toml --training.deterministic=false --profile"
 run_step bench_1b_fp8 300 "./train bench --config configs/gpu_1b.toml --training.precision=fp8 --profile"
+# CUDA graphs (training.cuda_graphs): eager and captured on the same GPU, the
+# small model first, where launches bound the step.
+run_step bench_graphs 300 "
+  for config in tiny gpu_124m; do
+    for graphs in false true; do
+      echo \"== \$config, training.cuda_graphs = \$graphs\"
+      ./train bench --config configs/\$config.toml --training.device=cuda \
+        --training.cuda_graphs=\$graphs || exit 1
+    done
+  done"
 # The Llama 3 8B shape at sequence 8192, one micro-batch of one sequence, at
 # 2 and 4 blocks (the whole model does not fit one GPU with its optimizer):
 # a block's step time is half the difference, the rest is the embedding, the
