@@ -407,7 +407,8 @@ void Trainer::run() {
   if (config_.data.document_masking) {
     spdlog::info(
         "document masking: attention stays inside each document (a document starts at BOS, id "
-        "{}), no loss on a target that crosses a boundary; RoPE positions {}",
+        "{}), no loss on a target that crosses a boundary; RoPE positions {}; FLOP/s and MFU "
+        "count causal attention over whole sequences, so what the mask skips counts as done",
         tokenizer_->bos_id(),
         config_.data.resets_positions() ? "restart at each document" : "run on across documents");
   }
