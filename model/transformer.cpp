@@ -468,6 +468,11 @@ class TransformerImpl : public Transformer::Impl {
     return tp_ == 1 ? grads : buf_.grads.dnorm + slot * s_.C;
   }
   void add_norm_grads(float* first, float* second);
+  // first (C or D) += the group's sum of partial[0, width), second likewise
+  // of partial[width, 2 width) when not null; then zeroes partial for its
+  // next use. The gains' gradients of norms each rank applies to its part.
+  void add_group_sum(float* partial, size_t width, float* first, float* second,
+                     TensorPayload payload);
 
   // The current slot's input of block l (l = layers_.end: the stage's output).
   A* residual(int l) const {
@@ -637,12 +642,16 @@ void TransformerImpl<A>::gather_dres(int N) {
 template <class A>
 void TransformerImpl<A>::add_norm_grads(float* first, float* second) {
   if (tp_ == 1) return;
-  const GradBuffers<A>& d = buf_.grads;
-  const size_t C = s_.C;
-  tensor(TensorPayload::norm_gain_grads).all_reduce(d.dnorm, (second ? 2 : 1) * C, WireType::f32);
-  f32_.add_vectors(first, first, d.dnorm, C);
-  if (second) f32_.add_vectors(second, second, d.dnorm + C, C);
-  f32_.fill_zero(d.dnorm, 2 * C);  // zero between uses
+  add_group_sum(buf_.grads.dnorm, s_.C, first, second, TensorPayload::norm_gain_grads);
+}
+
+template <class A>
+void TransformerImpl<A>::add_group_sum(float* partial, size_t width, float* first, float* second,
+                                       TensorPayload payload) {
+  tensor(payload).all_reduce(partial, (second ? 2 : 1) * width, WireType::f32);
+  f32_.add_vectors(first, first, partial, width);
+  if (second) f32_.add_vectors(second, second, partial + width, width);
+  f32_.fill_zero(partial, 2 * width);  // zero between uses
 }
 
 template <class A>
@@ -728,10 +737,8 @@ void TransformerImpl<A>::block_backward(int l, const A* p, float* gr, int B, int
     ops_.qk_norm_backward(d.dqkv_raw, dq, dk, d.dqkv, b.qkv_raw, p + layout_.block.q_norm,
                           p + layout_.block.k_norm, b.rstd_qk, N, H, KV, D);
     if (dgains) {
-      tensor(TensorPayload::head_norm_grads).all_reduce(dgains, 2 * D, WireType::f32);
-      f32_.add_vectors(gr + layout_.block.q_norm, gr + layout_.block.q_norm, dgains, D);
-      f32_.add_vectors(gr + layout_.block.k_norm, gr + layout_.block.k_norm, dgains + D, D);
-      f32_.fill_zero(dgains, 2 * D);  // zero between uses
+      add_group_sum(dgains, D, gr + layout_.block.q_norm, gr + layout_.block.k_norm,
+                    TensorPayload::head_norm_grads);
     }
     dprojected = d.dqkv_raw;
   }
