@@ -41,6 +41,11 @@
 #               training.cuda_graphs off and on, side by side in the same run
 #   bench_8b    ./train bench on the Llama 3 8B shape (seq 8192) at 2 and 4 blocks,
 #               and the whole model's tokens/s per GPU derived from the two
+#   fp8_loss_124m  300 steps of gpu_124m on the fortunes data (data/fortunes,
+#               from `make demo` or carried) in bf16, then in fp8: the final
+#               losses (mean of the last 20 steps) within 1%, no spike (a step's
+#               loss over 1.5x the mean of the 10 before it); metrics.jsonl of
+#               both to $OUT (else BUILD_DIR) for tools/plot_metrics.py
 #   pytorch_1b  tools/compare_pytorch.py on gpu_1b: PyTorch (torch.compile, SDPA,
 #               bf16 autocast, fused AdamW) and ours side by side, same run
 #   bench_offload ./train bench --offload on gpu_1b: device / ZeRO-Offload /
@@ -86,7 +91,7 @@ START=$(date +%s)
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$REPO"
 NCCL_STEPS="nccl_matrix_np2,user_command,nccl_stop,nccl_kill,nccl_short,nccl_matrix_np4"
-GPU_STEPS="env,nvidia_smi,mpi_smoke,configure,build,linkage,ctest_gpu,$NCCL_STEPS,gpu_modes,bench_124m,bench_1b,bench_1b_fast_backward,bench_1b_fp8,bench_graphs,bench_8b,pytorch_1b,bench_offload,generate_124m,contention"
+GPU_STEPS="env,nvidia_smi,mpi_smoke,configure,build,linkage,ctest_gpu,$NCCL_STEPS,gpu_modes,bench_124m,bench_1b,bench_1b_fast_backward,bench_1b_fp8,bench_graphs,bench_8b,fp8_loss_124m,pytorch_1b,bench_offload,generate_124m,contention"
 EMULATED=0
 LIMIT_SCALE=1  # the emulation's rehearsal: 4 (kernels on 2 CPU cores, not a GPU)
 KIT=gpu_kit/kit.tar.xz
@@ -118,7 +123,7 @@ for step in ${STEPS//,/ }; do
   case $step in
     all) expanded+=,$GPU_STEPS ;;
     nccl) expanded+=,env,nvidia_smi,configure,build,ctest_gpu,$NCCL_STEPS ;;
-    bench) expanded+=,env,nvidia_smi,configure,build,bench_124m,bench_1b,bench_1b_fast_backward,bench_1b_fp8,bench_graphs,bench_8b,pytorch_1b ;;
+    bench) expanded+=,env,nvidia_smi,configure,build,bench_124m,bench_1b,bench_1b_fast_backward,bench_1b_fp8,bench_graphs,bench_8b,fp8_loss_124m,pytorch_1b ;;
     *) expanded+=,$step ;;
   esac
 done
@@ -333,6 +338,19 @@ run_step bench_8b 300 "
     awk -v a=\$(ms 2) -v b=\$(ms 4) -v p=\$precision 'BEGIN { block = (b - a) / 2; rest = a - 2 * block; full = rest + 32 * block;
       printf \"8B shape, %s: %.1f ms per block, %.1f ms the rest; 32 blocks: %.0f ms/step, %.0f tokens/s per GPU\\n\", p, block, rest, full, 8192 / full * 1000 }'
   done"
+run_step fp8_loss_124m 240 "
+  set -e
+  for precision in bf16 fp8; do
+    rm -rf /tmp/loss_\$precision
+    ./train --config configs/gpu_124m.toml --training.precision=\$precision --training.steps=300 \
+      --training.eval_interval=0 --training.sample_tokens=0 --checkpoint.save_final=false \
+      --checkpoint.dir=/tmp/loss_\$precision --checkpoint.resume=none > /tmp/loss_\$precision.log 2>&1 ||
+      { tail -20 /tmp/loss_\$precision.log; exit 1; }
+    grep -E 'step +(1|100|200|300)/300 \\| loss' /tmp/loss_\$precision.log
+    cp /tmp/loss_\$precision/metrics.jsonl $(q "${OUT:-$BUILD}")/metrics_124m_\$precision.jsonl
+  done
+  python3 tools/gpu_kit/compare_losses.py $(q "${OUT:-$BUILD}")/metrics_124m_bf16.jsonl \
+    $(q "${OUT:-$BUILD}")/metrics_124m_fp8.jsonl"
 # PyTorch on the same config in the same run (tools/compare_pytorch.py): the
 # first Python that imports torch, $TORCH_PYTHON first.
 run_step pytorch_1b 300 "

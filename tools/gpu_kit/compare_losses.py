@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""Compares two runs' training losses from their metrics.jsonl: the check
+behind issue 44's FP8 target (fp8's final loss within 1% of bf16's, no spikes).
+
+usage: compare_losses.py BASELINE.jsonl CANDIDATE.jsonl [--tail N] [--within F]
+
+The final loss of a run is the mean of its last N step losses (20), which
+averages out the batch-to-batch noise of a single step. A spike is a step
+whose loss exceeds 1.5x the mean of the 10 steps before it (after step 10).
+Prints one line per run and a verdict; exits 1 when the candidate's final
+loss is off by more than F (0.01, relative) or either run has a spike.
+"""
+import argparse
+import json
+import sys
+
+
+def losses(path):
+    """[(step, loss)] of the train records of a metrics.jsonl, in step order."""
+    by_step = {}
+    with open(path) as lines:
+        for line in lines:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut off by a killed run
+            if "event" not in record and "loss" in record:
+                by_step[record["step"]] = record["loss"]
+    if not by_step:
+        sys.exit(f"compare_losses.py: {path}: no step losses")
+    return sorted(by_step.items())
+
+
+def spikes(curve, window=10, factor=1.5):
+    """Steps whose loss is over factor x the mean of the window before them."""
+    found = []
+    for i in range(window, len(curve)):
+        before = sum(loss for _, loss in curve[i - window:i]) / window
+        if curve[i][1] > factor * before:
+            found.append(curve[i][0])
+    return found
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("baseline")
+    parser.add_argument("candidate")
+    parser.add_argument("--tail", type=int, default=20)
+    parser.add_argument("--within", type=float, default=0.01)
+    args = parser.parse_args()
+    ok = True
+    finals = []
+    for path in (args.baseline, args.candidate):
+        curve = losses(path)
+        tail = curve[-args.tail:]
+        final = sum(loss for _, loss in tail) / len(tail)
+        found = spikes(curve)
+        finals.append(final)
+        print(f"{path}: {len(curve)} steps, first loss {curve[0][1]:.4f}, "
+              f"final (mean of last {len(tail)}) {final:.4f}, spikes at {found or 'none'}")
+        ok = ok and not found
+    off = (finals[1] - finals[0]) / finals[0]
+    within = abs(off) <= args.within
+    print(f"candidate's final loss is {off * 100:+.2f}% of the baseline's "
+          f"({'within' if within else 'OUTSIDE'} {args.within * 100:g}%)")
+    return 0 if ok and within else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
