@@ -48,6 +48,7 @@
 #               both to $OUT (else BUILD_DIR) for tools/plot_metrics.py
 #   pytorch_1b  tools/compare_pytorch.py on gpu_1b: PyTorch (torch.compile, SDPA,
 #               bf16 autocast, fused AdamW) and ours side by side, same run
+#   pytorch_124m  the same on gpu_124m
 #   bench_offload ./train bench --offload on gpu_1b: device / ZeRO-Offload /
 #               delayed / ZenFlow step times, PCIe bytes and GPU idle (issue 15)
 #   generate_124m  two steps of the 124M shape on the tiny data (bf16), then
@@ -91,7 +92,7 @@ START=$(date +%s)
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$REPO"
 NCCL_STEPS="nccl_matrix_np2,user_command,nccl_stop,nccl_kill,nccl_short,nccl_matrix_np4"
-GPU_STEPS="env,nvidia_smi,mpi_smoke,configure,build,linkage,ctest_gpu,$NCCL_STEPS,gpu_modes,bench_124m,bench_1b,bench_1b_fast_backward,bench_1b_fp8,bench_graphs,bench_8b,fp8_loss_124m,pytorch_1b,bench_offload,generate_124m,contention"
+GPU_STEPS="env,nvidia_smi,mpi_smoke,configure,build,linkage,ctest_gpu,$NCCL_STEPS,gpu_modes,bench_124m,bench_1b,bench_1b_fast_backward,bench_1b_fp8,bench_graphs,bench_8b,fp8_loss_124m,pytorch_1b,pytorch_124m,bench_offload,generate_124m,contention"
 EMULATED=0
 LIMIT_SCALE=1  # the emulation's rehearsal: 4 (kernels on 2 CPU cores, not a GPU)
 KIT=gpu_kit/kit.tar.xz
@@ -123,7 +124,7 @@ for step in ${STEPS//,/ }; do
   case $step in
     all) expanded+=,$GPU_STEPS ;;
     nccl) expanded+=,env,nvidia_smi,configure,build,ctest_gpu,$NCCL_STEPS ;;
-    bench) expanded+=,env,nvidia_smi,configure,build,bench_124m,bench_1b,bench_1b_fast_backward,bench_1b_fp8,bench_graphs,bench_8b,fp8_loss_124m,pytorch_1b ;;
+    bench) expanded+=,env,nvidia_smi,configure,build,bench_124m,bench_1b,bench_1b_fast_backward,bench_1b_fp8,bench_graphs,bench_8b,fp8_loss_124m,pytorch_1b,pytorch_124m ;;
     *) expanded+=,$step ;;
   esac
 done
@@ -353,11 +354,13 @@ run_step fp8_loss_124m 240 "
     $(q "${OUT:-$BUILD}")/metrics_124m_fp8.jsonl"
 # PyTorch on the same config in the same run (tools/compare_pytorch.py): the
 # first Python that imports torch, $TORCH_PYTHON first.
-run_step pytorch_1b 300 "
-  for py in \${TORCH_PYTHON:-} /opt/torch/.venv/bin/python python3; do
-    \$py -c 'import torch' 2>/dev/null && exec \$py tools/compare_pytorch.py --config configs/gpu_1b.toml
-  done
-  echo 'no Python here imports torch (set TORCH_PYTHON)'; exit 1"
+for size in 1b 124m; do
+  run_step pytorch_$size 300 "
+    for py in \${TORCH_PYTHON:-} /opt/torch/.venv/bin/python python3; do
+      \$py -c 'import torch' 2>/dev/null && exec \$py tools/compare_pytorch.py --config configs/gpu_$size.toml
+    done
+    echo 'no Python here imports torch (set TORCH_PYTHON)'; exit 1"
+done
 run_step bench_offload 300 "./train bench --config configs/gpu_1b.toml --offload --bench-steps 8"
 run_step generate_124m 180 "./train --config configs/gpu_124m.toml --data.train='data/tiny/train_*.bin' \
   --data.val='data/tiny/val_*.bin' --data.tokenizer=data/tiny/tokenizer.model --model.vocab_size=512 \
