@@ -89,6 +89,17 @@ if [ "$signal" != NONE ]; then
   [ -n "$pid" ] || fail "no process for rank $stopped"
   kill -"$signal" "$pid"
 fi
+# The bound below is checked after the job ends; a job that outlives it by
+# 10 s more is still running: say what it was doing, and end it.
+for _ in $(seq $(( (timeout_s + 20) * 10 ))); do
+  kill -0 "$job" 2>/dev/null || break
+  sleep 0.1
+done
+if kill -0 "$job" 2>/dev/null; then
+  echo "the job's last lines:"; tail -15 "$work/job.log"
+  kill -KILL "$job" 2>/dev/null
+  fail "still running $(( timeout_s + 20 )) s after the fault"
+fi
 wait "$job"
 status=$?
 # awk, not bc: a bare GPU machine has no bc.

@@ -117,8 +117,10 @@ uint32_t alignment_of(const void* p) {
   return lowest_bit >= kMaxAlignment ? kMaxAlignment : static_cast<uint32_t>(lowest_bit);
 }
 
+bool is_fp8(int type) { return type == CUDA_R_8F_E4M3 || type == CUDA_R_8F_E5M2; }
+
 size_t element_bytes(int type) {
-  return type == CUDA_R_8F_E4M3 || type == CUDA_R_8F_E5M2 ? 1 : type == CUDA_R_16BF ? 2 : 4;
+  return is_fp8(type) ? 1 : type == CUDA_R_16BF ? 2 : 4;
 }
 
 cublasLtMatrixLayout_t make_layout(int type, int rows, int cols, int ld) {
@@ -146,6 +148,22 @@ GemmPlan describe_gemm(const GemmKey& key) {
       make_layout(key.b_type, b_plain ? key.k : key.n, b_plain ? key.n : key.k, key.ldb);
   plan.layout_d = make_layout(key.d_type, key.m, key.n, key.ldd);
   return plan;
+}
+
+// FP8 operands' scales: device floats by which A and B are multiplied (null: 1).
+struct OperandScales {
+  const float* a = nullptr;
+  const float* b = nullptr;
+};
+
+// Points an FP8 plan's descriptor at a call's scales. The heuristic must see
+// them too: on an H100 (cuBLASLt 13, 2026-11-27) an algorithm chosen for a
+// descriptor without scale pointers failed with NOT_SUPPORTED once they were set.
+void set_scale_pointers(const GemmPlan& plan, const OperandScales& scales) {
+  LLM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                                                  &scales.a, sizeof scales.a));
+  LLM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                                                  &scales.b, sizeof scales.b));
 }
 
 // The heuristic's best algorithms for a plan, best first.
@@ -227,8 +245,10 @@ float time_algorithm(LtState& lt, const GemmPlan& plan, const cublasLtMatmulAlgo
 // the fastest of its candidates on this call's operands a and b.
 // Candidates are tried in the heuristic's order and one replaces the best so
 // far only when it takes under kSwitchMargin of its time.
-GemmPlan make_plan(LtState& lt, const GemmKey& key, const void* a, const void* b) {
+GemmPlan make_plan(LtState& lt, const GemmKey& key, const void* a, const void* b,
+                   const OperandScales& scales) {
   GemmPlan plan = describe_gemm(key);
+  if (is_fp8(key.a_type)) set_scale_pointers(plan, scales);
   const Candidates candidates =
       candidate_algorithms(lt.handle, plan, key, gemm_autotune() ? kCandidateAlgorithms : 1);
   plan.algo = candidates.results[0].algo;
@@ -251,12 +271,6 @@ GemmPlan make_plan(LtState& lt, const GemmKey& key, const void* a, const void* b
   }
   return plan;
 }
-
-// FP8 operands' scales: device floats by which A and B are multiplied (null: 1).
-struct OperandScales {
-  const float* a = nullptr;
-  const float* b = nullptr;
-};
 
 // D = op(A) @ op(B) + beta C on the compute stream (column-major terms, see
 // GemmKey); C is read only when beta != 0. FP8 operands: D = a_scale b_scale
@@ -285,16 +299,11 @@ void gemm(cublasOperation_t trans_a, cublasOperation_t trans_b, int m, int n, in
   {
     std::lock_guard<std::mutex> lock(lt.mutex);
     auto it = lt.plans.find(key);
-    if (it == lt.plans.end()) it = lt.plans.emplace(key, make_plan(lt, key, a, b)).first;
+    if (it == lt.plans.end()) it = lt.plans.emplace(key, make_plan(lt, key, a, b, scales)).first;
     plan = &it->second;  // std::map nodes never move
     // The scale pointers are the call's, not the plan's (the descriptor is
     // shared by every call of the key and read when the GEMM is queued).
-    if (key.a_type == CUDA_R_8F_E4M3 || key.a_type == CUDA_R_8F_E5M2) {
-      LLM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-          plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scales.a, sizeof scales.a));
-      LLM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
-          plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scales.b, sizeof scales.b));
-    }
+    if (is_fp8(key.a_type)) set_scale_pointers(*plan, scales);
     const float alpha = 1.0f;
     LLM_CUBLAS_CHECK(cublasLtMatmul(lt.handle, plan->desc, &alpha, a, plan->layout_a, b,
                                     plan->layout_b, &beta, c, plan->layout_d, d, plan->layout_d,

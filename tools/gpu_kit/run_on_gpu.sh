@@ -41,6 +41,7 @@
 #               training.cuda_graphs off and on, side by side in the same run
 #   bench_8b    ./train bench on the Llama 3 8B shape (seq 8192) at 2 and 4 blocks,
 #               and the whole model's tokens/s per GPU derived from the two
+#               ($BENCH_8B_PRECISIONS, default "bf16 fp8")
 #   fp8_loss_124m  300 steps of gpu_124m on the fortunes data (data/fortunes,
 #               from `make demo` or carried) in bf16, then in fp8: the final
 #               losses (mean of the last 20 steps) within 1%, no spike (a step's
@@ -329,7 +330,7 @@ run_step bench_graphs 300 "
 # head and the fixed costs; 32 blocks' tokens/s follow. In bf16, then fp8.
 run_step bench_8b 300 "
   set -o pipefail
-  for precision in bf16 fp8; do
+  for precision in \${BENCH_8B_PRECISIONS:-bf16 fp8}; do
     for layers in 2 4; do
       ./train bench --config configs/llama8b.toml --model.n_layers=\$layers --training.batch_size=1 \
         --training.sample_tokens=0 --data.tokenizer= --training.precision=\$precision --bench-steps 4 \
