@@ -119,9 +119,7 @@ uint32_t alignment_of(const void* p) {
 
 bool is_fp8(int type) { return type == CUDA_R_8F_E4M3 || type == CUDA_R_8F_E5M2; }
 
-size_t element_bytes(int type) {
-  return is_fp8(type) ? 1 : type == CUDA_R_16BF ? 2 : 4;
-}
+size_t element_bytes(int type) { return is_fp8(type) ? 1 : type == CUDA_R_16BF ? 2 : 4; }
 
 cublasLtMatrixLayout_t make_layout(int type, int rows, int cols, int ld) {
   cublasLtMatrixLayout_t layout = nullptr;
