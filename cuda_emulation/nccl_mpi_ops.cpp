@@ -326,12 +326,24 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
 
   const Members on{comm->mpi_comm, comm->rank, comm->size};
   return queue(call, stream, [what = on.describe(call), on, sendbuff, recvbuff, count, datatype] {
-    // Each member sums one block of the buffer, then every member gathers the sums.
-    const Blocks blocks = split_evenly(count, on.size);
+    // NCCL does not compare the members' counts: on an H100 (2026-11-27) an
+    // all-reduce one element short on one of two ranks completed on both.
+    // So it completes here: the members reduce the prefix they all passed,
+    // and a longer buffer keeps its own values past it (NCCL's are undefined).
+    unsigned long long mine = count, shortest = 0;
+    if (!mpi_succeeded(
+            what, "MPI_Allreduce",
+            MPI_Allreduce(&mine, &shortest, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, on.comm)))
+      return;
+    // Each member sums one block of the prefix, then every member gathers the sums.
+    const Blocks blocks = split_evenly(shortest, on.size);
     std::vector<char> sum(static_cast<size_t>(blocks.counts[on.rank]) * element_bytes(datatype));
     if (!sum_blocks(what, on, sendbuff, blocks, datatype, sum.data())) return;
     const MPI_Datatype t = mpi_type(datatype);
     std::vector<char> result(count * element_bytes(datatype));
+    const size_t prefix_bytes = shortest * element_bytes(datatype);
+    std::memcpy(result.data() + prefix_bytes, static_cast<const char*>(sendbuff) + prefix_bytes,
+                result.size() - prefix_bytes);
     if (mpi_succeeded(what, "MPI_Allgatherv",
                       MPI_Allgatherv(sum.data(), blocks.counts[on.rank], t, result.data(),
                                      blocks.counts.data(), blocks.offsets.data(), t, on.comm)))

@@ -172,13 +172,13 @@ class NcclGroup : public Group {
   }
 
   CommHandle all_reduce_async(void* data, size_t count, WireType type) override {
+    if (size_ > 1 && count > 0 && shorts_this_all_reduce()) count -= 1;
     count_all_reduce(count, type);
     if (count == 0) return {};
     return enqueue(cuda::reduce_stream(), issue("all_reduce", count, type),
                    [&](cudaStream_t stream) {
                      if (size_ == 1) return;
-                     const size_t sent = count - (shorts_this_all_reduce() ? 1 : 0);
-                     LLM_NCCL_SETTLE(reduce_comm_, ncclAllReduce(data, data, sent, nccl_type(type),
+                     LLM_NCCL_SETTLE(reduce_comm_, ncclAllReduce(data, data, count, nccl_type(type),
                                                                  ncclSum, reduce_comm_, stream));
                    });
   }
@@ -344,9 +344,9 @@ class NcclGroup : public Group {
     if (status != ncclSuccess) throw_nccl_error(call, status, file, line);
   }
 
-  // The test hook of docs/testing.md: LLM_FAULT_SHORT_ALL_REDUCE=R:N gives
-  // world rank R's N-th all-reduce over NCCL one element fewer than its peers
-  // give theirs, a size mismatch NCCL itself does not check.
+  // The test hook of docs/testing.md: LLM_FAULT_SHORT_ALL_REDUCE=R:N has
+  // world rank R's N-th all-reduce over NCCL called with one element fewer
+  // than its peers pass, a size mismatch NCCL itself does not check.
   static bool shorts_this_all_reduce() {
     static const RankFault fault = rank_fault_from_env("LLM_FAULT_SHORT_ALL_REDUCE");
     static int64_t calls = 0;

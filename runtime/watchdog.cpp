@@ -90,6 +90,7 @@ double watchdog_clock() {
 }
 
 void watchdog_register(GroupTrace* trace) { state().groups.push_back(trace); }
+const std::vector<GroupTrace*>& watchdog_groups() { return state().groups; }
 void watchdog_unregister(GroupTrace* trace) {
   State& s = state();
   std::erase(s.groups, trace);
@@ -118,6 +119,29 @@ CurrentWait watchdog_current_wait() {
   return wait;
 }
 
+namespace {
+
+// FNV-1a over a string's bytes, continuing from `hash`.
+uint64_t fnv1a(uint64_t hash, std::string_view text) {
+  for (unsigned char c : text) hash = (hash ^ c) * 0x100000001b3ull;
+  return hash;
+}
+
+// splitmix64's finalizer: every input bit reaches every output bit.
+uint64_t mix(uint64_t x) {
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+uint64_t collective_fingerprint(uint64_t previous, const CollectiveSignature& signature) {
+  uint64_t h = fnv1a(0xcbf29ce484222325ull ^ previous, signature.op);
+  h = fnv1a(h, signature.dtype);
+  return mix(h ^ mix(signature.bytes + 0x9e3779b97f4a7c15ull));
+}
+
 const OpRecord& watchdog_issue(GroupTrace& trace, const char* op, uint64_t bytes, const char* dtype,
                                int peer) {
   State& s = state();
@@ -135,6 +159,12 @@ const OpRecord& watchdog_issue(GroupTrace& trace, const char* op, uint64_t bytes
   record.dtype = dtype;
   record.stream = trace.transport;
   record.enqueued = record.started = watchdog_clock();
+  if (record.collective) {
+    const CollectiveSignature signature{op, bytes, dtype, record.seq};
+    trace.fingerprint = collective_fingerprint(trace.fingerprint, signature);
+    if (trace.unchecked.size() < GroupTrace::kMaxUncheckedCollectives)
+      trace.unchecked.push_back(signature);
+  }
   return record;
 }
 

@@ -44,14 +44,33 @@ void watchdog_set_dump_dir(const std::string& dir);
 void watchdog_set_world_rank(int world_rank);
 const WatchdogSettings& watchdog_settings();
 
+// One collective as its members must agree on it: what it is and its size.
+struct CollectiveSignature {
+  const char* op = "";  // "all_reduce", ...
+  uint64_t bytes = 0;
+  const char* dtype = "";  // "f32", "bf16", "-"
+  uint64_t seq = 0;        // the group's collective number
+};
+
+// The fingerprint after `previous` extended by one collective: a 64-bit hash
+// of the sequence of signatures (op, bytes, dtype; not seq, which is the
+// position itself), equal on members that issued the same collectives.
+uint64_t collective_fingerprint(uint64_t previous, const CollectiveSignature& signature);
+
 // Where one group of this process stands. Collectives are numbered 1, 2, ...
 // in the order issued, the same on every member; messages are numbered apart.
+// `fingerprint` hashes every collective's signature in order, and `unchecked`
+// keeps the signatures issued since the members last compared fingerprints
+// (parallel/collective_agreement.h), the first kMaxUncheckedCollectives of them.
 struct GroupTrace {
+  static constexpr size_t kMaxUncheckedCollectives = 4096;
   std::string label;             // "world", "tensor", "data", ... (the same on every member)
   std::vector<int> world_ranks;  // member i's rank in the world
   uint64_t collectives_entered = 0, collectives_completed = 0;
   uint64_t messages_entered = 0;
   const char* transport = "mpi";  // how its operations travel: "mpi", "nccl" (records' stream)
+  uint64_t fingerprint = 0;
+  std::vector<CollectiveSignature> unchecked;
 };
 
 // One recorded operation; times in seconds since this process started.
@@ -124,6 +143,9 @@ struct CurrentWait {
 CurrentWait watchdog_current_wait();
 // This process's group labelled `label`, or null.
 const GroupTrace* watchdog_find_group(std::string_view label);
+// Every group of this process, in the order they were made (the same order
+// on every rank, as groups are made collectively).
+const std::vector<GroupTrace*>& watchdog_groups();
 void watchdog_register(GroupTrace* trace);
 void watchdog_unregister(GroupTrace* trace);
 

@@ -13,9 +13,11 @@
 # A killed rank (case nccl_kill_ddp_np2, SIGKILL) ends the job too, within
 # the same bound, with the rank named (by mpirun) and the checkpoint intact.
 # So does an all-reduce whose size differs on one rank (case nccl_short_np2,
-# the test hook LLM_FAULT_SHORT_ALL_REDUCE; NCCL does not compare sizes):
-# a non-zero exit, with a line naming the all-reduce (the watchdog's, where
-# NCCL waits for bytes that never come; NCCL's error, where it fails).
+# the test hook LLM_FAULT_SHORT_ALL_REDUCE; NCCL does not compare sizes, and
+# on an H100 it completed such an all-reduce): a non-zero exit, with a line
+# naming the all-reduce (the collectives' agreement check's, before the
+# step's update; the watchdog's, where NCCL would wait for bytes that never
+# come).
 # usage: stalled_rank_test.sh <path to train> <mpiexec> <case> [rank wrapper]
 #   cases: ddp_np2 (stop rank 1 of 2), zero3_np4 (rank 2 of 4),
 #          mesh_np4 (rank 3 of a 2 x 2 tensor x pipeline mesh), skip_np2;

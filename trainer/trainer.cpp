@@ -28,6 +28,8 @@
 #include "checkpointing/checkpoint.h"
 #include "checkpointing/config_diff.h"
 #include "checkpointing/run_directory.h"
+#include "parallel/collective_agreement.h"
+#include "parallel/comm.h"
 #include "parallel/comm_nccl.h"
 #include "parallel/comm_staged.h"
 #include "parallel/nccl_placement.h"
@@ -323,6 +325,9 @@ StepResult Trainer::train_step(int step, bool show_progress) {
   // The loss and the norm are the same on every rank, so is the verdict. A
   // skipped step still consumes its data and its schedule position.
   result.skipped = spike_guard_.check(result.loss, result.grad_norm);
+  // The step's collectives, compared between the members of each group
+  // before they can change the weights (NCCL does not compare sizes).
+  check_collective_agreement(comm_world());
   if (!result.skipped) {
     engine_->optimizer_step(
         {result.lr, clip_scale(result.grad_norm, static_cast<float>(t.grad_clip)), step + 1});
