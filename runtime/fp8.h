@@ -98,10 +98,14 @@ inline uint8_t float_to_fp8(float x, Fp8Format format) {
 // the CUDA kernels compute the same scale on the device.
 inline constexpr int kFp8ScaleExponentLimit = 60;
 
+// cuBLASLt reads `inverse` through a scale pointer; it is 16-byte aligned, as
+// the separately allocated scale tensors of NVIDIA's and PyTorch's FP8 GEMMs
+// are (whether Hopper's cuBLASLt requires it is what the device probe
+// tools/gpu_kit/probe_fp8_gemm.cu asks).
 struct Fp8Scale {
-  float amax;     // the tensor's largest magnitude
-  float scale;    // 2^k: codes are fp8(x * scale)
-  float inverse;  // 2^-k: a code's value times this is the dequantized value
+  float amax;                 // the tensor's largest magnitude
+  float scale;                // 2^k: codes are fp8(x * scale)
+  alignas(16) float inverse;  // 2^-k: a code's value times this is the dequantized value
 };
 
 LLM_FP8_HOST_DEVICE inline Fp8Scale fp8_scale_from_amax(float amax, Fp8Format format) {

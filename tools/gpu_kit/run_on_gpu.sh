@@ -8,6 +8,9 @@
 #   env         host, compiler, CUDA libraries found, kit versions
 #   nvidia_smi  nvidia-smi
 #   mpi_smoke   mpirun -np 2 uname -n (the relocated OpenMPI starts ranks)
+#   fp8_probe   nvcc tools/gpu_kit/probe_fp8_gemm.cu (no CMake), then run it: the
+#               trainer's FP8 GEMM and variants of it, one change each, through
+#               cuBLASLt (which of them run, and right), with cuBLASLt's log
 #   configure   cmake -G Ninja ... -DCMAKE_CUDA_ARCHITECTURES=90a
 #   build       train tiny_data llm_gpu_tests llm_op_tests llm_mpi_tests (those
 #               the tree defines; ninja -k 0: build all it can)
@@ -93,7 +96,7 @@ START=$(date +%s)
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$REPO"
 NCCL_STEPS="nccl_matrix_np2,user_command,nccl_stop,nccl_kill,nccl_short,nccl_matrix_np4"
-GPU_STEPS="env,nvidia_smi,mpi_smoke,configure,build,linkage,ctest_gpu,$NCCL_STEPS,gpu_modes,bench_124m,bench_1b,bench_1b_fast_backward,bench_1b_fp8,bench_graphs,bench_8b,fp8_loss_124m,pytorch_1b,pytorch_124m,bench_offload,generate_124m,contention"
+GPU_STEPS="env,nvidia_smi,mpi_smoke,fp8_probe,configure,build,linkage,ctest_gpu,$NCCL_STEPS,gpu_modes,bench_124m,bench_1b,bench_1b_fast_backward,bench_1b_fp8,bench_graphs,bench_8b,fp8_loss_124m,pytorch_1b,pytorch_124m,bench_offload,generate_124m,contention"
 EMULATED=0
 LIMIT_SCALE=1  # the emulation's rehearsal: 4 (kernels on 2 CPU cores, not a GPU)
 KIT=gpu_kit/kit.tar.xz
@@ -125,7 +128,7 @@ for step in ${STEPS//,/ }; do
   case $step in
     all) expanded+=,$GPU_STEPS ;;
     nccl) expanded+=,env,nvidia_smi,configure,build,ctest_gpu,$NCCL_STEPS ;;
-    bench) expanded+=,env,nvidia_smi,configure,build,bench_124m,bench_1b,bench_1b_fast_backward,bench_1b_fp8,bench_graphs,bench_8b,fp8_loss_124m,pytorch_1b,pytorch_124m ;;
+    bench) expanded+=,env,nvidia_smi,fp8_probe,configure,build,bench_124m,bench_1b,bench_1b_fast_backward,bench_1b_fp8,bench_graphs,bench_8b,fp8_loss_124m,pytorch_1b,pytorch_124m ;;
     *) expanded+=,$step ;;
   esac
 done
@@ -278,6 +281,8 @@ run_step env 60 "
   printf '%s\\n' 2.36 \"\$glibc\" | sort -V -C && command -v c++ >/dev/null && command -v mpirun >/dev/null"
 run_step nvidia_smi 60 "nvidia-smi && nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm,power.limit --format=csv"
 run_step mpi_smoke 60 "mpirun -np 2 uname -n && mpirun -np 2 $(q "$(command -v python3 || echo true)") -c 'import os; print(\"rank\", os.environ.get(\"OMPI_COMM_WORLD_RANK\"))'"
+run_step fp8_probe 120 "$(q "$NVCC") -O2 -std=c++17 -gencode=arch=compute_90a,code=sm_90a $NVCC_FLAGS \
+  tools/gpu_kit/probe_fp8_gemm.cu -lcublasLt -o /tmp/probe_fp8_gemm && /tmp/probe_fp8_gemm"
 run_step configure 240 "$(q "$CMAKE") -S . -B $(q "$BUILD") $(q "${GENERATOR[@]}") -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_CUDA_ARCHITECTURES=$ARCH $(q "${GPU_KIT_CMAKE_ARGS[@]}")"
 run_step build 540 "$(q "$CMAKE") --build $(q "$BUILD") -j $JOBS --target$TARGETS -- $([ -n "$NINJA" ] && echo '-k 0' || echo '-k')"
