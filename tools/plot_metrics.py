@@ -11,38 +11,13 @@ the files; nothing is smoothed or computed but the x axis for --x tokens
 usage: plot_metrics.py RUN [RUN ...] --out loss.png [--x step|tokens] [--title TEXT]
 """
 import argparse
-import json
 import os
-import sys
 
+from metrics_jsonl import read_run  # beside this file
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-
-
-def read_run(run):
-    """(name, {step: train record}, {step: val_loss}) of a run directory or file."""
-    path = run if run.endswith(".jsonl") else os.path.join(run, "metrics.jsonl")
-    if not os.path.isfile(path):
-        sys.exit(f"plot_metrics.py: {path}: no such file (is {run} a run directory?)")
-    train, val = {}, {}
-    with open(path) as lines:
-        for line in lines:
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut off by a killed run
-            if "event" in record or "step" not in record:
-                continue
-            if "loss" in record:
-                train[record["step"]] = record
-            if "val_loss" in record:
-                val[record["step"]] = record["val_loss"]
-    if not train and not val:
-        sys.exit(f"plot_metrics.py: {path}: no loss records")
-    directory = os.path.dirname(os.path.abspath(path))
-    return os.path.basename(directory), train, val
 
 
 def main():

@@ -11,24 +11,19 @@ Prints one line per run and a verdict; exits 1 when the candidate's final
 loss is off by more than F (0.01, relative) or either run has a spike.
 """
 import argparse
-import json
+import os
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from metrics_jsonl import read_run  # noqa: E402  (tools/metrics_jsonl.py)
 
 
 def losses(path):
     """[(step, loss)] of the train records of a metrics.jsonl, in step order."""
-    by_step = {}
-    with open(path) as lines:
-        for line in lines:
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut off by a killed run
-            if "event" not in record and "loss" in record:
-                by_step[record["step"]] = record["loss"]
-    if not by_step:
+    _, train, _ = read_run(path)
+    if not train:
         sys.exit(f"compare_losses.py: {path}: no step losses")
-    return sorted(by_step.items())
+    return sorted((step, record["loss"]) for step, record in train.items())
 
 
 def spikes(curve, window=10, factor=1.5):
