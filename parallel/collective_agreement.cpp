@@ -196,9 +196,9 @@ std::string collective_disagreement(Group& world) {
     }
   }
   for (const auto& [key, rows] : groups) {
-    const bool agree = std::all_of(rows.begin(), rows.end(), [&](const Row& row) {
-      return row.fingerprint == rows.front().fingerprint;
-    });
+    const uint64_t first = rows.front().fingerprint;
+    const bool agree = std::all_of(rows.begin(), rows.end(),
+                                   [first](const Row& row) { return row.fingerprint == first; });
     if (agree) continue;
     const uint64_t* w = slot_of[key];
     char label[kLabelWords * sizeof(uint64_t) + 1] = {};
