@@ -386,6 +386,13 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
   for (int x = kA; x <= kD; x++)
     if (reinterpret_cast<uintptr_t>(pointers[x]) % algo->min_alignment_bytes[x] != 0)
       return CUBLAS_STATUS_INVALID_VALUE;
+  // Hopper's FP8 kernels refuse a scale pointer that is not 16-byte aligned,
+  // although the heuristic took it (an H200 with cuBLASLt 13.1, 2026-11-27:
+  // scales 8 bytes into a struct failed, 16 and 256 bytes ran;
+  // tools/gpu_kit/probe_fp8_gemm.cu).
+  for (const float* scale : {problem.a_scale, problem.b_scale})
+    if (reinterpret_cast<uintptr_t>(scale) % kFp8AlignmentBytes != 0)
+      return CUBLAS_STATUS_NOT_SUPPORTED;
 
   // D is written while A and B (and an out-of-place C) are read: they may not
   // share memory; C may be D itself.

@@ -98,10 +98,10 @@ inline uint8_t float_to_fp8(float x, Fp8Format format) {
 // the CUDA kernels compute the same scale on the device.
 inline constexpr int kFp8ScaleExponentLimit = 60;
 
-// cuBLASLt reads `inverse` through a scale pointer; it is 16-byte aligned, as
-// the separately allocated scale tensors of NVIDIA's and PyTorch's FP8 GEMMs
-// are (whether Hopper's cuBLASLt requires it is what the device probe
-// tools/gpu_kit/probe_fp8_gemm.cu asks).
+// cuBLASLt reads `inverse` through a scale pointer, which Hopper's FP8 GEMMs
+// need 16-byte aligned: on an H200 (cuBLASLt 13.1, 2026-11-27) a scale 8
+// bytes into this struct made every FP8 GEMM fail with NOT_SUPPORTED, though
+// the heuristic had taken it (tools/gpu_kit/probe_fp8_gemm.cu).
 struct Fp8Scale {
   float amax;                 // the tensor's largest magnitude
   float scale;                // 2^k: codes are fp8(x * scale)

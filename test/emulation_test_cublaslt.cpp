@@ -73,7 +73,8 @@ class EmulatedCublasLtFp8 : public testing::Test {
   cublasLtHandle_t handle_ = nullptr;
 };
 
-// A TN E4M3 x E5M2 GEMM with device scales, against the same sum on the host.
+// A TN E4M3 x E5M2 GEMM with device scales, against the same sum on the host;
+// scales not 16-byte aligned are refused.
 TEST_F(EmulatedCublasLtFp8, TnGemmWithDeviceScalesComputes) {
   Fp8Gemm g;
   g.b_type = CUDA_R_8F_E5M2;
@@ -86,23 +87,28 @@ TEST_F(EmulatedCublasLtFp8, TnGemmWithDeviceScalesComputes) {
     a_codes[i] = (uint8_t)(0x30 + (i * 5) % 16) | (uint8_t)(i % 3 == 0 ? 0x80 : 0);
   for (size_t i = 0; i < b_codes.size(); i++)
     b_codes[i] = (uint8_t)(0x3c + (i * 3) % 8) | (uint8_t)(i % 2 ? 0x80 : 0);
-  const std::vector<float> scales = {0.125f, 0.25f};
+  // The scales 16 bytes apart: Hopper's FP8 kernels need them 16-byte aligned.
+  const std::vector<float> scales = {0.125f, 0.0f, 0.0f, 0.0f, 0.25f};
   uint8_t* a = device_copy(a_codes);
   uint8_t* b = device_copy(b_codes);
   float* scale = device_copy(scales);
   float* d = device_copy(std::vector<float>((size_t)g.m * g.n, -1.0f));
-  const float* a_scale = scale;
-  const float* b_scale = scale + 1;
-  ASSERT_EQ(cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale,
-                                           sizeof a_scale),
-            CUBLAS_STATUS_SUCCESS);
-  ASSERT_EQ(cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale,
-                                           sizeof b_scale),
-            CUBLAS_STATUS_SUCCESS);
   const float alpha = 1.0f, beta = 0.0f;
-  ASSERT_EQ(cublasLtMatmul(handle_, g.desc, &alpha, a, g.a, b, g.b, &beta, d, g.d, d, g.d, &algo,
-                           nullptr, 0, nullptr),
-            CUBLAS_STATUS_SUCCESS);
+  auto run_with_scales = [&](const float* a_scale, const float* b_scale) {
+    EXPECT_EQ(cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale,
+                                             sizeof a_scale),
+              CUBLAS_STATUS_SUCCESS);
+    EXPECT_EQ(cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale,
+                                             sizeof b_scale),
+              CUBLAS_STATUS_SUCCESS);
+    return cublasLtMatmul(handle_, g.desc, &alpha, a, g.a, b, g.b, &beta, d, g.d, d, g.d, &algo,
+                          nullptr, 0, nullptr);
+  };
+  // A scale 8 bytes into its buffer is refused by the GEMM, not the
+  // heuristic, as an H200 refused it (cuBLASLt 13.1, 2026-11-27).
+  EXPECT_EQ(run_with_scales(scale, scale + 2), CUBLAS_STATUS_NOT_SUPPORTED);
+  EXPECT_EQ(run_with_scales(scale + 2, scale + 4), CUBLAS_STATUS_NOT_SUPPORTED);
+  ASSERT_EQ(run_with_scales(scale, scale + 4), CUBLAS_STATUS_SUCCESS);
   std::vector<float> out((size_t)g.m * g.n);
   ASSERT_EQ(
       cudaMemcpyAsync(out.data(), d, out.size() * sizeof(float), cudaMemcpyDeviceToHost, nullptr),

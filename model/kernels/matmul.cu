@@ -154,9 +154,9 @@ struct OperandScales {
   const float* b = nullptr;
 };
 
-// Points an FP8 plan's descriptor at a call's scales. The heuristic must see
-// them too: on an H100 (cuBLASLt 13, 2026-11-27) an algorithm chosen for a
-// descriptor without scale pointers failed with NOT_SUPPORTED once they were set.
+// Points an FP8 plan's descriptor at a call's scales, which must be 16-byte
+// aligned (runtime/fp8.h: else Hopper's cuBLASLt refuses the GEMM). They are
+// set before the heuristic too, as NVIDIA's FP8 sample sets them.
 void set_scale_pointers(const GemmPlan& plan, const OperandScales& scales) {
   LLM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
                                                   &scales.a, sizeof scales.a));
