@@ -69,7 +69,7 @@ constexpr const char* kUsage = R"(usage:
   ./train plan --config FILE [--world N] [--hardware FILE] [--gpu-memory 80GiB] [--reserved 3GiB]
                [--shard-group G] [--top K] [--measure [--repeats R]]
       What to run on N ranks: every mesh x parallel mode x activation
-      checkpointing x precision x offload with its memory per rank, the rows
+      recompute x precision x offload with its memory per rank, the rows
       that fit ranked by the throughput model's predicted step on the
       hardware profile (default: planning/hardware/h100_sxm.toml for a CUDA
       config, cpu_dev_vm.toml for a CPU one), fastest first; the rows it
@@ -134,7 +134,7 @@ constexpr const char* kUsage = R"(usage:
       FLOP/s, and the ops' sum against the measured step. With --modes (under
       mpirun), run the config in every parallel mode and print a table of
       step time, memory per rank and bytes communicated per step. With
-      --memory, a table of precision x activation checkpointing: tokens/s and
+      --memory, a table of precision x activation recomputation: tokens/s and
       activation bytes. With --offload, the optimizer on the device,
       offloaded (with and without delayed_update) and ZenFlow: step time,
       device and host bytes, bytes moved host <-> device and host time per

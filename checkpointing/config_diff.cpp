@@ -18,7 +18,8 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// "table.key" -> the value as TOML text, for the tables of a config dump.
+// "table.key" -> the value as TOML text, for the tables of a config dump; a
+// key saved under an earlier name appears under its current one.
 std::map<std::string, std::string> config_values(const std::string& toml_text,
                                                  const std::string& origin) {
   toml::table root;
@@ -33,7 +34,8 @@ std::map<std::string, std::string> config_values(const std::string& toml_text,
     for (const auto& [key, node] : *table.as_table()) {
       std::ostringstream text;
       node.visit([&](const auto& value) { text << value; });
-      values[std::string(table_name.str()) + "." + std::string(key.str())] = text.str();
+      const std::string name = std::string(table_name.str()) + "." + std::string(key.str());
+      values[renamed_key(name).value_or(name)] = text.str();
     }
   }
   return values;
@@ -46,6 +48,8 @@ ConfigChanges checkpoint_config_changes(const std::string& path, const Config& c
   const json meta = read_meta(path, nullptr);
   const auto saved = config_values(meta.at("config").get<std::string>(), meta_path);
   const auto now = config_values(config_to_toml(current), current.path);
+  // A key the saving build did not have is no change at its default.
+  const auto defaults = config_values(config_to_toml(Config{}), "the defaults");
   std::set<std::string> keys;
   for (const auto& [key, value] : saved) keys.insert(key);
   for (const auto& [key, value] : now) keys.insert(key);
@@ -55,6 +59,9 @@ ConfigChanges checkpoint_config_changes(const std::string& path, const Config& c
     const std::string before = was == saved.end() ? "(absent)" : was->second;
     const std::string after = is == now.end() ? "(absent)" : is->second;
     if (before == after) continue;
+    const auto default_value = defaults.find(key);
+    if (was == saved.end() && default_value != defaults.end() && default_value->second == after)
+      continue;
     const std::string change = fmt::format("{}: {} -> {}", key, before, after);
     // A key this build no longer knows is listed, not ignored.
     switch (config_key_on_resume(key).value_or(OnResume::changes_trajectory)) {

@@ -363,7 +363,7 @@ void benchmark_memory(Config config, Group& world, int steps) {
   for (Precision precision : {Precision::fp32, Precision::bf16}) {
     for (Recompute recompute : {Recompute::none, Recompute::selective, Recompute::full}) {
       config.training.precision = precision;
-      config.training.activation_checkpointing = recompute;
+      config.training.recompute = recompute;
       std::unique_ptr<Trainer> trainer = synthetic_trainer(config, world);
       double seconds =
           time_steps(*trainer, steps, fmt::format("{:<6} {:<10}", precision, recompute));
@@ -372,7 +372,7 @@ void benchmark_memory(Config config, Group& world, int steps) {
       fmt::print("{:<6} {:<10} {:>9.0f} {:>12} {:>14} {:>14} {:>12}\n", precision, recompute,
                  t.batch_size * t.seq_len / seconds, format_bytes(a.total),
                  format_bytes(a.per_block_kept),
-                 recompute == Recompute::none ? "-" : format_bytes(a.per_block_checkpointed),
+                 recompute == Recompute::none ? "-" : format_bytes(a.per_block_recomputed),
                  format_bytes(peak_resident_bytes()));
     }
   }

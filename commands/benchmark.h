@@ -33,7 +33,7 @@ void benchmark_modes(Config config, Group& world, int steps);
 void benchmark_offload(Config config, Group& world, int steps);
 
 // Runs the config in fp32 and bf16, each without, with selective and with full
-// activation checkpointing, and prints tokens/s and activation bytes, then
+// activation recomputation, and prints tokens/s and activation bytes, then
 // the per-block activation bytes: measured, our exact formula, and the
 // textbook bounds for a transformer layer stored in 16-bit.
 void benchmark_memory(Config config, Group& world, int steps);

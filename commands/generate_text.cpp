@@ -97,16 +97,17 @@ GeneratedText generate_text(const GenerateRequest& request) {
             m.context);
 
   const Backend& backend = backend_for(m.device);
-  Transformer model(m.config, request.samples, m.context, backend, {}, m.precision);
-  InferenceParams params(model.layout(), m.params, backend, m.precision);
+  const std::unique_ptr<Transformer> model =
+      Transformer::create(m.config, request.samples, m.context, backend, {}, m.precision);
+  InferenceParams params(model->layout(), m.params, backend, m.precision);
   m.params = {};  // uploaded
-  model.reserve_kv_cache(request.samples, m.context);
+  model->reserve_kv_cache(request.samples, m.context);
 
   SamplingOptions sampling = request.sampling;
   sampling.stop_token = chat ? chat->end_of_turn_id() : tokenizer.eos_id();
   const auto start = std::chrono::steady_clock::now();
   const std::vector<std::vector<int32_t>> samples =
-      generate(model, params, prompt, request.samples, sampling);
+      generate(*model, params, prompt, request.samples, sampling);
   GeneratedText out;
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   out.source = m.source;

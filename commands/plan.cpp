@@ -81,7 +81,7 @@ void print_table(const std::vector<RankedPlanRow>& ranked, int top) {
         "{:>3} {:<3} {:<3} {:<3} {:>5.1f}% {:<10} {:<10} {:<5} {:<7} {:>11} {:>11} {:>11} {:>11} "
         "{:>12} {:>11} {:>11} {:<4} {:>10} {:>12}\n",
         i + 1, r.tensor_parallel, r.pipeline_parallel, r.data_parallel, 100 * r.bubble, r.mode,
-        r.checkpointing, r.precision, r.offload, bytes(m.state.params), bytes(m.state.grads),
+        r.recompute, r.precision, r.offload, bytes(m.state.params), bytes(m.state.grads),
         bytes(m.state.optimizer), bytes(m.state.buffers), bytes(m.activations), bytes(m.total()),
         r.offload == OffloadTarget::none ? "-" : bytes(m.state.host), r.fits ? "yes" : "no",
         s.ranked ? fmt::format("{:.4g}", s.step_seconds) : "-",

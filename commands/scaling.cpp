@@ -131,7 +131,7 @@ Config curve_config(const Curve& curve, const std::vector<std::string>& override
   if (!curve.precision.empty())
     config.training.precision = parse_enum<Precision>(curve.precision, "precision");
   if (!curve.recompute.empty()) {
-    config.training.activation_checkpointing = parse_enum<Recompute>(curve.recompute, "recompute");
+    config.training.recompute = parse_enum<Recompute>(curve.recompute, "recompute");
   }
   TrainingConfig& t = config.training;
   LLM_CHECK(t.batch_size % t.micro_batch_size == 0,
@@ -248,7 +248,7 @@ void plan_row(Row& r, const Config& c, int gpus, const HardwareProfile& hw,
   r.parameters = layout_build(c.model).total_numel;
   r.batch_per_gpu = c.training.batch_size / gpus;
   r.precision = to_string(c.precision());
-  r.recompute = to_string(c.training.activation_checkpointing);
+  r.recompute = to_string(c.training.recompute);
   r.reduce_dtype = to_string(c.parallel.reduce_dtype);
   r.bytes_per_gpu =
       memory_plan(c, sharding_plan(c.parallel, data_parallel_size(c.parallel, gpus))).total();
@@ -278,7 +278,7 @@ Row sweep_point(const ScaleOptions& o, const HardwareProfile& hw, const Curve& c
     std::vector<std::string> overrides = o.overrides;
     for (const std::string& m : mode_overrides(r.mode)) overrides.push_back(m);
     overrides.push_back(fmt::format("training.precision={}", r.precision));
-    overrides.push_back(fmt::format("training.activation_checkpointing={}", r.recompute));
+    overrides.push_back(fmt::format("training.recompute={}", r.recompute));
     overrides.push_back(fmt::format("training.micro_batch_size={}", c.training.micro_batch_size));
     overrides.push_back(fmt::format("training.batch_size={}", c.training.batch_size));
     try {

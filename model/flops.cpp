@@ -31,9 +31,9 @@ ModelFlops unit_pass_flops(const Config& config, int unit, Pass pass) {
   }
   f.matmul = pass_factor * matmuls;
   f.attention = pass_factor * attention_forward;
-  const CheckpointingPlan checkpointing = checkpointing_plan(t);
-  if (pass == Pass::backward && checkpointing.mode == Recompute::full &&
-      checkpointing.checkpointed(unit - 1)) {
+  const RecomputePlan recompute = recompute_plan(t);
+  if (pass == Pass::backward && recompute.mode == Recompute::full &&
+      recompute.recomputes(unit - 1)) {
     // Forward again up to SwiGLU (everything but the down projection);
     // selective recomputation redoes norms and SwiGLU only: no matmuls.
     f.matmul += recomputed;
@@ -44,7 +44,7 @@ ModelFlops unit_pass_flops(const Config& config, int unit, Pass pass) {
 
 ModelFlops step_flops(const Config& config) {
   Config whole = config;
-  whole.training.activation_checkpointing = Recompute::none;
+  whole.training.recompute = Recompute::none;
   whole.training.micro_batch_size = config.training.batch_size;
   ModelFlops f;
   for (int u = 0; u < config.model.n_layers + 2; ++u) {

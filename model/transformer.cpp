@@ -1,7 +1,7 @@
 // Forward and backward orchestration of the decoder over its units. All math
 // is in the backend's kernels; this file only sequences them, asks the
 // UnitProvider for parameters and gradient buffers at unit boundaries, and
-// recomputes what activation checkpointing dropped.
+// recomputes what the recomputation plan dropped.
 // Invariant: a micro-batch queues its work from the upload of its tokens to
 // the read-back of its losses without waiting for the device in between
 // (parameter and gradient collectives aside, which the UnitProvider orders).
@@ -19,10 +19,10 @@
 
 namespace llm {
 
-CheckpointingPlan checkpointing_plan(const TrainingConfig& t) {
-  CheckpointingPlan plan;
-  plan.every = t.checkpoint_every;
-  plan.mode = t.activation_checkpointing;
+RecomputePlan recompute_plan(const TrainingConfig& t) {
+  RecomputePlan plan;
+  plan.every = t.recompute_every;
+  plan.mode = t.recompute;
   return plan;
 }
 
@@ -48,7 +48,7 @@ struct Shape {
         tp(tp_size) {}
 };
 
-// One block's activations; for checkpointed blocks some point into the shared
+// One block's activations; for recomputed blocks some point into the shared
 // recompute scratch. A is the activation storage type; statistics are fp32.
 // Norm outputs hold all N rows (this rank's rows normalized here, the rest
 // all-gathered); the residual stream and the norm statistics this rank's n.
@@ -135,7 +135,7 @@ struct Buffers {
 // Lists every buffer (binding `out`'s slots) and sums the bytes by role.
 template <class A>
 BufferPlan plan_activations(const ModelConfig& c, int B, int T, ModelSlice slice, int in_flight,
-                            CheckpointingPlan checkpointing, bool fp8, Buffers<A>& out,
+                            RecomputePlan recompute, bool fp8, Buffers<A>& out,
                             ActivationBytes& bytes) {
   const int tp = slice.tp_size;
   const Shape s(c, B, T, tp);
@@ -150,8 +150,8 @@ BufferPlan plan_activations(const ModelConfig& c, int B, int T, ModelSlice slice
     return added;
   };
   // What a block keeps: the matmul / attention outputs ("expensive", kept
-  // unless the block is fully checkpointed) and the norm / SwiGLU outputs
-  // ("cheap", kept only by blocks that are not checkpointed).
+  // unless the block is fully recomputed) and the norm / SwiGLU outputs
+  // ("cheap", kept only by blocks that are not recomputed).
   auto plan_block = [&](BufferPlan& p, BlockBuffers<A>& b, bool expensive, bool cheap) {
     if (expensive) {
       p.add(b.qkv, N * s.QKV);
@@ -172,27 +172,27 @@ BufferPlan plan_activations(const ModelConfig& c, int B, int T, ModelSlice slice
       p.add(b.g, N * F);
     }
   };
-  const bool selective = checkpointing.mode == Recompute::selective;
+  const bool selective = recompute.mode == Recompute::selective;
   {
-    BufferPlan kept, checkpointed;
+    BufferPlan kept, recomputed;
     BlockBuffers<A> probe{};
     plan_block(kept, probe, true, true);
-    plan_block(checkpointed, probe, selective, false);
+    plan_block(recomputed, probe, selective, false);
     bytes.per_block_kept = kept.bytes();
-    bytes.per_block_checkpointed = checkpointed.bytes();
+    bytes.per_block_recomputed = recomputed.bytes();
   }
   out.slots.assign(in_flight, SlotBuffers<A>{});
-  bool any_checkpointed = false;
+  bool any_recomputed = false;
   for (SlotBuffers<A>& slot : out.slots) {
     slot.blocks.assign(layers.count(), BlockBuffers<A>{});
     for (int l = layers.begin; l < layers.end; ++l) {
-      bool checkpointed = checkpointing.checkpointed(l);
-      any_checkpointed = any_checkpointed || checkpointed;
-      plan_block(plan, slot.blocks[l - layers.begin], !checkpointed || selective, !checkpointed);
+      bool recomputed = recompute.recomputes(l);
+      any_recomputed = any_recomputed || recomputed;
+      plan_block(plan, slot.blocks[l - layers.begin], !recomputed || selective, !recomputed);
     }
   }
   role_bytes();
-  if (any_checkpointed) {  // selective blocks keep their expensive outputs themselves
+  if (any_recomputed) {  // selective blocks keep their expensive outputs themselves
     plan_block(plan, out.scratch, !selective, true);
     bytes.recompute_scratch = role_bytes();
   }
@@ -247,41 +247,12 @@ BufferPlan plan_activations(const ModelConfig& c, int B, int T, ModelSlice slice
   return plan;
 }
 
-}  // namespace
-
-class Transformer::Impl {
- public:
-  virtual ~Impl() = default;
-  virtual float stage_forward(UnitProvider& units, int slot, const int32_t* inputs,
-                              const int32_t* targets, int B, int T, float dloss) = 0;
-  virtual void stage_backward(UnitProvider& units, int slot, int B, int T) = 0;
-  virtual StageMessage stage_input(int slot, int B, int T) const = 0;
-  virtual StageMessage stage_output(int slot, int B, int T) const = 0;
-  virtual StageMessage stage_gradient(int B, int T) const = 0;
-  virtual void logits_row(int row, float* out) const = 0;
-  virtual void reserve_kv_cache(int batch, int capacity) = 0;
-  virtual int kv_cache_capacity() const = 0;
-  virtual void decode_stage(UnitProvider& units, const int32_t* inputs, int B, int T,
-                            int start) = 0;
-  virtual void set_document_masking(int32_t start_token, bool reset_positions) = 0;
-  virtual void set_device_graphs(bool on) = 0;
-  virtual int device_graphs() const = 0;
-  const ActivationBytes& bytes() const { return bytes_; }
-
- protected:
-  ActivationBytes bytes_;
-};
-
-namespace {
-
 template <class A>
-class TransformerImpl : public Transformer::Impl {
+class TransformerImpl final : public Transformer {
  public:
-  TransformerImpl(const ModelConfig& config, const ParameterLayout& layout, int max_batch,
-                  int max_seq, const Backend& backend, CheckpointingPlan checkpointing,
-                  ModelSplit split, bool fp8)
-      : config_(config),
-        layout_(layout),
+  TransformerImpl(const ModelConfig& config, int max_batch, int max_seq, const Backend& backend,
+                  RecomputePlan recompute, Precision precision, ModelSplit split)
+      : Transformer(config, precision, split),
         backend_(backend),
         ops_(backend.ops<A>()),
         f32_(backend.f32),
@@ -290,16 +261,16 @@ class TransformerImpl : public Transformer::Impl {
         pipeline_(split.pipeline),
         max_batch_(max_batch),
         max_seq_(max_seq),
-        tp_(layout.slice.tp_size),
-        tp_rank_(layout.slice.tp_rank),
+        tp_(layout_.slice.tp_size),
+        tp_rank_(layout_.slice.tp_rank),
         s_(config, 1, 1, tp_),
         vocab_begin_(static_cast<int>(tp_rank_ * s_.V)),
-        layers_(layout.layers),
-        first_(layout.slice.first_stage()),
-        last_(layout.slice.last_stage()),
-        checkpointing_(checkpointing),
-        fp8_(fp8) {
-    LLM_CHECK((!fp8 || std::is_same_v<A, Bf16>), "transformer: fp8 runs on bf16 activations");
+        layers_(layout_.layers),
+        first_(layout_.slice.first_stage()),
+        last_(layout_.slice.last_stage()),
+        recompute_(recompute),
+        fp8_(precision == Precision::fp8) {
+    LLM_CHECK((!fp8_ || std::is_same_v<A, Bf16>), "transformer: fp8 runs on bf16 activations");
     LLM_CHECK(tp_ == 1 || (tensor_ && tensor_->size() == tp_ && tensor_->rank() == tp_rank_),
               "transformer: the layout's tensor slice {} of {} is not the tensor group's rank",
               tp_rank_, tp_);
@@ -307,8 +278,8 @@ class TransformerImpl : public Transformer::Impl {
               "transformer: max_seq {} is not a multiple of the tensor-parallel size {}", max_seq,
               tp_);
 
-    BufferPlan plan = plan_activations(config, max_batch, max_seq, layout.slice, split.in_flight,
-                                       checkpointing, fp8, buf_, bytes_);
+    BufferPlan plan = plan_activations(config, max_batch, max_seq, layout_.slice, split.in_flight,
+                                       recompute, fp8_, buf_, bytes_);
     arena_ = Arena("activations", plan.bytes(), memory_);
     host_losses_.resize(static_cast<size_t>(max_batch) * max_seq);
     host_row_.resize(tp_ * s_.V);
@@ -319,11 +290,11 @@ class TransformerImpl : public Transformer::Impl {
     // Checkpointed blocks work in the shared scratch for what they do not keep.
     for (SlotBuffers<A>& slot : buf_.slots) {
       for (int l = layers_.begin; l < layers_.end; ++l) {
-        if (!checkpointing.checkpointed(l)) continue;
+        if (!recompute.recomputes(l)) continue;
         BlockBuffers<A>& b = slot.blocks[l - layers_.begin];
         const BlockBuffers<A>& sc = buf_.scratch;
         b.xn1 = sc.xn1, b.rstd1 = sc.rstd1, b.xn2 = sc.xn2, b.rstd2 = sc.rstd2, b.g = sc.g;
-        if (checkpointing.mode == Recompute::full) {
+        if (recompute.mode == Recompute::full) {
           b.qkv = sc.qkv, b.att = sc.att, b.lse = sc.lse, b.x_mid = sc.x_mid, b.h13 = sc.h13;
           b.qkv_raw = sc.qkv_raw, b.rstd_qk = sc.rstd_qk;
         }
@@ -500,8 +471,6 @@ class TransformerImpl : public Transformer::Impl {
     return static_cast<float>(sum / N);
   }
 
-  const ModelConfig& config_;
-  const ParameterLayout& layout_;
   const Backend& backend_;      // its untyped ops (the FP8 casts)
   const TypedOps<A>& ops_;      // the backend's table for storage type A
   const TypedOps<float>& f32_;  // its fp32 table (gradients)
@@ -514,7 +483,7 @@ class TransformerImpl : public Transformer::Impl {
   int vocab_begin_;    // first vocabulary row of this rank's slice
   LayerRange layers_;  // this stage's blocks
   bool first_, last_;  // the first / last pipeline stage
-  CheckpointingPlan checkpointing_;
+  RecomputePlan recompute_;
   bool fp8_;  // the block matmuls on FP8 copies (precision fp8)
   Buffers<A> buf_;
   SlotBuffers<A>* slot_;  // the slot of the micro-batch being computed
@@ -693,8 +662,8 @@ void TransformerImpl<A>::block_forward(int l, const A* p, int B, int T, bool wri
 
 template <class A>
 void TransformerImpl<A>::recompute_block(int l, const A* p, int B, int T) {
-  if (!checkpointing_.checkpointed(l)) return;
-  if (checkpointing_.mode == Recompute::full) {
+  if (!recompute_.recomputes(l)) return;
+  if (recompute_.mode == Recompute::full) {
     block_forward(l, p, B, T, /*write_output=*/false);
     return;
   }
@@ -965,9 +934,7 @@ void TransformerImpl<A>::stage_backward(UnitProvider& units, int slot, int B, in
 
 }  // namespace
 
-Transformer::Transformer(const ModelConfig& config, int max_batch, int max_seq,
-                         const Backend& backend, CheckpointingPlan checkpointing,
-                         Precision precision, ModelSplit split)
+Transformer::Transformer(const ModelConfig& config, Precision precision, ModelSplit split)
     : config_(config),
       layout_(layout_build(
           config, {split.tensor ? split.tensor->rank() : 0, split.tensor ? split.tensor->size() : 1,
@@ -976,34 +943,33 @@ Transformer::Transformer(const ModelConfig& config, int max_batch, int max_seq,
       precision_(precision),
       split_(split) {
   LLM_CHECK(split.in_flight >= 1, "transformer: {} micro-batches in flight", split.in_flight);
-  const bool fp8 = precision == Precision::fp8;
-  if (stores_bf16(precision)) {
-    impl_ = std::make_unique<TransformerImpl<Bf16>>(config_, layout_, max_batch, max_seq, backend,
-                                                    checkpointing, split, fp8);
-  } else {
-    impl_ = std::make_unique<TransformerImpl<float>>(config_, layout_, max_batch, max_seq, backend,
-                                                     checkpointing, split, fp8);
-  }
 }
 
-Transformer::~Transformer() = default;
+std::unique_ptr<Transformer> Transformer::create(const ModelConfig& config, int max_batch,
+                                                 int max_seq, const Backend& backend,
+                                                 RecomputePlan recompute, Precision precision,
+                                                 ModelSplit split) {
+  if (stores_bf16(precision))
+    return std::make_unique<TransformerImpl<Bf16>>(config, max_batch, max_seq, backend, recompute,
+                                                   precision, split);
+  return std::make_unique<TransformerImpl<float>>(config, max_batch, max_seq, backend, recompute,
+                                                  precision, split);
+}
 
 ActivationBytes Transformer::activation_bytes(const ModelConfig& config, int B, int T,
-                                              CheckpointingPlan checkpointing, Precision precision,
+                                              RecomputePlan recompute, Precision precision,
                                               ModelSlice slice, int in_flight) {
   ActivationBytes bytes;
   const bool fp8 = precision == Precision::fp8;
   if (stores_bf16(precision)) {
     Buffers<Bf16> unbound;
-    plan_activations(config, B, T, slice, in_flight, checkpointing, fp8, unbound, bytes);
+    plan_activations(config, B, T, slice, in_flight, recompute, fp8, unbound, bytes);
   } else {
     Buffers<float> unbound;
-    plan_activations(config, B, T, slice, in_flight, checkpointing, fp8, unbound, bytes);
+    plan_activations(config, B, T, slice, in_flight, recompute, fp8, unbound, bytes);
   }
   return bytes;
 }
-
-const ActivationBytes& Transformer::activation_bytes() const { return impl_->bytes(); }
 
 template <class StageForward>
 float Transformer::through_pipeline(int B, int T, bool with_loss, StageForward&& stage) {
@@ -1025,49 +991,15 @@ float Transformer::through_pipeline(int B, int T, bool with_loss, StageForward&&
 
 float Transformer::forward(UnitProvider& units, const int32_t* inputs, const int32_t* targets,
                            int B, int T) {
-  return through_pipeline(B, T, targets != nullptr, [&] {
-    return impl_->stage_forward(units, 0, inputs, targets, B, T, 0.0f);
-  });
+  return through_pipeline(B, T, targets != nullptr,
+                          [&] { return stage_forward(units, 0, inputs, targets, B, T, 0.0f); });
 }
-
-void Transformer::reserve_kv_cache(int batch, int capacity) {
-  impl_->reserve_kv_cache(batch, capacity);
-}
-
-int Transformer::kv_cache_capacity() const { return impl_->kv_cache_capacity(); }
 
 void Transformer::decode(UnitProvider& units, const int32_t* inputs, int B, int T, int start) {
   through_pipeline(B, T, false, [&] {
-    impl_->decode_stage(units, inputs, B, T, start);
+    decode_stage(units, inputs, B, T, start);
     return 0.0f;
   });
 }
-
-void Transformer::logits_row(int row, float* out) const { impl_->logits_row(row, out); }
-
-void Transformer::set_document_masking(int32_t start_token, bool reset_positions) {
-  impl_->set_document_masking(start_token, reset_positions);
-}
-
-void Transformer::set_device_graphs(bool on) { impl_->set_device_graphs(on); }
-
-int Transformer::device_graphs() const { return impl_->device_graphs(); }
-
-float Transformer::stage_forward(UnitProvider& units, int slot, const int32_t* inputs,
-                                 const int32_t* targets, int B, int T, float dloss) {
-  return impl_->stage_forward(units, slot, inputs, targets, B, T, dloss);
-}
-
-void Transformer::stage_backward(UnitProvider& units, int slot, int B, int T) {
-  impl_->stage_backward(units, slot, B, T);
-}
-
-StageMessage Transformer::stage_input(int slot, int B, int T) const {
-  return impl_->stage_input(slot, B, T);
-}
-StageMessage Transformer::stage_output(int slot, int B, int T) const {
-  return impl_->stage_output(slot, B, T);
-}
-StageMessage Transformer::stage_gradient(int B, int T) const { return impl_->stage_gradient(B, T); }
 
 }  // namespace llm

@@ -4,11 +4,11 @@
 // RMSNorm, LM head (optionally tied), cross-entropy.
 // It owns only activations; parameters and gradients come unit by unit from a
 // UnitProvider, which is how sharding engines plug in.
-// Activation checkpointing: a checkpointed block keeps only what its mode
+// Activation recomputation: a recomputed block keeps only what its mode
 // says (full: its input, which is the residual stream; selective: the matmul
 // and attention outputs) and recomputes the rest in backward from the unit
 // acquired for backward, with the same kernels in the same order, so
-// gradients are bit-identical to a run without checkpointing.
+// gradients are bit-identical to a run without recomputation.
 // Tensor parallelism (a tensor group of T > 1 ranks; layout.h's slices):
 // each rank computes its heads, ffn columns and vocabulary rows for all N
 // tokens of a micro-batch, while the residual stream, the norms and their
@@ -45,20 +45,20 @@
 
 namespace llm {
 
-// Recompute (none | selective | full) is training.activation_checkpointing's enum (config.h).
-struct CheckpointingPlan {
+// Recompute (none | selective | full) is training.recompute's enum (config.h).
+struct RecomputePlan {
   Recompute mode = Recompute::none;
-  int every = 1;  // blocks l with l % every == 0 are checkpointed
-  bool checkpointed(int layer) const { return mode != Recompute::none && layer % every == 0; }
+  int every = 1;  // blocks l with l % every == 0 are recomputed
+  bool recomputes(int layer) const { return mode != Recompute::none && layer % every == 0; }
 };
-CheckpointingPlan checkpointing_plan(const TrainingConfig& training);
+RecomputePlan recompute_plan(const TrainingConfig& training);
 
 // Activation memory of one configuration, computed without allocating.
 struct ActivationBytes {
-  size_t per_block_kept = 0;          // what one non-checkpointed block keeps
-  size_t per_block_checkpointed = 0;  // what one checkpointed block keeps (beyond its input)
-  size_t residual_stream = 0;         // the stage's block inputs and last output
-  size_t recompute_scratch = 0;       // one block's worth, shared by checkpointed blocks
+  size_t per_block_kept = 0;        // what one non-recomputed block keeps
+  size_t per_block_recomputed = 0;  // what one recomputed block keeps (beyond its input)
+  size_t residual_stream = 0;       // the stage's block inputs and last output
+  size_t recompute_scratch = 0;     // one block's worth, shared by recomputed blocks
   size_t head_and_loss =
       0;  // tokens, final norm, logits (N x V), loss partials, losses, RoPE tables
   size_t backward_scratch = 0;  // gradient buffers reused by every block
@@ -80,16 +80,23 @@ struct StageMessage {
   WireType type;
 };
 
+// The model's interface; create() returns the implementation for the
+// precision's activation type (transformer.cpp: fp32, or bf16 for bf16 and
+// fp8). forward() and decode() run the whole pipeline through the stage
+// methods.
 class Transformer {
  public:
-  Transformer(const ModelConfig& config, int max_batch, int max_seq, const Backend& backend,
-              CheckpointingPlan checkpointing = {}, Precision precision = Precision::fp32,
-              ModelSplit split = {});
-  ~Transformer();
+  static std::unique_ptr<Transformer> create(const ModelConfig& config, int max_batch, int max_seq,
+                                             const Backend& backend, RecomputePlan recompute = {},
+                                             Precision precision = Precision::fp32,
+                                             ModelSplit split = {});
+  virtual ~Transformer() = default;
+  Transformer(const Transformer&) = delete;
+  Transformer& operator=(const Transformer&) = delete;
 
   // Per rank, for the rank's slice and `in_flight` micro-batches held at once.
   static ActivationBytes activation_bytes(const ModelConfig& config, int B, int T,
-                                          CheckpointingPlan checkpointing = {},
+                                          RecomputePlan recompute = {},
                                           Precision precision = Precision::fp32,
                                           ModelSlice slice = {}, int in_flight = 1);
   // Sequence lengths must be multiples of this (the tensor-parallel size).
@@ -99,7 +106,7 @@ class Transformer {
   const ParameterLayout& layout() const { return layout_; }
   const ModelSplit& split() const { return split_; }
   Precision precision() const { return precision_; }
-  const ActivationBytes& activation_bytes() const;
+  const ActivationBytes& activation_bytes() const { return bytes_; }
 
   // Token arrays (inputs, targets) are host memory; everything else lives on
   // the backend's device.
@@ -115,28 +122,28 @@ class Transformer {
   // earlier one (a sequence's first tokens are a document too), and with
   // reset_positions RoPE positions restart at each start. Every stage then
   // needs the inputs. Decoding (one sequence) is unmasked. Once, before use.
-  void set_document_masking(int32_t start_token, bool reset_positions);
+  virtual void set_document_masking(int32_t start_token, bool reset_positions) = 0;
   // training.cuda_graphs: from now on each stretch of device work between
   // two unit boundaries runs eagerly the first time its shape and buffers
   // are seen, is captured as a device graph the second time and replayed
   // after (model/captured_segments.h), in training and evaluation alike;
   // decoding stays eager. Refused on a backend without graphs (the CPU) and
   // with tensor parallelism (its collectives run inside the blocks).
-  void set_device_graphs(bool on);
+  virtual void set_device_graphs(bool on) = 0;
   // Graphs captured so far.
-  int device_graphs() const;
+  virtual int device_graphs() const = 0;
   // The V logits of row `row` (= b * T + t) of the last forward or decode, as
   // fp32 on every rank (a collective over the tensor and pipeline groups).
-  void logits_row(int row, float* out) const;
+  virtual void logits_row(int row, float* out) const = 0;
 
   // --- incremental decoding (generation) -------------------------------------
   // Allocates, once, every block's key/value cache for up to `batch`
   // sequences of `capacity` positions (at most the construction's max_batch
   // and max_seq); a no-op when one at least that large is there, refused
   // when a smaller one is.
-  void reserve_kv_cache(int batch, int capacity);
+  virtual void reserve_kv_cache(int batch, int capacity) = 0;
   // Positions per sequence of the reserved cache (0: none).
-  int kv_cache_capacity() const;
+  virtual int kv_cache_capacity() const = 0;
   // The forward of the next T tokens of B sequences (inputs (B, T), T a
   // multiple of sequence_multiple()) at positions start .. start + T - 1:
   // their keys and values go into the cache at those positions and each
@@ -158,22 +165,32 @@ class Transformer {
   // an ignored target adds nothing). Returns the micro-batch's loss as
   // forward() does on the last stage, 0 elsewhere. `inputs` are read
   // on the first stage, `targets` on the last.
-  float stage_forward(UnitProvider& units, int slot, const int32_t* inputs, const int32_t* targets,
-                      int B, int T, float dloss);
+  virtual float stage_forward(UnitProvider& units, int slot, const int32_t* inputs,
+                              const int32_t* targets, int B, int T, float dloss) = 0;
   // The backward of the micro-batch in `slot`: from the logits' gradient (last
   // stage) or the gradient received into stage_gradient(), accumulating its
   // units' gradients, down to the embedding (first stage) or into
   // stage_gradient() for the previous stage.
-  void stage_backward(UnitProvider& units, int slot, int B, int T);
+  virtual void stage_backward(UnitProvider& units, int slot, int B, int T) = 0;
   // Where the previous stage's activation for `slot` is received, what goes
   // to the next stage, and the gradient of either (this rank's rows of the
   // residual stream: B * T / tp rows of dim).
-  StageMessage stage_input(int slot, int B, int T) const;
-  StageMessage stage_output(int slot, int B, int T) const;
-  StageMessage stage_gradient(int B, int T) const;
+  virtual StageMessage stage_input(int slot, int B, int T) const = 0;
+  virtual StageMessage stage_output(int slot, int B, int T) const = 0;
+  virtual StageMessage stage_gradient(int B, int T) const = 0;
 
-  // The activation storage type's implementation (transformer.cpp).
-  class Impl;
+ protected:
+  // The layout of `split`'s slice; the implementation plans bytes_.
+  Transformer(const ModelConfig& config, Precision precision, ModelSplit split);
+  // This stage's part of decode(): its blocks' forward of the new tokens.
+  virtual void decode_stage(UnitProvider& units, const int32_t* inputs, int B, int T,
+                            int start) = 0;
+
+  ModelConfig config_;
+  ParameterLayout layout_;
+  Precision precision_;
+  ModelSplit split_;
+  ActivationBytes bytes_;
 
  private:
   // Runs `stage` (this stage's forward of slot 0) between receiving its input
@@ -181,12 +198,6 @@ class Transformer {
   // last stage's loss on every stage when `with_loss`, else 0.
   template <class StageForward>
   float through_pipeline(int B, int T, bool with_loss, StageForward&& stage);
-
-  ModelConfig config_;
-  ParameterLayout layout_;
-  Precision precision_;
-  ModelSplit split_;
-  std::unique_ptr<Impl> impl_;
 };
 
 }  // namespace llm

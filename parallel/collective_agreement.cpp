@@ -51,9 +51,10 @@ const char* name_of(uint64_t code, const char* const (&names)[N]) {
 // its label, transport and members, and `ordinal`, its place among this
 // rank's groups that share all three (made in the same order on every member).
 uint64_t group_key(const GroupTrace& trace, uint64_t ordinal) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  auto add = [&h](uint64_t word) { h = (h ^ word) * 0x100000001b3ull; };
-  for (unsigned char c : trace.label) add(c);
+  uint64_t h = fnv1a(kFnv1aOffset, trace.label);
+  auto add = [&h](uint64_t word) {
+    h = fnv1a(h, std::string_view(reinterpret_cast<const char*>(&word), sizeof word));
+  };
   add(code_of(trace.transport, kTransports));
   for (int rank : trace.world_ranks) add(static_cast<uint64_t>(rank) + 0x10000);
   add(ordinal + 0x100000000ull);

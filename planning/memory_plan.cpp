@@ -27,7 +27,7 @@ MemoryPlan memory_plan(const Config& config, const ShardingPlan& sharding) {
         ShardingEngine::planned_bytes(layout_build(config.model, slice), sharding, config);
     stage_plan.activations =
         Transformer::activation_bytes(
-            config.model, t.micro_batch_size, t.seq_len, checkpointing_plan(t), config.precision(),
+            config.model, t.micro_batch_size, t.seq_len, recompute_plan(t), config.precision(),
             slice, pipeline_in_flight(config.parallel.pipeline_schedule, pp, stage, micro_batches))
             .total;
     if (stage == 0 || stage_plan.total() > plan.total()) plan = stage_plan;

@@ -55,8 +55,7 @@ std::vector<std::string> row_overrides(const Config& base, const PlanRow& row, P
   decide("parallel.tensor_parallel", row.tensor_parallel, p.tensor_parallel);
   decide("parallel.pipeline_parallel", row.pipeline_parallel, p.pipeline_parallel);
   decide("parallel.shard_group_size", shard_group_size, p.shard_group_size);
-  decide("training.activation_checkpointing", row.checkpointing,
-         base.training.activation_checkpointing);
+  decide("training.recompute", row.recompute, base.training.recompute);
   decide("training.precision", row.precision, base.training.precision);
   decide("parallel.reduce_dtype", stores_bf16(row.precision) ? Precision::bf16 : Precision::fp32,
          p.reduce_dtype);
@@ -82,7 +81,7 @@ void add_mesh_rows(std::vector<PlanRow>& rows, const Config& config, int tp, int
   for (OffloadTarget offload : {OffloadTarget::none, OffloadTarget::cpu}) {
     if (model_parallel && offload == OffloadTarget::cpu) continue;
     for (const auto& [mode, shard_group_size] : modes) {
-      for (Recompute checkpointing : {Recompute::none, Recompute::selective, Recompute::full}) {
+      for (Recompute recompute : {Recompute::none, Recompute::selective, Recompute::full}) {
         for (Precision precision : {low, Precision::fp32}) {
           if ((offload == OffloadTarget::cpu || model_parallel) && precision == Precision::fp32)
             continue;
@@ -92,7 +91,7 @@ void add_mesh_rows(std::vector<PlanRow>& rows, const Config& config, int tp, int
           row.data_parallel = dp;
           row.mode = mode == ParallelMode::hybrid ? fmt::format("hybrid/{}", hybrid_group)
                                                   : to_string(mode);
-          row.checkpointing = checkpointing;
+          row.recompute = recompute;
           row.precision = precision;
           row.offload = offload;
           row.config = config;

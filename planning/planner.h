@@ -1,5 +1,5 @@
 // `./train plan`'s rows: per-rank memory of a config for every mesh x
-// parallel mode x activation checkpointing x precision x offload at a given
+// parallel mode x activation recomputation x precision x offload at a given
 // world size, and whether it fits a device. It uses the trainer's own
 // accounting (memory_plan: the same buffer plans the engine and the model
 // allocate from), so planned and measured bytes cannot drift apart. Each
@@ -22,7 +22,7 @@ struct PlanRow {
   int data_parallel = 1;      // D = world / (T P), what the mode applies over
   double bubble = 0;          // pipeline_bubble_fraction(P, M) for the config's M at D
   std::string mode;           // "hybrid/8" carries its shard group size
-  Recompute checkpointing;
+  Recompute recompute;
   Precision precision;
   OffloadTarget offload = OffloadTarget::none;
   // The base config with the row's settings applied as overrides: each

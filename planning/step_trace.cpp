@@ -249,11 +249,11 @@ StepTrace step_trace_record(const Config& config, int world, int stage) {
   // the stages is a scalar on it).
   topology.model_copy = recording_group(plan.shard_group_size, GroupRole::shard, recorder);
   const PipelineSchedule schedule = config.parallel.pipeline_schedule;
-  Transformer model(stand_in.model, 1, 1, backend_cpu(), checkpointing_plan(stand_in.training),
-                    stand_in.precision(),
-                    ModelSplit{nullptr, topology.pipeline.get(),
-                               pipeline_in_flight(schedule, stages, stage, trace.micro_batches)});
-  ShardingEngine engine(model.layout(), stand_in, backend_cpu(), topology);
+  const std::unique_ptr<Transformer> model = Transformer::create(
+      stand_in.model, 1, 1, backend_cpu(), recompute_plan(stand_in.training), stand_in.precision(),
+      ModelSplit{nullptr, topology.pipeline.get(),
+                 pipeline_in_flight(schedule, stages, stage, trace.micro_batches)});
+  ShardingEngine engine(model->layout(), stand_in, backend_cpu(), topology);
   engine.on_gradient_final([&](int unit) { recorder.gradient_final(unit); });
   RecordingProvider provider(engine, recorder, num_units);
 
@@ -263,7 +263,7 @@ StepTrace step_trace_record(const Config& config, int world, int stage) {
   recorder.start();
   engine.zero_grads();
   pipeline_step(
-      schedule, model, provider, M, 1, 1, 1.0f,
+      schedule, *model, provider, M, 1, 1, 1.0f,
       [&](int) {
         return MicroBatchTokens{&input, &target};
       },

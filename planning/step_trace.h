@@ -4,7 +4,7 @@
 // and the optimizer step.
 // It is recorded, not written down: the real ShardingEngine and Transformer
 // run one step of a tiny stand-in model that has the config's unit structure
-// (layer count, tied head, checkpointing, precision, reduce dtype, mode,
+// (layer count, tied head, recompute, precision, reduce dtype, mode,
 // world size, micro-batches per step, pipeline stage and schedule) over
 // recording groups that count each call and move no data. With pipeline
 // stages the stand-in is one stage, run by the real pipeline schedule; its

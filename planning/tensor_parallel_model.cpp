@@ -127,13 +127,14 @@ std::vector<std::vector<TensorCollective>> tensor_parallel_collectives(const Con
   recording_group = &tensor;
   // The stand-in's ops are a few elements wide (as in step_trace.cpp).
   const ThreadLimit one_thread(1);
-  Transformer model(m, 1, T, backend_cpu(), checkpointing_plan(stand_in.training),
-                    stand_in.precision(), ModelSplit{&tensor, nullptr, 1});
-  RecordingUnits recording(model.layout());
+  const std::unique_ptr<Transformer> model =
+      Transformer::create(m, 1, T, backend_cpu(), recompute_plan(stand_in.training),
+                          stand_in.precision(), ModelSplit{&tensor, nullptr, 1});
+  RecordingUnits recording(model->layout());
   running = &recording;
   const std::vector<int32_t> tokens(T, 0);
   pipeline_step(
-      config.parallel.pipeline_schedule, model, recording, 1, 1, T, 1.0f,
+      config.parallel.pipeline_schedule, *model, recording, 1, 1, T, 1.0f,
       [&](int) {
         return MicroBatchTokens{tokens.data(), tokens.data()};
       },

@@ -1,7 +1,7 @@
 // The collectives tensor parallelism (with sequence parallelism) adds to a
 // training step, per rank of a tensor group of T, recorded from the model's
 // own calls: the real Transformer runs one micro-batch forward and backward
-// of a tiny stand-in (the config's layers, tying, checkpointing and
+// of a tiny stand-in (the config's layers, tying, recompute and
 // precision; T heads of 4, an FFN and a vocabulary of T, T tokens) over a
 // recording tensor group (planning/recording_group.h). Each collective is
 // given to the unit whose pass issued it (the outermost unit held, else the

@@ -195,7 +195,7 @@ StepPrediction throughput_predict(const Config& config, int world, const Hardwar
   std::vector<double> tensor_seconds(2 * num_units, 0.0);
   const std::vector<std::vector<TensorCollective>> tensor = tensor_parallel_collectives(config);
   Config without_recompute = config;
-  without_recompute.training.activation_checkpointing = Recompute::none;
+  without_recompute.training.recompute = Recompute::none;
   for (int u = 0; u < num_units; ++u) {
     for (Pass pass : {Pass::forward, Pass::backward}) {
       const int i = 2 * u + (pass == Pass::backward);

@@ -119,13 +119,12 @@ CurrentWait watchdog_current_wait() {
   return wait;
 }
 
-namespace {
-
-// FNV-1a over a string's bytes, continuing from `hash`.
-uint64_t fnv1a(uint64_t hash, std::string_view text) {
-  for (unsigned char c : text) hash = (hash ^ c) * 0x100000001b3ull;
+uint64_t fnv1a(uint64_t hash, std::string_view bytes) {
+  for (unsigned char c : bytes) hash = (hash ^ c) * 0x100000001b3ull;
   return hash;
 }
+
+namespace {
 
 // splitmix64's finalizer: every input bit reaches every output bit.
 uint64_t mix(uint64_t x) {
@@ -137,7 +136,7 @@ uint64_t mix(uint64_t x) {
 }  // namespace
 
 uint64_t collective_fingerprint(uint64_t previous, const CollectiveSignature& signature) {
-  uint64_t h = fnv1a(0xcbf29ce484222325ull ^ previous, signature.op);
+  uint64_t h = fnv1a(kFnv1aOffset ^ previous, signature.op);
   h = fnv1a(h, signature.dtype);
   return mix(h ^ mix(signature.bytes + 0x9e3779b97f4a7c15ull));
 }

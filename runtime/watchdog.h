@@ -52,6 +52,11 @@ struct CollectiveSignature {
   uint64_t seq = 0;        // the group's collective number
 };
 
+// FNV-1a over `bytes`, continuing from `hash` (start from kFnv1aOffset): the
+// hash of the collectives' fingerprints and of the agreement check's keys.
+inline constexpr uint64_t kFnv1aOffset = 0xcbf29ce484222325ull;
+uint64_t fnv1a(uint64_t hash, std::string_view bytes);
+
 // The fingerprint after `previous` extended by one collective: a 64-bit hash
 // of the sequence of signatures (op, bytes, dtype; not seq, which is the
 // position itself), equal on members that issued the same collectives.

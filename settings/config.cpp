@@ -109,7 +109,8 @@ void apply_override(Config& config, const std::string& assignment) {
     });
   });
   const std::string name = assignment.substr(0, eq);
-  LLM_CHECK(found, "{}: unknown key '{}'{}", origin, name, did_you_mean(name, all_keys(config)));
+  LLM_CHECK(found, "{}: unknown key '{}'{}", origin, name,
+            unknown_key_hint(name, all_keys(config)));
 }
 
 void write_value(std::ostream& out, int value) { out << value; }
@@ -415,6 +416,22 @@ std::optional<OnResume> config_key_on_resume(std::string_view key) {
     });
   });
   return found;
+}
+
+std::optional<std::string> renamed_key(std::string_view key) {
+  static const std::pair<std::string_view, std::string_view> kRenamed[] = {
+      {"training.activation_checkpointing", "training.recompute"},
+      {"training.checkpoint_every", "training.recompute_every"},
+  };
+  for (const auto& [old_name, new_name] : kRenamed)
+    if (key == old_name) return std::string(new_name);
+  return std::nullopt;
+}
+
+std::string unknown_key_hint(const std::string& name, const std::vector<std::string>& known) {
+  if (const std::optional<std::string> renamed = renamed_key(name))
+    return fmt::format(" (renamed '{}')", *renamed);
+  return did_you_mean(name, known);
 }
 
 }  // namespace llm

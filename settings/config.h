@@ -44,7 +44,7 @@ constexpr std::span<const EnumName<Precision>> enum_names(Precision) { return kP
 // Whether compute parameters and activations are bf16 (bf16 and fp8).
 constexpr bool stores_bf16(Precision precision) { return precision != Precision::fp32; }
 
-// training.activation_checkpointing: what a block keeps for its backward.
+// training.recompute: what a block keeps for its backward.
 enum class Recompute { none, selective, full };
 inline constexpr EnumName<Recompute> kRecomputeNames[] = {
     {"none", Recompute::none}, {"selective", Recompute::selective}, {"full", Recompute::full}};
@@ -256,8 +256,8 @@ struct TrainingConfig {
   int eval_interval = 50;
   int eval_sequences = 32;
   int sample_tokens = 0;
-  Recompute activation_checkpointing = Recompute::none;
-  int checkpoint_every = 1;
+  Recompute recompute = Recompute::none;
+  int recompute_every = 1;
   Precision precision = Precision::fp32;
   Device device = Device::cpu;
   AttentionKernel attention = AttentionKernel::automatic;
@@ -318,10 +318,10 @@ struct TrainingConfig {
       {kNonNegative, OnResume::same_trajectory});
     v("sample_tokens", sample_tokens, "tokens of text to generate after training (0 = none)",
       {kNonNegative, OnResume::same_trajectory});
-    v("activation_checkpointing", activation_checkpointing,
+    v("recompute", recompute,
       "none | full (keep block inputs, recompute the rest) | selective (keep matmul outputs)",
       OnResume::same_trajectory);
-    v("checkpoint_every", checkpoint_every, "checkpoint blocks 0, k, 2k, ... (1 = every block)",
+    v("recompute_every", recompute_every, "recompute blocks 0, k, 2k, ... (1 = every block)",
       {at_least(1), OnResume::same_trajectory});
     v("precision", precision,
       "fp32 | bf16 (bf16 compute and activations, fp32 master weights) | fp8 (bf16, with the "
@@ -598,5 +598,16 @@ std::string config_to_toml(const Config& config);
 // What changing `key` ("table.key") does to a resumed run, from the key's
 // rule or its table's; nullopt for a key this build does not know.
 std::optional<OnResume> config_key_on_resume(std::string_view key);
+
+// The current name of a key ("table.key") that an earlier version called
+// `key` (training.activation_checkpointing is training.recompute: a
+// "checkpoint" is saved state only); nullopt for any other key. A resume
+// reads a saved config through it; a config or command line using an old
+// name is refused with the new one (unknown_key_hint).
+std::optional<std::string> renamed_key(std::string_view key);
+
+// What follows "unknown key 'name'" in an error: the new name of a renamed
+// key, else the closest of `known` ("table.key" each).
+std::string unknown_key_hint(const std::string& name, const std::vector<std::string>& known);
 
 }  // namespace llm

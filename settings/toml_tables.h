@@ -62,7 +62,7 @@ void read_toml_tables(Tables& tables, const toml::table& root, const std::string
       for (auto&& [key, value] : table) {
         const std::string name = prefix + std::string(key.str());
         LLM_CHECK(std::find(keys.begin(), keys.end(), key.str()) != keys.end(),
-                  "{}: unknown key '{}'{}", origin, name, did_you_mean(name, all_keys));
+                  "{}: unknown key '{}'{}", origin, name, unknown_key_hint(name, all_keys));
       }
     }
     visit_keys(section, [&](const char* key, auto& field, const char*, const KeyRule&) {

@@ -47,25 +47,25 @@ inline std::vector<float> initial_params(const Config& config) {
 // A randomly initialized model on `backend` with a cache for 2 samples.
 struct Generator {
   Config config;
-  Transformer model;
+  std::unique_ptr<Transformer> model;
   InferenceParams params;
 
   explicit Generator(const Backend& backend, Precision precision = Precision::fp32)
       : config(generation_config(precision)),
-        model(config.model, 2, kGenerationContext, backend, {}, precision),
-        params(model.layout(), initial_params(config), backend, precision) {
-    model.reserve_kv_cache(2, kGenerationContext);
+        model(Transformer::create(config.model, 2, kGenerationContext, backend, {}, precision)),
+        params(model->layout(), initial_params(config), backend, precision) {
+    model->reserve_kv_cache(2, kGenerationContext);
   }
 
   std::vector<float> logits(int row) {
     std::vector<float> out(config.model.vocab_size);
-    model.logits_row(row, out.data());
+    model->logits_row(row, out.data());
     return out;
   }
   // forward() over the whole of `tokens` (one sequence): its last row's logits.
   std::vector<float> full_forward_logits(const std::vector<int32_t>& tokens) {
     const int T = static_cast<int>(tokens.size());
-    model.forward(params, tokens.data(), nullptr, 1, T);
+    model->forward(params, tokens.data(), nullptr, 1, T);
     return logits(T - 1);
   }
 };
@@ -80,7 +80,7 @@ inline void expect_decode_matches_forward(const Backend& backend, Precision prec
   std::vector<int32_t> tokens = kGenerationPrompt;
   std::vector<int32_t> batch(tokens);
   batch.insert(batch.end(), tokens.begin(), tokens.end());
-  g.model.decode(g.params, batch.data(), 2, static_cast<int>(tokens.size()), 0);
+  g.model->decode(g.params, batch.data(), 2, static_cast<int>(tokens.size()), 0);
   std::vector<float> cached = g.logits(2 * static_cast<int>(tokens.size()) - 1);
   for (int step = 0; tokens.size() < static_cast<size_t>(kGenerationContext); ++step) {
     const std::vector<float> full = g.full_forward_logits(tokens);
@@ -92,7 +92,7 @@ inline void expect_decode_matches_forward(const Backend& backend, Precision prec
     }
     tokens.push_back(static_cast<int32_t>((7 * step + 5) % g.config.model.vocab_size));
     const int32_t next[2] = {tokens.back(), tokens.back()};
-    g.model.decode(g.params, next, 2, 1, static_cast<int>(tokens.size()) - 1);
+    g.model->decode(g.params, next, 2, 1, static_cast<int>(tokens.size()) - 1);
     cached = g.logits(1);
   }
 }

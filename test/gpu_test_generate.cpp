@@ -31,8 +31,8 @@ TEST(GpuGenerate, GreedyTokensAreTheCpus) {
   greedy.temperature = 0;
   greedy.max_new_tokens = 16;
   Generator cpu(backend_cpu()), gpu(backend_cuda());
-  EXPECT_EQ(generate(gpu.model, gpu.params, kGenerationPrompt, 2, greedy),
-            generate(cpu.model, cpu.params, kGenerationPrompt, 2, greedy));
+  EXPECT_EQ(generate(*gpu.model, gpu.params, kGenerationPrompt, 2, greedy),
+            generate(*cpu.model, cpu.params, kGenerationPrompt, 2, greedy));
 }
 
 }  // namespace

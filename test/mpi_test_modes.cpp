@@ -81,22 +81,22 @@ TEST_P(Modes, HybridMatchesSingleProcessForEveryGroupSize) {
 
 INSTANTIATE_TEST_SUITE_P(TinyAndRagged, Modes, ::testing::Values("tiny", "ragged"));
 
-// In every mode, activation checkpointing (full and selective) gives the same
+// In every mode, activation recomputation (full and selective) gives the same
 // bits as keeping all activations under that mode; under zero3 and hybrid the
 // recomputation uses the unit gathered for backward, with no extra gather.
-TEST(ModeCheckpointing, BitIdenticalToNoCheckpointingInEveryMode) {
+TEST(ModeRecomputation, BitIdenticalToNoRecomputationInEveryMode) {
   for (std::string mode : {"ddp", "zero1", "zero2", "zero3", "hybrid"}) {
     std::vector<std::string> preset = {"parallel.mode=" + mode};
     if (mode == "hybrid") preset.push_back("parallel.shard_group_size=1");
     RunResult plain = train(comm_world(), "tiny", preset);
     for (std::string recompute : {"full", "selective"}) {
-      SCOPED_TRACE(mode + " with " + recompute + " checkpointing");
+      SCOPED_TRACE(mode + " with " + recompute + " recompute");
       std::vector<std::string> with = preset;
-      with.push_back("training.activation_checkpointing=" + recompute);
-      RunResult checkpointed = train(comm_world(), "tiny", with);
-      EXPECT_EQ(checkpointed.losses, plain.losses);
-      EXPECT_EQ(checkpointed.params, plain.params);
-      EXPECT_EQ(checkpointed.data_comm.sent_bytes, plain.data_comm.sent_bytes)
+      with.push_back("training.recompute=" + recompute);
+      RunResult recomputed = train(comm_world(), "tiny", with);
+      EXPECT_EQ(recomputed.losses, plain.losses);
+      EXPECT_EQ(recomputed.params, plain.params);
+      EXPECT_EQ(recomputed.data_comm.sent_bytes, plain.data_comm.sent_bytes)
           << "extra communication";
     }
   }
@@ -213,7 +213,7 @@ TEST(ModeMemory, ShardedStateIsAFractionOfDdp) {
 }
 
 // The planner (`./train plan`) against what is really allocated: for every
-// mode, precision and checkpointing runnable here, the planned bytes per rank
+// mode, precision and recompute runnable here, the planned bytes per rank
 // equal the growth of host_memory_live_bytes() while the trainer is built and
 // runs a step - a count kept by the allocator itself, not derived from any
 // plan, so a buffer allocated outside the plan (or planned but never
@@ -233,7 +233,7 @@ TEST(ModeMemory, PlannerMatchesWhatIsAllocated) {
         o.insert(o.end(), mode.begin(), mode.end());
         o.push_back("training.precision=" + precision);
         o.push_back("parallel.reduce_dtype=" + precision);
-        o.push_back("training.activation_checkpointing=" + recompute);
+        o.push_back("training.recompute=" + recompute);
         Config config = config_load("configs/tiny.toml", o);
         const size_t before = host_memory_live_bytes();
         Trainer trainer(config, comm_world());

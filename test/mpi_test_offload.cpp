@@ -78,9 +78,10 @@ TEST(Offload, GradientsLeaveForTheHostAsSoonAsTheyAreFinal) {
   for (const auto& mode : modes_of(world.size())) {
     SCOPED_TRACE(mode[0]);
     const Config config = make_config(with(mode, {"offload.optimizer=cpu"}));
-    Transformer model(config.model, B, T, backend_cpu());
+    const std::unique_ptr<Transformer> model =
+        Transformer::create(config.model, B, T, backend_cpu());
     Topology topology(world, config.parallel);
-    ShardingEngine engine(model.layout(), config, backend_cpu(), topology);
+    ShardingEngine engine(model->layout(), config, backend_cpu(), topology);
     uint64_t owned_bytes = 0;
     for (const OwnedSlice& slice : engine.owned_slices())
       owned_bytes += slice.count * sizeof(float);
@@ -92,8 +93,8 @@ TEST(Offload, GradientsLeaveForTheHostAsSoonAsTheyAreFinal) {
     }
     auto micro_batch = [&](bool last) {
       engine.begin_micro_batch(last);
-      model.stage_forward(engine, 0, inputs.data(), targets.data(), B, T, 1.0f / (2 * B * T));
-      model.stage_backward(engine, 0, B, T);
+      model->stage_forward(engine, 0, inputs.data(), targets.data(), B, T, 1.0f / (2 * B * T));
+      model->stage_backward(engine, 0, B, T);
     };
     engine.zero_grads();
     micro_batch(false);

@@ -155,9 +155,8 @@ TEST(PipelineSchedules, OneFOneBAndGPipeGiveTheSameBits) {
   const int p = std::min(world, 4);
   const std::string dp = world % p == 0 ? "parallel.mode=zero3" : "parallel.mode=ddp";
   if (world % p != 0) GTEST_SKIP() << p << " stages do not divide " << world << " ranks";
-  for (std::vector<std::string> extra : {std::vector<std::string>{},
-                                         {"training.activation_checkpointing=full"},
-                                         {"training.precision=bf16"}}) {
+  for (std::vector<std::string> extra :
+       {std::vector<std::string>{}, {"training.recompute=full"}, {"training.precision=bf16"}}) {
     SCOPED_TRACE(extra.empty() ? "plain" : extra[0]);
     extra.push_back(stages(p));
     extra.push_back(dp);

@@ -2,7 +2,7 @@
 // single-process run with the same global batch: per-step losses, gradient
 // norms and the whole model's parameters after a few steps, for T = 2 alone
 // and composed with every data-parallel mode over the remaining ranks; the
-// same with activation checkpointing (bit-identical to none under TP) and in
+// same with activation recomputation (bit-identical to none under TP) and in
 // bf16 and fp8; checkpoints saved under TP resume bit-identically and load into a
 // single process and into zero3 without TP; generation's samples match. Worlds that T = 2 does not
 // divide skip, saying so.
@@ -119,8 +119,8 @@ TEST(TensorParallelTraffic, EqualsTheThroughputModel) {
   REQUIRE_EVEN_WORLD();
   for (std::vector<std::string> o : {std::vector<std::string>{},
                                      {"training.precision=bf16"},
-                                     {"training.activation_checkpointing=full"},
-                                     {"training.activation_checkpointing=selective"},
+                                     {"training.recompute=full"},
+                                     {"training.recompute=selective"},
                                      {"model.qk_norm=true"}}) {
     SCOPED_TRACE(o.empty() ? "fp32" : o[0]);
     o.push_back("parallel.tensor_parallel=2");
@@ -157,17 +157,17 @@ TEST(TensorParallelTraffic, EqualsTheThroughputModel) {
 
 // Recomputation reruns the block's forward with its collectives: the same
 // bits as keeping the activations.
-TEST(TensorParallelCheckpointing, BitIdenticalToNoCheckpointing) {
+TEST(TensorParallelRecomputation, BitIdenticalToNoRecomputation) {
   REQUIRE_EVEN_WORLD();
   const std::vector<std::string> tp = {"parallel.tensor_parallel=2", "parallel.mode=zero3"};
   RunResult plain = train(comm_world(), "ragged", tp);
   for (std::string recompute : {"full", "selective"}) {
     SCOPED_TRACE(recompute);
     std::vector<std::string> with = tp;
-    with.push_back("training.activation_checkpointing=" + recompute);
-    RunResult checkpointed = train(comm_world(), "ragged", with);
-    EXPECT_EQ(checkpointed.losses, plain.losses);
-    EXPECT_EQ(checkpointed.params, plain.params);
+    with.push_back("training.recompute=" + recompute);
+    RunResult recomputed = train(comm_world(), "ragged", with);
+    EXPECT_EQ(recomputed.losses, plain.losses);
+    EXPECT_EQ(recomputed.params, plain.params);
   }
 }
 
@@ -180,10 +180,9 @@ TEST(TensorParallelQkNorm, MatchesTheSingleProcess) {
   const RunResult ref = train(*alone, "ragged", {"model.qk_norm=true"});
   for (std::string recompute : {"none", "full"}) {
     SCOPED_TRACE(recompute);
-    RunResult run =
-        train(comm_world(), "ragged",
-              {"model.qk_norm=true", "parallel.tensor_parallel=2", "parallel.mode=zero3",
-               "training.activation_checkpointing=" + recompute});
+    RunResult run = train(comm_world(), "ragged",
+                          {"model.qk_norm=true", "parallel.tensor_parallel=2",
+                           "parallel.mode=zero3", "training.recompute=" + recompute});
     expect_same_curve(run, ref, kCurveTolerance);
   }
 }

@@ -91,8 +91,7 @@ std::vector<std::vector<std::string>> every_mode(int data_parallel) {
 const std::vector<std::vector<std::string>> kPrecisions = {
     {"training.precision=fp32", "parallel.reduce_dtype=fp32"},
     {"training.precision=bf16", "parallel.reduce_dtype=bf16"},
-    {"training.precision=bf16", "parallel.reduce_dtype=fp32",
-     "training.activation_checkpointing=full"}};
+    {"training.precision=bf16", "parallel.reduce_dtype=fp32", "training.recompute=full"}};
 
 std::string name_of(const std::vector<std::string>& overrides) {
   std::string name;

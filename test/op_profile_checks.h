@@ -30,7 +30,7 @@ inline Config op_profile_config(std::vector<std::string> overrides) {
   overrides.push_back("logging.metrics=false");
   overrides.push_back("checkpoint.resume=none");
   overrides.push_back("parallel.mode=ddp");
-  overrides.push_back("training.activation_checkpointing=none");
+  overrides.push_back("training.recompute=none");
   return config_load("configs/tiny.toml", overrides);
 }
 

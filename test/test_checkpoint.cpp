@@ -279,6 +279,33 @@ TEST_F(CheckpointFiles, ScheduleAndDataChangesAreReportedNotRefused) {
   EXPECT_EQ(resumed.start_step(), 1);
 }
 
+// A checkpoint saved by an older build resumes with no change listed: its
+// training.activation_checkpointing and training.checkpoint_every are today's
+// training.recompute and training.recompute_every, and a key it did not have
+// (model.qk_norm) is no change at its default.
+TEST_F(CheckpointFiles, AnOlderBuildsConfigIsNoChange) {
+  const std::string ckpt = save_after(1);
+  const std::string meta_path = ckpt + "/meta.json";
+  nlohmann::json meta = nlohmann::json::parse(read_file(meta_path));
+  std::string saved = meta["config"].get<std::string>();
+  for (auto [now, before] : {std::pair{"\nrecompute = ", "\nactivation_checkpointing = "},
+                             std::pair{"\nrecompute_every = ", "\ncheckpoint_every = "},
+                             std::pair{"\nqk_norm = false", ""}}) {
+    const size_t at = saved.find(now);
+    ASSERT_NE(at, std::string::npos) << now;
+    saved.replace(at, std::string(now).size(), before);
+  }
+  meta["config"] = saved;
+  write_file_atomically(meta_path, meta.dump());
+  const ConfigChanges same = checkpoint_config_changes(ckpt, config({}));
+  EXPECT_TRUE(same.model.empty()) << same.model[0];
+  EXPECT_TRUE(same.schedule.empty()) << same.schedule[0];
+  // Away from its default, the key the older build lacked is a change.
+  const ConfigChanges changed = checkpoint_config_changes(ckpt, config({"model.qk_norm=true"}));
+  ASSERT_EQ(changed.model.size(), 1u);
+  EXPECT_CONTAINS(changed.model[0], "model.qk_norm: (absent) -> true");
+}
+
 // A meta.json field missing, of the wrong type, negative or absurd is one
 // error naming the file and the field (not a json exception or bad_alloc).
 TEST_F(CheckpointFiles, DamagedMetaJsonIsNamedWithItsField) {

@@ -357,6 +357,21 @@ TEST(Config, ErrorsNameTheCommandLineOrTheFileWhereTheValueCameFrom) {
             std::string::npos);
 }
 
+// "checkpoint" names saved state only: the recomputation keys' old names are
+// refused with their new ones.
+TEST(Config, RenamedKeysAreRefusedWithTheirNewNames) {
+  EXPECT_EQ(error_of([] {
+              config_parse(kMinimal, "a.toml", {"training.activation_checkpointing=full"});
+            }),
+            "command line --training.activation_checkpointing=full: unknown key "
+            "'training.activation_checkpointing' (renamed 'training.recompute')");
+  EXPECT_EQ(error_of([] {
+              config_parse(std::string(kMinimal) + "[training]\ncheckpoint_every = 2\n", "a.toml",
+                           {});
+            }),
+            "a.toml: unknown key 'training.checkpoint_every' (renamed 'training.recompute_every')");
+}
+
 // Regression: a misspelt key got no "did you mean".
 TEST(Config, MisspeltKeysGetTheClosestKnownKey) {
   EXPECT_EQ(error_of([] { config_parse(kMinimal, "a.toml", {"training.lr_schedul=cosine"}); }),
@@ -379,18 +394,18 @@ TEST(Config, EnumKeysParseOnceNameTheChoicesAndDumpByName) {
   Config c =
       config_parse(kMinimal, "a.toml",
                    {"parallel.mode=fsdp", "training.precision=bf16", "training.lr_schedule=linear",
-                    "training.activation_checkpointing=selective", "parallel.reduce_dtype=bf16",
+                    "training.recompute=selective", "parallel.reduce_dtype=bf16",
                     "parallel.comm=mpi", "training.device=cuda"});
   EXPECT_EQ(c.parallel.mode, ParallelMode::zero3);  // the alias
   EXPECT_EQ(c.training.precision, Precision::bf16);
   EXPECT_EQ(c.training.lr_schedule, LrSchedule::linear);
-  EXPECT_EQ(c.training.activation_checkpointing, Recompute::selective);
+  EXPECT_EQ(c.training.recompute, Recompute::selective);
   EXPECT_EQ(c.parallel.reduce_dtype, Precision::bf16);
   EXPECT_EQ(c.parallel.comm, CommBackend::mpi);
   EXPECT_EQ(c.training.device, Device::cuda);
   const std::string dumped = config_to_toml(c);
   EXPECT_NE(dumped.find("mode = 'zero3'"), std::string::npos) << dumped;
-  EXPECT_NE(dumped.find("activation_checkpointing = 'selective'"), std::string::npos) << dumped;
+  EXPECT_NE(dumped.find("recompute = 'selective'"), std::string::npos) << dumped;
   Config defaults = config_parse(kMinimal, "a.toml", {});
   EXPECT_NE(config_to_toml(defaults).find("comm = 'auto'"), std::string::npos);
   EXPECT_EQ(fmt::format("{} {}", ParallelMode::hybrid, CommBackend::automatic), "hybrid auto");

@@ -1,7 +1,7 @@
 // model/flops.h against counts made another way: the step's matmul FLOPs
 // from the parameter layout's own matrices (6 x parameters x tokens), the
 // attention FLOPs from the closed form, and the recomputed forward of a fully
-// checkpointed block from what it leaves out (the down projection).
+// recomputed block from what it leaves out (the down projection).
 #include <gtest/gtest.h>
 
 #include "model/flops.h"
@@ -53,7 +53,7 @@ TEST(ModelFlops, StepIsSixTimesTheLayoutsMatmulParametersPerTokenPlusAttention) 
 TEST(ModelFlops, FullRecomputationAddsTheForwardUpToSwiGLU) {
   Config c = model_config(false);
   Config full = c;
-  full.training.activation_checkpointing = Recompute::full;
+  full.training.recompute = Recompute::full;
   const double N = static_cast<double>(c.training.micro_batch_size) * c.training.seq_len;
   const double down_projection = 2.0 * N * c.model.ffn_dim * c.model.dim;
   for (int unit = 1; unit <= c.model.n_layers; ++unit) {

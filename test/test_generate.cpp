@@ -45,7 +45,7 @@ TEST(Generate, GreedyWithTheCacheIsGreedyWithoutIt) {
   SamplingOptions greedy;
   greedy.temperature = 0;
   greedy.max_new_tokens = 12;
-  const auto samples = generate(g.model, g.params, kPrompt, 2, greedy);
+  const auto samples = generate(*g.model, g.params, kPrompt, 2, greedy);
   ASSERT_EQ(samples.size(), 2u);
   ASSERT_EQ(samples[0].size(), 12u);
   EXPECT_EQ(samples[0], samples[1]);
@@ -65,11 +65,11 @@ TEST(Generate, SeededSamplesRepeatAndDifferAcrossSeedsAndSamples) {
   options.top_k = 0;
   options.max_new_tokens = 10;
   options.seed = 5;
-  const auto first = generate(g.model, g.params, kPrompt, 2, options);
-  EXPECT_EQ(generate(g.model, g.params, kPrompt, 2, options), first);
+  const auto first = generate(*g.model, g.params, kPrompt, 2, options);
+  EXPECT_EQ(generate(*g.model, g.params, kPrompt, 2, options), first);
   EXPECT_NE(first[0], first[1]) << "two samples of one prompt drew the same 10 tokens";
   options.seed = 6;
-  EXPECT_NE(generate(g.model, g.params, kPrompt, 2, options), first);
+  EXPECT_NE(generate(*g.model, g.params, kPrompt, 2, options), first);
 }
 
 TEST(Generate, StopsAtTheStopTokenAndWhenTheCacheIsFull) {
@@ -77,11 +77,11 @@ TEST(Generate, StopsAtTheStopTokenAndWhenTheCacheIsFull) {
   SamplingOptions greedy;
   greedy.temperature = 0;
   greedy.max_new_tokens = 100;
-  const std::vector<int32_t> unbounded = generate(g.model, g.params, kPrompt, 1, greedy)[0];
+  const std::vector<int32_t> unbounded = generate(*g.model, g.params, kPrompt, 1, greedy)[0];
   // The prompt and every token but the last one sampled fill the context.
   EXPECT_EQ(unbounded.size(), static_cast<size_t>(kContext) - kPrompt.size() + 1);
   greedy.stop_token = unbounded[3];
-  const std::vector<int32_t> stopped = generate(g.model, g.params, kPrompt, 1, greedy)[0];
+  const std::vector<int32_t> stopped = generate(*g.model, g.params, kPrompt, 1, greedy)[0];
   const size_t first =
       std::find(unbounded.begin(), unbounded.end(), unbounded[3]) - unbounded.begin();
   EXPECT_EQ(stopped, std::vector<int32_t>(unbounded.begin(), unbounded.begin() + first + 1));
@@ -91,7 +91,7 @@ TEST(Generate, RefusesAPromptLongerThanTheCache) {
   Generator g(backend_cpu());
   const std::vector<int32_t> long_prompt(kContext + 1, 1);
   EXPECT_NE(
-      error_of([&] { generate(g.model, g.params, long_prompt, 1, {}); }).find("context of 24"),
+      error_of([&] { generate(*g.model, g.params, long_prompt, 1, {}); }).find("context of 24"),
       std::string::npos);
 }
 

@@ -41,7 +41,7 @@ struct ImportedModel {
     config.path = kReferenceDir;
     config.data.train = "unused";
     config.model = hf_read_config(kReferenceDir);
-    model = std::make_unique<Transformer>(config.model, B, T, backend_cpu());
+    model = Transformer::create(config.model, B, T, backend_cpu());
     topology = std::make_unique<Topology>(comm_world(), config.parallel);
     engine = std::make_unique<ShardingEngine>(model->layout(), config, backend_cpu(), *topology);
     HfWeights weights = HfWeights::open(kReferenceDir, config.model, model->layout());

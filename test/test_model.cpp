@@ -90,24 +90,24 @@ TEST_P(ModelVsNaive, LossAndEveryParameterGradientMatch) {
   c.model.norm_eps = shape.norm_eps;
   c.model.qk_norm = shape.qk_norm;
   const int B = 2, T = 5, N = B * T;
-  Transformer model(c.model, B, T, backend_cpu());
+  const std::unique_ptr<Transformer> model = Transformer::create(c.model, B, T, backend_cpu());
   Topology topology(comm_world(), c.parallel);
-  ShardingEngine engine(model.layout(), c, backend_cpu(), topology);
+  ShardingEngine engine(model->layout(), c, backend_cpu(), topology);
   std::vector<int32_t> inputs = random_tokens(N, c.model.vocab_size, 1);
   std::vector<int32_t> targets = random_tokens(N, c.model.vocab_size, 2);
 
   engine.zero_grads();
-  float loss = forward_backward(model, engine, inputs, targets, B, T, 1.0f / N);
-  NamedParams params = naive::named_params(model.layout(), engine);
+  float loss = forward_backward(*model, engine, inputs, targets, B, T, 1.0f / N);
+  NamedParams params = naive::named_params(model->layout(), engine);
   double expected = naive::loss(c.model, params, inputs, targets, B, T);
   EXPECT_NEAR(loss, expected, 1e-5 * std::abs(expected));
-  EXPECT_NEAR(model.forward(engine, inputs.data(), targets.data(), B, T), expected,
+  EXPECT_NEAR(model->forward(engine, inputs.data(), targets.data(), B, T), expected,
               1e-5 * std::abs(expected));
 
   const double h = 1e-5;
   int checked = 0;
-  for (const TensorSpec& t : model.layout().tensors) {
-    std::vector<float> unit_grads(model.layout().units[t.unit].numel);
+  for (const TensorSpec& t : model->layout().tensors) {
+    std::vector<float> unit_grads(model->layout().units[t.unit].numel);
     engine.gather_grads(t.unit, unit_grads.data());
     const float* grad = unit_grads.data() + t.offset;
     Vec& values = params.at(t.name);
@@ -123,7 +123,7 @@ TEST_P(ModelVsNaive, LossAndEveryParameterGradientMatch) {
       ++checked;
     }
   }
-  EXPECT_EQ(checked, static_cast<int>(model.layout().total_numel));
+  EXPECT_EQ(checked, static_cast<int>(model->layout().total_numel));
 }
 
 // Document masking against the naive model's: sequences of T = 12 packing
@@ -146,15 +146,15 @@ TEST(DocumentMasking, LossAndEveryGradientMatchTheNaiveModel) {
   }
   for (bool reset : {true, false}) {
     SCOPED_TRACE(reset ? "positions reset" : "positions run on");
-    Transformer model(c.model, B, T, backend_cpu());
-    model.set_document_masking(bos, reset);
+    const std::unique_ptr<Transformer> model = Transformer::create(c.model, B, T, backend_cpu());
+    model->set_document_masking(bos, reset);
     Topology topology(comm_world(), c.parallel);
-    ShardingEngine engine(model.layout(), c, backend_cpu(), topology);
+    ShardingEngine engine(model->layout(), c, backend_cpu(), topology);
     int kept = 0;
     for (int32_t target : targets) kept += target >= 0;
     engine.zero_grads();
-    const float loss = forward_backward(model, engine, inputs, targets, B, T, 1.0f / kept);
-    NamedParams params = naive::named_params(model.layout(), engine);
+    const float loss = forward_backward(*model, engine, inputs, targets, B, T, 1.0f / kept);
+    NamedParams params = naive::named_params(model->layout(), engine);
     const naive::Documents documents{bos, reset};
     const double expected = naive::loss(c.model, params, inputs, targets, B, T, documents);
     EXPECT_NEAR(loss * N / kept, expected, 1e-5 * std::abs(expected));  // loss: sum over N
@@ -162,8 +162,8 @@ TEST(DocumentMasking, LossAndEveryGradientMatchTheNaiveModel) {
     EXPECT_GT(std::abs(expected - unmasked), 1e-3 * std::abs(expected));
     const NamedParams grads =
         naive::gradient(c.model, params, inputs, targets, B, T, 1e-5, documents);
-    for (const TensorSpec& t : model.layout().tensors) {
-      std::vector<float> unit_grads(model.layout().units[t.unit].numel);
+    for (const TensorSpec& t : model->layout().tensors) {
+      std::vector<float> unit_grads(model->layout().units[t.unit].numel);
       engine.gather_grads(t.unit, unit_grads.data());
       const Vec& fd = grads.at(t.name);
       for (size_t i = 0; i < t.numel; ++i) {
@@ -299,26 +299,27 @@ TEST(Layout, PipelineStagesHoldConsecutiveBlocksUnderWholeModelIndices) {
   EXPECT_EQ(held, whole.total_numel);
 }
 
-// Activation checkpointing recomputes with the same kernels in the same order:
+// Activation recomputation recomputes with the same kernels in the same order:
 // every gradient is bit-identical to the run that kept everything, for full
-// and selective recomputation and for checkpointing every block or every
+// and selective recomputation and for recomputing every block or every
 // other one; and it keeps less.
-TEST(ActivationCheckpointing, GradientsAreBitIdenticalAndMemoryShrinks) {
+TEST(ActivationRecomputation, GradientsAreBitIdenticalAndMemoryShrinks) {
   Config c = tiny_config(true);
   c.model.n_layers = 3;
   const int B = 2, T = 5, N = B * T;
   std::vector<int32_t> inputs = random_tokens(N, c.model.vocab_size, 5);
   std::vector<int32_t> targets = random_tokens(N, c.model.vocab_size, 6);
   Topology topology(comm_world(), c.parallel);
-  auto gradients = [&](CheckpointingPlan plan, size_t* bytes) {
-    Transformer model(c.model, B, T, backend_cpu(), plan);
-    ShardingEngine engine(model.layout(), c, backend_cpu(), topology);
+  auto gradients = [&](RecomputePlan plan, size_t* bytes) {
+    const std::unique_ptr<Transformer> model =
+        Transformer::create(c.model, B, T, backend_cpu(), plan);
+    ShardingEngine engine(model->layout(), c, backend_cpu(), topology);
     engine.zero_grads();
-    forward_backward(model, engine, inputs, targets, B, T, 1.0f / N);
-    *bytes = model.activation_bytes().total;
+    forward_backward(*model, engine, inputs, targets, B, T, 1.0f / N);
+    *bytes = model->activation_bytes().total;
     std::vector<float> all;
-    for (size_t u = 0; u < model.layout().units.size(); ++u) {
-      std::vector<float> g(model.layout().units[u].numel);
+    for (size_t u = 0; u < model->layout().units.size(); ++u) {
+      std::vector<float> g(model->layout().units[u].numel);
       engine.gather_grads(static_cast<int>(u), g.data());
       all.insert(all.end(), g.begin(), g.end());
     }
@@ -342,9 +343,9 @@ TEST(ActivationCheckpointing, GradientsAreBitIdenticalAndMemoryShrinks) {
   ActivationBytes full = Transformer::activation_bytes(c.model, B, T, {Recompute::full, 1});
   ActivationBytes selective =
       Transformer::activation_bytes(c.model, B, T, {Recompute::selective, 1});
-  EXPECT_EQ(full.per_block_checkpointed, 0u);  // the input lives in the residual stream
-  EXPECT_GT(selective.per_block_checkpointed, 0u);
-  EXPECT_LT(selective.per_block_checkpointed, none.per_block_kept);
+  EXPECT_EQ(full.per_block_recomputed, 0u);  // the input lives in the residual stream
+  EXPECT_GT(selective.per_block_recomputed, 0u);
+  EXPECT_LT(selective.per_block_recomputed, none.per_block_kept);
   EXPECT_EQ(none.recompute_scratch, 0u);
   EXPECT_EQ(full.recompute_scratch, none.per_block_kept);
   EXPECT_EQ(none.total - full.total, 3 * none.per_block_kept - full.recompute_scratch);
@@ -352,7 +353,7 @@ TEST(ActivationCheckpointing, GradientsAreBitIdenticalAndMemoryShrinks) {
 
 // The per-block activation bytes are exactly the documented formula (docs/memory.md,
 // "Fitting a model in memory"), up to 64-byte alignment of its 10 buffers.
-TEST(ActivationCheckpointing, PerBlockBytesFollowTheFormula) {
+TEST(ActivationRecomputation, PerBlockBytesFollowTheFormula) {
   ModelConfig m;
   m.dim = 96, m.n_heads = 6, m.n_kv_heads = 2, m.ffn_dim = 200, m.n_layers = 2;
   const int B = 3, T = 7;
@@ -366,8 +367,8 @@ TEST(ActivationCheckpointing, PerBlockBytesFollowTheFormula) {
     double selective_formula = e * N * (QKV + HD + C + 2 * F) + 4 * N * H;
     EXPECT_GE(kept.per_block_kept, kept_formula);
     EXPECT_LT(kept.per_block_kept, kept_formula + 10 * 64);
-    EXPECT_GE(sel.per_block_checkpointed, selective_formula);
-    EXPECT_LT(sel.per_block_checkpointed, selective_formula + 5 * 64);
+    EXPECT_GE(sel.per_block_recomputed, selective_formula);
+    EXPECT_LT(sel.per_block_recomputed, selective_formula + 5 * 64);
   }
 }
 
@@ -376,7 +377,7 @@ TEST(ActivationCheckpointing, PerBlockBytesFollowTheFormula) {
 // weight (C x widest output), the output gradient and its transpose (N x
 // widest output each), one byte a value, and three scales; up to 64-byte
 // alignment of its 5 buffers.
-TEST(ActivationCheckpointing, Fp8CopiesFollowTheFormula) {
+TEST(ActivationRecomputation, Fp8CopiesFollowTheFormula) {
   ModelConfig m;
   m.dim = 96, m.n_heads = 6, m.n_kv_heads = 2, m.ffn_dim = 200, m.n_layers = 2;
   const int B = 3, T = 7;
@@ -410,16 +411,16 @@ TEST(Model, OverfitsOneBatch) {
   c.training.weight_decay = 0;
   c.data.train = "unused";
   const int B = 2, T = 16, N = B * T;
-  Transformer model(c.model, B, T, backend_cpu());
+  const std::unique_ptr<Transformer> model = Transformer::create(c.model, B, T, backend_cpu());
   Topology topology(comm_world(), c.parallel);
-  ShardingEngine engine(model.layout(), c, backend_cpu(), topology);
+  ShardingEngine engine(model->layout(), c, backend_cpu(), topology);
   std::vector<int32_t> inputs = random_tokens(N, c.model.vocab_size, 3);
   std::vector<int32_t> targets = random_tokens(N, c.model.vocab_size, 4);
   float loss = 0;
   int step = 0;
   for (; step < 300; ++step) {
     engine.zero_grads();
-    loss = forward_backward(model, engine, inputs, targets, B, T, 1.0f / N);
+    loss = forward_backward(*model, engine, inputs, targets, B, T, 1.0f / N);
     if (loss < 0.05f) break;
     engine.optimizer_step({static_cast<float>(c.training.lr), 1.0f, step + 1});
   }

@@ -90,8 +90,8 @@ TEST(PlanRanking, Llama8bZero3WithoutRecomputationBeatsZero2WithFull) {
     if (row.tensor_parallel != 1 || row.pipeline_parallel != 1 ||
         row.precision != Precision::bf16 || row.offload != OffloadTarget::none)
       continue;
-    if (row.mode == "zero3" && row.checkpointing == Recompute::none) zero3 = &row;
-    if (row.mode == "zero2" && row.checkpointing == Recompute::full) zero2_full = &row;
+    if (row.mode == "zero3" && row.recompute == Recompute::none) zero3 = &row;
+    if (row.mode == "zero2" && row.recompute == Recompute::full) zero2_full = &row;
   }
   ASSERT_TRUE(zero3 && zero2_full);
   EXPECT_TRUE(zero3->config.overrides.empty()) << "llama8b.toml's own setting";

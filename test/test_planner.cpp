@@ -82,12 +82,12 @@ TEST(Planner, EveryRowsCommandLineLoadsAsTheRow) {
   ASSERT_FALSE(rows.empty());
   for (const PlanRow& row : rows) {
     SCOPED_TRACE(fmt::format("T {} P {} {} {} {} {}", row.tensor_parallel, row.pipeline_parallel,
-                             row.mode, row.checkpointing, row.precision, row.offload));
+                             row.mode, row.recompute, row.precision, row.offload));
     const Config loaded = config_load(row.config.path, row.config.overrides);
     EXPECT_EQ(loaded.parallel.tensor_parallel, row.tensor_parallel);
     EXPECT_EQ(loaded.parallel.pipeline_parallel, row.pipeline_parallel);
     EXPECT_EQ(row.mode.starts_with(to_string(loaded.parallel.mode)), true);
-    EXPECT_EQ(loaded.training.activation_checkpointing, row.checkpointing);
+    EXPECT_EQ(loaded.training.recompute, row.recompute);
     EXPECT_EQ(loaded.training.precision, row.precision);
     EXPECT_EQ(loaded.parallel.reduce_dtype, row.precision);
     EXPECT_EQ(loaded.offload.optimizer, row.offload);
@@ -110,7 +110,7 @@ TEST(Planner, Llama8bOnOneGpuNeedsTheOptimizerOffloaded) {
   bool any_offload = false;
   for (const PlanRow& row : rows) {
     if (row.offload == OffloadTarget::none) {
-      EXPECT_FALSE(row.fits) << row.mode << " " << to_string(row.checkpointing);
+      EXPECT_FALSE(row.fits) << row.mode << " " << to_string(row.recompute);
       EXPECT_EQ(row.memory.state.host, 0u);
       continue;
     }
@@ -140,7 +140,7 @@ TEST(Planner, Fp8RowsCountTheFp8Copies) {
     EXPECT_EQ(b.memory.state.total(), a.memory.state.total());
     const TrainingConfig& t = b.config.training;
     const size_t copies = Transformer::activation_bytes(
-                              b.config.model, t.micro_batch_size, t.seq_len, checkpointing_plan(t),
+                              b.config.model, t.micro_batch_size, t.seq_len, recompute_plan(t),
                               Precision::fp8, {0, b.tensor_parallel, 0, b.pipeline_parallel}, 1)
                               .fp8_copies;
     EXPECT_GT(copies, 0u);
@@ -206,7 +206,7 @@ TEST(Planner, StatePerRankFallsWithPipelineStages) {
   size_t previous = 0;
   double ddp_params = 0;
   for (const PlanRow& row : plan_memory(config, 64, 8, 77 * kGiB, 8)) {
-    if (row.tensor_parallel != 1 || row.mode != "ddp" || row.checkpointing != Recompute::full ||
+    if (row.tensor_parallel != 1 || row.mode != "ddp" || row.recompute != Recompute::full ||
         row.precision != Precision::bf16 || row.offload != OffloadTarget::none) {
       continue;
     }

@@ -313,12 +313,11 @@ TEST(ThroughputModel, ReplayOverlapsOnlyWhatTheEngineOverlaps) {
 // its recompute_seconds to the compute of the same step without it (the
 // blocks' forwards again, up to SwiGLU: about a quarter of llama8b's
 // compute), and selective recomputation (no matmuls) adds none.
-TEST(ThroughputModel, RecomputationIsWhatFullCheckpointingAddsToCompute) {
+TEST(ThroughputModel, RecomputationIsWhatFullRecomputeAddsToCompute) {
   auto predict = [](const char* recompute) {
     return throughput_predict(
-        with("configs/llama8b.toml",
-             {fmt::format("training.activation_checkpointing={}", recompute)}),
-        16, hardware_load("planning/hardware/h100_sxm.toml"));
+        with("configs/llama8b.toml", {fmt::format("training.recompute={}", recompute)}), 16,
+        hardware_load("planning/hardware/h100_sxm.toml"));
   };
   const StepPrediction none = predict("none"), selective = predict("selective");
   const StepPrediction full = predict("full");
@@ -529,7 +528,7 @@ StepPrediction t5_point(const char* config, const char* strategy, int gpus, int 
   std::vector<std::string> o = {fmt::format("parallel.mode={}", m.mode),
                                 fmt::format("training.batch_size={}", batch * gpus),
                                 fmt::format("training.micro_batch_size={}", batch),
-                                fmt::format("training.activation_checkpointing={}", recompute)};
+                                fmt::format("training.recompute={}", recompute)};
   if (m.mode == ParallelMode::hybrid)
     o.push_back(fmt::format("parallel.shard_group_size={}", m.shard_group_size));
   ThroughputOptions options;

@@ -135,7 +135,9 @@ TEST_F(WatchdogTracking, AnMpiWaitAlsoExpiresOnAStuckDeviceOperation) {
   // Older than the host collective by more than the 10 ms between checks of
   // the tracked operations, so it is the first past the timeout.
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  GroupTrace host{"data/host", {0, 1}, 0, 0, 0};
+  GroupTrace host;
+  host.label = "data/host";
+  host.world_ranks = {0, 1};
   const OpRecord& op = watchdog_issue(host, "all_reduce_sum", 8, "f64");
   try {
     watchdog_wait(host, op, [] { return false; });
@@ -147,7 +149,9 @@ TEST_F(WatchdogTracking, AnMpiWaitAlsoExpiresOnAStuckDeviceOperation) {
 }
 
 TEST_F(WatchdogTracking, AGroupGoneDropsItsTrackedOperations) {
-  GroupTrace other{"tensor", {0, 1}, 0, 0, 0};
+  GroupTrace other;
+  other.label = "tensor";
+  other.world_ranks = {0, 1};
   watchdog_register(&other);
   watchdog_track(other, watchdog_issue(other, "all_gather", 4, "f32"), [] { return false; });
   track("all_reduce");

@@ -4,7 +4,7 @@
 // line moves at every unit boundary (a 96 s step of 32 blocks moves every
 // second or so, not once per micro-batch). Work is counted per unit pass: a
 // forward pass of a unit weighs 1, its backward 2 (3 when it recomputes the
-// forward: full activation checkpointing).
+// forward: full activation recomputation).
 // Invariants: every UnitProvider call is forwarded unchanged and in order, so
 // the step computes and communicates exactly as it would without it; nothing
 // is shown for a step shorter than kShowAfterSeconds, nor off a terminal.

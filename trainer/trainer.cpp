@@ -35,8 +35,7 @@
 #include "parallel/nccl_placement.h"
 #include "model/kernels/cpu_gemm_rate.h"
 #include "trainer/hf_weights_source.h"
-#include "trainer/step_meter.h"
-#include "trainer/straggler_meter.h"
+#include "trainer/step_log.h"
 #include "trainer/step_progress.h"
 
 namespace llm {
@@ -153,12 +152,11 @@ Trainer::Trainer(Config config, Group& world, const Backend* backend_override)
             "{}: the trainer was given a backend of another device than training.device",
             config_.path);
   const int stages = topology_.pipeline->size(), stage = topology_.pipeline->rank();
-  model_ = std::make_unique<Transformer>(
-      config_.model, t.micro_batch_size, t.seq_len, backend, checkpointing_plan(t),
-      config_.precision(),
-      ModelSplit{topology_.tensor.get(), topology_.pipeline.get(),
-                 pipeline_in_flight(config_.parallel.pipeline_schedule, stages, stage,
-                                    accumulation_steps_)});
+  model_ = Transformer::create(config_.model, t.micro_batch_size, t.seq_len, backend,
+                               recompute_plan(t), config_.precision(),
+                               ModelSplit{topology_.tensor.get(), topology_.pipeline.get(),
+                                          pipeline_in_flight(config_.parallel.pipeline_schedule,
+                                                             stages, stage, accumulation_steps_)});
   if (t.cuda_graphs && !backend.graphs)
     spdlog::warn(
         "training.cuda_graphs is ignored: the op profile times every kernel, launched eagerly");
@@ -278,7 +276,7 @@ StepResult Trainer::train_step(int step, bool show_progress) {
   const int dp = topology_.dp_size();
   engine_->zero_grads();
   StepProgress progress(*engine_, model_->layout(), fmt::format("step {}/{}", step + 1, t.steps),
-                        accumulation_steps_, t.activation_checkpointing == Recompute::full,
+                        accumulation_steps_, t.recompute == Recompute::full,
                         show_progress && topology_.world.rank() == 0);
   // Micro-batch `micro` of every data-parallel rank, side by side, then the
   // next: the step's sequences are the same whatever the world size. Only the
@@ -369,6 +367,71 @@ std::string Trainer::sample(int tokens) {
   return tokenizer.decode(generate(*model_, *engine_, {tokenizer.bos_id()}, 1, options).front());
 }
 
+void Trainer::log_run_start(const StateBytes& state, size_t activations) {
+  const TrainingConfig& t = config_.training;
+  const int stages = topology_.pipeline->size();
+  spdlog::info(
+      "config {} | {} parameters | batch {} x {} tokens | {} ranks: tensor parallel {} x "
+      "pipeline parallel {} x data parallel {}, mode {} (shard group {}) | {} "
+      "micro-batches of {} per rank | commit {}",
+      config_.path, layout_build(config_.model).total_numel, t.batch_size, t.seq_len,
+      topology_.world.size(), topology_.tensor->size(), stages, topology_.dp_size(),
+      topology_.plan.mode, topology_.plan.shard_group_size, accumulation_steps_, t.micro_batch_size,
+      build_commit());
+  if (config_.data.document_masking) {
+    spdlog::info(
+        "document masking: attention stays inside each document (a document starts at BOS, id "
+        "{}), no loss on a target that crosses a boundary; RoPE positions {}; FLOP/s and MFU "
+        "count causal attention over whole sequences, so what the mask skips counts as done",
+        tokenizer_->bos_id(),
+        config_.data.resets_positions() ? "restart at each document" : "run on across documents");
+  }
+  if (stages > 1) {
+    const LayerRange layers = model_->layout().layers;
+    spdlog::info(
+        "pipeline stage {} of {}: blocks {}..{}{}{} | schedule {}, {} micro-batches in "
+        "flight | bubble (P - 1) / (M + P - 1) = {:.1f}% of each step",
+        topology_.pipeline->rank(), stages, layers.begin, layers.end - 1,
+        model_->layout().slice.first_stage() ? " + embedding" : "",
+        model_->layout().slice.last_stage() ? " + head" : "", config_.parallel.pipeline_schedule,
+        model_->split().in_flight, 100 * pipeline_bubble_fraction(stages, accumulation_steps_));
+  }
+  spdlog::info(
+      "memory per rank: parameters {}, gradients {}, optimizer {}, buffers {}, "
+      "activations {} ({}, recompute {}); peak resident {}",
+      format_bytes(state.params), format_bytes(state.grads), format_bytes(state.optimizer),
+      format_bytes(state.buffers), format_bytes(activations), t.precision, t.recompute,
+      format_bytes(peak_resident_bytes()));
+  if (config_.offloads_optimizer()) {
+    spdlog::info(
+        "optimizer offloaded to the host{}: {} of host memory per rank (masters, moments, "
+        "gradient landing{})",
+        config_.zenflow.enabled ? " with ZenFlow" : "", format_bytes(state.host),
+        config_.zenflow.enabled ? ", accumulator" : "");
+  }
+  if (metrics_.is_open()) {
+    metrics_.write({{"event", "start"},
+                    {"step", start_step_},
+                    {"commit", build_commit()},
+                    {"world_size", topology_.world.size()},
+                    {"tensor_parallel", topology_.tensor->size()},
+                    {"pipeline_parallel", stages},
+                    {"data_parallel", topology_.dp_size()},
+                    {"mode", to_string(topology_.plan.mode)},
+                    {"precision", to_string(t.precision)},
+                    {"micro_batches", accumulation_steps_}});
+    metrics_.write({{"event", "memory"},
+                    {"step", start_step_},
+                    {"params_bytes", state.params},
+                    {"grads_bytes", state.grads},
+                    {"optimizer_bytes", state.optimizer},
+                    {"buffers_bytes", state.buffers},
+                    {"host_bytes", state.host},
+                    {"activations_bytes", activations},
+                    {"peak_rss_bytes", peak_resident_bytes()}});
+  }
+}
+
 void Trainer::run() {
   const TrainingConfig& t = config_.training;
   const std::string run_dir = config_.run_dir();
@@ -399,69 +462,9 @@ void Trainer::run() {
     }
   }
 
-  StateBytes state = engine_->bytes();
-  const int stages = topology_.pipeline->size();
-  spdlog::info(
-      "config {} | {} parameters | batch {} x {} tokens | {} ranks: tensor parallel {} x "
-      "pipeline parallel {} x data parallel {}, mode {} (shard group {}) | {} "
-      "micro-batches of {} per rank | commit {}",
-      config_.path, layout_build(config_.model).total_numel, t.batch_size, t.seq_len,
-      topology_.world.size(), topology_.tensor->size(), stages, topology_.dp_size(),
-      topology_.plan.mode, topology_.plan.shard_group_size, accumulation_steps_, t.micro_batch_size,
-      build_commit());
-  if (config_.data.document_masking) {
-    spdlog::info(
-        "document masking: attention stays inside each document (a document starts at BOS, id "
-        "{}), no loss on a target that crosses a boundary; RoPE positions {}; FLOP/s and MFU "
-        "count causal attention over whole sequences, so what the mask skips counts as done",
-        tokenizer_->bos_id(),
-        config_.data.resets_positions() ? "restart at each document" : "run on across documents");
-  }
-  if (stages > 1) {
-    const LayerRange layers = model_->layout().layers;
-    spdlog::info(
-        "pipeline stage {} of {}: blocks {}..{}{}{} | schedule {}, {} micro-batches in "
-        "flight | bubble (P - 1) / (M + P - 1) = {:.1f}% of each step",
-        topology_.pipeline->rank(), stages, layers.begin, layers.end - 1,
-        model_->layout().slice.first_stage() ? " + embedding" : "",
-        model_->layout().slice.last_stage() ? " + head" : "", config_.parallel.pipeline_schedule,
-        model_->split().in_flight, 100 * pipeline_bubble_fraction(stages, accumulation_steps_));
-  }
+  const StateBytes state = engine_->bytes();
   const size_t activations = model_->activation_bytes().total;
-  spdlog::info(
-      "memory per rank: parameters {}, gradients {}, optimizer {}, buffers {}, "
-      "activations {} ({}, checkpointing {}); peak resident {}",
-      format_bytes(state.params), format_bytes(state.grads), format_bytes(state.optimizer),
-      format_bytes(state.buffers), format_bytes(activations), t.precision,
-      t.activation_checkpointing, format_bytes(peak_resident_bytes()));
-  if (config_.offloads_optimizer()) {
-    spdlog::info(
-        "optimizer offloaded to the host{}: {} of host memory per rank (masters, moments, "
-        "gradient landing{})",
-        config_.zenflow.enabled ? " with ZenFlow" : "", format_bytes(state.host),
-        config_.zenflow.enabled ? ", accumulator" : "");
-  }
-  if (metrics_.is_open()) {
-    metrics_.write({{"event", "start"},
-                    {"step", start_step_},
-                    {"commit", build_commit()},
-                    {"world_size", topology_.world.size()},
-                    {"tensor_parallel", topology_.tensor->size()},
-                    {"pipeline_parallel", stages},
-                    {"data_parallel", topology_.dp_size()},
-                    {"mode", to_string(topology_.plan.mode)},
-                    {"precision", to_string(t.precision)},
-                    {"micro_batches", accumulation_steps_}});
-    metrics_.write({{"event", "memory"},
-                    {"step", start_step_},
-                    {"params_bytes", state.params},
-                    {"grads_bytes", state.grads},
-                    {"optimizer_bytes", state.optimizer},
-                    {"buffers_bytes", state.buffers},
-                    {"host_bytes", state.host},
-                    {"activations_bytes", activations},
-                    {"peak_rss_bytes", peak_resident_bytes()}});
-  }
+  log_run_start(state, activations);
 
   auto log_eval = [&](int step) {
     float val_loss = evaluate();
@@ -471,7 +474,6 @@ void Trainer::run() {
   };
 
   if (resumed_from_.empty()) log_eval(0);
-  const double tokens_per_step = static_cast<double>(t.batch_size) * t.seq_len;
   const CheckpointConfig& policy = config_.checkpoint;
   auto run_start = Clock::now();
   int last_saved = resumed_from_.empty() ? -1 : start_step_;
@@ -481,90 +483,24 @@ void Trainer::run() {
     last_saved = done;
     spdlog::info("saved {} in {:.2f} s", dir, seconds_since(start));
   };
-  StepMeter meter(step_flops(config_).total(), tokens_per_step, topology_.world.size(),
-                  peak_flops_per_rank());
   // The arenas' bytes on the device (on the CPU the offloaded optimizer's
   // host memory is the same memory).
-  MemoryMonitor memory(config_.device(), state.total() + activations +
-                                             (config_.device() == Device::cpu ? state.host : 0));
-  const double samples = static_cast<double>(std::max<int64_t>(1, train_data_->num_samples()));
-  StragglerMeter stragglers(host_world_);  // its floats are on the host
+  const StepLogRun log_run{.start_step = start_step_,
+                           .peak_flops_per_rank = peak_flops_per_rank(),
+                           .pipeline_stages = topology_.pipeline->size(),
+                           .drops_targets = train_data_->drops_targets(),
+                           .train_samples = train_data_->num_samples(),
+                           .device_bytes = state.total() + activations +
+                                           (config_.device() == Device::cpu ? state.host : 0)};
+  StepLog step_log(config_, log_run, host_world_, metrics_);  // its floats are on the host
   for (int step = start_step_; step < stop_at; ++step) {
     auto step_start = Clock::now();
     const double waited_before = watchdog_total_wait_seconds();
     slow_step_for_tests(topology_.world.rank());
-    StepResult r = train_step(step, /*show_progress=*/true);
-    double seconds = seconds_since(step_start);
-    double tokens_per_s = tokens_per_step / seconds;
-    int done = step + 1;
-    meter.add(r.loss, seconds, r.pipeline_wait_seconds);
-    stragglers.add(seconds, watchdog_total_wait_seconds() - waited_before);
-    const MemoryUsage mem = memory.sample();
-    const double tokens_seen = tokens_per_step * done;
-    const double epochs = static_cast<double>(done) * t.batch_size / samples;
-    StragglerReport slowest;  // filled at a log line
-    if (done % config_.logging.log_interval == 0 || done == t.steps) {
-      const double eta = seconds_since(run_start) / (done - start_step_) * (t.steps - done);
-      const StepInterval i = meter.take();
-      std::string extra = fmt::format(" | {}/s per rank", format_si(i.flops_per_rank, "FLOP"));
-      if (!std::isnan(i.mfu)) extra += fmt::format(", MFU {:.1f}%", 100 * i.mfu);
-      if (stages > 1) extra += fmt::format(" | pipeline wait {:.0f}%", 100 * i.pipeline_wait);
-      if (train_data_->drops_targets()) {
-        extra += fmt::format(" | targets kept {} ({:.1f}%)", r.kept_targets,
-                             100 * static_cast<double>(r.kept_targets) / tokens_per_step);
-      }
-      slowest = stragglers.take();
-      if (slowest.ranks > 1) {
-        extra += fmt::format(" | slowest rank {} +{:.1f} ms/step ({:.0f}%)", slowest.rank,
-                             slowest.behind_ms, 100 * slowest.behind_fraction);
-      }
-      spdlog::info(
-          "step {:>5}/{} | loss {:.4f}{} | lr {:.2e} | grad norm {:.3f} | {:.0f} tok/s | "
-          "{:.1f} ms/step{} | mem {} alloc / {} resv / {} peak | {} tokens, {:.2f} "
-          "epochs | ETA {}",
-          done, t.steps, i.mean_loss,
-          i.steps > 1 ? fmt::format(" (mean of {})", i.steps) : std::string(), r.lr, r.grad_norm,
-          i.tokens_per_s, i.ms_per_step, extra, format_bytes(static_cast<double>(mem.allocated)),
-          format_bytes(static_cast<double>(mem.reserved)),
-          format_bytes(static_cast<double>(mem.peak)), format_si(tokens_seen, ""), epochs,
-          format_duration(eta));
-    }
-    if (r.skipped) {
-      spdlog::warn("step {} | update skipped by the spike guard: {}", done, r.skipped->reason);
-      if (metrics_.is_open()) {
-        metrics_.write({{"step", done},
-                        {"event", "spike_skipped"},
-                        {"loss", r.loss},
-                        {"grad_norm", r.grad_norm},
-                        {"median_loss", r.skipped->median_loss},
-                        {"median_grad_norm", r.skipped->median_grad_norm},
-                        {"reason", r.skipped->reason}});
-      }
-    }
-    if (metrics_.is_open()) {
-      const double flops = meter.flops_per_rank(1, seconds);
-      nlohmann::json record = {{"step", done},
-                               {"loss", r.loss},
-                               {"lr", r.lr},
-                               {"grad_norm", r.grad_norm},
-                               {"tokens_per_s", tokens_per_s},
-                               {"ms_per_step", seconds * 1e3},
-                               {"tokens_seen", tokens_seen},
-                               {"epochs", epochs},
-                               {"peak_rss_bytes", peak_resident_bytes()},
-                               {"flops_per_rank", flops},
-                               {"mem_allocated_bytes", mem.allocated},
-                               {"mem_reserved_bytes", mem.reserved},
-                               {"mem_peak_bytes", mem.peak}};
-      if (const double mfu = meter.mfu(flops); !std::isnan(mfu)) record["mfu"] = mfu;
-      if (train_data_->drops_targets()) record["kept_targets"] = r.kept_targets;
-      if (slowest.ranks > 1) {  // the log interval's, on its last step
-        record["slowest_rank"] = slowest.rank;
-        record["slowest_busy_ms_per_step"] = slowest.busy_ms;
-        record["slowest_behind_ms_per_step"] = slowest.behind_ms;
-      }
-      metrics_.write(record);
-    }
+    const StepResult r = train_step(step, /*show_progress=*/true);
+    step_log.record(step, r, seconds_since(step_start),
+                    watchdog_total_wait_seconds() - waited_before);
+    const int done = step + 1;
     bool last = done == t.steps;
     if ((t.eval_interval > 0 && done % t.eval_interval == 0) || last) log_eval(done);
     if (policy.interval > 0 && done % policy.interval == 0) save(done);

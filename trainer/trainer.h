@@ -22,17 +22,9 @@
 #include "parallel/topology.h"
 #include "planning/memory_plan.h"
 #include "trainer/spike_guard.h"
+#include "trainer/step_result.h"
 
 namespace llm {
-
-struct StepResult {
-  float loss;                // the mean over the global batch's kept targets
-  int64_t kept_targets = 0;  // of the global batch (all of them without loss masks)
-  float grad_norm;
-  float lr;
-  std::optional<SpikeVerdict> skipped;  // set when the spike guard skipped the update
-  double pipeline_wait_seconds = 0;     // this rank's wait for neighbouring stages' messages
-};
 
 class Trainer {
  public:
@@ -79,6 +71,9 @@ class Trainer {
   // One rank's peak FLOP/s for the log's MFU: logging.peak_tflops, else on
   // the CPU the measured sgemm rate, else 0 (unknown).
   double peak_flops_per_rank() const;
+  // Rank 0's lines at the start of run(): the run's shape, memory and
+  // offload, and the metrics log's start and memory records.
+  void log_run_start(const StateBytes& state, size_t activations);
 
   Config config_;
   Group& host_world_;  // the world as given: host buffers (MPI)
