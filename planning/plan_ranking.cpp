@@ -3,6 +3,8 @@
 #include "planning/plan_ranking.h"
 
 #include <algorithm>
+#include <set>
+#include <utility>
 
 #include "planning/offload_model.h"
 #include "planning/throughput_model.h"
@@ -58,12 +60,39 @@ std::vector<RankedPlanRow> plan_rank(std::vector<PlanRow> rows, int world,
   return ranked;
 }
 
-const RankedPlanRow* plan_recommend(const std::vector<RankedPlanRow>& ranked, size_t usable_bytes) {
+namespace {
+
+bool ranked_with_headroom(const RankedPlanRow& r, size_t usable_bytes) {
   const double limit = (1.0 - kRecommendedHeadroom) * static_cast<double>(usable_bytes);
+  return r.speed.ranked && static_cast<double>(r.row.memory.total()) <= limit;
+}
+
+// What a near tie must differ from the pick in: where the optimizer state
+// lives, and whether every block's forward is redone (selective
+// recomputation predicts the same step as none, so it is no other choice).
+std::pair<bool, bool> row_kind(const PlanRow& row) {
+  return {row.offload != OffloadTarget::none, row.recompute == Recompute::full};
+}
+
+}  // namespace
+
+const RankedPlanRow* plan_recommend(const std::vector<RankedPlanRow>& ranked, size_t usable_bytes) {
   for (const RankedPlanRow& r : ranked) {
-    if (r.speed.ranked && static_cast<double>(r.row.memory.total()) <= limit) return &r;
+    if (ranked_with_headroom(r, usable_bytes)) return &r;
   }
   return nullptr;
+}
+
+std::vector<const RankedPlanRow*> plan_near_ties(const std::vector<RankedPlanRow>& ranked,
+                                                 const RankedPlanRow& best, size_t usable_bytes) {
+  std::vector<const RankedPlanRow*> ties;
+  std::set<std::pair<bool, bool>> kinds = {row_kind(best.row)};
+  const double within = (1.0 + kThroughputModelError) * best.speed.step_seconds;
+  for (const RankedPlanRow& r : ranked) {
+    if (!ranked_with_headroom(r, usable_bytes) || r.speed.step_seconds > within) continue;
+    if (kinds.insert(row_kind(r.row)).second) ties.push_back(&r);
+  }
+  return ties;
 }
 
 }  // namespace llm

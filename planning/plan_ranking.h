@@ -25,6 +25,11 @@ namespace llm {
 // fragmentation and transient buffers the plan does not list.
 inline constexpr double kRecommendedHeadroom = 0.10;
 
+// The throughput model's stated error: docs/throughput_model.md, "Validation
+// on this machine" (scale_cpu within -11%..+9% in every mode at 1, 2 and 4
+// ranks). Rows predicted within it of each other are a tie, not an order.
+inline constexpr double kThroughputModelError = 0.11;
+
 // A row's predicted step and its parts, which sum to step_seconds.
 struct PlanSpeed {
   bool ranked = false;
@@ -57,5 +62,13 @@ std::vector<RankedPlanRow> plan_rank(std::vector<PlanRow> rows, int world,
 // The first ranked row using at most (1 - kRecommendedHeadroom) of
 // usable_bytes: the fastest with headroom (nullptr when none).
 const RankedPlanRow* plan_recommend(const std::vector<RankedPlanRow>& ranked, size_t usable_bytes);
+
+// The choices the ranking cannot tell apart from `best`: for each other kind
+// of row (offloaded or device-resident, with full recomputation or without),
+// the fastest that fits with headroom and is predicted within
+// kThroughputModelError of best's step, fastest first. An offloaded pick's
+// device-resident twin, say, trades an estimated host path for device memory.
+std::vector<const RankedPlanRow*> plan_near_ties(const std::vector<RankedPlanRow>& ranked,
+                                                 const RankedPlanRow& best, size_t usable_bytes);
 
 }  // namespace llm
