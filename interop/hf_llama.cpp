@@ -1,5 +1,5 @@
 // Name/shape mapping between our parameter layout and transformers'
-// LlamaForCausalLM, and the export/import built on it.
+// LlamaForCausalLM / Qwen3ForCausalLM, and the export/import built on it.
 // Invariant: the HfTensors of a unit tile it exactly, in offset order, so an
 // element range of a unit is a concatenation of pieces of HF tensors.
 #include "interop/hf_llama.h"
@@ -22,6 +22,17 @@ namespace fs = std::filesystem;
 constexpr const char* kWeightsFile = "model.safetensors";
 constexpr const char* kIndexFile = "model.safetensors.index.json";
 constexpr const char* kConfigFile = "config.json";
+
+// The transformers architecture of a model: Llama's block, or with QK-norm
+// Qwen3's (the same tensors and RoPE, plus per-head q_norm and k_norm).
+struct HfArchitecture {
+  const char* model_type;
+  const char* class_name;
+};
+constexpr HfArchitecture kLlama = {"llama", "LlamaForCausalLM"};
+constexpr HfArchitecture kQwen3 = {"qwen3", "Qwen3ForCausalLM"};
+
+const HfArchitecture& hf_architecture(const ModelConfig& c) { return c.qk_norm ? kQwen3 : kLlama; }
 
 // An HF tensor making up `rows` consecutive rows of one of our tensors.
 struct RowPiece {
@@ -102,6 +113,29 @@ class ConfigKeys {
     return json_[key].get<bool>();
   }
 
+  // The string at `key` (fallback when absent), one of `allowed`.
+  std::string one_of(const char* key, const std::vector<std::string>& allowed,
+                     const std::string& fallback) const {
+    if (!has(key)) return fallback;
+    const auto& v = json_[key];
+    for (const std::string& a : allowed) {
+      if (v == a) return a;
+    }
+    LLM_FAIL("{}: key '{}' is {}, only {} supported", path_, key, v.dump(),
+             nlohmann::json(allowed).dump());
+  }
+
+  // A list at `key` (when present) whose every entry is `supported`.
+  void require_all(const char* key, const nlohmann::json& supported) const {
+    if (!has(key)) return;
+    const auto& v = json_[key];
+    LLM_CHECK(v.is_array(), "{}: key '{}': expected a list, found {}", path_, key, v.dump());
+    for (size_t i = 0; i < v.size(); ++i) {
+      LLM_CHECK(v[i] == supported, "{}: key '{}[{}]' is {}, only {} is supported", path_, key, i,
+                v[i].dump(), supported.dump());
+    }
+  }
+
   // A key we cannot represent other than with this value (when present).
   void require(const char* key, const nlohmann::json& supported) const {
     if (!has(key)) return;
@@ -143,6 +177,9 @@ void check_config_matches(const std::string& config_path, const ModelConfig& our
   same("rope_theta", "rope_theta", theirs.rope_theta, ours.rope_theta);
   same("rms_norm_eps", "norm_eps", theirs.norm_eps, ours.norm_eps);
   same("tie_word_embeddings", "tie_embeddings", theirs.tie_embeddings, ours.tie_embeddings);
+  LLM_CHECK(theirs.qk_norm == ours.qk_norm,
+            "{}: model_type is '{}' ({} QK-norm) but model.qk_norm is {}", config_path,
+            hf_architecture(theirs).model_type, theirs.qk_norm ? "with" : "without", ours.qk_norm);
 }
 
 // Where a checkpoint's tensors live.
@@ -225,9 +262,10 @@ void hf_export(const ModelConfig& config, const ParameterLayout& layout, const f
   }
   writer.write((fs::path(out_dir) / kWeightsFile).string());
 
+  const HfArchitecture& architecture = hf_architecture(config);
   nlohmann::ordered_json json = {
-      {"architectures", {"LlamaForCausalLM"}},
-      {"model_type", "llama"},
+      {"architectures", {architecture.class_name}},
+      {"model_type", architecture.model_type},
       {"hidden_size", config.dim},
       {"intermediate_size", config.ffn_dim},
       {"num_hidden_layers", config.n_layers},
@@ -241,12 +279,18 @@ void hf_export(const ModelConfig& config, const ParameterLayout& layout, const f
       {"tie_word_embeddings", config.tie_embeddings},
       {"hidden_act", "silu"},
       {"attention_bias", false},
-      {"mlp_bias", false},
       {"torch_dtype", options.dtype},
       {"bos_token_id", options.bos_token_id},
       {"eos_token_id", options.eos_token_id},
       {"initializer_range", config.init_std},
   };
+  if (config.qk_norm) {  // Qwen3's own keys, each at what we train: full attention everywhere
+    json["use_sliding_window"] = false;
+    json["sliding_window"] = nullptr;
+    json["max_window_layers"] = config.n_layers;
+  } else {
+    json["mlp_bias"] = false;  // a LlamaConfig key, unknown to Qwen3Config
+  }
   write_file_atomically((fs::path(out_dir) / kConfigFile).string(), json.dump(2) + "\n");
 }
 
@@ -291,15 +335,21 @@ ModelConfig hf_read_config(const std::string& dir_or_config_json) {
   const std::string path = config_json_path(dir_or_config_json);
   const nlohmann::json json = read_json(path);
   const ConfigKeys keys(json, path);
-  keys.require("model_type", "llama");
+  const std::string model_type =
+      keys.one_of("model_type", {kLlama.model_type, kQwen3.model_type}, kLlama.model_type);
+  const bool qwen3 = model_type == kQwen3.model_type;
   keys.require("hidden_act", "silu");
   keys.require("attention_bias", false);
   keys.require("mlp_bias", false);
   keys.require("rope_scaling", nullptr);
-  keys.require("sliding_window", nullptr);
   keys.require("use_sliding_window", false);
+  // Qwen3 keeps a window size it uses only with use_sliding_window (false,
+  // above); a Llama config naming one asks for something LlamaConfig lacks.
+  if (!qwen3) keys.require("sliding_window", nullptr);
+  keys.require_all("layer_types", "full_attention");
 
   ModelConfig c;
+  c.qk_norm = qwen3;
   c.dim = keys.positive_int("hidden_size");
   c.n_layers = keys.positive_int("num_hidden_layers");
   c.n_heads = keys.positive_int("num_attention_heads");
@@ -317,11 +367,13 @@ ModelConfig hf_read_config(const std::string& dir_or_config_json) {
   LLM_CHECK(c.n_heads % c.n_kv_heads == 0,
             "{}: num_attention_heads {} is not a multiple of num_key_value_heads {}", path,
             c.n_heads, c.n_kv_heads);
-  if (keys.has("head_dim")) {
-    const int head_dim = keys.positive_int("head_dim");
+  // Absent, LlamaConfig derives head_dim from the sizes; Qwen3Config takes 128.
+  if (keys.has("head_dim") || qwen3) {
+    const int head_dim = keys.positive_int("head_dim", 128);
     LLM_CHECK(head_dim == c.dim / c.n_heads,
-              "{}: key 'head_dim' is {}, only hidden_size / num_attention_heads = {} is supported",
-              path, head_dim, c.dim / c.n_heads);
+              "{}: key 'head_dim' is {}{}, only hidden_size / num_attention_heads = {} is "
+              "supported",
+              path, head_dim, keys.has("head_dim") ? "" : " (Qwen3's default)", c.dim / c.n_heads);
   }
   return c;
 }
@@ -347,8 +399,8 @@ HfWeights HfWeights::open(const std::string& path, const ModelConfig& config,
               "and use the embedding as the head; set model.tie_embeddings = false",
               source);
     LLM_CHECK(expected_names.count(name) || is_ignorable(name),
-              "{}: tensor '{}' has no place in our Llama model (biases? another architecture?)",
-              source, name);
+              "{}: tensor '{}' has no place in our {} model (biases? another architecture?)",
+              source, name, hf_architecture(config).class_name);
   }
 
   HfWeights weights;

@@ -1,4 +1,5 @@
-// Interoperability with Hugging Face transformers' LlamaForCausalLM: export of
+// Interoperability with Hugging Face transformers' LlamaForCausalLM, and
+// Qwen3ForCausalLM for a model with QK-norm (model.qk_norm): export of
 // our parameters as model.safetensors + config.json, and import of such a
 // checkpoint slice by slice (what `[model] init_from` reads on every rank).
 // Invariant: our fused tensors are row concatenations of HF tensors (wqkv =
@@ -44,9 +45,9 @@ void hf_export(const ModelConfig& config, const ParameterLayout& layout, const f
                const std::string& out_dir, const HfExportOptions& options);
 
 // The ModelConfig described by a transformers config.json (given as the file or
-// its directory). Rejects what we cannot represent (biases, RoPE scaling, a
-// head_dim other than hidden_size / num_attention_heads, ...); errors name the
-// file and the key.
+// its directory): model_type llama, or qwen3 (model.qk_norm). Rejects what we
+// cannot represent (biases, RoPE scaling, sliding windows, a head_dim other
+// than hidden_size / num_attention_heads, ...); errors name the file and key.
 ModelConfig hf_read_config(const std::string& dir_or_config_json);
 // The context length the same config.json declares: max_position_embeddings
 // (LlamaConfig's default, 2048, when absent); errors name the file and key.

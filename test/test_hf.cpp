@@ -240,8 +240,9 @@ TEST(Safetensors, BadReadsAndWritesAreErrors) {
 
 // ---- the Llama mapping --------------------------------------------------------
 
-ModelConfig tiny_model(bool tied) {
+ModelConfig tiny_model(bool tied, bool qk_norm = false) {
   ModelConfig c;
+  c.qk_norm = qk_norm;  // exported as Qwen3
   c.dim = 16;
   c.n_layers = 2;
   c.n_heads = 4;  // head_dim 4
@@ -262,7 +263,8 @@ struct TinyModel {
   std::vector<float> params;  // all units concatenated
   std::vector<size_t> unit_begin;
 
-  explicit TinyModel(bool tied) : config(tiny_model(tied)), layout(layout_build(config)) {
+  explicit TinyModel(bool tied, bool qk_norm = false)
+      : config(tiny_model(tied, qk_norm)), layout(layout_build(config)) {
     params = random_floats(layout.total_numel, tied ? 11 : 12);
     size_t begin = 0;
     for (const UnitSpec& u : layout.units) {
@@ -285,15 +287,17 @@ std::vector<float> hf_row(const SafetensorsFile& file, const std::string& name, 
   return out;
 }
 
-void expect_export_round_trips(bool tied) {
+void expect_export_round_trips(bool tied, bool qk_norm = false) {
   TempDir dir(kTempPrefix);
-  TinyModel model(tied);
+  TinyModel model(tied, qk_norm);
   hf_export(model.config, model.layout, model.params.data(), dir.file("hf"), {});
 
   SafetensorsFile file = SafetensorsFile::open(dir.file("hf/model.safetensors"));
   std::set<std::string> names;
   for (const std::string& n : file.names()) names.insert(n);
-  EXPECT_EQ(names.size(), 2 + 9 * 2 + (tied ? 0 : 1));
+  EXPECT_EQ(names.size(), 2 + (qk_norm ? 11 : 9) * 2 + (tied ? 0 : 1));
+  EXPECT_EQ(names.count("model.layers.1.self_attn.q_norm.weight"), qk_norm ? 1u : 0u);
+  EXPECT_EQ(names.count("model.layers.1.self_attn.k_norm.weight"), qk_norm ? 1u : 0u);
   EXPECT_EQ(names.count("lm_head.weight"), tied ? 0u : 1u);
   EXPECT_EQ(file.metadata().at("format"), "pt");
 
@@ -320,6 +324,10 @@ void expect_export_round_trips(bool tied) {
 
 TEST(HfExport, TiedModelRoundTripsExactly) { expect_export_round_trips(true); }
 TEST(HfExport, UntiedModelRoundTripsExactly) { expect_export_round_trips(false); }
+TEST(HfExport, QkNormModelRoundTripsExactly) {
+  expect_export_round_trips(true, true);
+  expect_export_round_trips(false, true);
+}
 
 TEST(HfExport, FusedTensorsSplitByRows) {
   TempDir dir(kTempPrefix);
@@ -411,6 +419,39 @@ TEST(HfConfig, ExportedConfigReadsBack) {
   EXPECT_FALSE(fs::exists(dir.file("config.json.tmp")));
 }
 
+// A model with QK-norm is a Qwen3ForCausalLM: its own keys, full attention
+// in every layer, no LlamaConfig-only key; it reads back with QK-norm.
+TEST(HfConfig, QkNormModelExportsAsQwen3) {
+  TempDir dir(kTempPrefix);
+  TinyModel model(true, true);
+  hf_export(model.config, model.layout, model.params.data(), dir.str(), {});
+  EXPECT_TRUE(hf_read_config(dir.str()).qk_norm);
+  const nlohmann::json json = nlohmann::json::parse(read_bytes(dir.file("config.json")));
+  EXPECT_EQ(json["architectures"], nlohmann::json({"Qwen3ForCausalLM"}));
+  EXPECT_EQ(json["model_type"], "qwen3");
+  EXPECT_EQ(json["head_dim"], 4);
+  EXPECT_EQ(json["use_sliding_window"], false);
+  EXPECT_TRUE(json["sliding_window"].is_null());
+  EXPECT_EQ(json["max_window_layers"], 2);
+  EXPECT_FALSE(json.contains("mlp_bias"));
+}
+
+// Qwen3's config as transformers writes it: a window size kept but unused
+// (use_sliding_window false), every layer full attention.
+TEST(HfConfig, Qwen3ConfigReadsWithQkNorm) {
+  TempDir dir(kTempPrefix);
+  write_bytes(dir.file("config.json"), R"({"model_type": "qwen3", "hidden_size": 64,
+      "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+      "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 100, "rope_theta": 1000000.0,
+      "sliding_window": 4096, "use_sliding_window": false, "max_window_layers": 28,
+      "layer_types": ["full_attention", "full_attention"], "tie_word_embeddings": true})");
+  const ModelConfig c = hf_read_config(dir.str());
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_EQ(c.n_kv_heads, 2);
+  EXPECT_EQ(c.rope_theta, 1e6);
+  EXPECT_TRUE(c.tie_embeddings);
+}
+
 TEST(HfConfig, AbsentKeysTakeLlamaConfigDefaults) {
   TempDir dir(kTempPrefix);
   write_bytes(dir.file("config.json"), R"({"hidden_size": 64, "intermediate_size": 128,
@@ -440,6 +481,13 @@ TEST(HfConfig, UnsupportedOrBadKeysAreErrorsNamingFileAndKey) {
        "key 'use_sliding_window'"},
       {R"({"hidden_size": 64, "head_dim": 16, )" + base + "}", "key 'head_dim' is 16"},
       {R"({"hidden_size": 64, "model_type": "gpt2", )" + base + "}", "key 'model_type'"},
+      // Qwen3Config's head_dim defaults to 128, not hidden_size / heads.
+      {R"({"hidden_size": 64, "model_type": "qwen3", )" + base + "}",
+       "key 'head_dim' is 128 (Qwen3's default)"},
+      {R"({"hidden_size": 64, "model_type": "qwen3", "head_dim": 8,
+          "layer_types": ["full_attention", "sliding_attention", "full_attention"], )" +
+           base + "}",
+       "key 'layer_types[1]' is \"sliding_attention\""},
       {R"({"hidden_size": 64, "num_key_value_heads": 3, )" + base + "}", "num_key_value_heads 3"},
       {R"({"hidden_size": 64, )", "not valid JSON"},
   };
@@ -536,6 +584,11 @@ TEST(HfWeights, ConfigJsonMustDescribeOurModel) {
   std::string message = error_of([&] { HfWeights::open(dir.str(), other, layout_build(other)); });
   EXPECT_CONTAINS(message, dir.file("config.json"));
   EXPECT_CONTAINS(message, "num_attention_heads is 4 but model.n_heads is 2");
+  // The same sizes with QK-norm: a Qwen3 model, which a Llama checkpoint is not.
+  ModelConfig qwen3 = model.config;
+  qwen3.qk_norm = true;
+  message = error_of([&] { HfWeights::open(dir.str(), qwen3, layout_build(qwen3)); });
+  EXPECT_CONTAINS(message, "model_type is 'llama' (without QK-norm) but model.qk_norm is true");
 }
 
 // A trained lm_head is never dropped: a checkpoint holding one does not load

@@ -1,11 +1,14 @@
-// Our forward against transformers itself: test/data/hf_tiny_llama holds a tiny
-// LlamaForCausalLM saved by save_pretrained and its fp32 logits on fixed
-// tokens (tools/make_hf_reference.py made them; running this test needs
+// Our forward against transformers itself: test/data/hf_tiny_llama holds a
+// tiny LlamaForCausalLM, test/data/hf_tiny_qwen3 a tiny Qwen3ForCausalLM
+// (QK-norm, tied embeddings, RoPE theta 1e6), each saved by save_pretrained
+// with its fp32 logits on fixed tokens and its greedy continuation of a
+// prompt (tools/make_hf_reference.py made them; running this test needs
 // neither torch nor transformers). Importing those files and running our
-// forward must reproduce every logit, which pins the Hugging Face semantics
-// (q/k/v and gate/up splits, RoPE layout, GQA grouping, RMSNorm, untied head)
+// forward must reproduce every logit and our generation every greedy token,
+// which pins the Hugging Face semantics (q/k/v and gate/up splits, RoPE
+// layout, GQA grouping, RMSNorm, q/k norms, tied or untied head)
 // independently of our own export/import round trip. The exported config.json
-// must use transformers' key names.
+// must use transformers' key names and values.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "interop/hf_llama.h"
+#include "model/generate.h"
 #include "model/transformer.h"
 #include "parallel/sharding_engine.h"
 #include "parallel/topology.h"
@@ -21,8 +25,6 @@
 
 namespace llm {
 namespace {
-
-constexpr char kReferenceDir[] = "test/data/hf_tiny_llama";
 
 nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path);
@@ -37,28 +39,55 @@ struct ImportedModel {
   std::unique_ptr<Topology> topology;
   std::unique_ptr<ShardingEngine> engine;
 
-  ImportedModel(int B, int T) {
-    config.path = kReferenceDir;
+  ImportedModel(const std::string& dir, int B, int T) {
+    config.path = dir;
     config.data.train = "unused";
-    config.model = hf_read_config(kReferenceDir);
+    config.model = hf_read_config(dir);
     model = Transformer::create(config.model, B, T, backend_cpu());
     topology = std::make_unique<Topology>(comm_world(), config.parallel);
     engine = std::make_unique<ShardingEngine>(model->layout(), config, backend_cpu(), *topology);
-    HfWeights weights = HfWeights::open(kReferenceDir, config.model, model->layout());
+    HfWeights weights = HfWeights::open(dir, config.model, model->layout());
     HfWeightsSource source(weights);
     engine->load_state(source, /*with_moments=*/false);
   }
 };
 
+// One reference directory and what its model is.
+struct Reference {
+  const char* dir;
+  bool qk_norm;
+  bool tie_embeddings;
+};
+
+class HfReference : public testing::TestWithParam<Reference> {
+ protected:
+  std::string dir() const { return GetParam().dir; }
+  nlohmann::json reference() const { return read_json(dir() + "/reference_logits.json"); }
+};
+
+INSTANTIATE_TEST_SUITE_P(Architectures, HfReference,
+                         testing::Values(Reference{"test/data/hf_tiny_llama", false, false},
+                                         Reference{"test/data/hf_tiny_qwen3", true, true}),
+                         [](const testing::TestParamInfo<Reference>& info) {
+                           return std::string(info.param.qk_norm ? "qwen3" : "llama");
+                         });
+
+// The config.json reads as the architecture it is.
+TEST_P(HfReference, ConfigReadsAsItsArchitecture) {
+  const ModelConfig c = hf_read_config(dir());
+  EXPECT_EQ(c.qk_norm, GetParam().qk_norm);
+  EXPECT_EQ(c.tie_embeddings, GetParam().tie_embeddings);
+}
+
 // Every logit within 2e-5 + 2e-5 * |logit| of transformers' (both fp32; the
 // logits are O(1) and the two differ only in summation order), and our loss
 // equals the cross-entropy of the reference logits.
-TEST(HfReference, LogitsMatchTransformers) {
-  const nlohmann::json reference = read_json(std::string(kReferenceDir) + "/reference_logits.json");
+TEST_P(HfReference, LogitsMatchTransformers) {
+  const nlohmann::json reference = this->reference();
   const int B = reference["batch"], T = reference["seq_len"];
   const std::vector<int32_t> tokens = reference["tokens"].get<std::vector<int32_t>>();
   const std::vector<double> expected = reference["logits"].get<std::vector<double>>();
-  ImportedModel imported(B, T);
+  ImportedModel imported(dir(), B, T);
   const int V = imported.config.model.vocab_size;
   ASSERT_EQ(tokens.size(), static_cast<size_t>(B * T));
   ASSERT_EQ(expected.size(), static_cast<size_t>(B * T * V));
@@ -92,16 +121,37 @@ TEST(HfReference, LogitsMatchTransformers) {
   std::printf("max |logit - transformers| = %.3g over %d rows\n", max_error, B * T);
 }
 
+// Greedy generation equals transformers' generate(do_sample=False) token for
+// token. Each token is an argmax, so a wrong one shows as soon as one logit
+// is off by more than the gap between the top two.
+TEST_P(HfReference, GreedyGenerationMatchesTransformers) {
+  const nlohmann::json reference = this->reference();
+  ASSERT_TRUE(reference.contains("greedy")) << dir();
+  const std::vector<int32_t> prompt = reference["prompt"].get<std::vector<int32_t>>();
+  const std::vector<int32_t> expected = reference["greedy"].get<std::vector<int32_t>>();
+  const int length = static_cast<int>(prompt.size() + expected.size());
+  ImportedModel imported(dir(), 1, length);
+  imported.model->reserve_kv_cache(1, length);
+  SamplingOptions greedy;
+  greedy.temperature = 0;
+  greedy.max_new_tokens = static_cast<int>(expected.size());
+  const std::vector<std::vector<int32_t>> ours =
+      generate(*imported.model, *imported.engine, prompt, 1, greedy);
+  ASSERT_EQ(ours.size(), 1u);
+  EXPECT_EQ(ours[0], expected);
+}
+
 // Keys that define the architecture: ours must carry each with transformers' value.
 constexpr const char* kArchitectureKeys[] = {
     "architectures",     "model_type",          "hidden_size",         "intermediate_size",
     "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "vocab_size",
     "rms_norm_eps",      "rope_theta",          "tie_word_embeddings", "hidden_act",
+    "head_dim",
 };
 
-TEST(HfReference, ExportedConfigUsesTransformersKeyNames) {
-  const nlohmann::json theirs = read_json(std::string(kReferenceDir) + "/config.json");
-  ImportedModel imported(1, 4);
+TEST_P(HfReference, ExportedConfigUsesTransformersKeyNames) {
+  const nlohmann::json theirs = read_json(dir() + "/config.json");
+  ImportedModel imported(dir(), 1, 4);
   test_support::TempDir dir("llm_test_hf_reference_");
   const std::vector<float> params = imported.engine->gather_all_params();
   hf_export(imported.config.model, imported.model->layout(), params.data(), dir.str(), {});

@@ -1,17 +1,20 @@
 #!/usr/bin/env python3
-"""Writes the Hugging Face reference that test/test_hf_reference.cpp checks.
+"""Writes the Hugging Face references that test/test_hf_reference.cpp checks.
 
-A tiny LlamaForCausalLM built by transformers itself (grouped-query attention,
-untied head, non-trivial norm gains), saved with save_pretrained
-(model.safetensors + config.json), and its fp32 logits on fixed tokens. Our
-importer loads the same files and our forward must reproduce the logits, so
-the test pins transformers' semantics (RoPE layout, q/k/v and gate/up split,
-RMSNorm eps placement, GQA head grouping) rather than our own round trip.
+A tiny model built by transformers itself (grouped-query attention,
+non-trivial norm gains), saved with save_pretrained (model.safetensors +
+config.json), its fp32 logits on fixed tokens and its greedy continuation of
+a prompt. Our importer loads the same files, our forward must reproduce the
+logits and our generation the tokens, so the test pins transformers'
+semantics (RoPE layout, q/k/v and gate/up split, RMSNorm eps placement, GQA
+head grouping, Qwen3's per-head q/k norms) rather than our own round trip.
+  --arch llama: LlamaForCausalLM, untied head, RoPE theta 1e4.
+  --arch qwen3: Qwen3ForCausalLM (QK-norm), tied embeddings, RoPE theta 1e6.
 
-Needs torch and transformers (not part of `make test`, which only reads the
-committed output):
-    python3 -m venv /tmp/hfref && /tmp/hfref/bin/pip install torch transformers safetensors
-    /tmp/hfref/bin/python tools/make_hf_reference.py --out test/data/hf_tiny_llama
+Needs torch and transformers >= 4.51 (Qwen3), not part of `make test`, which
+only reads the committed output:
+    python3 -m venv /tmp/hfref && /tmp/hfref/bin/pip install torch transformers==4.51.3 safetensors
+    /tmp/hfref/bin/python tools/make_hf_reference.py --arch qwen3 --out test/data/hf_tiny_qwen3
 """
 import argparse
 import json
@@ -19,14 +22,33 @@ import pathlib
 
 import torch
 import transformers
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import LlamaConfig
 
 SEED = 20240520
 BATCH, SEQ = 2, 12
+PROMPT, NEW_TOKENS = [5, 17, 42, 9], 16
 
 
-def build_model() -> LlamaForCausalLM:
-    config = LlamaConfig(
+def build_config(arch: str):
+    if arch == "qwen3":
+        from transformers import Qwen3Config  # transformers >= 4.51
+        return Qwen3Config(
+            vocab_size=64,
+            hidden_size=32,
+            intermediate_size=48,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=8,  # Qwen3Config's default is 128, not hidden_size / heads
+            max_position_embeddings=64,
+            rms_norm_eps=1e-6,
+            rope_theta=1000000.0,
+            tie_word_embeddings=True,
+            bos_token_id=1,
+            eos_token_id=2,
+            torch_dtype="float32",
+        )
+    return LlamaConfig(
         vocab_size=64,
         hidden_size=32,
         intermediate_size=48,
@@ -41,9 +63,13 @@ def build_model() -> LlamaForCausalLM:
         eos_token_id=2,
         torch_dtype="float32",
     )
+
+
+def build_model(arch: str):
+    config = build_config(arch)
     config._attn_implementation = "eager"
     torch.manual_seed(SEED)
-    model = LlamaForCausalLM(config).float().eval()
+    model = transformers.AutoModelForCausalLM.from_config(config).float().eval()
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith("norm.weight"):
@@ -55,16 +81,20 @@ def build_model() -> LlamaForCausalLM:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--arch", choices=["llama", "qwen3"], default="llama")
     parser.add_argument("--out", default="test/data/hf_tiny_llama")
     args = parser.parse_args()
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 
-    model = build_model()
+    model = build_model(args.arch)
     generator = torch.Generator().manual_seed(SEED + 1)
     tokens = torch.randint(0, model.config.vocab_size, (BATCH, SEQ), generator=generator)
     with torch.no_grad():
         logits = model(input_ids=tokens).logits.float()
+        # Greedy, never stopping at EOS: every step is the argmax of the logits.
+        greedy = model.generate(torch.tensor([PROMPT]), do_sample=False, max_new_tokens=NEW_TOKENS,
+                                min_new_tokens=NEW_TOKENS, eos_token_id=None, pad_token_id=0)
 
     model.save_pretrained(out, safe_serialization=True)
     (out / "generation_config.json").unlink(missing_ok=True)
@@ -75,6 +105,8 @@ def main() -> None:
         "seq_len": SEQ,
         "tokens": tokens.flatten().tolist(),
         "logits": [float(f"{v:.9g}") for v in logits.flatten().tolist()],
+        "prompt": PROMPT,
+        "greedy": greedy[0, len(PROMPT):].tolist(),
     }
     (out / "reference_logits.json").write_text(json.dumps(reference) + "\n")
     print(f"wrote {out}: {sum(p.numel() for p in model.parameters())} parameters, "
