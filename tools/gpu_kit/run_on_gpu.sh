@@ -50,6 +50,10 @@
 #               losses (mean of the last 20 steps) within 1%, no spike (a step's
 #               loss over 1.5x the mean of the 10 before it); metrics.jsonl of
 #               both to $OUT (else BUILD_DIR) for tools/plot_metrics.py
+#   masked_124m  document masking's cost on the flash kernel (issue 46): gpu_124m
+#               on the fortunes data (short documents) at sequence 4096, flash
+#               attention unmasked, then masked (data.document_masking), 30
+#               steps each; the ms/step of steps 21-30 of each and their ratio
 #   pytorch_1b  tools/compare_pytorch.py on gpu_1b: PyTorch (torch.compile, SDPA,
 #               bf16 autocast, fused AdamW) and ours side by side, same run
 #   pytorch_124m  the same on gpu_124m
@@ -96,7 +100,7 @@ START=$(date +%s)
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$REPO"
 NCCL_STEPS="nccl_matrix_np2,user_command,nccl_stop,nccl_kill,nccl_short,nccl_matrix_np4"
-GPU_STEPS="env,nvidia_smi,mpi_smoke,fp8_probe,configure,build,linkage,ctest_gpu,$NCCL_STEPS,gpu_modes,bench_124m,bench_1b,bench_1b_fast_backward,bench_1b_fp8,bench_graphs,bench_8b,fp8_loss_124m,pytorch_1b,pytorch_124m,bench_offload,generate_124m,contention"
+GPU_STEPS="env,nvidia_smi,mpi_smoke,fp8_probe,configure,build,linkage,ctest_gpu,$NCCL_STEPS,gpu_modes,bench_124m,bench_1b,bench_1b_fast_backward,bench_1b_fp8,bench_graphs,bench_8b,fp8_loss_124m,masked_124m,pytorch_1b,pytorch_124m,bench_offload,generate_124m,contention"
 EMULATED=0
 LIMIT_SCALE=1  # the emulation's rehearsal: 4 (kernels on 2 CPU cores, not a GPU)
 KIT=gpu_kit/kit.tar.xz
@@ -128,7 +132,7 @@ for step in ${STEPS//,/ }; do
   case $step in
     all) expanded+=,$GPU_STEPS ;;
     nccl) expanded+=,env,nvidia_smi,configure,build,ctest_gpu,$NCCL_STEPS ;;
-    bench) expanded+=,env,nvidia_smi,fp8_probe,configure,build,bench_124m,bench_1b,bench_1b_fast_backward,bench_1b_fp8,bench_graphs,bench_8b,fp8_loss_124m,pytorch_1b,pytorch_124m ;;
+    bench) expanded+=,env,nvidia_smi,fp8_probe,configure,build,bench_124m,bench_1b,bench_1b_fast_backward,bench_1b_fp8,bench_graphs,bench_8b,fp8_loss_124m,masked_124m,pytorch_1b,pytorch_124m ;;
     *) expanded+=,$step ;;
   esac
 done
@@ -358,6 +362,21 @@ run_step fp8_loss_124m 240 "
   done
   python3 tools/gpu_kit/compare_losses.py $(q "${OUT:-$BUILD}")/metrics_124m_bf16.jsonl \
     $(q "${OUT:-$BUILD}")/metrics_124m_fp8.jsonl"
+# Both runs on the flash kernel (cuDNN cannot express the mask), so the ratio
+# is what skipping the key tiles before a query tile's document saves.
+run_step masked_124m 200 "
+  set -e
+  for masking in false true; do
+    ./train --config configs/gpu_124m.toml --training.attention=flash --training.seq_len=4096 \
+      --training.batch_size=8 --training.micro_batch_size=4 --training.steps=30 \
+      --training.eval_interval=0 --training.sample_tokens=0 --logging.log_interval=10 \
+      --checkpoint.save_final=false --checkpoint.dir=/tmp/masked_\$masking --checkpoint.resume=none \
+      --data.document_masking=\$masking > /tmp/masked_\$masking.log 2>&1 ||
+      { tail -20 /tmp/masked_\$masking.log; exit 1; }
+    grep -E 'document|step +30/30' /tmp/masked_\$masking.log | head -3
+  done
+  ms() { sed -nE 's/.*step +30\/30 .* ([0-9.]+) ms\/step.*/\\1/p' /tmp/masked_\$1.log; }
+  awk -v a=\$(ms false) -v b=\$(ms true) 'BEGIN { printf \"flash, seq 4096: unmasked %.1f ms/step, masked %.1f ms/step, masked / unmasked %.3f\\n\", a, b, b / a }'"
 # PyTorch on the same config in the same run (tools/compare_pytorch.py): the
 # first Python that imports torch, $TORCH_PYTHON first.
 for size in 1b 124m; do
