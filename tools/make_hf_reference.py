@@ -29,40 +29,19 @@ BATCH, SEQ = 2, 12
 PROMPT, NEW_TOKENS = [5, 17, 42, 9], 16
 
 
+# What both references share: the sizes (grouped-query attention) and the ids.
+SHAPE = dict(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+             bos_token_id=1, eos_token_id=2, torch_dtype="float32")
+
+
 def build_config(arch: str):
     if arch == "qwen3":
         from transformers import Qwen3Config  # transformers >= 4.51
-        return Qwen3Config(
-            vocab_size=64,
-            hidden_size=32,
-            intermediate_size=48,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            head_dim=8,  # Qwen3Config's default is 128, not hidden_size / heads
-            max_position_embeddings=64,
-            rms_norm_eps=1e-6,
-            rope_theta=1000000.0,
-            tie_word_embeddings=True,
-            bos_token_id=1,
-            eos_token_id=2,
-            torch_dtype="float32",
-        )
-    return LlamaConfig(
-        vocab_size=64,
-        hidden_size=32,
-        intermediate_size=48,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-        rms_norm_eps=1e-5,
-        rope_theta=10000.0,
-        tie_word_embeddings=False,
-        bos_token_id=1,
-        eos_token_id=2,
-        torch_dtype="float32",
-    )
+        # head_dim given: Qwen3Config's default is 128, not hidden_size / heads.
+        return Qwen3Config(**SHAPE, head_dim=8, rms_norm_eps=1e-6, rope_theta=1000000.0,
+                           tie_word_embeddings=True)
+    return LlamaConfig(**SHAPE, rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False)
 
 
 def build_model(arch: str):
