@@ -59,6 +59,8 @@ struct Reference {
   bool tie_embeddings;
 };
 
+void PrintTo(const Reference& reference, std::ostream* os) { *os << reference.dir; }
+
 class HfReference : public testing::TestWithParam<Reference> {
  protected:
   std::string dir() const { return GetParam().dir; }
