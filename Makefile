@@ -9,13 +9,14 @@ SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Everything comes from Debian packages; `fortunes` is the demo's English corpus;
 # protobuf-c encodes TensorBoard's event files (logging.tensorboard);
 # clang-format checks the sources' format (ctest's "format"); clang and its
-# runtime build the libFuzzer targets (make fuzz); bc times the failure tests.
+# runtime build the libFuzzer targets (make fuzz); bc times the failure tests;
+# unicode-data (read through bzip2) is Unicode's own NFC conformance test.
 # With a CUDA toolkit, the header-only cudnn-frontend comes from PyPI (pip).
 DEB_PACKAGES := build-essential cmake pkg-config python3-pip \
   libopenmpi-dev openmpi-bin libdnnl-dev \
   libsentencepiece-dev libspdlog-dev libfmt-dev libtomlplusplus-dev nlohmann-json3-dev zlib1g-dev \
   libprotobuf-c-dev protobuf-c-compiler libgtest-dev fortunes python3-matplotlib clang-format \
-  clang libclang-rt-dev bc
+  clang libclang-rt-dev bc unicode-data bzip2
 
 FORTUNES_DATA := data/fortunes/train_000.bin
 

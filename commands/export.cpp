@@ -81,11 +81,6 @@ ExportResult export_checkpoint(const ExportRequest& request) {
     write_tokenizer(*tokenizer, config.training.seq_len, out);
     result.tokenizer = true;
   }
-  const nlohmann::ordered_json generation = {{"bos_token_id", options.bos_token_id},
-                                             {"eos_token_id", options.eos_token_id},
-                                             {"max_length", config.training.seq_len},
-                                             {"do_sample", true}};
-  write_file_atomically((out / "generation_config.json").string(), generation.dump(2) + "\n");
   return result;
 }
 

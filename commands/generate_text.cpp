@@ -90,7 +90,11 @@ GeneratedText generate_text(const GenerateRequest& request) {
     prompt = chat->render_prompt(request.prompt);
   } else {
     prompt = tokenizer.encode(request.prompt);
-    prompt.insert(prompt.begin(), tokenizer.bos_id());
+    if (tokenizer.bos_id() >= 0) prompt.insert(prompt.begin(), tokenizer.bos_id());
+    LLM_CHECK(!prompt.empty(),
+              "{}: the prompt is empty and the tokenizer {} has no BOS to start from; pass "
+              "--prompt",
+              kCommand, tokenizer.path());
   }
   LLM_CHECK(static_cast<int>(prompt.size()) <= m.context,
             "{}: the prompt is {} tokens, the model's context only {}", kCommand, prompt.size(),

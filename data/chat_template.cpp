@@ -99,13 +99,15 @@ void ChatTemplate::append_turn(const ChatMessage& message, MaskedTokens& out) co
 void ChatTemplate::render(const std::vector<ChatMessage>& conversation, MaskedTokens& out) const {
   out.ids.clear();
   out.kept.clear();
-  append({tokenizer_->bos_id()}, false, out);
+  const int bos = tokenizer_->bos_id();
+  if (bos >= 0) append({bos}, false, out);
   for (const ChatMessage& message : conversation) append_turn(message, out);
+  if (bos < 0) append({tokenizer_->eos_id()}, false, out);
 }
 
 std::vector<int> ChatTemplate::render_prompt(std::string_view prompt) const {
   MaskedTokens out;
-  append({tokenizer_->bos_id()}, false, out);
+  if (tokenizer_->bos_id() >= 0) append({tokenizer_->bos_id()}, false, out);
   append_turn({ChatRole::user, std::string(prompt)}, out);
   append_header(ChatRole::assistant, out);
   return out.ids;

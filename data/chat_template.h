@@ -3,11 +3,14 @@
 //   llama3: <|begin_of_text|> then per message <|start_header_id|> role
 //           <|end_header_id|> "\n\n" content <|eot_id|> (content stripped of
 //           ASCII white space, as Meta's llama-models ChatFormat does);
-//   chatml: BOS then per message <|im_start|> "role\n" content <|im_end|> "\n".
+//   chatml: BOS then per message <|im_start|> "role\n" content <|im_end|> "\n"
+//           (Qwen's tokenizer has no BOS: the conversation ends with EOS).
 // Each part is encoded on its own, so a mask boundary never falls inside a
 // token. Kept: an assistant message's content and its end-of-turn token; not
-// BOS, headers, nor other roles' tokens. Invariant: ids and kept are equally
-// long, and every conversation starts with BOS (document masking's boundary).
+// BOS, EOS, headers, nor other roles' tokens. Invariant: ids and kept are
+// equally long, and every conversation is bracketed as a document is
+// (Tokenizer::encode_document): BOS first if the tokenizer has one, else EOS
+// last, so document masking finds its boundary.
 // docs/data.md#conversations.
 #pragma once
 
@@ -41,7 +44,7 @@ class ChatTemplate {
   const char* name() const;
   // Replaces out with the conversation's ids and mask.
   void render(const std::vector<ChatMessage>& conversation, MaskedTokens& out) const;
-  // BOS, a user turn holding `prompt` and the assistant's header: what a model
+  // BOS (if any), a user turn holding `prompt` and the assistant's header: what a model
   // fine-tuned on render's output continues with its reply.
   std::vector<int> render_prompt(std::string_view prompt) const;
   // Where the assistant's reply ends (<|eot_id|> or <|im_end|>).

@@ -118,9 +118,9 @@ void DataLoader::read_sample(int64_t sample, int32_t* tokens, uint8_t* kept) {
   } else {
     std::fill_n(kept, seq_len_, uint8_t{1});
   }
-  if (document_start_ < 0) return;
+  if (boundary_.token < 0) return;
   for (int i = 0; i < seq_len_; ++i) {
-    if (tokens[i + 1] == document_start_) kept[i] = 0;
+    if (boundary_.starts_at(tokens, static_cast<size_t>(i) + 1)) kept[i] = 0;
   }
 }
 

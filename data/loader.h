@@ -17,6 +17,7 @@
 
 #include "data/loss_mask.h"
 #include "data/shard.h"
+#include "runtime/document_boundary.h"
 
 namespace llm {
 
@@ -36,13 +37,13 @@ class DataLoader {
   // count * seq_len without reading when none is dropped.
   int64_t kept_targets(int64_t stream_position, int count);
 
-  // Document masking: a target equal to start_token (the tokenizer's BOS)
-  // begins the next document and is not trained on.
-  void set_document_start(int32_t start_token) { document_start_ = start_token; }
+  // Document masking: a target that begins the next document (at BOS, or
+  // after EOS for a tokenizer without BOS) is not trained on.
+  void set_document_boundary(DocumentBoundary boundary) { boundary_ = boundary; }
 
   // Whether some target may be dropped: some shard has a loss mask, or
   // document masking is on.
-  bool drops_targets() const { return has_loss_masks_ || document_start_ >= 0; }
+  bool drops_targets() const { return has_loss_masks_ || boundary_.token >= 0; }
   int64_t num_samples() const { return num_samples_; }
   int seq_len() const { return seq_len_; }
 
@@ -60,7 +61,7 @@ class DataLoader {
   std::vector<Shard> shards_;
   std::vector<std::optional<LossMask>> masks_;  // per shard
   bool has_loss_masks_ = false;
-  int32_t document_start_ = -1;        // -1: no document masking
+  DocumentBoundary boundary_;          // token -1: no document masking
   std::vector<int64_t> first_sample_;  // per shard, plus the total at the end
   int64_t num_samples_ = 0;
   int64_t cached_epoch_ = -1;

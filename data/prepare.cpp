@@ -339,7 +339,8 @@ void prepare_with_tokenizer(const PrepareOptions& options) {
   if (!options.quiet) {
     const std::string layout =
         chat ? fmt::format("conversations in {}, the assistant's tokens kept", chat->name())
-             : fmt::format("documents as {} ... {}", tokenizer.piece(tokenizer.bos_id()),
+             : fmt::format("documents as {}... {}",
+                           tokenizer.bos_id() >= 0 ? tokenizer.piece(tokenizer.bos_id()) + " " : "",
                            tokenizer.piece(tokenizer.eos_id()));
     fmt::print("prepare: tokenizer {} ({}, {} ids; {})\n", tokenizer.path(),
                to_string(tokenizer.kind()), tokenizer.vocab_size(), layout);

@@ -162,7 +162,7 @@ std::vector<int> Tokenizer::encode(std::string_view text) const {
 }
 
 void Tokenizer::encode_document(std::string_view text, std::vector<int>& out) const {
-  out.push_back(bos_id());
+  if (bos_id() >= 0) out.push_back(bos_id());
   append_ids(text, out);
   out.push_back(eos_id());
 }
@@ -182,6 +182,10 @@ std::string Tokenizer::decode(const std::vector<int>& ids) const {
 int Tokenizer::vocab_size() const { return model_->vocab_size(); }
 int Tokenizer::bos_id() const { return model_->bos_id(); }
 int Tokenizer::eos_id() const { return model_->eos_id(); }
+DocumentBoundary Tokenizer::document_boundary() const {
+  return bos_id() >= 0 ? DocumentBoundary{bos_id(), /*token_ends_document=*/false}
+                       : DocumentBoundary{eos_id(), /*token_ends_document=*/true};
+}
 int Tokenizer::unk_id() const { return model_->unk_id(); }
 std::string Tokenizer::piece(int id) const {
   LLM_CHECK(id >= 0 && id < vocab_size(), "tokenizer {}: no piece {} (vocab size {})", path(), id,

@@ -1,7 +1,7 @@
 // A tokenizer of one of the kinds Llama-family models ship (docs/data.md):
 // a SentencePiece .model (Llama 2, Mistral, ours), a tiktoken BPE file
 // (Llama 3's tokenizer.model) or a Hugging Face byte-level BPE tokenizer.json
-// (Llama 3's), or a directory holding one. Text may be any bytes: invalid
+// (Llama 3's, Qwen2's and Qwen3's), or a directory holding one. Text may be any bytes: invalid
 // UTF-8 is replaced by U+FFFD first (utf8.h), as the reference libraries see
 // it through Python. Special tokens are never produced from text.
 // Invariant: a Tokenizer that loaded encodes to ids in [0, vocab_size()).
@@ -11,6 +11,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "runtime/document_boundary.h"
 
 namespace llm {
 
@@ -32,15 +34,17 @@ class Tokenizer {
   ~Tokenizer();
 
   std::vector<int> encode(std::string_view text) const;
-  // Appends the ids of `text`, bracketed by bos_id() and eos_id(): how every
-  // document goes into the token shards.
+  // Appends the ids of `text`, bracketed by bos_id() (where there is one)
+  // and eos_id(): how every document goes into the token shards.
   void encode_document(std::string_view text, std::vector<int>& out) const;
   // The text of `ids` (bytes that split a UTF-8 character at either end come
   // out as U+FFFD).
   std::string decode(const std::vector<int>& ids) const;
   int vocab_size() const;
-  int bos_id() const;
+  int bos_id() const;  // -1 when documents have no BOS (Qwen's tokenizer.json)
   int eos_id() const;
+  // Where two documents meet in the shards: at BOS, else after EOS.
+  DocumentBoundary document_boundary() const;
   int unk_id() const;               // -1 when the kind has none (byte-level BPE covers every byte)
   std::string piece(int id) const;  // the text of id (e.g. "<s>", "<|begin_of_text|>")
   // The id of the special token spelled `text` (e.g. "<|eot_id|>"; for

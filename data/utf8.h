@@ -20,6 +20,10 @@ bool is_valid_utf8(std::string_view text);
 // valid text comes back unchanged.
 std::string replace_invalid_utf8(std::string_view text);
 
+// Appends the UTF-8 encoding of code point `cp` (at most U+10FFFF, not a
+// surrogate).
+void append_utf8(uint32_t cp, std::string& out);
+
 // The code point starting at text[at] of valid UTF-8 text, and its length.
 struct CodePoint {
   uint32_t value;

@@ -68,6 +68,11 @@ bool is_ignorable(const std::string& hf_name) {
   return hf_name.ends_with(".rotary_emb.inv_freq");  // older transformers saved this buffer
 }
 
+// A token id as config.json spells it: null for none (-1).
+nlohmann::ordered_json id_or_null(int id) {
+  return id >= 0 ? nlohmann::ordered_json(id) : nlohmann::ordered_json(nullptr);
+}
+
 nlohmann::json read_json(const std::string& path) {
   const std::string text = read_file(path);
   try {
@@ -280,7 +285,7 @@ void hf_export(const ModelConfig& config, const ParameterLayout& layout, const f
       {"hidden_act", "silu"},
       {"attention_bias", false},
       {"torch_dtype", options.dtype},
-      {"bos_token_id", options.bos_token_id},
+      {"bos_token_id", id_or_null(options.bos_token_id)},
       {"eos_token_id", options.eos_token_id},
       {"initializer_range", config.init_std},
   };
@@ -292,6 +297,12 @@ void hf_export(const ModelConfig& config, const ParameterLayout& layout, const f
     json["mlp_bias"] = false;  // a LlamaConfig key, unknown to Qwen3Config
   }
   write_file_atomically((fs::path(out_dir) / kConfigFile).string(), json.dump(2) + "\n");
+  const nlohmann::ordered_json generation = {{"bos_token_id", id_or_null(options.bos_token_id)},
+                                             {"eos_token_id", options.eos_token_id},
+                                             {"max_length", options.max_position_embeddings},
+                                             {"do_sample", true}};
+  write_file_atomically((fs::path(out_dir) / "generation_config.json").string(),
+                        generation.dump(2) + "\n");
 }
 
 namespace {
@@ -314,7 +325,7 @@ void hf_check_document_tokens(const std::string& dir_or_config_json, const std::
                               int bos_id, int eos_id) {
   const std::string path = config_json_path(dir_or_config_json);
   const nlohmann::json json = read_json(path);
-  if (json.contains("bos_token_id") && !json["bos_token_id"].is_null()) {
+  if (bos_id >= 0 && json.contains("bos_token_id") && !json["bos_token_id"].is_null()) {
     const nlohmann::json& bos = json["bos_token_id"];
     LLM_CHECK(bos.is_number_integer() && bos.get<int>() == bos_id,
               "{}: bos_token_id is {} but the tokenizer {} begins documents with {}", path,

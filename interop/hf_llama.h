@@ -34,13 +34,13 @@ std::vector<HfTensor> hf_llama_tensors(const ModelConfig& config, const Paramete
 struct HfExportOptions {
   std::string dtype = "float32";  // or "bfloat16" (tensors rounded to nearest even)
   int max_position_embeddings = 2048;
-  int bos_token_id = 1;
+  int bos_token_id = 1;  // -1: written as null (a tokenizer without BOS)
   int eos_token_id = 2;
 };
 
-// Writes out_dir/model.safetensors and out_dir/config.json (creating out_dir),
-// each through a temporary file and a rename. params holds all units
-// concatenated in unit order (layout.total_numel floats).
+// Writes out_dir/model.safetensors, config.json and generation_config.json
+// (creating out_dir), each through a temporary file and a rename. params
+// holds all units concatenated in unit order (layout.total_numel floats).
 void hf_export(const ModelConfig& config, const ParameterLayout& layout, const float* params,
                const std::string& out_dir, const HfExportOptions& options);
 
@@ -55,7 +55,9 @@ int hf_read_context_length(const std::string& dir_or_config_json);
 // Checks that the same config.json's bos_token_id and eos_token_id (an id, or
 // a list of ids for EOS, as Llama 3.1 has) name `tokenizer`'s BOS and EOS, so
 // that fine-tuning data starts and ends documents as the model learned to;
-// an absent key is not checked. Errors name the file, the key and both ids.
+// an absent key is not checked, nor bos_token_id for a tokenizer without BOS
+// (bos_id -1: Qwen3's config.json names one its tokenizer never adds). Errors name the file, the
+// key and both ids.
 void hf_check_document_tokens(const std::string& dir_or_config_json, const std::string& tokenizer,
                               int bos_id, int eos_id);
 

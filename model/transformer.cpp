@@ -369,7 +369,7 @@ class TransformerImpl final : public Transformer {
   // stage reads (inputs on the first, targets, when not null, on the last)
   // into the current slot's token buffers.
   void upload_micro_batch(const int32_t* inputs, const int32_t* targets, int B, int T);
-  void set_document_masking(int32_t start_token, bool reset_positions) override;
+  void set_document_masking(DocumentBoundary boundary, bool reset_positions) override;
   void set_device_graphs(bool on) override {
     LLM_CHECK(!on || tp_ == 1,
               "training.cuda_graphs: tensor parallelism's collectives run inside every block, "
@@ -503,9 +503,9 @@ class TransformerImpl final : public Transformer {
   std::vector<A*> kv_cache_;
   int kv_batch_ = 0, kv_capacity_ = 0;
   int decode_start_ = -1;
-  // Document masking: documents start at doc_token_ (-1: off); the slots'
-  // doc_start and positions live in doc_arena_.
-  int32_t doc_token_ = -1;
+  // Document masking: documents start where documents_ says (token -1:
+  // off); the slots' doc_start and positions live in doc_arena_.
+  DocumentBoundary documents_;
   Arena doc_arena_;
   CapturedSegments segments_{backend_.graphs};
 };
@@ -742,14 +742,15 @@ void TransformerImpl<A>::upload_micro_batch(const int32_t* inputs, const int32_t
     memory_.to_device_async(slot_->targets, staged_targets, N * sizeof(int32_t));
     staging_in_flight_ = true;
   }
-  if (doc_token_ < 0) return;
+  if (documents_.token < 0) return;
   // Every stage's attention needs the documents: each reads the inputs.
   LLM_CHECK(inputs, "transformer: document masking needs the micro-batch's tokens on every stage");
   int32_t* starts = staged_targets + max_tokens;
   int32_t* positions = starts + max_tokens;
   for (size_t n = 0; n < N; ++n) {
     const int t = static_cast<int>(n % T);
-    starts[n] = t == 0 ? 0 : inputs[n] == doc_token_ ? t : starts[n - 1];
+    const int32_t* row = inputs + (n - static_cast<size_t>(t));
+    starts[n] = t == 0 ? 0 : documents_.starts_at(row, static_cast<size_t>(t)) ? t : starts[n - 1];
     positions[n] = t - starts[n];
   }
   memory_.to_device_async(slot_->doc_start, starts, N * sizeof(int32_t));
@@ -758,9 +759,10 @@ void TransformerImpl<A>::upload_micro_batch(const int32_t* inputs, const int32_t
 }
 
 template <class A>
-void TransformerImpl<A>::set_document_masking(int32_t start_token, bool reset_positions) {
-  LLM_CHECK(start_token >= 0 && doc_token_ < 0,
-            "transformer: document masking needs a start token >= 0, once (got {})", start_token);
+void TransformerImpl<A>::set_document_masking(DocumentBoundary boundary, bool reset_positions) {
+  LLM_CHECK(boundary.token >= 0 && documents_.token < 0,
+            "transformer: document masking needs a boundary token >= 0, once (got {})",
+            boundary.token);
   const size_t N = static_cast<size_t>(max_batch_) * max_seq_;
   BufferPlan plan;
   for (SlotBuffers<A>& slot : buf_.slots) {
@@ -769,7 +771,7 @@ void TransformerImpl<A>::set_document_masking(int32_t start_token, bool reset_po
   }
   doc_arena_ = Arena("document masks", plan.bytes(), memory_);
   plan.bind(doc_arena_);
-  doc_token_ = start_token;
+  documents_ = boundary;
 }
 
 template <class A>

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "runtime/arena.h"
+#include "runtime/document_boundary.h"
 #include "settings/config.h"
 #include "model/backend.h"
 #include "model/layout.h"
@@ -117,12 +118,12 @@ class Transformer {
   // targets == nullptr returns 0 and leaves the logits (B, T, V) readable
   // through logits_row().
   float forward(UnitProvider& units, const int32_t* inputs, const int32_t* targets, int B, int T);
-  // Document masking: from now on, a token equal to start_token (the
-  // tokenizer's BOS) starts a document; attention never crosses into an
-  // earlier one (a sequence's first tokens are a document too), and with
+  // Document masking: from now on, documents start where `boundary` (the
+  // tokenizer's) says: at BOS, or after EOS; attention never crosses into
+  // an earlier one (a sequence's first tokens are a document too), and with
   // reset_positions RoPE positions restart at each start. Every stage then
   // needs the inputs. Decoding (one sequence) is unmasked. Once, before use.
-  virtual void set_document_masking(int32_t start_token, bool reset_positions) = 0;
+  virtual void set_document_masking(DocumentBoundary boundary, bool reset_positions) = 0;
   // training.cuda_graphs: from now on each stretch of device work between
   // two unit boundaries runs eagerly the first time its shape and buffers
   // are seen, is captured as a device graph the second time and replayed

@@ -227,7 +227,7 @@ struct ModelConfig {
     v("qk_norm", qk_norm, "RMSNorm of each query and key head before RoPE (Qwen3, OLMo-2)");
     v("init_std", init_std, "std of the normal init of weight matrices", kPositive);
     v("init_from", init_from,
-      "start from Hugging Face Llama weights (model.safetensors or its dir)",
+      "start from Hugging Face Llama or Qwen3 weights (model.safetensors or its dir)",
       OnResume::same_trajectory);
   }
 };
@@ -359,10 +359,13 @@ struct DataConfig {
   void visit_fields(V&& v) {
     v("train", train, "training shards: a path or glob of llm.c .bin files");
     v("val", val, "validation shards: a path or glob (empty = no validation)");
-    v("tokenizer", tokenizer, "SentencePiece model used to decode samples (optional)");
+    v("tokenizer", tokenizer,
+      "the tokenizer prepare used, any kind it takes (optional): samples, document masking, "
+      "export");
     v("document_masking", document_masking,
       "attention stays inside each document of a packed sequence (documents start at the "
-      "tokenizer's BOS; needs data.tokenizer), and no target crosses a boundary");
+      "tokenizer's BOS, or after its EOS where it has none; needs data.tokenizer), and no "
+      "target crosses a boundary");
     v("reset_positions", reset_positions,
       "RoPE positions restart at each document start: auto (= document_masking) | true | false");
   }

@@ -43,11 +43,13 @@ inline NamedParams named_params(const ParameterLayout& layout, ShardingEngine& e
 }
 
 // Document masking of the naive model: documents start at input tokens equal
-// to `start_token` (none when negative); with `reset_positions` RoPE counts
-// positions from each document's start.
+// to `token` (none when negative), or, with `token_ends_document`, right
+// after them; with `reset_positions` RoPE counts positions from each
+// document's start.
 struct Documents {
-  int32_t start_token = -1;
+  int32_t token = -1;
   bool reset_positions = false;
+  bool token_ends_document = false;
 };
 
 // Mean cross-entropy over the kept targets of the B x T: a negative target is
@@ -63,12 +65,14 @@ inline double loss(const ModelConfig& m, const NamedParams& p, const std::vector
   for (int b = 0; b < B; ++b) {
     int start = 0;
     for (int t = 0; t < T; ++t) {
-      if (inputs[b * T + t] == documents.start_token) start = t;
+      const int32_t marker =
+          documents.token_ends_document ? (t > 0 ? inputs[b * T + t - 1] : -1) : inputs[b * T + t];
+      if (marker == documents.token && documents.token >= 0) start = t;
       starts[b * T + t] = start;
       positions[b * T + t] = documents.reset_positions ? t - start : t;
     }
   }
-  const bool masked = documents.start_token >= 0;
+  const bool masked = documents.token >= 0;
   Vec x = r::embedding_forward(inputs, p.at("embed.weight"), N, C);
   for (int l = 0; l < m.n_layers; ++l) {
     std::string pre = "layers." + std::to_string(l);

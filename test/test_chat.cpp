@@ -130,6 +130,39 @@ TEST(ChatTemplate, ChatmlKeepsTheAssistantsContentAndEndOfTurnNotTheNewlineAfter
   EXPECT_EQ(rendered.kept, expected.kept);
 }
 
+// Qwen's tokenizer has ChatML's tokens and no BOS: a conversation is its
+// turns then <|endoftext|> (not a target), so document masking finds where it
+// ends; a prompt starts at its first turn, as transformers renders Qwen's.
+TEST(ChatTemplate, ChatmlWithoutBosEndsTheConversationWithEos) {
+  const Tokenizer tokenizer = Tokenizer::load("test/data/tokenizers/qwen2_tokenizer.json");
+  ASSERT_EQ(tokenizer.bos_id(), -1);
+  const ChatTemplate chat = ChatTemplate::for_tokenizer(tokenizer, "");
+  EXPECT_EQ(chat.format(), ChatFormat::chatml);
+  const int im_start = tokenizer.special_id("<|im_start|>");
+  const int im_end = tokenizer.special_id("<|im_end|>");
+  const auto text = [&](const char* part) { return tokenizer.encode(part); };
+  MaskedTokens expected;
+  add(expected, {im_start}, 0);
+  add(expected, text("user"), 0);
+  add(expected, text("\n"), 0);
+  add(expected, text("Hi"), 0);
+  add(expected, {im_end}, 0);
+  add(expected, text("\n"), 0);
+  add(expected, {im_start}, 0);
+  add(expected, text("assistant"), 0);
+  add(expected, text("\n"), 0);
+  const std::vector<int> prompt = expected.ids;  // the user turn and the assistant's header
+  add(expected, text("Hello there!"), 1);
+  add(expected, {im_end}, 1);
+  add(expected, text("\n"), 0);
+  add(expected, {tokenizer.eos_id()}, 0);
+  MaskedTokens rendered;
+  chat.render({{ChatRole::user, "Hi"}, {ChatRole::assistant, "Hello there!"}}, rendered);
+  EXPECT_EQ(rendered.ids, expected.ids);
+  EXPECT_EQ(rendered.kept, expected.kept);
+  EXPECT_EQ(chat.render_prompt("Hi"), prompt);
+}
+
 TEST(ChatTemplate, AFormatTheTokenizerCannotWriteIsOneLineNamingIt) {
   TempDir dir(kTempPrefix);
   const Tokenizer llama3 = Tokenizer::load(kTiktoken);

@@ -452,6 +452,23 @@ TEST(HfConfig, Qwen3ConfigReadsWithQkNorm) {
   EXPECT_TRUE(c.tie_embeddings);
 }
 
+// Qwen3's config.json names bos_token_id 151643 (<|endoftext|>), which its
+// tokenizer never puts before a document: a tokenizer without BOS is held
+// to eos_token_id only; one with a BOS to both.
+TEST(HfConfig, DocumentTokensOfATokenizerWithoutBosAreCheckedByEosOnly) {
+  TempDir dir(kTempPrefix);
+  write_bytes(dir.file("config.json"), R"({"bos_token_id": 151643, "eos_token_id": 151643})");
+  EXPECT_EQ(error_of([&] { hf_check_document_tokens(dir.str(), "qwen", -1, 151643); }), "");
+  EXPECT_NE(error_of([&] {
+              hf_check_document_tokens(dir.str(), "qwen", -1, 151645);
+            }).find("eos_token_id is 151643"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              hf_check_document_tokens(dir.str(), "llama", 128000, 151643);
+            }).find("bos_token_id is 151643"),
+            std::string::npos);
+}
+
 TEST(HfConfig, AbsentKeysTakeLlamaConfigDefaults) {
   TempDir dir(kTempPrefix);
   write_bytes(dir.file("config.json"), R"({"hidden_size": 64, "intermediate_size": 128,

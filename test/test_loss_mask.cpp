@@ -72,26 +72,31 @@ TEST(LossMask, WithoutMasksEveryTargetIsKept) {
   EXPECT_EQ(loader.kept_targets(3, 6), 6 * 4);
 }
 
-// Document masking: a target equal to the document start token is the
-// prediction across a boundary and is dropped, with or without a mask.
+// Document masking: the target that begins the next document is the
+// prediction across a boundary and is dropped, with or without a mask. With
+// a BOS that target is the BOS; without one (Qwen) it is the token after EOS.
 TEST(LossMask, DocumentStartTargetsAreDroppedWithDocumentMasking) {
   TempDir dir("llm_test_loss_mask_");
   std::vector<uint32_t> tokens(41);
-  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = i % 7 == 0 ? 1 : 2 + i % 5;  // BOS = 1
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = i % 7 == 0 ? 1 : 2 + i % 5;  // 1 marks
   shard_write(dir.file("train_0.bin"), tokens, 100);
-  DataLoader loader(dir.file("train_0.bin"), 8, 100, 5, false);
-  loader.set_document_start(1);
-  EXPECT_TRUE(loader.drops_targets());
-  std::vector<int32_t> inputs(5 * 8), targets(5 * 8);
-  loader.read(0, 5, inputs.data(), targets.data());
-  int64_t kept = 0;
-  for (size_t i = 0; i < targets.size(); ++i) {
-    const uint32_t next = tokens[i + 1];  // samples in file order: token i + 1 is target i
-    EXPECT_EQ(targets[i], next == 1 ? kIgnoredTarget : static_cast<int32_t>(next)) << i;
-    kept += next != 1;
+  for (bool token_ends_document : {false, true}) {
+    SCOPED_TRACE(token_ends_document ? "1 is EOS" : "1 is BOS");
+    DataLoader loader(dir.file("train_0.bin"), 8, 100, 5, false);
+    loader.set_document_boundary({1, token_ends_document});
+    EXPECT_TRUE(loader.drops_targets());
+    std::vector<int32_t> inputs(5 * 8), targets(5 * 8);
+    loader.read(0, 5, inputs.data(), targets.data());
+    int64_t kept = 0;
+    for (size_t i = 0; i < targets.size(); ++i) {
+      const uint32_t next = tokens[i + 1];  // samples in file order: token i + 1 is target i
+      const bool crosses = token_ends_document ? tokens[i] == 1 : next == 1;
+      EXPECT_EQ(targets[i], crosses ? kIgnoredTarget : static_cast<int32_t>(next)) << i;
+      kept += !crosses;
+    }
+    EXPECT_LT(kept, 40);
+    EXPECT_EQ(loader.kept_targets(0, 5), kept);
   }
-  EXPECT_LT(kept, 40);
-  EXPECT_EQ(loader.kept_targets(0, 5), kept);
 }
 
 TEST(LossMask, MaskOfAnotherLengthIsAnErrorNamingIt) {

@@ -1,9 +1,9 @@
-// The tokenizers: UTF-8 replacement and the Llama 3 split against Python's
-// (bytes.decode(errors="replace"), its outputs pasted here, and the `regex`
-// package with Llama 3's pattern, in test/llama3_split_cases.h made by
-// tools/make_llama3_split_cases.py), and every kind's ids against its
+// The tokenizers: UTF-8 replacement and the split patterns of Llama 3 and
+// Qwen2 against Python's (bytes.decode(errors="replace"), its outputs pasted
+// here, and the `regex` package with each pattern, in test/split_cases.h
+// made by tools/make_split_cases.py), and every kind's ids against its
 // reference library on the committed fixtures (test/data/tokenizers, made
-// by tools/make_tokenizer_fixtures.py).
+// by tools/make_tokenizer_fixtures.py), Qwen2's NFC included.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -14,10 +14,11 @@
 #include <vector>
 
 #include "data/tokenizer.h"
-#include "data/tokenizers/llama3_split.h"
+#include "data/tokenizers/split_pattern.h"
+#include "data/tokenizers/unicode_nfc.h"
 #include "data/utf8.h"
 #include "error_of.h"
-#include "test/llama3_split_cases.h"
+#include "test/split_cases.h"
 #include "runtime/file_io.h"
 #include "test/temp_dir.h"
 
@@ -50,13 +51,21 @@ TEST(Utf8, ReplacesMaximalIllFormedSubpartsAsPythonDoes) {
   }
 }
 
-TEST(Llama3Split, SplitsAsTheRegexDoes) {
-  // Each alternative of the pattern, with the `regex` package's pieces.
-  for (const test_support::Llama3SplitCase& c : test_support::kLlama3SplitCases) {
+TEST(SplitPattern, SplitsAsTheRegexDoes) {
+  // Each alternative of each pattern, with the `regex` package's pieces.
+  for (const test_support::SplitCase& c : test_support::kSplitCases) {
     std::vector<std::string> pieces;
-    llama3_split(c.text, [&](std::string_view piece) { pieces.emplace_back(piece); });
-    EXPECT_EQ(pieces, c.pieces) << c.alternative << ": " << c.text;
+    split_pieces(c.text, c.pattern, [&](std::string_view piece) { pieces.emplace_back(piece); });
+    EXPECT_EQ(pieces, c.pieces) << split_pattern_text(c.pattern) << ": " << c.alternative << ": "
+                                << c.text;
   }
+}
+
+TEST(SplitPattern, KnowsEachPatternBySpelling) {
+  for (SplitPattern pattern : {SplitPattern::llama3, SplitPattern::qwen2}) {
+    EXPECT_EQ(split_pattern_of(split_pattern_text(pattern)), pattern);
+  }
+  EXPECT_EQ(split_pattern_of(R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+)"), std::nullopt);
 }
 
 std::string base64_decode(const std::string& text) {
@@ -80,9 +89,10 @@ std::string base64_decode(const std::string& text) {
 const std::string kFixtures = "test/data/tokenizers/";
 
 // Every fixture document through `tokenizer_file` against the reference
-// library's ids in `expected_file`; decoding gives the text back.
+// library's ids in `expected_file`; decoding gives the text back, in NFC
+// where the tokenizer normalizes to it.
 void expect_reference_ids(const std::string& tokenizer_file, const std::string& expected_file,
-                          TokenizerKind kind) {
+                          TokenizerKind kind, bool normalizes_to_nfc = false) {
   const Tokenizer tokenizer = Tokenizer::load(kFixtures + tokenizer_file);
   EXPECT_EQ(tokenizer.kind(), kind);
   const auto cases = nlohmann::json::parse(read_file(kFixtures + "cases.json"));
@@ -101,7 +111,8 @@ void expect_reference_ids(const std::string& tokenizer_file, const std::string& 
                     << expected["reference"] << "; text: " << text;
     }
     if (tokenizer.kind() != TokenizerKind::sentencepiece) {
-      EXPECT_EQ(tokenizer.decode(ids), replace_invalid_utf8(text)) << "document " << i;
+      const std::string valid = replace_invalid_utf8(text);
+      EXPECT_EQ(tokenizer.decode(ids), normalizes_to_nfc ? nfc(valid) : valid) << "document " << i;
     }
   }
   EXPECT_EQ(mismatches, 0) << tokenizer_file;
@@ -114,6 +125,32 @@ TEST(Tokenizer, TiktokenFileEncodesAsTiktoken) {
 TEST(Tokenizer, TokenizerJsonEncodesAsHuggingFaceTokenizers) {
   expect_reference_ids("tokenizer.json", "expected_tokenizer_json.json",
                        TokenizerKind::hf_tokenizer_json);
+}
+
+// Qwen2's and Qwen3's layout: NFC first (8 of the fixture documents encode
+// otherwise without it), one digit a piece, merges not ignored.
+TEST(Tokenizer, QwenTokenizerJsonEncodesAsHuggingFaceTokenizers) {
+  expect_reference_ids("qwen2_tokenizer.json", "expected_qwen2_tokenizer_json.json",
+                       TokenizerKind::hf_tokenizer_json, /*normalizes_to_nfc=*/true);
+}
+
+// Qwen's documents have no BOS: each ends with <|endoftext|>, and the next
+// starts after it.
+TEST(Tokenizer, QwenDocumentsEndWithEndOfTextAndHaveNoBos) {
+  const Tokenizer tokenizer = Tokenizer::load(kFixtures + "qwen2_tokenizer.json");
+  EXPECT_EQ(tokenizer.bos_id(), -1);
+  EXPECT_EQ(tokenizer.piece(tokenizer.eos_id()), "<|endoftext|>");
+  std::vector<int> document;
+  tokenizer.encode_document("Hello 123", document);
+  std::vector<int> expected = tokenizer.encode("Hello 123");
+  expected.push_back(tokenizer.eos_id());
+  EXPECT_EQ(document, expected);
+  const DocumentBoundary boundary = tokenizer.document_boundary();
+  EXPECT_EQ(boundary.token, tokenizer.eos_id());
+  EXPECT_TRUE(boundary.token_ends_document);
+  const Tokenizer llama = Tokenizer::load(kFixtures + "tokenizer.json");
+  EXPECT_EQ(llama.document_boundary().token, llama.bos_id());
+  EXPECT_FALSE(llama.document_boundary().token_ends_document);
 }
 
 TEST(Tokenizer, SentencePieceModelEncodesAsSentencePiece) {
@@ -153,11 +190,11 @@ TEST(Tokenizer, ByteLevelDecodingOfASplitCharacter) {
 }
 
 // Export writes a byte-level BPE as a tokenizer.json; read back, it encodes
-// every fixture document as the original does (both kinds).
+// every fixture document as the original does (both kinds, both layouts).
 TEST(Tokenizer, ItsTokenizerJsonFormEncodesAsItDoes) {
   TempDir dir("llm_test_tokenizers_");
   const auto cases = nlohmann::json::parse(read_file(kFixtures + "cases.json"));
-  for (const char* file : {"bpe.tiktoken", "tokenizer.json"}) {
+  for (const char* file : {"bpe.tiktoken", "tokenizer.json", "qwen2_tokenizer.json"}) {
     const Tokenizer original = Tokenizer::load(kFixtures + file);
     write_file_atomically(dir.file("tokenizer.json"), original.hf_tokenizer_json());
     const Tokenizer copy = Tokenizer::load(dir.file("tokenizer.json"));
@@ -190,12 +227,7 @@ TEST(Tokenizer, TokenizerJsonMergesOnlyItsListedPairsInListOrder) {
     const bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
     const uint32_t c = printable ? static_cast<uint32_t>(b) : 256u + static_cast<uint32_t>(extra++);
     std::string spelled;
-    if (c < 0x80) {
-      spelled.push_back(static_cast<char>(c));
-    } else {
-      spelled.push_back(static_cast<char>(0xC0 | (c >> 6)));
-      spelled.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-    }
+    append_utf8(c, spelled);
     vocab[spelled] = b;
   }
   vocab["bc"] = 256;
@@ -208,7 +240,7 @@ TEST(Tokenizer, TokenizerJsonMergesOnlyItsListedPairsInListOrder) {
          {{"type", "Sequence"},
           {"pretokenizers",
            {{{"type", "Split"},
-             {"pattern", {{"Regex", std::string(kLlama3SplitPattern)}}},
+             {"pattern", {{"Regex", std::string(split_pattern_text(SplitPattern::llama3))}}},
              {"behavior", "Isolated"},
              {"invert", false}},
             {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}}},
@@ -226,11 +258,21 @@ TEST(Tokenizer, TokenizerJsonMergesOnlyItsListedPairsInListOrder) {
     EXPECT_EQ(tokenizer.encode("abc"), ignore_merges ? whole : listed);
     EXPECT_EQ(tokenizer.encode("xab"), (std::vector<int>{'x', 257}));
     EXPECT_EQ(tokenizer.vocab_size(), 261);
+    // Without a special token known to end documents, it is refused.
+    file["added_tokens"] = {{{"id", 259}, {"content", "<|im_end|>"}}};
+    write_file_atomically(dir.file("no_eos.json"), file.dump());
+    EXPECT_NE(error_of([&] {
+                Tokenizer::load(dir.file("no_eos.json"));
+              }).find("added_tokens must hold <|end_of_text|> or <|endoftext|>"),
+              std::string::npos);
   }
-  // Another pre-tokenizer is refused, naming the key.
+  // Another pre-tokenizer or normalizer is refused, naming the key.
   write_file_atomically(dir.file("other.json"),
                         R"({"normalizer": null, "pre_tokenizer": {"type": "Whitespace"}})");
   EXPECT_NE(error_of([&] { Tokenizer::load(dir.file("other.json")); }).find("pre_tokenizer.type"),
+            std::string::npos);
+  write_file_atomically(dir.file("nfkc.json"), R"({"normalizer": {"type": "NFKC"}})");
+  EXPECT_NE(error_of([&] { Tokenizer::load(dir.file("nfkc.json")); }).find("normalizer"),
             std::string::npos);
 }
 

@@ -6,6 +6,8 @@ the reference libraries' encodings of the same documents:
   cases.json                  the documents (base64 of raw bytes, some not UTF-8), from tools/tokenizer_cases.py
   tokenizer.json              byte-level BPE trained by HF `tokenizers`, laid out like Llama 3's
                               (Split(pattern) + ByteLevel pre-tokenizer, ignore_merges, 256 specials)
+  qwen2_tokenizer.json        the same, laid out like Qwen2's and Qwen3's: an NFC normalizer, Qwen2's
+                              pattern (one digit a piece), merges not ignored, no BOS, ChatML's specials
   bpe.tiktoken                the same BPE in tiktoken's format: base64(token bytes) SPACE rank
   sentencepiece.model         SentencePiece BPE with byte fallback
   expected_<format>.json      {"tokenizer", "reference", "ids": one list per document}
@@ -37,7 +39,8 @@ import sentencepiece
 import tiktoken
 import tiktoken.load
 import tokenizers
-from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from tokenizers import (AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers,
+                        processors, trainers)
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import llama3_tokens  # noqa: E402
@@ -46,6 +49,10 @@ import tokenizer_cases  # noqa: E402
 REPO = pathlib.Path(__file__).resolve().parents[1]
 TRAIN_REV = "7197f311749f09161c854284eca946612f32bfe6"
 BPE_VOCAB = 2000  # base vocabulary, the 256 byte symbols included
+# Qwen2's pattern is Llama 3's with \p{N} (one digit a piece) for \p{N}{1,3};
+# its first specials follow the base vocabulary (151643.. in Qwen2 and Qwen3).
+QWEN2_PATTERN = llama3_tokens.PATTERN.replace(r"\p{N}{1,3}", r"\p{N}")
+QWEN2_SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 SP_VOCAB = 1000
 SP_SEED = 20240520
 
@@ -104,6 +111,23 @@ def train_bpe(texts):
                                       pair=f"{specials[0]} $A {specials[0]}:1 $B:1",
                                       special_tokens=[(specials[0], base)])])
     return tok, base
+
+
+def train_qwen2_bpe(texts):
+    """Byte-level BPE laid out as Qwen2/Qwen3 ship theirs: NFC, Qwen2's split, no BOS template."""
+    tok = Tokenizer(models.BPE(ignore_merges=False))
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN2_PATTERN), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)
+    trainer = trainers.BpeTrainer(vocab_size=BPE_VOCAB, show_progress=False, special_tokens=[],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(texts, trainer=trainer)
+    tok.add_special_tokens([AddedToken(s, single_word=False, lstrip=False, rstrip=False, normalized=False,
+                                       special=True) for s in QWEN2_SPECIALS])
+    tok.post_processor = processors.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)
+    return tok
 
 
 def tiktoken_text(tok, base):
@@ -169,8 +193,12 @@ def build(rev):
     files["bpe.tiktoken"] = tiktoken_text(tok, base).encode()
     files["sentencepiece.model"] = train_sentencepiece(texts)
 
+    files["qwen2_tokenizer.json"] = (train_qwen2_bpe(texts).to_str(pretty=False) + "\n").encode()
+
     hf = Tokenizer.from_str(files["tokenizer.json"].decode())
     hf.encode_special_tokens = True
+    qwen2 = Tokenizer.from_str(files["qwen2_tokenizer.json"].decode())
+    qwen2.encode_special_tokens = True
     sp = sentencepiece.SentencePieceProcessor(model_proto=files["sentencepiece.model"])
     with tempfile.TemporaryDirectory() as scratch:
         path = pathlib.Path(scratch) / "bpe.tiktoken"
@@ -184,6 +212,9 @@ def build(rev):
         "bpe.tiktoken", f"tiktoken {tiktoken.__version__}", tt_ids).encode()
     files["expected_tokenizer_json.json"] = expected_json(
         "tokenizer.json", f"tokenizers {tokenizers.__version__}", hf_ids).encode()
+    files["expected_qwen2_tokenizer_json.json"] = expected_json(
+        "qwen2_tokenizer.json", f"tokenizers {tokenizers.__version__}",
+        [qwen2.encode(d, add_special_tokens=False).ids for d in docs]).encode()
     files["expected_sentencepiece.json"] = expected_json(
         "sentencepiece.model", f"sentencepiece {sentencepiece.__version__}", sp_ids).encode()
 

@@ -162,14 +162,16 @@ Trainer::Trainer(Config config, Group& world, const Backend* backend_override)
         "training.cuda_graphs is ignored: the op profile times every kernel, launched eagerly");
   model_->set_device_graphs(t.cuda_graphs && backend.graphs);
   if (config_.data.document_masking) {
-    // Documents start at the tokenizer's BOS, which prepare writes first in each.
+    // Documents start at the tokenizer's BOS, which prepare writes first in
+    // each, or after its EOS where it has no BOS.
     LLM_CHECK(tokenizer_.has_value(),
-              "{}: data.document_masking needs data.tokenizer (its BOS starts each document)",
+              "{}: data.document_masking needs data.tokenizer (its BOS or EOS marks where "
+              "documents meet)",
               config_.path);
-    const int32_t bos = tokenizer_->bos_id();
-    model_->set_document_masking(bos, config_.data.resets_positions());
-    train_data_->set_document_start(bos);
-    if (val_data_) val_data_->set_document_start(bos);
+    const DocumentBoundary boundary = tokenizer_->document_boundary();
+    model_->set_document_masking(boundary, config_.data.resets_positions());
+    train_data_->set_document_boundary(boundary);
+    if (val_data_) val_data_->set_document_boundary(boundary);
   } else {
     LLM_CHECK(!config_.data.resets_positions(),
               "{}: data.reset_positions = true needs data.document_masking = true (positions "
@@ -364,7 +366,9 @@ std::string Trainer::sample(int tokens) {
   options.max_new_tokens = tokens;
   options.seed = static_cast<uint64_t>(config_.training.seed);
   model_->reserve_kv_cache(1, config_.training.seq_len);
-  return tokenizer.decode(generate(*model_, *engine_, {tokenizer.bos_id()}, 1, options).front());
+  // The token a document follows: its BOS, or the EOS ending the one before.
+  const DocumentBoundary boundary = tokenizer.document_boundary();
+  return tokenizer.decode(generate(*model_, *engine_, {boundary.token}, 1, options).front());
 }
 
 void Trainer::log_run_start(const StateBytes& state, size_t activations) {
@@ -380,10 +384,12 @@ void Trainer::log_run_start(const StateBytes& state, size_t activations) {
       build_commit());
   if (config_.data.document_masking) {
     spdlog::info(
-        "document masking: attention stays inside each document (a document starts at BOS, id "
+        "document masking: attention stays inside each document (a document starts {} {}, id "
         "{}), no loss on a target that crosses a boundary; RoPE positions {}; FLOP/s and MFU "
         "count causal attention over whole sequences, so what the mask skips counts as done",
-        tokenizer_->bos_id(),
+        tokenizer_->document_boundary().token_ends_document ? "after" : "at",
+        tokenizer_->piece(tokenizer_->document_boundary().token),
+        tokenizer_->document_boundary().token,
         config_.data.resets_positions() ? "restart at each document" : "run on across documents");
   }
   if (stages > 1) {

@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <queue>
 
-#include "data/tokenizers/llama3_split.h"
+#include "data/tokenizers/unicode_nfc.h"
 #include "runtime/error.h"
 
 namespace llm {
@@ -21,7 +21,7 @@ uint64_t pair_key(int left, int right) {
 }  // namespace
 
 ByteBpe::ByteBpe(ByteBpeVocab vocab, const std::string& origin)
-    : whole_piece_lookup_(vocab.whole_piece_lookup) {
+    : whole_piece_lookup_(vocab.whole_piece_lookup), split_(vocab.split), nfc_(vocab.nfc) {
   const int base = static_cast<int>(vocab.tokens.size());
   vocab_size_ = base;
   for (const ByteBpeVocab::Special& special : vocab.specials) {
@@ -43,9 +43,9 @@ ByteBpe::ByteBpe(ByteBpeVocab vocab, const std::string& origin)
   for (const ByteBpeVocab::Special& special : vocab.specials) {
     special_of_text_.emplace(id_text_[static_cast<size_t>(special.id)], special.id);
   }
-  LLM_CHECK(bos_id_ >= 0 && eos_id_ >= 0,
-            "{}: no special tokens {} and {} to begin and end documents with", origin, vocab.bos,
-            vocab.eos);
+  LLM_CHECK(eos_id_ >= 0, "{}: no special token {} to end documents with", origin, vocab.eos);
+  LLM_CHECK(vocab.bos.empty() || bos_id_ >= 0, "{}: no special token {} to begin documents with",
+            origin, vocab.bos);
   std::fill(std::begin(byte_token_), std::end(byte_token_), -1);
   token_of_bytes_.reserve(static_cast<size_t>(base));
   for (int id = 0; id < base; ++id) {
@@ -80,7 +80,12 @@ int ByteBpe::special_id(std::string_view text) const {
 }
 
 void ByteBpe::encode(std::string_view text, std::vector<int>& out) const {
-  llama3_split(text, [&](std::string_view piece) {
+  std::string normalized;
+  if (nfc_) {
+    normalized = nfc(text);
+    text = normalized;
+  }
+  split_pieces(text, split_, [&](std::string_view piece) {
     if (whole_piece_lookup_) {
       const auto found = token_of_bytes_.find(piece);
       if (found != token_of_bytes_.end()) {

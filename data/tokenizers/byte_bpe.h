@@ -1,5 +1,7 @@
 // Byte-level BPE, the tokenizer kind of Llama 3 (tiktoken files and Hugging
-// Face tokenizer.json): text is split into pieces (llama3_split.h), each
+// Face tokenizer.json) and Qwen2/Qwen3 (tokenizer.json): text is normalized
+// to NFC where the file says so (unicode_nfc.h), split into pieces
+// (split_pattern.h), each
 // piece's bytes start as one token per byte, and the adjacent pair with the
 // lowest merge rank is merged, leftmost first, until no pair merges. The two
 // file formats differ only in which pairs merge: a tiktoken file lets any
@@ -7,7 +9,7 @@
 // tokenizer.json lists its merges. With whole-piece lookup (tiktoken always,
 // tokenizer.json's "ignore_merges") a piece that is a token is that token.
 // Invariant: encode gives exactly the reference library's ids for valid
-// UTF-8 text; decode(encode(text)) == text.
+// UTF-8 text; decode(encode(text)) == text (its NFC form where normalized).
 #pragma once
 
 #include <cstdint>
@@ -15,6 +17,8 @@
 #include <string_view>
 #include <unordered_map>
 #include <vector>
+
+#include "data/tokenizers/split_pattern.h"
 
 namespace llm {
 
@@ -35,7 +39,11 @@ struct ByteBpeVocab {
   std::vector<Merge> merges;        // a pair listed twice keeps its first rank
   std::vector<Special> specials;    // ids at or above tokens.size()
   bool whole_piece_lookup = true;
-  std::string bos, eos;  // the texts of the document-bracketing specials
+  SplitPattern split = SplitPattern::llama3;
+  bool nfc = false;  // normalize text to NFC before splitting (Qwen's normalizer)
+  // The texts of the specials that begin and end a document; bos is empty
+  // for a tokenizer without one (Qwen's documents only end, with EOS).
+  std::string bos, eos;
 };
 
 class ByteBpe {
@@ -48,7 +56,7 @@ class ByteBpe {
   std::string decode(const std::vector<int>& ids) const;
 
   int vocab_size() const { return vocab_size_; }
-  int bos_id() const { return bos_id_; }
+  int bos_id() const { return bos_id_; }  // -1 when the vocabulary has no BOS
   int eos_id() const { return eos_id_; }
   // The text of `id`: its bytes, or a special's text.
   const std::string& piece(int id) const { return id_text_[static_cast<size_t>(id)]; }
@@ -64,6 +72,8 @@ class ByteBpe {
   std::unordered_map<uint64_t, uint64_t> merge_of_pair_;       // (left, right) -> (rank, merged)
   int byte_token_[256];
   bool whole_piece_lookup_;
+  SplitPattern split_;
+  bool nfc_;
   int vocab_size_ = 0, bos_id_ = -1, eos_id_ = -1;
 };
 

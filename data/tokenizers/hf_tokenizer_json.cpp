@@ -1,7 +1,9 @@
 // Reading tokenizer.json: the byte-level alphabet (GPT-2's bytes_to_unicode:
 // printable Latin-1 bytes stand for themselves, the other 68 are mapped to
 // U+0100 upward in byte order), then vocab, merges (as "a b" strings or as
-// [a, b] pairs), added tokens, and the structure checks.
+// [a, b] pairs), added tokens, and the structure checks. Writing one lays it
+// out as the file it came from would be: Llama 3's (no normalizer, a BOS
+// template) or Qwen2's (NFC, no BOS).
 #include "data/tokenizers/hf_tokenizer_json.h"
 
 #include <nlohmann/json.hpp>
@@ -10,7 +12,7 @@
 #include <array>
 #include <unordered_map>
 
-#include "data/tokenizers/llama3_split.h"
+#include "data/tokenizers/split_pattern.h"
 #include "data/utf8.h"
 #include "runtime/error.h"
 #include "runtime/file_io.h"
@@ -49,7 +51,8 @@ class TokenizerJson {
     return object.at(key);
   }
   void require(bool condition, const std::string& what) const {
-    LLM_CHECK(condition, "{}: {} (only Llama 3's byte-level BPE kind is supported)", path_, what);
+    LLM_CHECK(condition, "{}: {} (only the byte-level BPE of Llama 3 and Qwen2/Qwen3 is supported)",
+              path_, what);
   }
   const json& root() const { return root_; }
   const std::string& path() const { return path_; }
@@ -59,8 +62,14 @@ class TokenizerJson {
   json root_;
 };
 
-// Llama 3's layout: Sequence[Split(pattern, Isolated), ByteLevel(use_regex false)].
-void check_pre_tokenizer(const TokenizerJson& file) {
+// The special tokens that end a document, by family: the first the file has.
+// (tokenizer.json does not say; Llama 3's pretraining ends documents with
+// <|end_of_text|>, Qwen's with <|endoftext|>.)
+constexpr const char* kDocumentEnds[] = {"<|end_of_text|>", "<|endoftext|>"};
+
+// Llama 3's layout: Sequence[Split(pattern, Isolated), ByteLevel(use_regex
+// false)], the pattern Llama 3's or Qwen2's.
+SplitPattern read_pre_tokenizer(const TokenizerJson& file) {
   const json& pre = file.at(file.root(), "pre_tokenizer", "the file");
   file.require(pre.is_object() && pre.value("type", "") == "Sequence",
                "pre_tokenizer.type must be Sequence");
@@ -72,14 +81,52 @@ void check_pre_tokenizer(const TokenizerJson& file) {
                    !split.value("invert", true),
                "pre_tokenizer.pretokenizers[0] must be a Split, behavior Isolated, not inverted");
   const json& pattern = file.at(split, "pattern", "pre_tokenizer.pretokenizers[0]");
-  file.require(pattern.is_object() && pattern.contains("Regex") &&
-                   pattern["Regex"].get<std::string>() == kLlama3SplitPattern,
-               "pre_tokenizer.pretokenizers[0].pattern must be Llama 3's Regex");
+  const std::optional<SplitPattern> known =
+      pattern.is_object() && pattern.contains("Regex") && pattern["Regex"].is_string()
+          ? split_pattern_of(pattern["Regex"].get<std::string>())
+          : std::nullopt;
+  file.require(known.has_value(),
+               "pre_tokenizer.pretokenizers[0].pattern must be the Regex of Llama 3 or Qwen2");
   const json& level = steps[1];
   file.require(level.value("type", "") == "ByteLevel" && !level.value("use_regex", true) &&
                    !level.value("add_prefix_space", true),
                "pre_tokenizer.pretokenizers[1] must be ByteLevel with use_regex and "
                "add_prefix_space false");
+  return *known;
+}
+
+// None, or NFC (Qwen's).
+bool read_normalizer(const TokenizerJson& file) {
+  const json& root = file.root();
+  if (!root.contains("normalizer") || root["normalizer"].is_null()) return false;
+  file.require(root["normalizer"].is_object() && root["normalizer"].value("type", "") == "NFC",
+               "normalizer must be null or NFC");
+  return true;
+}
+
+// The special token the post-processor puts before a text: its
+// TemplateProcessing's (alone or in a Sequence) leading SpecialToken, or
+// none (Qwen's ByteLevel post-processor adds nothing).
+std::string read_bos(const TokenizerJson& file) {
+  const json& root = file.root();
+  if (!root.contains("post_processor") || root["post_processor"].is_null()) return "";
+  const json& post = root["post_processor"];
+  std::vector<const json*> steps = {&post};
+  if (post.value("type", "") == "Sequence") {
+    steps.clear();
+    for (const json& step : file.at(post, "processors", "post_processor")) steps.push_back(&step);
+  }
+  for (const json* step : steps) {
+    if (step->value("type", "") != "TemplateProcessing") continue;
+    const json& single = file.at(*step, "single", "post_processor's TemplateProcessing");
+    file.require(single.is_array() && !single.empty(),
+                 "post_processor's TemplateProcessing.single must be a non-empty array");
+    const json& first = single[0];
+    if (!first.contains("SpecialToken")) return "";
+    return file.at(first["SpecialToken"], "id", "post_processor's TemplateProcessing.single[0]")
+        .get<std::string>();
+  }
+  return "";
 }
 
 // The byte-level spelling of `bytes` (UTF-8 of the alphabet's characters).
@@ -90,15 +137,7 @@ std::string spelled(std::string_view bytes) {
     return table;
   }();
   std::string out;
-  for (char byte : bytes) {
-    const uint32_t c = char_of[static_cast<uint8_t>(byte)];
-    if (c < 0x80) {
-      out.push_back(static_cast<char>(c));
-    } else {  // the alphabet stays below U+0800: two bytes
-      out.push_back(static_cast<char>(0xC0 | (c >> 6)));
-      out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
-    }
-  }
+  for (char byte : bytes) append_utf8(char_of[static_cast<uint8_t>(byte)], out);
   return out;
 }
 
@@ -107,9 +146,9 @@ std::string spelled(std::string_view bytes) {
 ByteBpeVocab read_hf_tokenizer_json(const std::string& path) {
   const TokenizerJson file(path);
   const json& root = file.root();
-  file.require(!root.contains("normalizer") || root["normalizer"].is_null(),
-               "normalizer must be null");
-  check_pre_tokenizer(file);
+  ByteBpeVocab vocab;
+  vocab.nfc = read_normalizer(file);
+  vocab.split = read_pre_tokenizer(file);
   const json& model = file.at(root, "model", "the file");
   file.require(model.value("type", "") == "BPE", "model.type must be BPE");
   file.require(!model.contains("dropout") || model["dropout"].is_null(),
@@ -135,7 +174,6 @@ ByteBpeVocab read_hf_tokenizer_json(const std::string& path) {
     return bytes;
   };
 
-  ByteBpeVocab vocab;
   const json& entries = file.at(model, "vocab", "model");
   file.require(entries.is_object(), "model.vocab must be an object");
   std::unordered_map<std::string, int> id_of;  // spelled -> id
@@ -192,8 +230,14 @@ ByteBpeVocab read_hf_tokenizer_json(const std::string& path) {
       vocab.specials.push_back({content, id});
     }
   }
-  vocab.bos = "<|begin_of_text|>";
-  vocab.eos = "<|end_of_text|>";
+  vocab.bos = read_bos(file);
+  for (const char* end : kDocumentEnds) {
+    const bool present = std::any_of(vocab.specials.begin(), vocab.specials.end(),
+                                     [&](const ByteBpeVocab::Special& s) { return s.text == end; });
+    if (present && vocab.eos.empty()) vocab.eos = end;
+  }
+  file.require(!vocab.eos.empty(), fmt::format("added_tokens must hold {} or {} to end documents",
+                                               kDocumentEnds[0], kDocumentEnds[1]));
   return vocab;
 }
 
@@ -226,26 +270,15 @@ std::string hf_tokenizer_json_text(const ByteBpeVocab& vocab) {
                      {"special", true}});
     if (special.text == vocab.bos) bos_id = special.id;
   }
-  const ordered bos_token = {{"SpecialToken", {{"id", vocab.bos}, {"type_id", 0}}}};
-  const ordered file = {
-      {"version", "1.0"},
-      {"truncation", nullptr},
-      {"padding", nullptr},
-      {"added_tokens", added},
-      {"normalizer", nullptr},
-      {"pre_tokenizer",
-       {{"type", "Sequence"},
-        {"pretokenizers",
-         {{{"type", "Split"},
-           {"pattern", {{"Regex", std::string(kLlama3SplitPattern)}}},
-           {"behavior", "Isolated"},
-           {"invert", false}},
-          {{"type", "ByteLevel"},
-           {"add_prefix_space", false},
-           {"trim_offsets", true},
-           {"use_regex", false}}}}}},
-      {"post_processor",
-       {{"type", "TemplateProcessing"},
+  const ordered byte_level = {{"type", "ByteLevel"},
+                              {"add_prefix_space", false},
+                              {"trim_offsets", false},
+                              {"use_regex", false}};
+  ordered post_processor = byte_level;  // Qwen's: nothing added around a text
+  if (!vocab.bos.empty()) {             // Llama 3's: BOS before each text
+    const ordered bos_token = {{"SpecialToken", {{"id", vocab.bos}, {"type_id", 0}}}};
+    post_processor = {
+        {"type", "TemplateProcessing"},
         {"single", {bos_token, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
         {"pair",
          {bos_token,
@@ -253,23 +286,38 @@ std::string hf_tokenizer_json_text(const ByteBpeVocab& vocab) {
           {{"SpecialToken", {{"id", vocab.bos}, {"type_id", 1}}}},
           {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}}},
         {"special_tokens",
-         {{vocab.bos, {{"id", vocab.bos}, {"ids", {bos_id}}, {"tokens", {vocab.bos}}}}}}}},
-      {"decoder",
-       {{"type", "ByteLevel"},
-        {"add_prefix_space", true},
-        {"trim_offsets", true},
-        {"use_regex", true}}},
-      {"model",
-       {{"type", "BPE"},
-        {"dropout", nullptr},
-        {"unk_token", nullptr},
-        {"continuing_subword_prefix", nullptr},
-        {"end_of_word_suffix", nullptr},
-        {"fuse_unk", false},
-        {"byte_fallback", false},
-        {"ignore_merges", vocab.whole_piece_lookup},
-        {"vocab", tokens},
-        {"merges", merges}}}};
+         {{vocab.bos, {{"id", vocab.bos}, {"ids", {bos_id}}, {"tokens", {vocab.bos}}}}}}};
+  }
+  const ordered file = {{"version", "1.0"},
+                        {"truncation", nullptr},
+                        {"padding", nullptr},
+                        {"added_tokens", added},
+                        {"normalizer", vocab.nfc ? ordered{{"type", "NFC"}} : ordered(nullptr)},
+                        {"pre_tokenizer",
+                         {{"type", "Sequence"},
+                          {"pretokenizers",
+                           {{{"type", "Split"},
+                             {"pattern", {{"Regex", std::string(split_pattern_text(vocab.split))}}},
+                             {"behavior", "Isolated"},
+                             {"invert", false}},
+                            byte_level}}}},
+                        {"post_processor", post_processor},
+                        {"decoder",
+                         {{"type", "ByteLevel"},
+                          {"add_prefix_space", true},
+                          {"trim_offsets", true},
+                          {"use_regex", true}}},
+                        {"model",
+                         {{"type", "BPE"},
+                          {"dropout", nullptr},
+                          {"unk_token", nullptr},
+                          {"continuing_subword_prefix", nullptr},
+                          {"end_of_word_suffix", nullptr},
+                          {"fuse_unk", false},
+                          {"byte_fallback", false},
+                          {"ignore_merges", vocab.whole_piece_lookup},
+                          {"vocab", tokens},
+                          {"merges", merges}}}};
   return file.dump() + "\n";
 }
 

@@ -1,18 +1,20 @@
-// The scanner of llama3_split.h. Each numbered block is one alternative of
+// The scanner of split_pattern.h. Each numbered block is one alternative of
 // the pattern, tried in the pattern's order; the first that matches at `at`
 // gives the piece. Backtracking is resolved by hand where it matters (the
 // optional leading character of 2 and 4, the greedy runs of 5 and 6).
-#include "data/tokenizers/llama3_split.h"
+#include "data/tokenizers/split_pattern.h"
 
 #include "data/tokenizers/unicode_classes.h"
 #include "data/utf8.h"
 
 namespace llm {
 
-const std::string_view kLlama3SplitPattern =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-
 namespace {
+
+constexpr std::string_view kLlama3Pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kQwen2Pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
 bool is_newline(uint32_t c) { return c == '\r' || c == '\n'; }
 
@@ -43,7 +45,18 @@ class Cursor {
 
 }  // namespace
 
-size_t llama3_piece_length(std::string_view text, size_t start) {
+std::string_view split_pattern_text(SplitPattern pattern) {
+  return pattern == SplitPattern::llama3 ? kLlama3Pattern : kQwen2Pattern;
+}
+
+std::optional<SplitPattern> split_pattern_of(std::string_view text) {
+  for (SplitPattern pattern : {SplitPattern::llama3, SplitPattern::qwen2}) {
+    if (text == split_pattern_text(pattern)) return pattern;
+  }
+  return std::nullopt;
+}
+
+size_t split_piece_length(std::string_view text, size_t start, SplitPattern pattern) {
   const Cursor s(text);
   const CodePoint first = s.at(start);
   const CharClass first_class = char_class(first.value);
@@ -69,10 +82,11 @@ size_t llama3_piece_length(std::string_view text, size_t start) {
       s.class_at(second) == CharClass::letter) {
     return s.run_end(second, CharClass::letter) - start;
   }
-  // 3. \p{N}{1,3}
+  // 3. \p{N}{1,3} (Qwen2: \p{N})
   if (first_class == CharClass::number) {
+    const int digits = pattern == SplitPattern::llama3 ? 3 : 1;
     size_t end = start;
-    for (int n = 0; n < 3 && !s.done(end) && s.class_at(end) == CharClass::number; ++n) {
+    for (int n = 0; n < digits && !s.done(end) && s.class_at(end) == CharClass::number; ++n) {
       end += static_cast<size_t>(s.at(end).length);
     }
     return end - start;
