@@ -121,9 +121,9 @@ GeneratedText generate_text(const GenerateRequest& request) {
     out.new_tokens += static_cast<int>(sample.size());
     const bool ended = !sample.empty() && sample.back() == sampling.stop_token;
     out.context_full |= !ended && static_cast<int>(sample.size()) < sampling.max_new_tokens;
-    // Decoded with the prompt, so the first new piece keeps its leading space;
-    // a reply keeps its end of turn, which is part of the chat format.
-    std::vector<int> text(prompt.begin() + 1, prompt.end());
+    // Decoded with the prompt (less its BOS), so the first new piece keeps
+    // its leading space; a reply keeps its end of turn, part of the chat format.
+    std::vector<int> text(prompt.begin() + (tokenizer.bos_id() >= 0 ? 1 : 0), prompt.end());
     text.insert(text.end(), sample.begin(), ended && !chat ? sample.end() - 1 : sample.end());
     out.texts.push_back(tokenizer.decode(text));
   }

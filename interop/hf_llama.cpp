@@ -177,6 +177,7 @@ void check_config_matches(const std::string& config_path, const ModelConfig& our
   same("num_hidden_layers", "n_layers", theirs.n_layers, ours.n_layers);
   same("num_attention_heads", "n_heads", theirs.n_heads, ours.n_heads);
   same("num_key_value_heads", "n_kv_heads", theirs.n_kv_heads, ours.n_kv_heads);
+  same("head_dim", "head_dim (resolved)", theirs.resolved_head_dim(), ours.resolved_head_dim());
   same("intermediate_size", "ffn_dim", theirs.ffn_dim, ours.ffn_dim);
   same("vocab_size", "vocab_size", theirs.vocab_size, ours.vocab_size);
   same("rope_theta", "rope_theta", theirs.rope_theta, ours.rope_theta);
@@ -276,7 +277,7 @@ void hf_export(const ModelConfig& config, const ParameterLayout& layout, const f
       {"num_hidden_layers", config.n_layers},
       {"num_attention_heads", config.n_heads},
       {"num_key_value_heads", config.n_kv_heads},
-      {"head_dim", config.dim / config.n_heads},
+      {"head_dim", config.resolved_head_dim()},
       {"vocab_size", config.vocab_size},
       {"rms_norm_eps", config.norm_eps},
       {"rope_theta", config.rope_theta},
@@ -372,19 +373,22 @@ ModelConfig hf_read_config(const std::string& dir_or_config_json) {
   c.tie_embeddings = keys.boolean("tie_word_embeddings", false);
   c.init_std = keys.positive_number("initializer_range", 0.02);
 
-  LLM_CHECK(c.dim % c.n_heads == 0,
-            "{}: hidden_size {} is not a multiple of num_attention_heads {}", path, c.dim,
-            c.n_heads);
   LLM_CHECK(c.n_heads % c.n_kv_heads == 0,
             "{}: num_attention_heads {} is not a multiple of num_key_value_heads {}", path,
             c.n_heads, c.n_kv_heads);
-  // Absent, LlamaConfig derives head_dim from the sizes; Qwen3Config takes 128.
+  // Absent, LlamaConfig derives head_dim from the sizes; Qwen3Config takes
+  // 128 (Qwen3-0.6B, 4B and 32B rely on it). model.head_dim is set only
+  // where it differs from the derived one, so a Llama config reads as before.
   if (keys.has("head_dim") || qwen3) {
     const int head_dim = keys.positive_int("head_dim", 128);
-    LLM_CHECK(head_dim == c.dim / c.n_heads,
-              "{}: key 'head_dim' is {}{}, only hidden_size / num_attention_heads = {} is "
-              "supported",
-              path, head_dim, keys.has("head_dim") ? "" : " (Qwen3's default)", c.dim / c.n_heads);
+    LLM_CHECK(head_dim % 2 == 0, "{}: key 'head_dim' is {}{}, not even as RoPE needs", path,
+              head_dim, keys.has("head_dim") ? "" : " (Qwen3's default)");
+    if (c.dim % c.n_heads != 0 || head_dim != c.dim / c.n_heads) c.head_dim = head_dim;
+  } else {
+    LLM_CHECK(c.dim % c.n_heads == 0,
+              "{}: hidden_size {} is not a multiple of num_attention_heads {} and no 'head_dim' "
+              "says the head size",
+              path, c.dim, c.n_heads);
   }
   return c;
 }

@@ -46,8 +46,9 @@ void hf_export(const ModelConfig& config, const ParameterLayout& layout, const f
 
 // The ModelConfig described by a transformers config.json (given as the file or
 // its directory): model_type llama, or qwen3 (model.qk_norm). Rejects what we
-// cannot represent (biases, RoPE scaling, sliding windows, a head_dim other
-// than hidden_size / num_attention_heads, ...); errors name the file and key.
+// cannot represent (biases, RoPE scaling, sliding windows, ...); a head_dim
+// other than hidden_size / num_attention_heads is model.head_dim. Errors name
+// the file and key.
 ModelConfig hf_read_config(const std::string& dir_or_config_json);
 // The context length the same config.json declares: max_position_embeddings
 // (LlamaConfig's default, 2048, when absent); errors name the file and key.

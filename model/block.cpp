@@ -11,7 +11,7 @@ int64_t BlockTensorSpec::rows() const {
 
 std::vector<BlockTensorSpec> block_tensors(const ModelConfig& c) {
   using Split = TensorParallelSplit;
-  const int64_t C = c.dim, D = c.dim / c.n_heads, F = c.ffn_dim;
+  const int64_t C = c.dim, D = c.resolved_head_dim(), F = c.ffn_dim;
   const int64_t q_rows = c.n_heads * D, kv_rows = c.n_kv_heads * D;
   std::vector<BlockTensorSpec> tensors = {
       {"attn_norm.weight", &BlockTensors::attn_norm, {{"input_layernorm.weight", C}}},

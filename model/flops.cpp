@@ -9,7 +9,7 @@ namespace llm {
 ModelFlops unit_pass_flops(const Config& config, int unit, Pass pass) {
   const ModelConfig& m = config.model;
   const TrainingConfig& t = config.training;
-  const double C = m.dim, V = m.vocab_size, H = m.n_heads, D = C / m.n_heads;
+  const double C = m.dim, V = m.vocab_size, H = m.n_heads, D = m.resolved_head_dim();
   const double B = t.micro_batch_size, T = t.seq_len, N = B * T;
   const double pass_factor = pass == Pass::forward ? 1.0 : 2.0;
   ModelFlops f;

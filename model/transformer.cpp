@@ -39,7 +39,7 @@ struct Shape {
         C(c.dim),
         H(c.n_heads / tp_size),
         KV(c.n_kv_heads / tp_size),
-        D(c.dim / c.n_heads),
+        D(c.resolved_head_dim()),
         F(c.ffn_dim / tp_size),
         V(c.vocab_size / tp_size),
         QKV((H + 2 * KV) * D),

@@ -79,12 +79,13 @@ std::vector<std::vector<TensorCollective>> tensor_parallel_collectives(const Con
   ModelConfig& m = stand_in.model;
   m.n_heads = m.n_kv_heads = T;
   m.dim = kStandInHeadDim * T;
+  m.head_dim = kStandInHeadDim;
   m.ffn_dim = m.vocab_size = T;
   stand_in.training.micro_batch_size = 1;
   stand_in.training.seq_len = T;  // one row per rank
   const size_t stand_in_rows_c = static_cast<size_t>(m.dim), stand_in_pairs = 2 * T;
   const size_t N = static_cast<size_t>(config.training.micro_batch_size) * config.training.seq_len;
-  const size_t C = config.model.dim, head_dim = C / config.model.n_heads;
+  const size_t C = config.model.dim, head_dim = config.model.resolved_head_dim();
 
   RecordingUnits* running = nullptr;
   RecordingGroup* recording_group = nullptr;

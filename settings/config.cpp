@@ -248,11 +248,17 @@ void config_validate(const Config& c) {
   LLM_CHECK(m.n_heads % m.n_kv_heads == 0,
             "{}: model.n_kv_heads ({}) must divide model.n_heads ({})",
             at({"model.n_kv_heads", "model.n_heads"}), m.n_kv_heads, m.n_heads);
-  LLM_CHECK(m.dim % m.n_heads == 0, "{}: model.n_heads ({}) must divide model.dim ({})",
-            at({"model.n_heads", "model.dim"}), m.n_heads, m.dim);
-  LLM_CHECK((m.dim / m.n_heads) % 2 == 0,
-            "{}: model.dim / model.n_heads = {} must be even for RoPE",
-            at({"model.dim", "model.n_heads"}), m.dim / m.n_heads);
+  if (m.head_dim == 0) {
+    LLM_CHECK(m.dim % m.n_heads == 0,
+              "{}: model.n_heads ({}) must divide model.dim ({}), or model.head_dim must be set",
+              at({"model.n_heads", "model.dim"}), m.n_heads, m.dim);
+    LLM_CHECK((m.dim / m.n_heads) % 2 == 0,
+              "{}: model.dim / model.n_heads = {} must be even for RoPE",
+              at({"model.dim", "model.n_heads"}), m.dim / m.n_heads);
+  } else {
+    LLM_CHECK(m.head_dim % 2 == 0, "{}: model.head_dim = {} must be even for RoPE",
+              at("model.head_dim"), m.head_dim);
+  }
 
   const TrainingConfig& t = c.training;
   LLM_CHECK(t.batch_size % t.micro_batch_size == 0,
@@ -298,7 +304,7 @@ void config_validate(const Config& c) {
   if (t.precision == Precision::fp8 && t.device == Device::cuda) {
     const std::pair<const char*, int64_t> dims[] = {
         {"model.dim", m.dim},
-        {"model.dim / model.n_heads (the head dim)", m.dim / m.n_heads},
+        {"the head dim (model.head_dim, or model.dim / model.n_heads)", m.resolved_head_dim()},
         {"model.ffn_dim / parallel.tensor_parallel", m.ffn_dim / tp},
         {"training.micro_batch_size x training.seq_len",
          static_cast<int64_t>(t.micro_batch_size) * t.seq_len}};

@@ -203,6 +203,7 @@ struct ModelConfig {
   int n_layers = 4;
   int n_heads = 4;
   int n_kv_heads = 4;
+  int head_dim = 0;  // 0: dim / n_heads (resolved_head_dim)
   int ffn_dim = 768;
   int vocab_size = 512;
   double rope_theta = 10000.0;
@@ -212,6 +213,9 @@ struct ModelConfig {
   double init_std = 0.02;
   std::string init_from = "";
 
+  // The head dim every shape uses: head_dim, or dim / n_heads when it is 0.
+  int resolved_head_dim() const { return head_dim > 0 ? head_dim : dim / n_heads; }
+
   template <class V>
   void visit_fields(V&& v) {
     v("dim", dim, "hidden size (width of the residual stream)", kPositive);
@@ -219,6 +223,10 @@ struct ModelConfig {
     v("n_heads", n_heads, "query heads per attention layer", kPositive);
     v("n_kv_heads", n_kv_heads, "key/value heads (grouped-query attention); divides n_heads",
       kPositive);
+    v("head_dim", head_dim,
+      "width of each query, key and value head; 0: dim / n_heads (Qwen3-0.6B, 4B and 32B set "
+      "128)",
+      at_least(0));
     v("ffn_dim", ffn_dim, "hidden size of the SwiGLU MLP", kPositive);
     v("vocab_size", vocab_size, "vocabulary size; every token id must be below it", at_least(2));
     v("rope_theta", rope_theta, "RoPE base frequency", kPositive);

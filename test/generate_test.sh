@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `./train generate` as a user runs it: from a run directory (its latest
 # checkpoint) and from that checkpoint's Hugging Face export, greedy decoding
-# gives the same text; a prompt in scripts the tokenizer never saw comes back
+# gives the same text, with Llama's tokenizer and with Qwen's (no BOS); a prompt in scripts the tokenizer never saw comes back
 # intact through byte fallback; several seeded samples repeat; bad options are
 # refused in one line.
 # usage: generate_test.sh <path to train>
@@ -26,6 +26,28 @@ from_hf=$("$train" generate --checkpoint "$work/hf" "${greedy[@]}" 2>&1) || fail
 grep -q '^The cat' <<<"$from_run" || fail "the sample does not start with the prompt: $from_run"
 grep -Eq 'step_6: 12 new tokens in [0-9.]+ s, [0-9.]+ tokens/s' <<<"$from_run" ||
   fail "no tokens/s line: $from_run"
+
+# Qwen's tokenizer has no BOS: a Qwen3-shaped model (QK-norm, heads wider
+# than dim / n_heads) on data prepared with it, from the run and from its
+# export alike, prints the prompt whole and the same greedy text.
+"$train" prepare --tokenizer test/data/tokenizers/qwen2_tokenizer.json \
+  --input data/tiny/corpus.txt --out "$work/qwen_data" --quiet >"$work/prepare.log" 2>&1 ||
+  fail "prepare with Qwen's tokenizer: $(tail -3 "$work/prepare.log")"
+"$train" --config configs/tiny.toml --training.steps=6 --training.eval_interval=0 \
+  --training.sample_tokens=0 --checkpoint.dir="$work/qwen_runs" --model.vocab_size=2048 \
+  --model.qk_norm=true --model.head_dim=32 --data.document_masking=true \
+  --data.train="$work/qwen_data/train_*.bin" --data.val="$work/qwen_data/val_*.bin" \
+  --data.tokenizer=test/data/tokenizers/qwen2_tokenizer.json >"$work/qwen.log" 2>&1 ||
+  fail "training with Qwen's tokenizer: $(tail -3 "$work/qwen.log")"
+"$train" export --checkpoint "$work/qwen_runs" --out "$work/qwen_hf" >/dev/null 2>&1 || fail "Qwen export"
+grep -q '"bos_token_id": null' "$work/qwen_hf/config.json" || fail "Qwen export names a BOS"
+from_run=$("$train" generate --checkpoint "$work/qwen_runs" "${greedy[@]}" 2>&1) ||
+  fail "generate from the Qwen run: $from_run"
+from_hf=$("$train" generate --checkpoint "$work/qwen_hf" "${greedy[@]}" 2>&1) ||
+  fail "generate from the Qwen export: $from_hf"
+[ "$(head -n -1 <<<"$from_run")" = "$(head -n -1 <<<"$from_hf")" ] ||
+  fail "Qwen greedy text differs: run '$from_run' vs export '$from_hf'"
+grep -q '^The cat' <<<"$from_run" || fail "the Qwen sample does not start with the prompt: $from_run"
 
 unseen="Всё 日本"
 out=$("$train" generate --checkpoint "$run" --prompt "$unseen" --max-new-tokens 3 2>&1) ||

@@ -121,7 +121,8 @@ TEST(TensorParallelTraffic, EqualsTheThroughputModel) {
                                      {"training.precision=bf16"},
                                      {"training.recompute=full"},
                                      {"training.recompute=selective"},
-                                     {"model.qk_norm=true"}}) {
+                                     {"model.qk_norm=true"},
+                                     {"model.qk_norm=true", "model.head_dim=12"}}) {
     SCOPED_TRACE(o.empty() ? "fp32" : o[0]);
     o.push_back("parallel.tensor_parallel=2");
     std::vector<std::string> all = base_overrides("ragged", mpi_temp_dir("tp", "runs"));
@@ -130,7 +131,7 @@ TEST(TensorParallelTraffic, EqualsTheThroughputModel) {
     Trainer trainer(config, comm_world());
     const ModelConfig& m = config.model;
     const size_t qk_gains =
-        m.qk_norm ? 2 * static_cast<size_t>(m.n_layers) * (m.dim / m.n_heads) : 0;
+        m.qk_norm ? 2 * static_cast<size_t>(m.n_layers) * m.resolved_head_dim() : 0;
     EXPECT_EQ(
         trainer.model().layout().total_numel * 2,
         layout_build(m).total_numel + static_cast<size_t>(2 * m.n_layers + 1) * m.dim + qk_gains)
@@ -173,17 +174,22 @@ TEST(TensorParallelRecomputation, BitIdenticalToNoRecomputation) {
 
 // QK-norm: each rank normalizes its own heads, and the gains' gradients (one
 // gain per head kind, held whole by every rank) are summed over the group;
-// with recomputation too, the run follows the single process's.
+// with recomputation too, the run follows the single process's. Also with
+// heads wider than dim / n_heads (model.head_dim, as Qwen3-0.6B has).
 TEST(TensorParallelQkNorm, MatchesTheSingleProcess) {
   REQUIRE_EVEN_WORLD();
   std::unique_ptr<Group> alone = comm_world().split(comm_world().rank(), 0);
-  const RunResult ref = train(*alone, "ragged", {"model.qk_norm=true"});
-  for (std::string recompute : {"none", "full"}) {
-    SCOPED_TRACE(recompute);
-    RunResult run = train(comm_world(), "ragged",
-                          {"model.qk_norm=true", "parallel.tensor_parallel=2",
-                           "parallel.mode=zero3", "training.recompute=" + recompute});
-    expect_same_curve(run, ref, kCurveTolerance);
+  for (std::string head_dim : {"0", "12"}) {
+    SCOPED_TRACE("model.head_dim=" + head_dim);
+    const std::vector<std::string> model = {"model.qk_norm=true", "model.head_dim=" + head_dim};
+    const RunResult ref = train(*alone, "ragged", model);
+    for (std::string recompute : {"none", "full"}) {
+      SCOPED_TRACE(recompute);
+      std::vector<std::string> o = model;
+      o.insert(o.end(), {"parallel.tensor_parallel=2", "parallel.mode=zero3",
+                         "training.recompute=" + recompute});
+      expect_same_curve(train(comm_world(), "ragged", o), ref, kCurveTolerance);
+    }
   }
 }
 

@@ -58,7 +58,8 @@ struct Documents {
 inline double loss(const ModelConfig& m, const NamedParams& p, const std::vector<int32_t>& inputs,
                    const std::vector<int32_t>& targets, int B, int T, Documents documents = {}) {
   namespace r = reference;
-  const int N = B * T, C = m.dim, H = m.n_heads, KV = m.n_kv_heads, D = C / H, F = m.ffn_dim;
+  const int N = B * T, C = m.dim, H = m.n_heads, KV = m.n_kv_heads, D = m.resolved_head_dim(),
+            F = m.ffn_dim;
   const int QKV = (H + 2 * KV) * D;
   // Per token: where its document starts in its sequence, and its position.
   std::vector<int32_t> starts(N), positions(N);

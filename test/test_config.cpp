@@ -119,7 +119,8 @@ TEST(Config, Fp8ChecksWhatTheFp8GemmsNeed) {
             std::string::npos);
   const std::pair<std::vector<std::string>, std::string> misfits[] = {
       {{"model.dim=120", "model.n_heads=4"}, "model.dim to be a multiple of 16"},
-      {{"model.dim=96", "model.n_heads=4"}, "(the head dim) to be a multiple of 16"},
+      {{"model.dim=96", "model.n_heads=4"}, "the head dim (model.head_dim, or model.dim / "},
+      {{"model.head_dim=40"}, "to be a multiple of 16 (cuBLASLt's FP8 GEMMs), got 40"},
       {{"model.ffn_dim=200"}, "model.ffn_dim / parallel.tensor_parallel to be a multiple of 16"},
       {{"training.seq_len=24"}, "training.micro_batch_size x training.seq_len"}};
   for (const auto& [extra, expected] : misfits) {

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include "runtime/bf16.h"
 #include "runtime/error.h"
@@ -240,12 +241,13 @@ TEST(Safetensors, BadReadsAndWritesAreErrors) {
 
 // ---- the Llama mapping --------------------------------------------------------
 
-ModelConfig tiny_model(bool tied, bool qk_norm = false) {
+ModelConfig tiny_model(bool tied, bool qk_norm = false, int head_dim = 0) {
   ModelConfig c;
   c.qk_norm = qk_norm;  // exported as Qwen3
+  c.head_dim = head_dim;
   c.dim = 16;
   c.n_layers = 2;
-  c.n_heads = 4;  // head_dim 4
+  c.n_heads = 4;  // head_dim 4 unless given
   c.n_kv_heads = 2;
   c.ffn_dim = 24;
   c.vocab_size = 40;
@@ -263,8 +265,8 @@ struct TinyModel {
   std::vector<float> params;  // all units concatenated
   std::vector<size_t> unit_begin;
 
-  explicit TinyModel(bool tied, bool qk_norm = false)
-      : config(tiny_model(tied, qk_norm)), layout(layout_build(config)) {
+  explicit TinyModel(bool tied, bool qk_norm = false, int head_dim = 0)
+      : config(tiny_model(tied, qk_norm, head_dim)), layout(layout_build(config)) {
     params = random_floats(layout.total_numel, tied ? 11 : 12);
     size_t begin = 0;
     for (const UnitSpec& u : layout.units) {
@@ -287,9 +289,9 @@ std::vector<float> hf_row(const SafetensorsFile& file, const std::string& name, 
   return out;
 }
 
-void expect_export_round_trips(bool tied, bool qk_norm = false) {
+void expect_export_round_trips(bool tied, bool qk_norm = false, int head_dim = 0) {
   TempDir dir(kTempPrefix);
-  TinyModel model(tied, qk_norm);
+  TinyModel model(tied, qk_norm, head_dim);
   hf_export(model.config, model.layout, model.params.data(), dir.file("hf"), {});
 
   SafetensorsFile file = SafetensorsFile::open(dir.file("hf/model.safetensors"));
@@ -327,6 +329,11 @@ TEST(HfExport, UntiedModelRoundTripsExactly) { expect_export_round_trips(false);
 TEST(HfExport, QkNormModelRoundTripsExactly) {
   expect_export_round_trips(true, true);
   expect_export_round_trips(false, true);
+}
+// Heads twice as wide as dim / n_heads (4 x 8 over dim 16), as Qwen3-0.6B's.
+TEST(HfExport, HeadDimApartFromDimRoundTripsExactly) {
+  expect_export_round_trips(true, true, 8);
+  expect_export_round_trips(false, false, 8);
 }
 
 TEST(HfExport, FusedTensorsSplitByRows) {
@@ -469,6 +476,27 @@ TEST(HfConfig, DocumentTokensOfATokenizerWithoutBosAreCheckedByEosOnly) {
             std::string::npos);
 }
 
+// head_dim apart from hidden_size / num_attention_heads (Qwen3-0.6B: 1024 /
+// 16 heads of 128) is model.head_dim; Qwen3Config's absent head_dim is 128;
+// one equal to the derived size leaves model.head_dim 0, as a Llama reads.
+TEST(HfConfig, HeadDimApartFromTheHiddenSizeIsModelHeadDim) {
+  TempDir dir(kTempPrefix);
+  const std::string base = R"("intermediate_size": 128, "num_hidden_layers": 2,
+      "num_attention_heads": 4, "vocab_size": 100)";
+  const std::vector<std::tuple<std::string, int, int>> cases = {
+      {R"({"hidden_size": 64, "head_dim": 32, )" + base + "}", 32, 32},
+      {R"({"hidden_size": 64, "model_type": "qwen3", )" + base + "}", 128, 128},
+      {R"({"hidden_size": 64, "model_type": "qwen3", "head_dim": 16, )" + base + "}", 0, 16},
+      {R"({"hidden_size": 64, )" + base + "}", 0, 16},
+  };
+  for (const auto& [text, head_dim, resolved] : cases) {
+    write_bytes(dir.file("config.json"), text);
+    const ModelConfig c = hf_read_config(dir.str());
+    EXPECT_EQ(c.head_dim, head_dim) << text;
+    EXPECT_EQ(c.resolved_head_dim(), resolved) << text;
+  }
+}
+
 TEST(HfConfig, AbsentKeysTakeLlamaConfigDefaults) {
   TempDir dir(kTempPrefix);
   write_bytes(dir.file("config.json"), R"({"hidden_size": 64, "intermediate_size": 128,
@@ -496,11 +524,9 @@ TEST(HfConfig, UnsupportedOrBadKeysAreErrorsNamingFileAndKey) {
        "key 'sliding_window' is 4096"},
       {R"({"hidden_size": 64, "use_sliding_window": true, )" + base + "}",
        "key 'use_sliding_window'"},
-      {R"({"hidden_size": 64, "head_dim": 16, )" + base + "}", "key 'head_dim' is 16"},
+      {R"({"hidden_size": 64, "head_dim": 15, )" + base + "}", "key 'head_dim' is 15, not even"},
+      {R"({"hidden_size": 60, )" + base + "}", "no 'head_dim' says the head size"},
       {R"({"hidden_size": 64, "model_type": "gpt2", )" + base + "}", "key 'model_type'"},
-      // Qwen3Config's head_dim defaults to 128, not hidden_size / heads.
-      {R"({"hidden_size": 64, "model_type": "qwen3", )" + base + "}",
-       "key 'head_dim' is 128 (Qwen3's default)"},
       {R"({"hidden_size": 64, "model_type": "qwen3", "head_dim": 8,
           "layer_types": ["full_attention", "sliding_attention", "full_attention"], )" +
            base + "}",

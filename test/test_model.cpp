@@ -63,6 +63,7 @@ struct ModelCase {
   int n_heads, n_kv_heads;
   double norm_eps;
   bool qk_norm = false;
+  int head_dim = 0;  // 0: dim / n_heads
 };
 
 // One kv head cannot tell a query head's kv head h / (H / KV) from h % KV;
@@ -75,6 +76,8 @@ const ModelCase kModelCases[] = {
     {"UntiedGroupedQueryAttention", false, 4, 2, 1e-5},
     {"TiedNormEpsNearMeanSquare", true, 4, 2, 0.1},
     {"UntiedGroupedQueryAttentionQkNorm", false, 4, 2, 1e-5, true},
+    // Qwen3-0.6B's kind: heads wider than dim / n_heads (4 x 6 = 24 > dim 8).
+    {"HeadDimApartFromDimQkNorm", false, 4, 2, 1e-5, true, 6},
 };
 
 void PrintTo(const ModelCase& c, std::ostream* out) { *out << c.name; }
@@ -89,6 +92,7 @@ TEST_P(ModelVsNaive, LossAndEveryParameterGradientMatch) {
   Config c = tiny_config(shape.tied, shape.n_heads, shape.n_kv_heads);
   c.model.norm_eps = shape.norm_eps;
   c.model.qk_norm = shape.qk_norm;
+  c.model.head_dim = shape.head_dim;
   const int B = 2, T = 5, N = B * T;
   const std::unique_ptr<Transformer> model = Transformer::create(c.model, B, T, backend_cpu());
   Topology topology(comm_world(), c.parallel);
@@ -356,23 +360,29 @@ TEST(ActivationRecomputation, GradientsAreBitIdenticalAndMemoryShrinks) {
 }
 
 // The per-block activation bytes are exactly the documented formula (docs/memory.md,
-// "Fitting a model in memory"), up to 64-byte alignment of its 10 buffers.
+// "Fitting a model in memory"), up to 64-byte alignment of its 10 buffers;
+// with the head dim apart from dim / n_heads too (model.head_dim).
 TEST(ActivationRecomputation, PerBlockBytesFollowTheFormula) {
   ModelConfig m;
   m.dim = 96, m.n_heads = 6, m.n_kv_heads = 2, m.ffn_dim = 200, m.n_layers = 2;
-  const int B = 3, T = 7;
-  const double N = B * T, C = m.dim, F = m.ffn_dim, H = m.n_heads, D = C / H;
-  const double QKV = (H + 2 * m.n_kv_heads) * D, HD = H * D;
-  for (auto [precision, e] : {std::pair{Precision::fp32, 4.0}, std::pair{Precision::bf16, 2.0}}) {
-    ActivationBytes kept = Transformer::activation_bytes(m, B, T, {Recompute::none, 1}, precision);
-    ActivationBytes sel =
-        Transformer::activation_bytes(m, B, T, {Recompute::selective, 1}, precision);
-    double kept_formula = e * N * (QKV + HD + 3 * C + 3 * F) + 4 * N * (H + 2);
-    double selective_formula = e * N * (QKV + HD + C + 2 * F) + 4 * N * H;
-    EXPECT_GE(kept.per_block_kept, kept_formula);
-    EXPECT_LT(kept.per_block_kept, kept_formula + 10 * 64);
-    EXPECT_GE(sel.per_block_recomputed, selective_formula);
-    EXPECT_LT(sel.per_block_recomputed, selective_formula + 5 * 64);
+  for (int head_dim : {0, 24}) {
+    m.head_dim = head_dim;
+    const int B = 3, T = 7;
+    const double N = B * T, C = m.dim, F = m.ffn_dim, H = m.n_heads,
+                 D = head_dim ? head_dim : C / H;
+    const double QKV = (H + 2 * m.n_kv_heads) * D, HD = H * D;
+    for (auto [precision, e] : {std::pair{Precision::fp32, 4.0}, std::pair{Precision::bf16, 2.0}}) {
+      ActivationBytes kept =
+          Transformer::activation_bytes(m, B, T, {Recompute::none, 1}, precision);
+      ActivationBytes sel =
+          Transformer::activation_bytes(m, B, T, {Recompute::selective, 1}, precision);
+      double kept_formula = e * N * (QKV + HD + 3 * C + 3 * F) + 4 * N * (H + 2);
+      double selective_formula = e * N * (QKV + HD + C + 2 * F) + 4 * N * H;
+      EXPECT_GE(kept.per_block_kept, kept_formula);
+      EXPECT_LT(kept.per_block_kept, kept_formula + 10 * 64);
+      EXPECT_GE(sel.per_block_recomputed, selective_formula);
+      EXPECT_LT(sel.per_block_recomputed, selective_formula + 5 * 64);
+    }
   }
 }
 

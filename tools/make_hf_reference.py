@@ -9,7 +9,8 @@ logits and our generation the tokens, so the test pins transformers'
 semantics (RoPE layout, q/k/v and gate/up split, RMSNorm eps placement, GQA
 head grouping, Qwen3's per-head q/k norms) rather than our own round trip.
   --arch llama: LlamaForCausalLM, untied head, RoPE theta 1e4.
-  --arch qwen3: Qwen3ForCausalLM (QK-norm), tied embeddings, RoPE theta 1e6.
+  --arch qwen3: Qwen3ForCausalLM (QK-norm), tied embeddings, RoPE theta 1e6,
+               head_dim twice hidden_size / heads.
 
 Needs torch and transformers >= 4.51 (Qwen3), not part of `make test`, which
 only reads the committed output:
@@ -38,8 +39,9 @@ SHAPE = dict(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_lay
 def build_config(arch: str):
     if arch == "qwen3":
         from transformers import Qwen3Config  # transformers >= 4.51
-        # head_dim given: Qwen3Config's default is 128, not hidden_size / heads.
-        return Qwen3Config(**SHAPE, head_dim=8, rms_norm_eps=1e-6, rope_theta=1000000.0,
+        # Heads twice as wide as hidden_size / heads (64 = 4 x 16 > 32), as
+        # Qwen3-0.6B's (16 heads of 128 over a hidden size of 1024).
+        return Qwen3Config(**SHAPE, head_dim=16, rms_norm_eps=1e-6, rope_theta=1000000.0,
                            tie_word_embeddings=True)
     return LlamaConfig(**SHAPE, rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False)
 
