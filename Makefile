@@ -33,14 +33,17 @@ deps:
 	@if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then bash tools/fetch_cudnn_frontend.sh; fi
 
 configure:
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DLLM_CUDA=ON $(CMAKE_FLAGS)
 
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-# Only ./train and its library (with the CUDA objects when nvcc is found):
-# what the demo runs, without the test suites.
-build-train: configure
+# Only ./train and its library, without the CUDA backend: what the demo runs
+# on the CPU, without nvcc's share of the build or the test suites. `make`
+# and `make test` configure the same build folder with CUDA again and reuse
+# everything else it compiled.
+build-train:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DLLM_CUDA=OFF $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS) --target train
 
 $(FORTUNES_DATA): | build-train
