@@ -68,6 +68,15 @@ bool is_ignorable(const std::string& hf_name) {
   return hf_name.ends_with(".rotary_emb.inv_freq");  // older transformers saved this buffer
 }
 
+// Whether `ids` (an id, or a list of ids) names `id`.
+bool names_id(const nlohmann::json& ids, int id) {
+  if (ids.is_number_integer()) return ids.get<int>() == id;
+  if (!ids.is_array()) return false;
+  return std::any_of(ids.begin(), ids.end(), [&](const nlohmann::json& one) {
+    return one.is_number_integer() && one.get<int>() == id;
+  });
+}
+
 // A token id as config.json spells it: null for none (-1).
 nlohmann::ordered_json id_or_null(int id) {
   return id >= 0 ? nlohmann::ordered_json(id) : nlohmann::ordered_json(nullptr);
@@ -334,12 +343,21 @@ void hf_check_document_tokens(const std::string& dir_or_config_json, const std::
   }
   if (json.contains("eos_token_id") && !json["eos_token_id"].is_null()) {
     const nlohmann::json& eos = json["eos_token_id"];
-    bool named = eos.is_number_integer() && eos.get<int>() == eos_id;
-    for (const nlohmann::json& id : eos.is_array() ? eos : nlohmann::json::array()) {
-      named = named || (id.is_number_integer() && id.get<int>() == eos_id);
+    // An instruct model's config.json names its end of turn (Qwen3's
+    // <|im_end|>); its generation_config.json lists the document end too.
+    const fs::path generation = fs::path(path).parent_path() / "generation_config.json";
+    nlohmann::json generation_eos;
+    if (fs::exists(generation)) {
+      const nlohmann::json g = read_json(generation.string());
+      if (g.is_object() && g.contains("eos_token_id")) generation_eos = g["eos_token_id"];
     }
-    LLM_CHECK(named, "{}: eos_token_id is {} but the tokenizer {} ends documents with {}", path,
-              eos.dump(), tokenizer, eos_id);
+    LLM_CHECK(names_id(eos, eos_id) || names_id(generation_eos, eos_id),
+              "{}: eos_token_id is {}{} but the tokenizer {} ends documents with {}", path,
+              eos.dump(),
+              generation_eos.is_null()
+                  ? ""
+                  : fmt::format(" ({}: {})", generation.string(), generation_eos.dump()),
+              tokenizer, eos_id);
   }
 }
 

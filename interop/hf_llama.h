@@ -54,7 +54,8 @@ ModelConfig hf_read_config(const std::string& dir_or_config_json);
 // (LlamaConfig's default, 2048, when absent); errors name the file and key.
 int hf_read_context_length(const std::string& dir_or_config_json);
 // Checks that the same config.json's bos_token_id and eos_token_id (an id, or
-// a list of ids for EOS, as Llama 3.1 has) name `tokenizer`'s BOS and EOS, so
+// a list of ids for EOS, as Llama 3.1 has; or the EOS list of the
+// generation_config.json beside it) name `tokenizer`'s BOS and EOS, so
 // that fine-tuning data starts and ends documents as the model learned to;
 // an absent key is not checked, nor bos_token_id for a tokenizer without BOS
 // (bos_id -1: Qwen3's config.json names one its tokenizer never adds). Errors name the file, the

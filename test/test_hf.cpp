@@ -461,7 +461,7 @@ TEST(HfConfig, Qwen3ConfigReadsWithQkNorm) {
 
 // Qwen3's config.json names bos_token_id 151643 (<|endoftext|>), which its
 // tokenizer never puts before a document: a tokenizer without BOS is held
-// to eos_token_id only; one with a BOS to both.
+// to eos_token_id only (or generation_config.json's); one with a BOS to both.
 TEST(HfConfig, DocumentTokensOfATokenizerWithoutBosAreCheckedByEosOnly) {
   TempDir dir(kTempPrefix);
   write_bytes(dir.file("config.json"), R"({"bos_token_id": 151643, "eos_token_id": 151643})");
@@ -474,6 +474,15 @@ TEST(HfConfig, DocumentTokensOfATokenizerWithoutBosAreCheckedByEosOnly) {
               hf_check_document_tokens(dir.str(), "llama", 128000, 151643);
             }).find("bos_token_id is 151643"),
             std::string::npos);
+  // Qwen3-8B (instruct): config.json's EOS is <|im_end|>; its
+  // generation_config.json lists <|endoftext|>, the documents' end, too.
+  write_bytes(dir.file("config.json"), R"({"bos_token_id": 151643, "eos_token_id": 151645})");
+  EXPECT_CONTAINS(error_of([&] { hf_check_document_tokens(dir.str(), "qwen", -1, 151643); }),
+                  "eos_token_id is 151645 but");
+  write_bytes(dir.file("generation_config.json"), R"({"eos_token_id": [151645, 151643]})");
+  EXPECT_EQ(error_of([&] { hf_check_document_tokens(dir.str(), "qwen", -1, 151643); }), "");
+  EXPECT_CONTAINS(error_of([&] { hf_check_document_tokens(dir.str(), "qwen", -1, 7); }),
+                  "generation_config.json: [151645,151643])");
 }
 
 // head_dim apart from hidden_size / num_attention_heads (Qwen3-0.6B: 1024 /

@@ -258,6 +258,23 @@ TEST(Tokenizer, TokenizerJsonMergesOnlyItsListedPairsInListOrder) {
     EXPECT_EQ(tokenizer.encode("abc"), ignore_merges ? whole : listed);
     EXPECT_EQ(tokenizer.encode("xab"), (std::vector<int>{'x', 257}));
     EXPECT_EQ(tokenizer.vocab_size(), 261);
+    // A key holding another JSON type than it takes is refused, naming the
+    // file (found by reading: nlohmann's type errors are not llm::Errors).
+    for (const auto& [key, value] :
+         {std::pair{"post_processor", nlohmann::json(5)},
+          std::pair{"post_processor", nlohmann::json{{"type", "Sequence"}, {"processors", 5}}}}) {
+      nlohmann::json odd = file;
+      odd[key] = value;
+      write_file_atomically(dir.file("odd.json"), odd.dump());
+      EXPECT_NE(error_of([&] { Tokenizer::load(dir.file("odd.json")); }).find(dir.file("odd.json")),
+                std::string::npos)
+          << value;
+    }
+    nlohmann::json odd = file;
+    odd["model"]["ignore_merges"] = "yes";
+    write_file_atomically(dir.file("odd.json"), odd.dump());
+    EXPECT_NE(error_of([&] { Tokenizer::load(dir.file("odd.json")); }).find(dir.file("odd.json")),
+              std::string::npos);
     // Without a special token known to end documents, it is refused.
     file["added_tokens"] = {{{"id", 259}, {"content", "<|im_end|>"}}};
     write_file_atomically(dir.file("no_eos.json"), file.dump());

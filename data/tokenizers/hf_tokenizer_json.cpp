@@ -51,8 +51,11 @@ class TokenizerJson {
     return object.at(key);
   }
   void require(bool condition, const std::string& what) const {
-    LLM_CHECK(condition, "{}: {} (only the byte-level BPE of Llama 3 and Qwen2/Qwen3 is supported)",
-              path_, what);
+    if (!condition) fail(what);
+  }
+  [[noreturn]] void fail(const std::string& what) const {
+    LLM_FAIL("{}: {} (only the byte-level BPE of Llama 3 and Qwen2/Qwen3 is supported)", path_,
+             what);
   }
   const json& root() const { return root_; }
   const std::string& path() const { return path_; }
@@ -141,10 +144,7 @@ std::string spelled(std::string_view bytes) {
   return out;
 }
 
-}  // namespace
-
-ByteBpeVocab read_hf_tokenizer_json(const std::string& path) {
-  const TokenizerJson file(path);
+ByteBpeVocab read_vocab(const TokenizerJson& file) {
   const json& root = file.root();
   ByteBpeVocab vocab;
   vocab.nfc = read_normalizer(file);
@@ -239,6 +239,17 @@ ByteBpeVocab read_hf_tokenizer_json(const std::string& path) {
   file.require(!vocab.eos.empty(), fmt::format("added_tokens must hold {} or {} to end documents",
                                                kDocumentEnds[0], kDocumentEnds[1]));
   return vocab;
+}
+
+}  // namespace
+
+ByteBpeVocab read_hf_tokenizer_json(const std::string& path) {
+  const TokenizerJson file(path);
+  try {
+    return read_vocab(file);
+  } catch (const json::exception& e) {  // a value of another JSON type than the key takes
+    file.fail(e.what());
+  }
 }
 
 }  // namespace llm
