@@ -2,7 +2,8 @@
 // its rows as the Hugging Face tensors stacked in it, its tensor-parallel
 // split, its initialization and whether recomputation runs its matmul again.
 // The layout (and so checkpoints, sharding and the planner's sizes), the
-// initialization, the Hugging Face names and the FLOP count all read this
+// initialization, the Hugging Face names, the FLOP count and the
+// tensor-parallel sum of the replicated gains' gradients all read this
 // table; a new block parameter is a row here, a field of BlockTensors
 // (layout.h) and its use in the transformer's forward and backward.
 #pragma once
@@ -48,5 +49,18 @@ struct BlockTensorSpec {
 
 // The block's tensors of a model, in their order in the unit.
 std::vector<BlockTensorSpec> block_tensors(const ModelConfig& config);
+
+// A replicated tensor of the block (a gain) and where its gradient sits in a
+// buffer holding all of theirs back to back, in table order: under tensor
+// parallelism each rank's part of them is summed over the group by one
+// collective per block.
+struct ReplicatedGain {
+  size_t BlockTensors::*offset;
+  int64_t width;  // its elements (a vector's rows)
+  int64_t at;     // where its gradient starts in the buffer
+};
+std::vector<ReplicatedGain> replicated_gains(const ModelConfig& config);
+// The buffer's length: every replicated gain's width.
+int64_t replicated_gains_width(const ModelConfig& config);
 
 }  // namespace llm

@@ -8,11 +8,11 @@ namespace llm {
 
 enum class TensorPayload {
   untagged = 0,
-  activation_rows,  // this rank's n = N / T rows of the residual width C
-  norm_gain_grads,  // norm-gain gradients, multiples of C (summed over the group)
-  head_norm_grads,  // QK-norm's gain gradients, 2 D (summed over the group)
-  loss_parts,       // every token's (log-sum-exp, target logit): 2N
-  logits_row,       // one row of logits over the vocabulary (sampling, not training)
+  activation_rows,   // this rank's n = N / T rows of the residual width C
+  block_gain_grads,  // a block's replicated gains' gradients (block.h), summed over the group
+  final_norm_grads,  // the final norm's gain gradient, C, summed over the group
+  loss_parts,        // every token's (log-sum-exp, target logit): 2N
+  logits_row,        // one row of logits over the vocabulary (sampling, not training)
 };
 
 }  // namespace llm

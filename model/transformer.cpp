@@ -14,6 +14,7 @@
 
 #include "runtime/error.h"
 #include "model/backend.h"
+#include "model/block.h"
 #include "model/captured_segments.h"
 #include "model/tensor_payload.h"
 
@@ -103,11 +104,12 @@ struct GradBuffers {  // backward scratch, reused by every block
   A* dxn_rows;        // (n, C) its reduced rows (tp > 1; else dxn itself)
   A* dqkv;            // (N, QKV)
   A* dqkv_raw;        // (N, QKV) the gradient before QK-norm (model.qk_norm; else null)
-  float* dhead_norm;  // (2, D) QK-norm's gain gradients, summed over the group (tp > 1, qk_norm)
   A* datt;            // (N, H * D)
   A* dh13;            // (N, 2F)
   A* dg;              // (N, F)
-  float* dnorm;       // (2, C) a micro-batch's norm-gain gradients, summed over the group (tp > 1)
+  // (max(C, replicated_gains_width)) a unit's replicated gains' gradients
+  // (block.h's order; the head's final norm: C), summed over the group (tp > 1)
+  float* dgains;
 };
 // precision fp8: the FP8 codes of one block matmul's operands, reused by
 // every block matmul (forward: input and weight row-major; backward: the
@@ -222,12 +224,11 @@ BufferPlan plan_activations(const ModelConfig& c, int B, int T, ModelSlice slice
   plan.add(g.dxn, N * C);
   if (tp > 1) {
     plan.add(g.dxn_rows, n * C);
-    plan.add(g.dnorm, 2 * C);
+    plan.add(g.dgains, std::max<size_t>(C, replicated_gains_width(c)));
   }
   plan.add(g.dqkv, N * s.QKV);
   if (c.qk_norm) {
     plan.add(g.dqkv_raw, N * s.QKV);
-    if (tp > 1) plan.add(g.dhead_norm, 2 * s.D);
   }
   plan.add(g.datt, N * s.HD);
   plan.add(g.dh13, N * 2 * F);
@@ -305,8 +306,7 @@ class TransformerImpl final : public Transformer {
     if (tp_ == 1)
       d.dxn_rows = d.dxn;
     else
-      f32_.fill_zero(d.dnorm, 2 * s_.C);                       // zero between uses
-    if (d.dhead_norm) f32_.fill_zero(d.dhead_norm, 2 * s_.D);  // zero between uses
+      f32_.fill_zero(d.dgains, gains_buffer_width());  // zero between uses
     backend.rope_table(buf_.shared.rope_cos, buf_.shared.rope_sin, max_seq, static_cast<int>(s_.D),
                        static_cast<float>(config.rope_theta));
   }
@@ -433,17 +433,18 @@ class TransformerImpl final : public Transformer {
                                 int out, bool block = true);
   // Every rank's dres rows into grads.dres_full.
   void gather_dres(int N);
-  // The gradient of a norm gain (C): directly into grads, or (tp > 1) into
-  // slot `slot` of grads.dnorm, summed over the group by add_norm_grads.
-  float* norm_grad(float* grads, int slot) const {
-    return tp_ == 1 ? grads : buf_.grads.dnorm + slot * s_.C;
+  // Where a block gain's gradient goes: into the unit's grads `gr`, or
+  // (tp > 1) into its place in grads.dgains, for sum_block_gains.
+  float* gain_grad(float* gr, size_t BlockTensors::*tensor) const;
+  // tp > 1: the block's replicated gains' gradients (each rank's part of
+  // them, for its heads and rows), summed over the group by one collective,
+  // added into `gr`; grads.dgains is zeroed for its next use.
+  void sum_block_gains(float* gr);
+  // The same for the final norm's gain (C, at grads.dgains' start).
+  void sum_final_norm_gain(float* gr);
+  size_t gains_buffer_width() const {
+    return std::max<size_t>(s_.C, static_cast<size_t>(replicated_gains_width(config_)));
   }
-  void add_norm_grads(float* first, float* second);
-  // first (C or D) += the group's sum of partial[0, width), second likewise
-  // of partial[width, 2 width) when not null; then zeroes partial for its
-  // next use. The gains' gradients of norms each rank applies to its part.
-  void add_group_sum(float* partial, size_t width, float* first, float* second,
-                     TensorPayload payload);
 
   // The current slot's input of block l (l = layers_.end: the stage's output).
   A* residual(int l) const {
@@ -479,7 +480,8 @@ class TransformerImpl final : public Transformer {
   Group* pipeline_;  // the pipeline group (null: one stage)
   int max_batch_, max_seq_;
   int tp_, tp_rank_;
-  Shape s_;            // per-token sizes (N, n unused)
+  Shape s_;  // per-token sizes (N, n unused)
+  const std::vector<ReplicatedGain> gains_ = replicated_gains(config_);  // a block's gains
   int vocab_begin_;    // first vocabulary row of this rank's slice
   LayerRange layers_;  // this stage's blocks
   bool first_, last_;  // the first / last pipeline stage
@@ -609,18 +611,34 @@ void TransformerImpl<A>::gather_dres(int N) {
 }
 
 template <class A>
-void TransformerImpl<A>::add_norm_grads(float* first, float* second) {
-  if (tp_ == 1) return;
-  add_group_sum(buf_.grads.dnorm, s_.C, first, second, TensorPayload::norm_gain_grads);
+float* TransformerImpl<A>::gain_grad(float* gr, size_t BlockTensors::*tensor) const {
+  if (tp_ == 1) return gr + layout_.block.*tensor;
+  for (const ReplicatedGain& gain : gains_) {
+    if (gain.offset == tensor) return buf_.grads.dgains + gain.at;
+  }
+  LLM_FAIL("transformer: a gain gradient of a tensor the block table does not hold replicated");
 }
 
 template <class A>
-void TransformerImpl<A>::add_group_sum(float* partial, size_t width, float* first, float* second,
-                                       TensorPayload payload) {
-  tensor(payload).all_reduce(partial, (second ? 2 : 1) * width, WireType::f32);
-  f32_.add_vectors(first, first, partial, width);
-  if (second) f32_.add_vectors(second, second, partial + width, width);
-  f32_.fill_zero(partial, 2 * width);  // zero between uses
+void TransformerImpl<A>::sum_block_gains(float* gr) {
+  if (tp_ == 1) return;
+  float* dgains = buf_.grads.dgains;
+  const size_t width = static_cast<size_t>(replicated_gains_width(config_));
+  tensor(TensorPayload::block_gain_grads).all_reduce(dgains, width, WireType::f32);
+  for (const ReplicatedGain& gain : gains_) {
+    float* grad = gr + layout_.block.*gain.offset;
+    f32_.add_vectors(grad, grad, dgains + gain.at, static_cast<size_t>(gain.width));
+  }
+  f32_.fill_zero(dgains, width);  // zero between uses
+}
+
+template <class A>
+void TransformerImpl<A>::sum_final_norm_gain(float* gr) {
+  if (tp_ == 1) return;
+  float* dgains = buf_.grads.dgains;
+  tensor(TensorPayload::final_norm_grads).all_reduce(dgains, s_.C, WireType::f32);
+  f32_.add_vectors(gr, gr, dgains, s_.C);
+  f32_.fill_zero(dgains, s_.C);  // zero between uses
 }
 
 template <class A>
@@ -688,7 +706,7 @@ void TransformerImpl<A>::block_backward(int l, const A* p, float* gr, int B, int
                   /*block=*/true);
   ops_.swiglu_backward(d.dh13, d.dg, b.h13, N, F);
   column_parallel_backward(gr + layout_.block.w13, d.dh13, b.xn2, p + layout_.block.w13, N, 2 * F);
-  ops_.rmsnorm_backward(d.dres, norm_grad(gr + layout_.block.mlp_norm, 1), d.dxn_rows, b.x_mid,
+  ops_.rmsnorm_backward(d.dres, gain_grad(gr, &BlockTensors::mlp_norm), d.dxn_rows, b.x_mid,
                         p + layout_.block.mlp_norm, b.rstd2, n, C);
   // Attention branch; dres becomes d(loss)/d(block input).
   gather_dres(N);
@@ -699,23 +717,18 @@ void TransformerImpl<A>::block_backward(int l, const A* p, float* gr, int B, int
                      H + KV, D, QKV);
   const A* dprojected = d.dqkv;
   if (config_.qk_norm) {
-    // Each rank's heads give part of the gains' gradients: summed over the group.
-    float* dgains = tp_ == 1 ? nullptr : d.dhead_norm;
-    float* dq = dgains ? dgains : gr + layout_.block.q_norm;
-    float* dk = dgains ? dgains + D : gr + layout_.block.k_norm;
-    ops_.qk_norm_backward(d.dqkv_raw, dq, dk, d.dqkv, b.qkv_raw, p + layout_.block.q_norm,
-                          p + layout_.block.k_norm, b.rstd_qk, N, H, KV, D);
-    if (dgains) {
-      add_group_sum(dgains, D, gr + layout_.block.q_norm, gr + layout_.block.k_norm,
-                    TensorPayload::head_norm_grads);
-    }
+    // Each rank's heads give part of the gains' gradients (sum_block_gains).
+    ops_.qk_norm_backward(d.dqkv_raw, gain_grad(gr, &BlockTensors::q_norm),
+                          gain_grad(gr, &BlockTensors::k_norm), d.dqkv, b.qkv_raw,
+                          p + layout_.block.q_norm, p + layout_.block.k_norm, b.rstd_qk, N, H, KV,
+                          D);
     dprojected = d.dqkv_raw;
   }
   column_parallel_backward(gr + layout_.block.wqkv, dprojected, b.xn1, p + layout_.block.wqkv, N,
                            QKV);
-  ops_.rmsnorm_backward(d.dres, norm_grad(gr + layout_.block.attn_norm, 0), d.dxn_rows, residual(l),
+  ops_.rmsnorm_backward(d.dres, gain_grad(gr, &BlockTensors::attn_norm), d.dxn_rows, residual(l),
                         p + layout_.block.attn_norm, b.rstd1, n, C);
-  add_norm_grads(gr + layout_.block.attn_norm, gr + layout_.block.mlp_norm);
+  sum_block_gains(gr);
 }
 
 template <class A>
@@ -893,9 +906,9 @@ void TransformerImpl<A>::head_backward(UnitProvider& units, int B, int T) {
     column_parallel_backward(head_weight_grad, slot_->logits, slot_->xf, weight, N, V,
                              /*block=*/false);
     ops_.fill_zero(d.dres, static_cast<size_t>(n) * C);
-    ops_.rmsnorm_backward(d.dres, norm_grad(hg, 0), d.dxn_rows, residual(layers_.end), hp,
+    ops_.rmsnorm_backward(d.dres, tp_ == 1 ? hg : d.dgains, d.dxn_rows, residual(layers_.end), hp,
                           slot_->rstd_f, n, C);
-    add_norm_grads(hg, nullptr);
+    sum_final_norm_gain(hg);
   });
   release_head_weight(units, Pass::backward);
   units.release_params(head, Pass::backward);

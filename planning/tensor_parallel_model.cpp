@@ -7,6 +7,7 @@
 #include "runtime/error.h"
 #include "runtime/group.h"
 #include "model/backend.h"
+#include "model/block.h"
 #include "parallel/pipeline_schedule.h"
 #include "model/tensor_payload.h"
 #include "model/transformer.h"
@@ -85,7 +86,7 @@ std::vector<std::vector<TensorCollective>> tensor_parallel_collectives(const Con
   stand_in.training.seq_len = T;  // one row per rank
   const size_t stand_in_rows_c = static_cast<size_t>(m.dim), stand_in_pairs = 2 * T;
   const size_t N = static_cast<size_t>(config.training.micro_batch_size) * config.training.seq_len;
-  const size_t C = config.model.dim, head_dim = config.model.resolved_head_dim();
+  const size_t C = config.model.dim;
 
   RecordingUnits* running = nullptr;
   RecordingGroup* recording_group = nullptr;
@@ -101,11 +102,12 @@ std::vector<std::vector<TensorCollective>> tensor_parallel_collectives(const Con
           case TensorPayload::activation_rows:
             expected = stand_in_rows_c, real = N / T * C;
             break;
-          case TensorPayload::norm_gain_grads:  // one or two gains' gradients
-            expected = count % m.dim == 0 ? count : 0, real = count / m.dim * C;
+          case TensorPayload::block_gain_grads:  // a block's replicated gains' gradients
+            expected = static_cast<size_t>(replicated_gains_width(m));
+            real = static_cast<size_t>(replicated_gains_width(config.model));
             break;
-          case TensorPayload::head_norm_grads:  // the q and k gains' gradients
-            expected = 2 * kStandInHeadDim, real = 2 * head_dim;
+          case TensorPayload::final_norm_grads:
+            expected = static_cast<size_t>(m.dim), real = C;
             break;
           case TensorPayload::loss_parts:
             expected = stand_in_pairs, real = 2 * N;

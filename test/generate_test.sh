@@ -19,11 +19,17 @@ run=$work/runs
 "$train" export --checkpoint "$run" --out "$work/hf" >/dev/null 2>&1 || fail "export"
 
 greedy=(--prompt "The cat" --temperature 0 --max-new-tokens 12)
-from_run=$("$train" generate --checkpoint "$run" "${greedy[@]}" 2>&1) || fail "generate from the run: $from_run"
-from_hf=$("$train" generate --checkpoint "$work/hf" "${greedy[@]}" 2>&1) || fail "generate from the export: $from_hf"
-[ "$(head -n -1 <<<"$from_run")" = "$(head -n -1 <<<"$from_hf")" ] ||
-  fail "greedy text differs: run '$from_run' vs export '$from_hf'"
-grep -q '^The cat' <<<"$from_run" || fail "the sample does not start with the prompt: $from_run"
+# Greedy text from run directory $1 and from its export $2: the same, and
+# starting with the prompt; leaves the run's output in $from_run.
+same_greedy_text() {
+  from_run=$("$train" generate --checkpoint "$1" "${greedy[@]}" 2>&1) || fail "generate from $1: $from_run"
+  local from_hf
+  from_hf=$("$train" generate --checkpoint "$2" "${greedy[@]}" 2>&1) || fail "generate from $2: $from_hf"
+  [ "$(head -n -1 <<<"$from_run")" = "$(head -n -1 <<<"$from_hf")" ] ||
+    fail "greedy text differs: run '$from_run' vs export '$from_hf'"
+  grep -q '^The cat' <<<"$from_run" || fail "the sample does not start with the prompt: $from_run"
+}
+same_greedy_text "$run" "$work/hf"
 grep -Eq 'step_6: 12 new tokens in [0-9.]+ s, [0-9.]+ tokens/s' <<<"$from_run" ||
   fail "no tokens/s line: $from_run"
 
@@ -41,13 +47,7 @@ grep -Eq 'step_6: 12 new tokens in [0-9.]+ s, [0-9.]+ tokens/s' <<<"$from_run" |
   fail "training with Qwen's tokenizer: $(tail -3 "$work/qwen.log")"
 "$train" export --checkpoint "$work/qwen_runs" --out "$work/qwen_hf" >/dev/null 2>&1 || fail "Qwen export"
 grep -q '"bos_token_id": null' "$work/qwen_hf/config.json" || fail "Qwen export names a BOS"
-from_run=$("$train" generate --checkpoint "$work/qwen_runs" "${greedy[@]}" 2>&1) ||
-  fail "generate from the Qwen run: $from_run"
-from_hf=$("$train" generate --checkpoint "$work/qwen_hf" "${greedy[@]}" 2>&1) ||
-  fail "generate from the Qwen export: $from_hf"
-[ "$(head -n -1 <<<"$from_run")" = "$(head -n -1 <<<"$from_hf")" ] ||
-  fail "Qwen greedy text differs: run '$from_run' vs export '$from_hf'"
-grep -q '^The cat' <<<"$from_run" || fail "the Qwen sample does not start with the prompt: $from_run"
+same_greedy_text "$work/qwen_runs" "$work/qwen_hf"
 
 unseen="Всё 日本"
 out=$("$train" generate --checkpoint "$run" --prompt "$unseen" --max-new-tokens 3 2>&1) ||
