@@ -20,10 +20,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// transformers' view of the tokenizer, adding BOS as training did: a
-// SentencePiece model as a Llama tokenizer with its special pieces; a
-// byte-level BPE (Llama 3's kinds) as its tokenizer.json for the fast
-// tokenizer class.
+// transformers' view of the tokenizer, adding BOS as training did (none for
+// Qwen's): a SentencePiece model as a Llama tokenizer with its special
+// pieces; a byte-level BPE (Llama 3's kinds, Qwen's) as its tokenizer.json
+// for the fast tokenizer class.
 void write_tokenizer(const Tokenizer& tokenizer, int max_length, const fs::path& out) {
   nlohmann::ordered_json config;
   if (tokenizer.kind() == TokenizerKind::sentencepiece) {
