@@ -341,24 +341,24 @@ void hf_check_document_tokens(const std::string& dir_or_config_json, const std::
               "{}: bos_token_id is {} but the tokenizer {} begins documents with {}", path,
               bos.dump(), tokenizer, bos_id);
   }
-  if (json.contains("eos_token_id") && !json["eos_token_id"].is_null()) {
-    const nlohmann::json& eos = json["eos_token_id"];
-    // An instruct model's config.json names its end of turn (Qwen3's
-    // <|im_end|>); its generation_config.json lists the document end too.
-    const fs::path generation = fs::path(path).parent_path() / "generation_config.json";
-    nlohmann::json generation_eos;
-    if (fs::exists(generation)) {
-      const nlohmann::json g = read_json(generation.string());
-      if (g.is_object() && g.contains("eos_token_id")) generation_eos = g["eos_token_id"];
-    }
-    LLM_CHECK(names_id(eos, eos_id) || names_id(generation_eos, eos_id),
-              "{}: eos_token_id is {}{} but the tokenizer {} ends documents with {}", path,
-              eos.dump(),
-              generation_eos.is_null()
-                  ? ""
-                  : fmt::format(" ({}: {})", generation.string(), generation_eos.dump()),
-              tokenizer, eos_id);
+  if (!json.contains("eos_token_id") || json["eos_token_id"].is_null()) return;
+  const nlohmann::json& eos = json["eos_token_id"];
+  if (names_id(eos, eos_id)) return;
+  // An instruct model's config.json names its end of turn (Qwen3's
+  // <|im_end|>); its generation_config.json lists the document end too.
+  const fs::path generation = fs::path(path).parent_path() / "generation_config.json";
+  nlohmann::json generation_eos;
+  if (fs::exists(generation)) {
+    const nlohmann::json g = read_json(generation.string());
+    if (g.is_object() && g.contains("eos_token_id")) generation_eos = g["eos_token_id"];
   }
+  LLM_CHECK(names_id(generation_eos, eos_id),
+            "{}: eos_token_id is {}{} but the tokenizer {} ends documents with {}", path,
+            eos.dump(),
+            generation_eos.is_null()
+                ? ""
+                : fmt::format(" ({}: {})", generation.string(), generation_eos.dump()),
+            tokenizer, eos_id);
 }
 
 ModelConfig hf_read_config(const std::string& dir_or_config_json) {

@@ -51,20 +51,14 @@ std::vector<BlockTensorSpec> block_tensors(const ModelConfig& c) {
   return tensors;
 }
 
-std::vector<ReplicatedGain> replicated_gains(const ModelConfig& config) {
-  std::vector<ReplicatedGain> gains;
-  int64_t at = 0;
+ReplicatedGains replicated_gains(const ModelConfig& config) {
+  ReplicatedGains out;
   for (const BlockTensorSpec& spec : block_tensors(config)) {
     if (spec.split != TensorParallelSplit::replicated) continue;
-    gains.push_back({spec.offset, spec.rows(), at});
-    at += spec.rows();
+    out.gains.push_back({spec.offset, spec.rows(), out.width});
+    out.width += spec.rows();
   }
-  return gains;
-}
-
-int64_t replicated_gains_width(const ModelConfig& config) {
-  const std::vector<ReplicatedGain> gains = replicated_gains(config);
-  return gains.empty() ? 0 : gains.back().at + gains.back().width;
+  return out;
 }
 
 }  // namespace llm

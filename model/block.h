@@ -59,8 +59,10 @@ struct ReplicatedGain {
   int64_t width;  // its elements (a vector's rows)
   int64_t at;     // where its gradient starts in the buffer
 };
-std::vector<ReplicatedGain> replicated_gains(const ModelConfig& config);
-// The buffer's length: every replicated gain's width.
-int64_t replicated_gains_width(const ModelConfig& config);
+struct ReplicatedGains {
+  std::vector<ReplicatedGain> gains;
+  int64_t width = 0;  // the buffer's length: every gain's width
+};
+ReplicatedGains replicated_gains(const ModelConfig& config);
 
 }  // namespace llm

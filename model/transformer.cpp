@@ -107,7 +107,7 @@ struct GradBuffers {  // backward scratch, reused by every block
   A* datt;            // (N, H * D)
   A* dh13;            // (N, 2F)
   A* dg;              // (N, F)
-  // (max(C, replicated_gains_width)) a unit's replicated gains' gradients
+  // (max(C, replicated gains' width)) a unit's replicated gains' gradients
   // (block.h's order; the head's final norm: C), summed over the group (tp > 1)
   float* dgains;
 };
@@ -224,7 +224,7 @@ BufferPlan plan_activations(const ModelConfig& c, int B, int T, ModelSlice slice
   plan.add(g.dxn, N * C);
   if (tp > 1) {
     plan.add(g.dxn_rows, n * C);
-    plan.add(g.dgains, std::max<size_t>(C, replicated_gains_width(c)));
+    plan.add(g.dgains, std::max<size_t>(C, replicated_gains(c).width));
   }
   plan.add(g.dqkv, N * s.QKV);
   if (c.qk_norm) {
@@ -443,7 +443,7 @@ class TransformerImpl final : public Transformer {
   // The same for the final norm's gain (C, at grads.dgains' start).
   void sum_final_norm_gain(float* gr);
   size_t gains_buffer_width() const {
-    return std::max<size_t>(s_.C, static_cast<size_t>(replicated_gains_width(config_)));
+    return std::max<size_t>(s_.C, static_cast<size_t>(gains_.width));
   }
 
   // The current slot's input of block l (l = layers_.end: the stage's output).
@@ -480,8 +480,8 @@ class TransformerImpl final : public Transformer {
   Group* pipeline_;  // the pipeline group (null: one stage)
   int max_batch_, max_seq_;
   int tp_, tp_rank_;
-  Shape s_;  // per-token sizes (N, n unused)
-  const std::vector<ReplicatedGain> gains_ = replicated_gains(config_);  // a block's gains
+  Shape s_;                                                  // per-token sizes (N, n unused)
+  const ReplicatedGains gains_ = replicated_gains(config_);  // a block's, once
   int vocab_begin_;    // first vocabulary row of this rank's slice
   LayerRange layers_;  // this stage's blocks
   bool first_, last_;  // the first / last pipeline stage
@@ -613,7 +613,7 @@ void TransformerImpl<A>::gather_dres(int N) {
 template <class A>
 float* TransformerImpl<A>::gain_grad(float* gr, size_t BlockTensors::*tensor) const {
   if (tp_ == 1) return gr + layout_.block.*tensor;
-  for (const ReplicatedGain& gain : gains_) {
+  for (const ReplicatedGain& gain : gains_.gains) {
     if (gain.offset == tensor) return buf_.grads.dgains + gain.at;
   }
   LLM_FAIL("transformer: a gain gradient of a tensor the block table does not hold replicated");
@@ -623,9 +623,9 @@ template <class A>
 void TransformerImpl<A>::sum_block_gains(float* gr) {
   if (tp_ == 1) return;
   float* dgains = buf_.grads.dgains;
-  const size_t width = static_cast<size_t>(replicated_gains_width(config_));
+  const size_t width = static_cast<size_t>(gains_.width);
   tensor(TensorPayload::block_gain_grads).all_reduce(dgains, width, WireType::f32);
-  for (const ReplicatedGain& gain : gains_) {
+  for (const ReplicatedGain& gain : gains_.gains) {
     float* grad = gr + layout_.block.*gain.offset;
     f32_.add_vectors(grad, grad, dgains + gain.at, static_cast<size_t>(gain.width));
   }

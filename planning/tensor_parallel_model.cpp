@@ -87,6 +87,8 @@ std::vector<std::vector<TensorCollective>> tensor_parallel_collectives(const Con
   const size_t stand_in_rows_c = static_cast<size_t>(m.dim), stand_in_pairs = 2 * T;
   const size_t N = static_cast<size_t>(config.training.micro_batch_size) * config.training.seq_len;
   const size_t C = config.model.dim;
+  const size_t stand_in_gains = static_cast<size_t>(replicated_gains(m).width);
+  const size_t real_gains = static_cast<size_t>(replicated_gains(config.model).width);
 
   RecordingUnits* running = nullptr;
   RecordingGroup* recording_group = nullptr;
@@ -103,8 +105,7 @@ std::vector<std::vector<TensorCollective>> tensor_parallel_collectives(const Con
             expected = stand_in_rows_c, real = N / T * C;
             break;
           case TensorPayload::block_gain_grads:  // a block's replicated gains' gradients
-            expected = static_cast<size_t>(replicated_gains_width(m));
-            real = static_cast<size_t>(replicated_gains_width(config.model));
+            expected = stand_in_gains, real = real_gains;
             break;
           case TensorPayload::final_norm_grads:
             expected = static_cast<size_t>(m.dim), real = C;

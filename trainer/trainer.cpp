@@ -383,13 +383,13 @@ void Trainer::log_run_start(const StateBytes& state, size_t activations) {
       topology_.plan.mode, topology_.plan.shard_group_size, accumulation_steps_, t.micro_batch_size,
       build_commit());
   if (config_.data.document_masking) {
+    const DocumentBoundary boundary = tokenizer_->document_boundary();
     spdlog::info(
         "document masking: attention stays inside each document (a document starts {} {}, id "
         "{}), no loss on a target that crosses a boundary; RoPE positions {}; FLOP/s and MFU "
         "count causal attention over whole sequences, so what the mask skips counts as done",
-        tokenizer_->document_boundary().token_ends_document ? "after" : "at",
-        tokenizer_->piece(tokenizer_->document_boundary().token),
-        tokenizer_->document_boundary().token,
+        boundary.token_ends_document ? "after" : "at", tokenizer_->piece(boundary.token),
+        boundary.token,
         config_.data.resets_positions() ? "restart at each document" : "run on across documents");
   }
   if (stages > 1) {
