@@ -1,6 +1,6 @@
 // The block scheduler (block_scheduler.h): a pool of fibers per host thread,
-// the sweeps that resume them in the chosen order, and the block and warp
-// rendezvous they wait in.
+// the sweeps that resume them in the chosen order (each fiber hands on to the
+// next ready one itself), and the block and warp rendezvous they wait in.
 // Invariant: a rendezvous releases its waiters only when every thread it
 // needs has arrived from the same site; a sweep that resumes no thread while
 // some have not ended is a deadlock, reported naming the waits.
@@ -54,6 +54,7 @@ struct BlockRunner {
   FiberContext scheduler;
   std::vector<std::unique_ptr<GpuThread>> threads;  // grows to the largest block
   const Grid* grid = nullptr;
+  ScheduleOrder order = ScheduleOrder::forward;
   int block_threads = 0;
   GpuThread* running = nullptr;
   void* dynamic_shared = nullptr;
@@ -75,7 +76,36 @@ struct BlockRunner {
       threads.push_back(std::make_unique<GpuThread>(this, (int)threads.size()));
   }
 
-  void yield(GpuThread& thread) { FiberContext::switch_to(thread.context, scheduler); }
+  // The sweep's next thread after `thread` that is ready, or null.
+  GpuThread* next_in_sweep(const GpuThread& thread) const {
+    if (order == ScheduleOrder::forward) {
+      for (int i = thread.index + 1; i < block_threads; i++)
+        if (threads[i]->state == State::ready) return threads[i].get();
+    } else {
+      for (int i = thread.index - 1; i >= 0; i--)
+        if (threads[i]->state == State::ready) return threads[i].get();
+    }
+    return nullptr;
+  }
+
+  // Switches from `thread`, now waiting or ended, straight to the sweep's
+  // next ready thread (one switch, not two through the scheduler), or back
+  // to the scheduler at the sweep's end or after a fault.
+  void yield(GpuThread& thread) {
+    GpuThread* next = fault.empty() ? next_in_sweep(thread) : nullptr;
+    if (!next) {
+      running = nullptr;
+      FiberContext::switch_to(thread.context, scheduler);
+      return;
+    }
+    resume(next, thread.context);
+  }
+
+  void resume(GpuThread* thread, FiberContext& from) {
+    running = thread;
+    current_coordinates = &thread->coordinates;
+    FiberContext::switch_to(from, thread->context);
+  }
 
   [[noreturn]] void stop(GpuThread& thread, std::string why) {
     if (fault.empty()) fault = std::move(why);
@@ -153,7 +183,8 @@ std::string describe_deadlock(const BlockRunner& r) {
 }
 
 // Runs one block to its end, or until a fault.
-void run_block(BlockRunner& r, unsigned block_linear, ScheduleOrder order) {
+void run_block(BlockRunner& r, unsigned block_linear) {
+  const ScheduleOrder order = r.order;
   const Grid& g = *r.grid;
   const int n = r.block_threads;
   const uint3 block_idx = coordinates_of(block_linear, g.grid);
@@ -168,21 +199,19 @@ void run_block(BlockRunner& r, unsigned block_linear, ScheduleOrder order) {
   if (r.dynamic_shared) std::memset(r.dynamic_shared, 0xFF, g.shared_bytes);  // NaN in f32 and bf16
 
   while (r.exited < n) {
-    bool resumed = false;
-    for (int k = 0; k < n && r.fault.empty(); k++) {
+    // A sweep: the first ready thread in the scheduling order, which hands
+    // on to the next (BlockRunner::yield) until the last hands back here.
+    GpuThread* first = nullptr;
+    for (int k = 0; k < n && !first; k++) {
       GpuThread& t = *r.threads[order == ScheduleOrder::forward ? k : n - 1 - k];
-      if (t.state != State::ready) continue;
-      r.running = &t;
-      current_coordinates = &t.coordinates;
-      FiberContext::switch_to(r.scheduler, t.context);
-      resumed = true;
+      if (t.state == State::ready) first = &t;
     }
-    r.running = nullptr;
-    if (!r.fault.empty()) return;
-    if (!resumed && r.exited < n) {
+    if (!first) {
       r.fault = describe_deadlock(r);
       return;
     }
+    r.resume(first, r.scheduler);
+    if (!r.fault.empty()) return;
   }
 }
 
@@ -204,6 +233,7 @@ std::string run_grid(const Grid& grid) {
   BlockRunner& r = runner();
   const ScheduleOrder order = schedule_order();
   r.grid = &grid;
+  r.order = order;
   r.block_threads = (int)(grid.block.x * grid.block.y * grid.block.z);
   r.ensure_threads(r.block_threads);
   r.warps.assign((r.block_threads + kWarpSize - 1) / kWarpSize, WarpRendezvous{});
@@ -215,7 +245,7 @@ std::string run_grid(const Grid& grid) {
   const uint64_t blocks = (uint64_t)grid.grid.x * grid.grid.y * grid.grid.z;
   for (uint64_t b = 0; b < blocks && r.fault.empty(); b++) {
     const uint64_t block = order == ScheduleOrder::forward ? b : blocks - 1 - b;
-    run_block(r, (unsigned)block, order);
+    run_block(r, (unsigned)block);
     if (!r.fault.empty()) {
       const uint3 at = coordinates_of((unsigned)block, grid.grid);
       char where[96];
@@ -242,7 +272,8 @@ void sync_block(const char* file, int line) {
   if (r.at_barrier == 0) {
     r.barrier_file = file;
     r.barrier_line = line;
-  } else if (line != r.barrier_line || std::strcmp(file, r.barrier_file) != 0) {
+  } else if (line != r.barrier_line ||
+             (file != r.barrier_file && std::strcmp(file, r.barrier_file) != 0)) {
     char why[512];
     std::snprintf(why, sizeof why,
                   "threads of one block wait at different __syncthreads: %s:%d and %s:%d",
@@ -273,7 +304,7 @@ void sync_warp(const char* what, void* argument,
   const int lanes = std::min(kWarpSize, r.block_threads - warp_index * kWarpSize);
   if (warp.waiting == 0) {
     warp.what = what;
-  } else if (std::strcmp(what, warp.what) != 0) {
+  } else if (what != warp.what && std::strcmp(what, warp.what) != 0) {
     char why[256];
     std::snprintf(why, sizeof why, "lanes of warp %d meet in different operations: %s and %s",
                   warp_index, warp.what, what);

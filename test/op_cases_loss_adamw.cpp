@@ -601,8 +601,11 @@ double cpu_sum_squares(const Floats& x) {
 }
 
 // Squares of floats are exact in double; only the order of <= 4M double
-// additions differs: a relative error far below 1e-12 (cpu: against a double
-// loop; cuda: against the CPU twin). The same bits on a repeat (cpu: at 1, 2
+// additions differs: a relative error far below 1e-12 (cpu: against a loop in
+// long double, whose 64-bit significand keeps its own error near 2^-64 n, well
+// under the backend's; a plain double loop's own error reached 1.4e-12 at
+// n = 4M, which is the reference failing, not the op; cuda: against the CPU
+// twin). The same bits on a repeat (cpu: at 1, 2
 // and 3 threads). 1 << 22 fills the GPU's first pass's capped grid; the
 // others leave ragged blocks; n = 0 must write 0.
 void sum_squares(const OpRow& row) {
@@ -612,10 +615,13 @@ void sum_squares(const OpRow& row) {
     SCOPED_TRACE(testing::Message() << "n=" << n);
     const Floats x = random_floats(n, rng, -3.0f, 3.0f);
     double expected = 0.0;
-    if (row.cuda())
+    if (row.cuda()) {
       expected = cpu_sum_squares(x);
-    else
-      for (float value : x) expected += (double)value * value;
+    } else {
+      long double sum = 0.0L;
+      for (float value : x) sum += (long double)value * value;
+      expected = (double)sum;
+    }
     Buffer<float> d_x(row.backend(), x);
     const double first = with_threads(1, [&] { return backend_sum_squares(row.backend(), d_x); });
     EXPECT_NEAR(first, expected, 1e-12 * expected);
