@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cfenv>
 #include <chrono>
+#include <cmath>
 #include <thread>
 #include <vector>
 
@@ -85,6 +87,19 @@ __global__ void spin_kernel(int* flag, int* seen) {
 
 __global__ void set_kernel(int* flag) { *flag = 1; }
 
+// Thread 0 rounds upward across a barrier while thread 1 runs beside it: the
+// floating-point control (SSE's MXCSR, x87's control word) is each fiber's own.
+__global__ void rounding_kernel(int* modes, float* sums) {
+  const int t = threadIdx.x;
+  if (t == 0) std::fesetround(FE_UPWARD);
+  __syncthreads();
+  volatile float tiny = 1e-8f;
+  modes[t] = std::fegetround();
+  sums[t] = 1.0f + tiny;
+  __syncthreads();
+  if (t == 0) std::fesetround(FE_TONEAREST);
+}
+
 // ---- tests --------------------------------------------------------------------------
 
 TEST(Emulator, EveryThreadOfEveryBlockRunsWithItsCoordinates) {
@@ -115,6 +130,20 @@ TEST(Emulator, BlockSumMatchesASequentialSum) {
   }
   cudaFree(in);
   cudaFree(out);
+}
+
+TEST(Emulator, EachThreadKeepsItsOwnRoundingMode) {
+  int* modes = device_array<int>(2);
+  float* sums = device_array<float>(2);
+  launch(rounding_kernel, 1, 2, 0, nullptr, modes, sums);
+  const std::vector<int> got_modes = read_back(modes, 2);
+  const std::vector<float> got_sums = read_back(sums, 2);
+  EXPECT_EQ(got_modes[0], FE_UPWARD);
+  EXPECT_EQ(got_modes[1], FE_TONEAREST);
+  EXPECT_EQ(got_sums[0], std::nextafter(1.0f, 2.0f));
+  EXPECT_EQ(got_sums[1], 1.0f);
+  cudaFree(modes);
+  cudaFree(sums);
 }
 
 TEST(Emulator, AMissingBarrierReadsStaleSharedMemoryUnderOneOrder) {
