@@ -54,7 +54,6 @@ struct BlockRunner {
   FiberContext scheduler;
   std::vector<std::unique_ptr<GpuThread>> threads;  // grows to the largest block
   const Grid* grid = nullptr;
-  ScheduleOrder order = ScheduleOrder::forward;
   int block_threads = 0;
   GpuThread* running = nullptr;
   void* dynamic_shared = nullptr;
@@ -76,13 +75,14 @@ struct BlockRunner {
       threads.push_back(std::make_unique<GpuThread>(this, (int)threads.size()));
   }
 
-  // The sweep's next thread after `thread` that is ready, or null.
-  GpuThread* next_in_sweep(const GpuThread& thread) const {
-    if (order == ScheduleOrder::forward) {
-      for (int i = thread.index + 1; i < block_threads; i++)
+  // The first ready thread after thread index `after` in the scheduling
+  // order, or null; a sweep starts after -1 (forward) or block_threads.
+  GpuThread* next_ready(int after) const {
+    if (schedule_order() == ScheduleOrder::forward) {
+      for (int i = after + 1; i < block_threads; i++)
         if (threads[i]->state == State::ready) return threads[i].get();
     } else {
-      for (int i = thread.index - 1; i >= 0; i--)
+      for (int i = after - 1; i >= 0; i--)
         if (threads[i]->state == State::ready) return threads[i].get();
     }
     return nullptr;
@@ -92,7 +92,7 @@ struct BlockRunner {
   // next ready thread (one switch, not two through the scheduler), or back
   // to the scheduler at the sweep's end or after a fault.
   void yield(GpuThread& thread) {
-    GpuThread* next = fault.empty() ? next_in_sweep(thread) : nullptr;
+    GpuThread* next = fault.empty() ? next_ready(thread.index) : nullptr;
     if (!next) {
       running = nullptr;
       FiberContext::switch_to(thread.context, scheduler);
@@ -184,7 +184,6 @@ std::string describe_deadlock(const BlockRunner& r) {
 
 // Runs one block to its end, or until a fault.
 void run_block(BlockRunner& r, unsigned block_linear) {
-  const ScheduleOrder order = r.order;
   const Grid& g = *r.grid;
   const int n = r.block_threads;
   const uint3 block_idx = coordinates_of(block_linear, g.grid);
@@ -201,11 +200,7 @@ void run_block(BlockRunner& r, unsigned block_linear) {
   while (r.exited < n) {
     // A sweep: the first ready thread in the scheduling order, which hands
     // on to the next (BlockRunner::yield) until the last hands back here.
-    GpuThread* first = nullptr;
-    for (int k = 0; k < n && !first; k++) {
-      GpuThread& t = *r.threads[order == ScheduleOrder::forward ? k : n - 1 - k];
-      if (t.state == State::ready) first = &t;
-    }
+    GpuThread* first = r.next_ready(schedule_order() == ScheduleOrder::forward ? -1 : n);
     if (!first) {
       r.fault = describe_deadlock(r);
       return;
@@ -233,7 +228,6 @@ std::string run_grid(const Grid& grid) {
   BlockRunner& r = runner();
   const ScheduleOrder order = schedule_order();
   r.grid = &grid;
-  r.order = order;
   r.block_threads = (int)(grid.block.x * grid.block.y * grid.block.z);
   r.ensure_threads(r.block_threads);
   r.warps.assign((r.block_threads + kWarpSize - 1) / kWarpSize, WarpRendezvous{});
