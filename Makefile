@@ -52,12 +52,13 @@ $(FORTUNES_DATA): | build-train
 demo: deps build-train $(FORTUNES_DATA)
 	./train --config configs/demo.toml
 
-# Also builds the CUDA backend under emulation (docs/emulation.md) and runs
-# its tests (label "emulation") with the rest.
+# The build with the CUDA backend under emulation too (docs/emulation.md),
+# every ctest suite (label "emulation" among them), then each fuzz target for
+# FUZZ_SMOKE_SECONDS; the fuzz build runs beside the first two at idle CPU
+# priority (tools/make_test.sh).
 test: deps
-	$(MAKE) build CMAKE_FLAGS="$(CMAKE_FLAGS) -DLLM_CUDA_EMULATION=ON"
-	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
-	$(MAKE) fuzz FUZZ_SECONDS=$(FUZZ_SMOKE_SECONDS)
+	MAKE="$(MAKE)" BUILD=$(BUILD) FUZZ_BUILD=$(FUZZ_BUILD) JOBS=$(JOBS) \
+	  FUZZ_SECONDS=$(FUZZ_SMOKE_SECONDS) CMAKE_FLAGS="$(CMAKE_FLAGS)" bash tools/make_test.sh
 
 # libFuzzer targets of every reader (test/fuzz, docs/testing.md#fuzzing), in a
 # build of their own with clang, ASan and UBSan; `make test` runs each for
