@@ -54,8 +54,8 @@ demo: deps build-train $(FORTUNES_DATA)
 
 # The build with the CUDA backend under emulation too (docs/emulation.md),
 # every ctest suite (label "emulation" among them), then each fuzz target for
-# FUZZ_SMOKE_SECONDS; the fuzz build runs beside the first two at idle CPU
-# priority (tools/make_test.sh).
+# FUZZ_SMOKE_SECONDS; the fuzz build runs beside ctest at idle CPU priority
+# (tools/make_test.sh).
 test: deps
 	MAKE="$(MAKE)" BUILD=$(BUILD) FUZZ_BUILD=$(FUZZ_BUILD) JOBS=$(JOBS) \
 	  FUZZ_SECONDS=$(FUZZ_SMOKE_SECONDS) CMAKE_FLAGS="$(CMAKE_FLAGS)" bash tools/make_test.sh

@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
 # `make test`'s steps: the build with the CUDA emulation, ctest, then each
 # fuzz target for a smoke test. The clang fuzz build (a build folder of its
-# own) does not wait for its turn: it starts first and runs beside the other
-# two at the scheduler's idle priority (SCHED_IDLE, or nice 19 where that is
-# refused), so it takes only the CPU they leave unused (links, tests that wait
-# on a timeout, the tests that run alone) and no test's timing shares a core
-# with it. Its output goes to a log, shown when it fails.
+# own) does not wait for ctest to end: it runs beside it at the scheduler's
+# idle priority (SCHED_IDLE, or nice 19 where that is refused), in the CPU
+# ctest leaves unused (a quarter on 2 cores: the tests that run alone, the
+# ones that wait on a timeout), and no test's timing shares a core with it at
+# equal weight. Not beside the main build, which leaves little unused: there
+# it slowed that build by a fifth (2026-11-28). Its output goes to a log,
+# shown when it fails.
 # usage (the Makefile's `test`): MAKE=make BUILD=build FUZZ_BUILD=build-fuzz
 #   JOBS=2 FUZZ_SECONDS=20 CMAKE_FLAGS=... bash tools/make_test.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 : "${MAKE:=make}" "${BUILD:=build}" "${FUZZ_BUILD:=build-fuzz}" "${JOBS:=$(nproc)}"
 : "${FUZZ_SECONDS:=20}" "${CMAKE_FLAGS:=}"
+
+"$MAKE" --no-print-directory build BUILD="$BUILD" JOBS="$JOBS" \
+  CMAKE_FLAGS="$CMAKE_FLAGS -DLLM_CUDA_EMULATION=ON" || exit 1
 
 mkdir -p "$FUZZ_BUILD"
 fuzz_log=$FUZZ_BUILD/make_test.log
@@ -28,10 +33,7 @@ fuzz_build=$!
 set +m
 trap 'kill -- -"$fuzz_build" 2>/dev/null' EXIT
 trap 'exit 130' INT TERM
-echo "make test: the fuzz build runs beside the rest at idle priority (log: $fuzz_log)"
-
-"$MAKE" --no-print-directory build BUILD="$BUILD" JOBS="$JOBS" \
-  CMAKE_FLAGS="$CMAKE_FLAGS -DLLM_CUDA_EMULATION=ON" || exit 1
+echo "make test: the fuzz build runs beside ctest at idle priority (log: $fuzz_log)"
 ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS" || exit 1
 
 echo "make test: waiting for the fuzz build"
