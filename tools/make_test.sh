@@ -7,16 +7,23 @@
 # ones that wait on a timeout), and no test's timing shares a core with it at
 # equal weight. Not beside the main build, which leaves little unused: there
 # it slowed that build by a fifth (2026-11-28). Its output goes to a log,
-# shown when it fails.
+# shown when it fails. Each step prints the seconds it took.
 # usage (the Makefile's `test`): MAKE=make BUILD=build FUZZ_BUILD=build-fuzz
 #   JOBS=2 FUZZ_SECONDS=20 CMAKE_FLAGS=... bash tools/make_test.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
 : "${MAKE:=make}" "${BUILD:=build}" "${FUZZ_BUILD:=build-fuzz}" "${JOBS:=$(nproc)}"
 : "${FUZZ_SECONDS:=20}" "${CMAKE_FLAGS:=}"
+# "make test: <step> took N s" for the step that began at $step_start.
+step_start=$SECONDS
+took() {
+  echo "make test: $1 took $((SECONDS - step_start)) s"
+  step_start=$SECONDS
+}
 
 "$MAKE" --no-print-directory build BUILD="$BUILD" JOBS="$JOBS" \
   CMAKE_FLAGS="$CMAKE_FLAGS -DLLM_CUDA_EMULATION=ON" || exit 1
+took "the build"
 
 mkdir -p "$FUZZ_BUILD"
 fuzz_log=$FUZZ_BUILD/make_test.log
@@ -35,6 +42,7 @@ trap 'kill -- -"$fuzz_build" 2>/dev/null' EXIT
 trap 'exit 130' INT TERM
 echo "make test: the fuzz build runs beside ctest at idle priority (log: $fuzz_log)"
 ctest --test-dir "$BUILD" --output-on-failure -j "$JOBS" || exit 1
+took ctest
 
 echo "make test: waiting for the fuzz build"
 if ! wait "$fuzz_build"; then
@@ -43,4 +51,7 @@ if ! wait "$fuzz_build"; then
   exit 1
 fi
 trap - EXIT
-bash tools/run_fuzzers.sh "$FUZZ_BUILD" "$FUZZ_SECONDS"
+took "waiting for the fuzz build"
+bash tools/run_fuzzers.sh "$FUZZ_BUILD" "$FUZZ_SECONDS" || exit 1
+took "the fuzz smoke test"
+echo "make test: passed in $SECONDS s"
