@@ -27,6 +27,7 @@ class InferenceParams : public UnitProvider {
   void release_params(int, Pass) override {}
   float* acquire_grads(int unit) override;
   void release_grads(int unit) override;
+  uint64_t params_version() const override { return 0; }  // filled once
 
  private:
   Arena arena_;

@@ -91,7 +91,7 @@ std::vector<std::vector<int32_t>> generate(Transformer& model, UnitProvider& uni
     for (int b = 0; b < samples; ++b) {
       const double uniform = rng.next_uniform();  // drawn for every sample: one stream per seed
       if (finished[b]) continue;
-      model.logits_row(b * step_rows + last_row, logits.data());
+      model.logits_row(units, b * step_rows + last_row, logits.data());
       const int32_t token = sample_token(logits.data(), V, options, uniform);
       out[b].push_back(token);
       finished[b] = token == options.stop_token;

@@ -2,6 +2,10 @@
 // is in the backend's kernels; this file only sequences them, asks the
 // UnitProvider for parameters and gradient buffers at unit boundaries, and
 // recomputes what the recomputation plan dropped.
+// The LM head's logits exist a chunk of rows at a time (loss_chunk_rows):
+// in training the head's forward, the cross-entropy and the head's backward
+// run chunk by chunk inside the backward pass, so the (N, V) logits are
+// never all in memory (docs/memory.md, "The logits in chunks").
 // Invariant: a micro-batch queues its work from the upload of its tokens to
 // the read-back of its losses without waiting for the device in between
 // (parameter and gradient collectives aside, which the UnitProvider orders).
@@ -10,6 +14,7 @@
 #include <algorithm>
 #include <array>
 #include <memory>
+#include <optional>
 #include <type_traits>
 
 #include "runtime/error.h"
@@ -25,6 +30,14 @@ RecomputePlan recompute_plan(const TrainingConfig& t) {
   plan.every = t.recompute_every;
   plan.mode = t.recompute;
   return plan;
+}
+
+int loss_chunk_rows(const ModelConfig& c, int N, int tp, size_t value_bytes, int requested) {
+  if (requested > 0) return std::min(requested, N);
+  const size_t row_bytes = static_cast<size_t>(c.vocab_size / tp) * value_bytes;
+  size_t rows = std::max<size_t>(kAutoLossChunkBytes / row_bytes, 1);
+  if (rows >= 64) rows -= rows % 64;  // whole tiles of a GEMM's rows
+  return static_cast<int>(std::min<size_t>(rows, static_cast<size_t>(N)));
 }
 
 namespace {
@@ -84,13 +97,15 @@ struct SlotBuffers {
   int32_t* targets;  // (N)
   A* xf;             // (N, C) final-norm output
   float* rstd_f;     // (n)
-  A* logits;         // (N, V); becomes dlogits when training
+  float dloss = 0;   // the stage_forward's dloss: the head's backward forms the loss then
 };
 // What the slots share.
 template <class A>
 struct SharedBuffers {
-  float* ce_parts;  // (tp, N, 2) every rank's (log-sum-exp, target logit) per row (last stage)
-  float* losses;    // (N) (last stage)
+  // Last stage only (else null); R = loss_chunk_rows rows of the head at a time:
+  A* logits;        // (R, V) a chunk's logits; become their gradient when training
+  float* ce_parts;  // (tp, R, 2) every rank's (log-sum-exp, target logit) per chunk row
+  float* losses;    // (N)
   float* rope_cos;  // (T, D / 2)
   float* rope_sin;  // (T, D / 2)
   A* partial;       // (N, C) a row-parallel matmul's partial sums (tp > 1, else null)
@@ -111,18 +126,40 @@ struct GradBuffers {  // backward scratch, reused by every block
   // (block.h's order; the head's final norm: C), summed over the group (tp > 1)
   float* dgains;
 };
-// precision fp8: the FP8 codes of one block matmul's operands, reused by
-// every block matmul (forward: input and weight row-major; backward: the
-// output gradient both ways, the weight and the input transposed, as
-// Hopper's TN GEMMs read them), and their scales.
+// precision fp8: one block matrix's e4m3 codes, cast once per parameter
+// version (UnitProvider::params_version) and kept across micro-batches and
+// passes: row-major for the forward, transposed for the backward's input
+// gradient (Hopper's TN GEMMs read both operands K-contiguous).
+struct Fp8Weight {
+  size_t BlockTensors::*offset;  // the block matrix (block.h's table)
+  int rows, cols;                // this rank's slice (OC, K)
+  uint8_t* codes = nullptr;      // (rows, cols)
+  uint8_t* codes_t = nullptr;    // (cols, rows)
+  Fp8Scale* scale = nullptr;
+};
+// The matrices of a block in block.h's table order, this rank's slice of each.
+std::vector<Fp8Weight> fp8_block_matrices(const ModelConfig& c, int tp) {
+  std::vector<Fp8Weight> out;
+  for (const BlockTensorSpec& spec : block_tensors(c)) {
+    if (!spec.matrix()) continue;
+    const int64_t rows = spec.rows() / (spec.split == TensorParallelSplit::rows ? tp : 1);
+    const int64_t cols = spec.columns / (spec.split == TensorParallelSplit::columns ? tp : 1);
+    out.push_back({spec.offset, static_cast<int>(rows), static_cast<int>(cols)});
+  }
+  return out;
+}
+// precision fp8: the FP8 codes of one block matmul's activations, reused by
+// every block matmul (forward: the input row-major; backward: the output
+// gradient both ways and the input transposed), their scales, and every
+// block weight's codes.
 struct Fp8Buffers {
   uint8_t* input;    // (N, K) forward, (K, N) backward; K the widest of C, H * D, F
-  uint8_t* weight;   // (OC, K) forward, (K, OC) backward; OC x K the largest weight
   uint8_t* grad;     // (N, OC) the output gradient (e5m2); OC the widest of QKV, C, 2F
   uint8_t* grad_t;   // (OC, N)
   Fp8Scale* scales;  // [kFp8Scales]
+  std::vector<std::vector<Fp8Weight>> weights;  // [the stage's block i][its matrix]
 };
-enum Fp8ScaleSlot { kInputScale, kWeightScale, kGradScale, kFp8Scales };
+enum Fp8ScaleSlot { kInputScale, kGradScale, kFp8Scales };
 
 template <class A>
 struct Buffers {
@@ -137,7 +174,7 @@ struct Buffers {
 // Lists every buffer (binding `out`'s slots) and sums the bytes by role.
 template <class A>
 BufferPlan plan_activations(const ModelConfig& c, int B, int T, ModelSlice slice, int in_flight,
-                            RecomputePlan recompute, bool fp8, Buffers<A>& out,
+                            RecomputePlan recompute, bool fp8, int loss_chunk, Buffers<A>& out,
                             ActivationBytes& bytes) {
   const int tp = slice.tp_size;
   const Shape s(c, B, T, tp);
@@ -207,11 +244,12 @@ BufferPlan plan_activations(const ModelConfig& c, int B, int T, ModelSlice slice
     plan.add(slot.targets, N);
     plan.add(slot.xf, N * C);
     plan.add(slot.rstd_f, n);
-    plan.add(slot.logits, N * s.V);
   }
   SharedBuffers<A>& h = out.shared;
   if (last) {
-    plan.add(h.ce_parts, tp * N * 2);
+    const size_t rows = loss_chunk_rows(c, static_cast<int>(N), tp, sizeof(A), loss_chunk);
+    plan.add(h.logits, rows * s.V);
+    plan.add(h.ce_parts, tp * rows * 2);
     plan.add(h.losses, N);
   }
   plan.add(h.rope_cos, T * s.D / 2);
@@ -238,10 +276,18 @@ BufferPlan plan_activations(const ModelConfig& c, int B, int T, ModelSlice slice
     Fp8Buffers& q = out.fp8;
     const size_t widest_input = std::max({C, s.HD, F}), widest_output = std::max({s.QKV, C, 2 * F});
     plan.add(q.input, N * widest_input);
-    plan.add(q.weight, C * widest_output);
     plan.add(q.grad, N * widest_output);
     plan.add(q.grad_t, N * widest_output);
     plan.add(q.scales, kFp8Scales);
+    q.weights.assign(layers.count(), fp8_block_matrices(c, tp));
+    for (std::vector<Fp8Weight>& block : q.weights) {
+      for (Fp8Weight& w : block) {
+        const size_t n = static_cast<size_t>(w.rows) * w.cols;
+        plan.add(w.codes, n);
+        plan.add(w.codes_t, n);
+        plan.add(w.scale, 1);
+      }
+    }
     bytes.fp8_copies = role_bytes();
   }
   bytes.total = plan.bytes();
@@ -252,7 +298,7 @@ template <class A>
 class TransformerImpl final : public Transformer {
  public:
   TransformerImpl(const ModelConfig& config, int max_batch, int max_seq, const Backend& backend,
-                  RecomputePlan recompute, Precision precision, ModelSplit split)
+                  RecomputePlan recompute, Precision precision, ModelSplit split, int loss_chunk)
       : Transformer(config, precision, split),
         backend_(backend),
         ops_(backend.ops<A>()),
@@ -270,7 +316,8 @@ class TransformerImpl final : public Transformer {
         first_(layout_.slice.first_stage()),
         last_(layout_.slice.last_stage()),
         recompute_(recompute),
-        fp8_(precision == Precision::fp8) {
+        fp8_(precision == Precision::fp8),
+        loss_rows_(loss_chunk_rows(config, max_batch * max_seq, tp_, sizeof(A), loss_chunk)) {
     LLM_CHECK((!fp8_ || std::is_same_v<A, Bf16>), "transformer: fp8 runs on bf16 activations");
     LLM_CHECK(tp_ == 1 || (tensor_ && tensor_->size() == tp_ && tensor_->rank() == tp_rank_),
               "transformer: the layout's tensor slice {} of {} is not the tensor group's rank",
@@ -280,7 +327,7 @@ class TransformerImpl final : public Transformer {
               tp_);
 
     BufferPlan plan = plan_activations(config, max_batch, max_seq, layout_.slice, split.in_flight,
-                                       recompute, fp8_, buf_, bytes_);
+                                       recompute, fp8_, loss_chunk, buf_, bytes_);
     arena_ = Arena("activations", plan.bytes(), memory_);
     host_losses_.resize(static_cast<size_t>(max_batch) * max_seq);
     host_row_.resize(tp_ * s_.V);
@@ -302,6 +349,7 @@ class TransformerImpl final : public Transformer {
       }
     }
     slot_ = &buf_.slots[0];
+    fp8_cast_version_.resize(fp8_ ? layers_.count() : 0);
     GradBuffers<A>& d = buf_.grads;
     if (tp_ == 1)
       d.dxn_rows = d.dxn;
@@ -313,7 +361,7 @@ class TransformerImpl final : public Transformer {
 
   float stage_forward(UnitProvider& units, int slot, const int32_t* inputs, const int32_t* targets,
                       int B, int T, float dloss) override;
-  void stage_backward(UnitProvider& units, int slot, int B, int T) override;
+  float stage_backward(UnitProvider& units, int slot, int B, int T) override;
   StageMessage stage_input(int slot, int B, int T) const override {
     return stage_rows(buf_.slots.at(slot).residual, B, T);
   }
@@ -327,9 +375,18 @@ class TransformerImpl final : public Transformer {
   void reserve_kv_cache(int batch, int capacity) override;
   int kv_cache_capacity() const override { return kv_capacity_; }
   void decode_stage(UnitProvider& units, const int32_t* inputs, int B, int T, int start) override;
-  void logits_row(int row, float* out) const override {
+  void logits_row(UnitProvider& units, int row, float* out) override {
     const SharedBuffers<A>& h = buf_.shared;
-    const A* logits = last_ ? slot_->logits + static_cast<size_t>(row) * s_.V : nullptr;
+    const A* logits = nullptr;
+    if (last_) {  // the row's logits from its final-norm output, into the chunk buffer
+      const int head = layout_.head_unit();
+      const A* weight = head_weight(units, params(units, head, Pass::forward), Pass::forward);
+      ops_.matmul_forward(h.logits, slot_->xf + static_cast<size_t>(row) * s_.C, weight, 1,
+                          static_cast<int>(s_.C), static_cast<int>(s_.V));
+      release_head_weight(units, Pass::forward);
+      units.release_params(head, Pass::forward);
+      logits = h.logits;
+    }
     if (tp_ > 1 && last_) {  // every rank's vocabulary slice, in rank (= vocabulary) order
       tensor(TensorPayload::logits_row).all_gather(logits, h.gathered_row, s_.V, wire_type());
       logits = h.gathered_row;
@@ -378,13 +435,18 @@ class TransformerImpl final : public Transformer {
   }
   int device_graphs() const override { return segments_.graphs(); }
   // This stage's forward pass: from the uploaded tokens (first stage) or the
-  // received activation, to the stage's output or (last stage) the logits.
-  void forward_blocks(UnitProvider& units, int B, int T);
-  // The last stage's backward through the LM head and final norm, into dres.
+  // received activation, to the stage's output or (last stage) the final
+  // norm's output, and with `loss` the losses (evaluation: no gradient).
+  void forward_blocks(UnitProvider& units, int B, int T, bool loss);
+  // The last stage's backward: the head's logits, the losses and their
+  // gradient chunk by chunk, through the LM head and final norm, into dres.
   void head_backward(UnitProvider& units, int B, int T);
-  // The per-row (log-sum-exp, target logit) of every rank, then the losses;
+  // The first stage's backward of the embedding, from dres.
+  void embedding_backward(UnitProvider& units, int B, int T);
+  // Rows [row, row + rows) of the head: their logits into shared.logits, then
+  // per row the (log-sum-exp, target logit) of every rank and the losses;
   // with dloss != 0 the logits become their gradient.
-  void cross_entropy(int N, float dloss, bool backward);
+  void head_chunk(int row, int rows, const A* weight, float dloss);
   // Block l's forward into its buffers; with write_output false it stops
   // after SwiGLU (what backward recomputation needs).
   void block_forward(int l, const A* p, int B, int T, bool write_output);
@@ -408,14 +470,23 @@ class TransformerImpl final : public Transformer {
     segments_.run({site, slot, B, T, dloss, buffers}, work);
   }
 
-  // --- the block matmuls: in A, or (fp8_) on FP8 copies -------------------
+  // --- the linear layers: in A, or (a block matrix under fp8_) on FP8 codes -
+  // A weight (OC, K) and, for a block matrix under fp8_, its FP8 codes.
+  struct Weight {
+    const A* values;
+    const Fp8Weight* fp8 = nullptr;
+  };
+  // Block l's matrix at `offset`, from its unit's parameters p.
+  Weight block_weight(int l, const A* p, size_t BlockTensors::*offset) const;
+  // precision fp8: block l's matrices cast from p, unless cast already at the
+  // provider's parameter version. Outside the segments: a captured segment
+  // replays its kernels whatever the version.
+  void cast_block_weights(UnitProvider& units, int l, const A* p);
   // out (N, OC) = inp (N, K) @ weight (OC, K)^T (+ residual when not null).
-  void linear_forward(A* out, const A* inp, const A* weight, const A* residual, int N, int K,
-                      int OC);
+  void linear_forward(A* out, const A* inp, Weight weight, const A* residual, int N, int K, int OC);
   // dinp (N, K) = dout (N, OC) @ weight, dweight (OC, K) += dout^T inp.
-  // `block`: a block matmul (FP8 under fp8_), not the LM head.
-  void linear_backward(A* dinp, float* dweight, const A* dout, const A* inp, const A* weight, int N,
-                       int K, int OC, bool block);
+  void linear_backward(A* dinp, float* dweight, const A* dout, const A* inp, Weight weight, int N,
+                       int K, int OC);
   // The FP8 codes of x (rows, cols) scaled into scale slot `slot`: row-major
   // into codes and/or transposed into codes_t (either may be null).
   void fp8_quantize(uint8_t* codes, uint8_t* codes_t, const Bf16* x, int rows, int cols,
@@ -426,11 +497,13 @@ class TransformerImpl final : public Transformer {
   void norm_gathered(A* xn, float* rstd, const A* x, const A* weight, int N);
   // out (n, C) = residual + this rank's rows of inp (N, K) @ W^T summed over
   // the group (a row-parallel matmul, reduce-scattered).
-  void row_parallel_forward(A* out, const A* inp, const A* weight, const A* residual, int N, int K);
+  void row_parallel_forward(A* out, const A* inp, Weight weight, const A* residual, int N, int K);
   // dxn_rows (n, C) = this rank's rows of dout (N, out) @ W summed over the
-  // group, and dweight += dout^T inp (a column-parallel matmul's backward).
-  void column_parallel_backward(float* dweight, const A* dout, const A* inp, const A* weight, int N,
-                                int out, bool block = true);
+  // group, and dweight += dout^T inp (a block's column-parallel matmul's backward).
+  void column_parallel_backward(float* dweight, const A* dout, const A* inp, Weight weight, int N,
+                                int out);
+  // grads.dxn_rows = this rank's rows of grads.dxn (N, C) summed over the group.
+  void sum_norm_grad_rows(int N);
   // Every rank's dres rows into grads.dres_full.
   void gather_dres(int N);
   // Where a block gain's gradient goes: into the unit's grads `gr`, or
@@ -486,7 +559,11 @@ class TransformerImpl final : public Transformer {
   LayerRange layers_;  // this stage's blocks
   bool first_, last_;  // the first / last pipeline stage
   RecomputePlan recompute_;
-  bool fp8_;  // the block matmuls on FP8 copies (precision fp8)
+  bool fp8_;       // the block matmuls on FP8 copies (precision fp8)
+  int loss_rows_;  // rows of the LM head's logits at a time (shared.logits)
+  // precision fp8: the parameter version each stage block's weights were
+  // cast at (none: never).
+  std::vector<std::optional<uint64_t>> fp8_cast_version_;
   Buffers<A> buf_;
   SlotBuffers<A>* slot_;  // the slot of the micro-batch being computed
   Arena arena_;
@@ -521,23 +598,52 @@ void TransformerImpl<A>::fp8_quantize(uint8_t* codes, uint8_t* codes_t, const Bf
 }
 
 template <class A>
-void TransformerImpl<A>::linear_forward(A* out, const A* inp, const A* weight, const A* residual,
+typename TransformerImpl<A>::Weight TransformerImpl<A>::block_weight(
+    int l, const A* p, size_t BlockTensors::*offset) const {
+  Weight weight{p + layout_.block.*offset};
+  if (!fp8_) return weight;
+  for (const Fp8Weight& w : buf_.fp8.weights[l - layers_.begin]) {
+    if (w.offset == offset) weight.fp8 = &w;
+  }
+  LLM_CHECK(weight.fp8, "transformer: no FP8 codes for a matrix the block table does not hold");
+  return weight;
+}
+
+template <class A>
+void TransformerImpl<A>::cast_block_weights(UnitProvider& units, int l, const A* p) {
+  if constexpr (std::is_same_v<A, Bf16>) {
+    if (!fp8_) return;
+    std::optional<uint64_t>& cast = fp8_cast_version_[l - layers_.begin];
+    const uint64_t version = units.params_version();
+    if (cast == version) return;
+    for (const Fp8Weight& w : buf_.fp8.weights[l - layers_.begin]) {
+      const Bf16* values = p + layout_.block.*w.offset;
+      backend_.fp8_amax_scale(w.scale, values, static_cast<size_t>(w.rows) * w.cols,
+                              Fp8Format::e4m3);
+      backend_.fp8_cast_transpose(w.codes, w.codes_t, values, w.rows, w.cols, w.scale,
+                                  Fp8Format::e4m3);
+    }
+    cast = version;
+  }
+}
+
+template <class A>
+void TransformerImpl<A>::linear_forward(A* out, const A* inp, Weight weight, const A* residual,
                                         int N, int K, int OC) {
   if constexpr (std::is_same_v<A, Bf16>) {
-    if (fp8_) {
+    if (const Fp8Weight* w = weight.fp8) {
       const Fp8Buffers& q = buf_.fp8;
       constexpr Fp8Format e4m3 = Fp8Format::e4m3;
       fp8_quantize(q.input, nullptr, inp, N, K, kInputScale, e4m3);
-      fp8_quantize(q.weight, nullptr, weight, OC, K, kWeightScale, e4m3);
-      ops_.fp8_gemm(out, residual, q.input, e4m3, q.scales + kInputScale, q.weight, e4m3,
-                    q.scales + kWeightScale, N, OC, K);
+      ops_.fp8_gemm(out, residual, q.input, e4m3, q.scales + kInputScale, w->codes, e4m3, w->scale,
+                    N, OC, K);
       return;
     }
   }
   if (residual)
-    ops_.matmul_forward_residual(out, inp, weight, residual, N, K, OC);
+    ops_.matmul_forward_residual(out, inp, weight.values, residual, N, K, OC);
   else
-    ops_.matmul_forward(out, inp, weight, N, K, OC);
+    ops_.matmul_forward(out, inp, weight.values, N, K, OC);
 }
 
 // FP8: the output gradient in e5m2 (its range: docs/training.md), the weight
@@ -545,16 +651,15 @@ void TransformerImpl<A>::linear_forward(A* out, const A* inp, const A* weight, c
 // dout^T inp as (OC, N) . (K, N)^T, both K-contiguous.
 template <class A>
 void TransformerImpl<A>::linear_backward(A* dinp, float* dweight, const A* dout, const A* inp,
-                                         const A* weight, int N, int K, int OC, bool block) {
+                                         Weight weight, int N, int K, int OC) {
   if constexpr (std::is_same_v<A, Bf16>) {
-    if (fp8_ && block) {
+    if (const Fp8Weight* w = weight.fp8) {
       const Fp8Buffers& q = buf_.fp8;
       constexpr Fp8Format e4m3 = Fp8Format::e4m3, e5m2 = Fp8Format::e5m2;
       fp8_quantize(q.grad, q.grad_t, dout, N, OC, kGradScale, e5m2);
       if (dinp) {
-        fp8_quantize(nullptr, q.weight, weight, OC, K, kWeightScale, e4m3);
-        ops_.fp8_gemm(dinp, nullptr, q.grad, e5m2, q.scales + kGradScale, q.weight, e4m3,
-                      q.scales + kWeightScale, N, K, OC);
+        ops_.fp8_gemm(dinp, nullptr, q.grad, e5m2, q.scales + kGradScale, w->codes_t, e4m3,
+                      w->scale, N, K, OC);
       }
       fp8_quantize(nullptr, q.input, inp, N, K, kInputScale, e4m3);
       f32_.fp8_gemm(dweight, dweight, q.grad_t, e5m2, q.scales + kGradScale, q.input, e4m3,
@@ -562,7 +667,7 @@ void TransformerImpl<A>::linear_backward(A* dinp, float* dweight, const A* dout,
       return;
     }
   }
-  ops_.matmul_backward(dinp, dweight, dout, inp, weight, N, K, OC);
+  ops_.matmul_backward(dinp, dweight, dout, inp, weight.values, N, K, OC);
 }
 
 template <class A>
@@ -577,7 +682,7 @@ void TransformerImpl<A>::norm_gathered(A* xn, float* rstd, const A* x, const A* 
 }
 
 template <class A>
-void TransformerImpl<A>::row_parallel_forward(A* out, const A* inp, const A* weight,
+void TransformerImpl<A>::row_parallel_forward(A* out, const A* inp, Weight weight,
                                               const A* residual, int N, int K) {
   const int C = static_cast<int>(s_.C);
   if (tp_ == 1) {
@@ -593,13 +698,17 @@ void TransformerImpl<A>::row_parallel_forward(A* out, const A* inp, const A* wei
 
 template <class A>
 void TransformerImpl<A>::column_parallel_backward(float* dweight, const A* dout, const A* inp,
-                                                  const A* weight, int N, int out, bool block) {
+                                                  Weight weight, int N, int out) {
+  linear_backward(buf_.grads.dxn, dweight, dout, inp, weight, N, static_cast<int>(s_.C), out);
+  sum_norm_grad_rows(N);
+}
+
+template <class A>
+void TransformerImpl<A>::sum_norm_grad_rows(int N) {
+  if (tp_ == 1) return;
   const GradBuffers<A>& d = buf_.grads;
-  const int C = static_cast<int>(s_.C);
-  linear_backward(d.dxn, dweight, dout, inp, weight, N, C, out, block);
-  if (tp_ > 1)
-    tensor(TensorPayload::activation_rows)
-        .reduce_scatter(d.dxn, d.dxn_rows, static_cast<size_t>(N / tp_) * C, wire_type());
+  tensor(TensorPayload::activation_rows)
+      .reduce_scatter(d.dxn, d.dxn_rows, static_cast<size_t>(N / tp_) * s_.C, wire_type());
 }
 
 template <class A>
@@ -650,12 +759,12 @@ void TransformerImpl<A>::block_forward(int l, const A* p, int B, int T, bool wri
   const A* x = residual(l);
   norm_gathered(b.xn1, b.rstd1, x, p + layout_.block.attn_norm, N);
   if (config_.qk_norm) {
-    linear_forward(b.qkv_raw, b.xn1, p + layout_.block.wqkv, nullptr, N, C, QKV);
+    linear_forward(b.qkv_raw, b.xn1, block_weight(l, p, &BlockTensors::wqkv), nullptr, N, C, QKV);
     ops_.qk_norm_forward(b.qkv, b.rstd_qk, b.qkv_raw, p + layout_.block.q_norm,
                          p + layout_.block.k_norm, N, H, KV, D,
                          static_cast<float>(config_.norm_eps));
   } else {
-    linear_forward(b.qkv, b.xn1, p + layout_.block.wqkv, nullptr, N, C, QKV);
+    linear_forward(b.qkv, b.xn1, block_weight(l, p, &BlockTensors::wqkv), nullptr, N, C, QKV);
   }
   // Decoding, row t is at position decode_start_ + t: the tables from there.
   const size_t first_angle = static_cast<size_t>(std::max(decode_start_, 0)) * (D / 2);
@@ -669,13 +778,13 @@ void TransformerImpl<A>::block_forward(int l, const A* p, int B, int T, bool wri
   } else {
     ops_.attention_forward(b.att, b.lse, b.qkv, slot_->doc_start, B, T, H, KV, D);
   }
-  row_parallel_forward(b.x_mid, b.att, p + layout_.block.wo, x, N, H * D);
+  row_parallel_forward(b.x_mid, b.att, block_weight(l, p, &BlockTensors::wo), x, N, H * D);
 
   norm_gathered(b.xn2, b.rstd2, b.x_mid, p + layout_.block.mlp_norm, N);
-  linear_forward(b.h13, b.xn2, p + layout_.block.w13, nullptr, N, C, 2 * F);
+  linear_forward(b.h13, b.xn2, block_weight(l, p, &BlockTensors::w13), nullptr, N, C, 2 * F);
   ops_.swiglu_forward(b.g, b.h13, N, F);
   if (!write_output) return;
-  row_parallel_forward(residual(l + 1), b.g, p + layout_.block.w2, b.x_mid, N, F);
+  row_parallel_forward(residual(l + 1), b.g, block_weight(l, p, &BlockTensors::w2), b.x_mid, N, F);
 }
 
 template <class A>
@@ -702,16 +811,17 @@ void TransformerImpl<A>::block_backward(int l, const A* p, float* gr, int B, int
   const GradBuffers<A>& d = buf_.grads;
   // MLP branch; dres holds d(loss)/d(block output) and becomes d/d(x_mid).
   gather_dres(N);
-  linear_backward(d.dg, gr + layout_.block.w2, d.dres_full, b.g, p + layout_.block.w2, N, F, C,
-                  /*block=*/true);
+  linear_backward(d.dg, gr + layout_.block.w2, d.dres_full, b.g,
+                  block_weight(l, p, &BlockTensors::w2), N, F, C);
   ops_.swiglu_backward(d.dh13, d.dg, b.h13, N, F);
-  column_parallel_backward(gr + layout_.block.w13, d.dh13, b.xn2, p + layout_.block.w13, N, 2 * F);
+  column_parallel_backward(gr + layout_.block.w13, d.dh13, b.xn2,
+                           block_weight(l, p, &BlockTensors::w13), N, 2 * F);
   ops_.rmsnorm_backward(d.dres, gain_grad(gr, &BlockTensors::mlp_norm), d.dxn_rows, b.x_mid,
                         p + layout_.block.mlp_norm, b.rstd2, n, C);
   // Attention branch; dres becomes d(loss)/d(block input).
   gather_dres(N);
-  linear_backward(d.datt, gr + layout_.block.wo, d.dres_full, b.att, p + layout_.block.wo, N, H * D,
-                  C, /*block=*/true);
+  linear_backward(d.datt, gr + layout_.block.wo, d.dres_full, b.att,
+                  block_weight(l, p, &BlockTensors::wo), N, H * D, C);
   ops_.attention_backward(d.dqkv, d.datt, b.qkv, b.att, b.lse, slot_->doc_start, B, T, H, KV, D);
   ops_.rope_backward(d.dqkv, buf_.shared.rope_cos, buf_.shared.rope_sin, slot_->positions, N, T,
                      H + KV, D, QKV);
@@ -724,8 +834,8 @@ void TransformerImpl<A>::block_backward(int l, const A* p, float* gr, int B, int
                           D);
     dprojected = d.dqkv_raw;
   }
-  column_parallel_backward(gr + layout_.block.wqkv, dprojected, b.xn1, p + layout_.block.wqkv, N,
-                           QKV);
+  column_parallel_backward(gr + layout_.block.wqkv, dprojected, b.xn1,
+                           block_weight(l, p, &BlockTensors::wqkv), N, QKV);
   ops_.rmsnorm_backward(d.dres, gain_grad(gr, &BlockTensors::attn_norm), d.dxn_rows, residual(l),
                         p + layout_.block.attn_norm, b.rstd1, n, C);
   sum_block_gains(gr);
@@ -788,7 +898,7 @@ void TransformerImpl<A>::set_document_masking(DocumentBoundary boundary, bool re
 }
 
 template <class A>
-void TransformerImpl<A>::forward_blocks(UnitProvider& units, int B, int T) {
+void TransformerImpl<A>::forward_blocks(UnitProvider& units, int B, int T, bool loss) {
   const int N = B * T, C = static_cast<int>(s_.C), V = static_cast<int>(s_.V);
   const SharedBuffers<A>& h = buf_.shared;
   if (first_) {
@@ -811,35 +921,44 @@ void TransformerImpl<A>::forward_blocks(UnitProvider& units, int B, int T) {
   for (int l = layers_.begin; l < layers_.end; ++l) {
     const int unit = layout_.block_unit(l);
     const A* p = params(units, unit, Pass::forward);
+    cast_block_weights(units, l, p);
     segment(forward_site(unit), B, T, 0, {p},
             [&] { block_forward(l, p, B, T, /*write_output=*/true); });
     units.release_params(unit, Pass::forward);
   }
   if (!last_) return;
 
+  // The final norm; the weight only for the losses (evaluation), a chunk of
+  // rows' logits at a time.
   const int head = layout_.head_unit();
   const A* hp = params(units, head, Pass::forward);
-  const A* weight = head_weight(units, hp, Pass::forward);
-  segment(forward_site(head), B, T, 0, {hp, weight}, [&] {
-    norm_gathered(slot_->xf, slot_->rstd_f, residual(layers_.end), hp, N);
-    ops_.matmul_forward(slot_->logits, slot_->xf, weight, N, C, V);
-  });
-  release_head_weight(units, Pass::forward);
+  segment(forward_site(head), B, T, 0, {hp},
+          [&] { norm_gathered(slot_->xf, slot_->rstd_f, residual(layers_.end), hp, N); });
+  if (loss) {
+    const A* weight = head_weight(units, hp, Pass::forward);
+    segment(loss_site(), B, T, 0, {hp, weight}, [&] {
+      for (int row = 0; row < N; row += loss_rows_)
+        head_chunk(row, std::min(loss_rows_, N - row), weight, 0.0f);
+    });
+    release_head_weight(units, Pass::forward);
+  }
   units.release_params(head, Pass::forward);
 }
 
 template <class A>
-void TransformerImpl<A>::cross_entropy(int N, float dloss, bool backward) {
+void TransformerImpl<A>::head_chunk(int row, int rows, const A* weight, float dloss) {
   const SharedBuffers<A>& h = buf_.shared;
-  const int V = static_cast<int>(s_.V);
-  float* own = h.ce_parts + static_cast<size_t>(tp_rank_) * N * 2;
-  ops_.cross_entropy_partials(own, slot_->logits, slot_->targets, N, V, vocab_begin_);
+  const int C = static_cast<int>(s_.C), V = static_cast<int>(s_.V);
+  const int32_t* targets = slot_->targets + row;
+  ops_.matmul_forward(h.logits, slot_->xf + static_cast<size_t>(row) * C, weight, rows, C, V);
+  float* own = h.ce_parts + static_cast<size_t>(tp_rank_) * rows * 2;
+  ops_.cross_entropy_partials(own, h.logits, targets, rows, V, vocab_begin_);
   if (tp_ > 1) {
     tensor(TensorPayload::loss_parts)
-        .all_gather(own, h.ce_parts, static_cast<size_t>(N) * 2, WireType::f32);
+        .all_gather(own, h.ce_parts, static_cast<size_t>(rows) * 2, WireType::f32);
   }
-  ops_.cross_entropy_combine(h.losses, backward ? slot_->logits : nullptr, h.ce_parts,
-                             slot_->targets, N, V, vocab_begin_, tp_, dloss);
+  ops_.cross_entropy_combine(h.losses + row, dloss != 0 ? h.logits : nullptr, h.ce_parts, targets,
+                             rows, V, vocab_begin_, tp_, dloss);
 }
 
 template <class A>
@@ -849,12 +968,12 @@ float TransformerImpl<A>::stage_forward(UnitProvider& units, int slot, const int
             "transformer: activation slot {} of {}", slot, buf_.slots.size());
   LLM_CHECK(dloss == 0 || targets || !last_, "transformer: training needs targets");
   slot_ = &buf_.slots[slot];
+  slot_->dloss = dloss;
   upload_micro_batch(inputs, targets, B, T);
-  forward_blocks(units, B, T);
-  if (!last_ || !targets) return 0.0f;
-  const int N = B * T;
-  segment(loss_site(), B, T, dloss, {}, [&] { cross_entropy(N, dloss, /*backward=*/dloss != 0); });
-  return mean_loss(N);
+  // Training forms the losses with the head's backward (stage_backward).
+  const bool evaluate = last_ && targets && dloss == 0;
+  forward_blocks(units, B, T, evaluate);
+  return evaluate ? mean_loss(B * T) : 0.0f;
 }
 
 template <class A>
@@ -887,7 +1006,7 @@ void TransformerImpl<A>::decode_stage(UnitProvider& units, const int32_t* inputs
   slot_ = &buf_.slots[0];
   upload_micro_batch(inputs, nullptr, B, T);
   decode_start_ = start;
-  forward_blocks(units, B, T);
+  forward_blocks(units, B, T, /*loss=*/false);
   decode_start_ = -1;
 }
 
@@ -902,9 +1021,16 @@ void TransformerImpl<A>::head_backward(UnitProvider& units, int B, int T) {
   float* head_weight_grad =
       config_.tie_embeddings ? units.acquire_grads(layout_.embed_unit()) : hg + C;
   const A* weight = head_weight(units, hp, Pass::backward);
-  segment(backward_site(head), B, T, 0, {hp, hg, head_weight_grad, weight}, [&] {
-    column_parallel_backward(head_weight_grad, slot_->logits, slot_->xf, weight, N, V,
-                             /*block=*/false);
+  // The forward's dloss is in the segment's key: its loss kernels scale by it.
+  segment(backward_site(head), B, T, slot_->dloss, {hp, hg, head_weight_grad, weight}, [&] {
+    for (int row = 0; row < N; row += loss_rows_) {
+      const int rows = std::min(loss_rows_, N - row);
+      const size_t first = static_cast<size_t>(row) * C;
+      head_chunk(row, rows, weight, slot_->dloss);
+      linear_backward(d.dxn + first, head_weight_grad, buf_.shared.logits, slot_->xf + first,
+                      Weight{weight}, rows, C, V);
+    }
+    sum_norm_grad_rows(N);
     ops_.fill_zero(d.dres, static_cast<size_t>(n) * C);
     ops_.rmsnorm_backward(d.dres, tp_ == 1 ? hg : d.dgains, d.dxn_rows, residual(layers_.end), hp,
                           slot_->rstd_f, n, C);
@@ -916,9 +1042,9 @@ void TransformerImpl<A>::head_backward(UnitProvider& units, int B, int T) {
 }
 
 template <class A>
-void TransformerImpl<A>::stage_backward(UnitProvider& units, int slot, int B, int T) {
+float TransformerImpl<A>::stage_backward(UnitProvider& units, int slot, int B, int T) {
   slot_ = &buf_.slots.at(slot);
-  const int N = B * T, C = static_cast<int>(s_.C), V = static_cast<int>(s_.V);
+  const int N = B * T;
   GradBuffers<A>& d = buf_.grads;
   d.dres = own_rows(d.dres_full, N);  // the next stage's gradient arrived here (not last)
   if (last_) head_backward(units, B, T);
@@ -927,6 +1053,7 @@ void TransformerImpl<A>::stage_backward(UnitProvider& units, int slot, int B, in
     const int unit = layout_.block_unit(l);
     const A* p = params(units, unit, Pass::backward);
     float* gr = units.acquire_grads(unit);
+    cast_block_weights(units, l, p);  // a no-op after this step's forward
     segment(backward_site(unit), B, T, 0, {p, gr}, [&] {
       recompute_block(l, p, B, T);
       block_backward(l, p, gr, B, T);
@@ -934,8 +1061,15 @@ void TransformerImpl<A>::stage_backward(UnitProvider& units, int slot, int B, in
     units.release_params(unit, Pass::backward);
     units.release_grads(unit);
   }
-  if (!first_) return;  // dres goes to the previous stage
+  if (first_) embedding_backward(units, B, T);  // else dres goes to the previous stage
+  // Read once the whole backward is queued.
+  return last_ ? mean_loss(N) : 0.0f;
+}
 
+template <class A>
+void TransformerImpl<A>::embedding_backward(UnitProvider& units, int B, int T) {
+  const int N = B * T, C = static_cast<int>(s_.C), V = static_cast<int>(s_.V);
+  const GradBuffers<A>& d = buf_.grads;
   // Each rank's vocabulary rows take the gradient of every token row (the
   // gather inside the embedding's gradient window: it is the embedding's
   // backward, as the tensor-parallel recording sees it).
@@ -963,25 +1097,28 @@ Transformer::Transformer(const ModelConfig& config, Precision precision, ModelSp
 std::unique_ptr<Transformer> Transformer::create(const ModelConfig& config, int max_batch,
                                                  int max_seq, const Backend& backend,
                                                  RecomputePlan recompute, Precision precision,
-                                                 ModelSplit split) {
+                                                 ModelSplit split, int loss_chunk_tokens) {
   if (stores_bf16(precision))
     return std::make_unique<TransformerImpl<Bf16>>(config, max_batch, max_seq, backend, recompute,
-                                                   precision, split);
+                                                   precision, split, loss_chunk_tokens);
   return std::make_unique<TransformerImpl<float>>(config, max_batch, max_seq, backend, recompute,
-                                                  precision, split);
+                                                  precision, split, loss_chunk_tokens);
 }
 
 ActivationBytes Transformer::activation_bytes(const ModelConfig& config, int B, int T,
                                               RecomputePlan recompute, Precision precision,
-                                              ModelSlice slice, int in_flight) {
+                                              ModelSlice slice, int in_flight,
+                                              int loss_chunk_tokens) {
   ActivationBytes bytes;
   const bool fp8 = precision == Precision::fp8;
   if (stores_bf16(precision)) {
     Buffers<Bf16> unbound;
-    plan_activations(config, B, T, slice, in_flight, recompute, fp8, unbound, bytes);
+    plan_activations(config, B, T, slice, in_flight, recompute, fp8, loss_chunk_tokens, unbound,
+                     bytes);
   } else {
     Buffers<float> unbound;
-    plan_activations(config, B, T, slice, in_flight, recompute, fp8, unbound, bytes);
+    plan_activations(config, B, T, slice, in_flight, recompute, fp8, loss_chunk_tokens, unbound,
+                     bytes);
   }
   return bytes;
 }

@@ -54,16 +54,26 @@ struct RecomputePlan {
 };
 RecomputePlan recompute_plan(const TrainingConfig& training);
 
+// The rows of the LM head whose logits exist at once, for micro-batches of N
+// tokens, vocabulary slices of vocab_size / tp and logits of value_bytes:
+// `requested` (training.loss_chunk_tokens) when > 0, else as many as take
+// kAutoLossChunkBytes (config.h; whole multiples of 64 rows from 64 on); at
+// most N.
+int loss_chunk_rows(const ModelConfig& config, int N, int tp, size_t value_bytes, int requested);
+
 // Activation memory of one configuration, computed without allocating.
 struct ActivationBytes {
   size_t per_block_kept = 0;        // what one non-recomputed block keeps
   size_t per_block_recomputed = 0;  // what one recomputed block keeps (beyond its input)
   size_t residual_stream = 0;       // the stage's block inputs and last output
   size_t recompute_scratch = 0;     // one block's worth, shared by recomputed blocks
-  size_t head_and_loss =
-      0;  // tokens, final norm, logits (N x V), loss partials, losses, RoPE tables
+  // tokens, final norm, one chunk of logits (loss_chunk_rows x V), loss partials, losses, RoPE
+  // tables
+  size_t head_and_loss = 0;
   size_t backward_scratch = 0;  // gradient buffers reused by every block
-  size_t fp8_copies = 0;        // precision fp8: one block matmul's FP8 operands and their scales
+  // precision fp8: one block matmul's FP8 activations, every block weight's FP8
+  // codes both ways (cast once per parameter version), and their scales
+  size_t fp8_copies = 0;
   size_t total = 0;
 };
 
@@ -90,7 +100,7 @@ class Transformer {
   static std::unique_ptr<Transformer> create(const ModelConfig& config, int max_batch, int max_seq,
                                              const Backend& backend, RecomputePlan recompute = {},
                                              Precision precision = Precision::fp32,
-                                             ModelSplit split = {});
+                                             ModelSplit split = {}, int loss_chunk_tokens = 0);
   virtual ~Transformer() = default;
   Transformer(const Transformer&) = delete;
   Transformer& operator=(const Transformer&) = delete;
@@ -99,7 +109,8 @@ class Transformer {
   static ActivationBytes activation_bytes(const ModelConfig& config, int B, int T,
                                           RecomputePlan recompute = {},
                                           Precision precision = Precision::fp32,
-                                          ModelSlice slice = {}, int in_flight = 1);
+                                          ModelSlice slice = {}, int in_flight = 1,
+                                          int loss_chunk_tokens = 0);
   // Sequence lengths must be multiples of this (the tensor-parallel size).
   int sequence_multiple() const { return layout_.slice.tp_size; }
 
@@ -115,8 +126,8 @@ class Transformer {
   // Returns the cross-entropy against targets (B, T) summed over the kept
   // targets (kIgnoredTarget ones count 0) and divided by B * T, on every
   // rank: the mean when every target is kept. With
-  // targets == nullptr returns 0 and leaves the logits (B, T, V) readable
-  // through logits_row().
+  // targets == nullptr returns 0 and leaves the final norm's output, from
+  // which logits_row() forms any row's logits.
   float forward(UnitProvider& units, const int32_t* inputs, const int32_t* targets, int B, int T);
   // Document masking: from now on, documents start where `boundary` (the
   // tokenizer's) says: at BOS, or after EOS; attention never crosses into
@@ -134,8 +145,10 @@ class Transformer {
   // Graphs captured so far.
   virtual int device_graphs() const = 0;
   // The V logits of row `row` (= b * T + t) of the last forward or decode, as
-  // fp32 on every rank (a collective over the tensor and pipeline groups).
-  virtual void logits_row(int row, float* out) const = 0;
+  // fp32 on every rank (a collective over the tensor and pipeline groups):
+  // formed from the row's final-norm output with the head's weight, acquired
+  // from `units` for the row.
+  virtual void logits_row(UnitProvider& units, int row, float* out) = 0;
 
   // --- incremental decoding (generation) -------------------------------------
   // Allocates, once, every block's key/value cache for up to `batch`
@@ -158,21 +171,25 @@ class Transformer {
   // This stage's forward of a micro-batch into activation slot `slot` (<
   // in_flight): from the embedding (first stage) or the activation received
   // into stage_input(slot), through its blocks, to stage_output(slot) or (last
-  // stage) the loss. With dloss != 0 (training) the last stage also turns the
-  // logits into their gradient, so that stage_backward gives each unit's
-  // gradient (+=) d(dloss * sum of per-token losses)/d(params): dloss =
-  // 1/(tokens of the global batch) makes a sum over micro-batches and ranks
-  // the mean gradient (1/(kept targets of the global batch) with loss masks:
-  // an ignored target adds nothing). Returns the micro-batch's loss as
-  // forward() does on the last stage, 0 elsewhere. `inputs` are read
-  // on the first stage, `targets` on the last.
+  // stage) the final norm. With dloss == 0 (evaluation) the last stage then
+  // forms the loss and returns it as forward() does. With dloss != 0
+  // (training) it returns 0: the loss comes with the head's backward, so
+  // that stage_backward gives each unit's gradient (+=) d(dloss * sum of
+  // per-token losses)/d(params): dloss = 1/(tokens of the global batch)
+  // makes a sum over micro-batches and ranks the mean gradient (1/(kept
+  // targets of the global batch) with loss masks: an ignored target adds
+  // nothing). Returns 0 on the other stages. `inputs` are read on the first
+  // stage, `targets` on the last.
   virtual float stage_forward(UnitProvider& units, int slot, const int32_t* inputs,
                               const int32_t* targets, int B, int T, float dloss) = 0;
-  // The backward of the micro-batch in `slot`: from the logits' gradient (last
-  // stage) or the gradient received into stage_gradient(), accumulating its
-  // units' gradients, down to the embedding (first stage) or into
-  // stage_gradient() for the previous stage.
-  virtual void stage_backward(UnitProvider& units, int slot, int B, int T) = 0;
+  // The backward of the micro-batch in `slot`: on the last stage from the
+  // loss (the logits, the losses and their gradient a chunk of rows at a
+  // time), else from the gradient received into stage_gradient(),
+  // accumulating its units' gradients, down to the embedding (first stage)
+  // or into stage_gradient() for the previous stage. Returns the last
+  // stage's loss of a training forward (dloss != 0) as forward() gives it,
+  // else 0.
+  virtual float stage_backward(UnitProvider& units, int slot, int B, int T) = 0;
   // Where the previous stage's activation for `slot` is received, what goes
   // to the next stage, and the gradient of either (this rank's rows of the
   // residual stream: B * T / tp rows of dim).

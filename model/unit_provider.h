@@ -12,7 +12,13 @@
 //    accumulates (+=) into the returned full-size fp32 buffer.
 //  - release_grads(unit) is called exactly once per unit per backward pass,
 //    after the last write to that unit's gradient.
+//  - params_version() changes whenever any unit's compute parameters may
+//    have changed since it last returned; while it returns the same value
+//    the parameters are the same, so the model may keep what it derived from
+//    them (FP8 codes of the block weights, cast once per optimizer step).
 #pragma once
+
+#include <cstdint>
 
 namespace llm {
 
@@ -25,6 +31,7 @@ class UnitProvider {
   virtual void release_params(int unit, Pass pass) = 0;
   virtual float* acquire_grads(int unit) = 0;
   virtual void release_grads(int unit) = 0;
+  virtual uint64_t params_version() const = 0;
 };
 
 }  // namespace llm

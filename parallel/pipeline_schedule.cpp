@@ -47,7 +47,7 @@ class StageRunner {
   }
   void backward(int micro) {
     before_backward_(micro);
-    model_.stage_backward(units_, slot(micro), B_, T_);
+    result_.loss_sum += model_.stage_backward(units_, slot(micro), B_, T_);
   }
 
   // Messages; each is a no-op where the stage has no such neighbour.

@@ -121,6 +121,7 @@ ShardingEngine::ShardingEngine(const ParameterLayout& layout, const Config& conf
 
 template <class Fill>
 void ShardingEngine::write_state(Fill&& fill, bool with_moments) {
+  ++params_version_;
   if (host_) {
     // The host optimizer's slices are written in place, then published.
     if (zenflow_) zenflow_->reset();
@@ -313,6 +314,7 @@ float ShardingEngine::grad_norm() {
 }
 
 void ShardingEngine::optimizer_step(const AdamWStep& step) {
+  ++params_version_;
   grads_->wait();
   if (zenflow_) return zenflow_->step(step);
   if (host_) return host_->step(step);
@@ -328,6 +330,7 @@ void ShardingEngine::optimizer_step(const AdamWStep& step) {
 }
 
 void ShardingEngine::settle() {
+  ++params_version_;
   if (zenflow_)
     zenflow_->settle();
   else if (host_)

@@ -88,6 +88,8 @@ class ShardingEngine : public UnitProvider {
   void release_params(int unit, Pass pass) override;
   float* acquire_grads(int unit) override;
   void release_grads(int unit) override;
+  // Moves on at every optimizer step, settle() and state load.
+  uint64_t params_version() const override { return params_version_; }
 
   // Gradients of the coming micro-batch are reduced during it when it is the
   // last of the step (and always when gradients are sharded).
@@ -182,6 +184,7 @@ class ShardingEngine : public UnitProvider {
   std::unique_ptr<ZenFlow> zenflow_;     // ZenFlow, else null
   StateBytes bytes_;
   bool last_micro_batch_ = true;
+  uint64_t params_version_ = 0;
   std::function<void(int)> final_observer_;
 };
 

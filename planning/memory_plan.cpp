@@ -28,7 +28,8 @@ MemoryPlan memory_plan(const Config& config, const ShardingPlan& sharding) {
     stage_plan.activations =
         Transformer::activation_bytes(
             config.model, t.micro_batch_size, t.seq_len, recompute_plan(t), config.precision(),
-            slice, pipeline_in_flight(config.parallel.pipeline_schedule, pp, stage, micro_batches))
+            slice, pipeline_in_flight(config.parallel.pipeline_schedule, pp, stage, micro_batches),
+            t.loss_chunk_tokens)
             .total;
     if (stage == 0 || stage_plan.total() > plan.total()) plan = stage_plan;
   }

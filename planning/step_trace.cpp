@@ -197,6 +197,7 @@ class RecordingProvider : public UnitProvider {
     engine_.release_params(unit, pass);
   }
   float* acquire_grads(int unit) override { return engine_.acquire_grads(unit); }
+  uint64_t params_version() const override { return engine_.params_version(); }
   void release_grads(int unit) override {
     if (!computed_backward_[unit]) {
       recorder_.compute(unit, Pass::backward);

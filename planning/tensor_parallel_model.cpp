@@ -46,6 +46,7 @@ class RecordingUnits : public UnitProvider {
     return grads_.at(unit).data();
   }
   void release_grads(int unit) override { drop(grads_held_, {unit, Pass::backward}); }
+  uint64_t params_version() const override { return 0; }  // zeros throughout
   // [2 * unit + pass] of the running pass.
   int running() const {
     const std::pair<int, Pass> p = !params_held_.empty()  ? params_held_.front()
@@ -89,6 +90,10 @@ std::vector<std::vector<TensorCollective>> tensor_parallel_collectives(const Con
   const size_t C = config.model.dim;
   const size_t stand_in_gains = static_cast<size_t>(replicated_gains(m).width);
   const size_t real_gains = static_cast<size_t>(replicated_gains(config.model).width);
+  const size_t loss_rows = static_cast<size_t>(
+      loss_chunk_rows(config.model, static_cast<int>(N), T,
+                      stores_bf16(config.precision()) ? sizeof(Bf16) : sizeof(float),
+                      config.training.loss_chunk_tokens));
 
   RecordingUnits* running = nullptr;
   RecordingGroup* recording_group = nullptr;
@@ -99,19 +104,22 @@ std::vector<std::vector<TensorCollective>> tensor_parallel_collectives(const Con
         // must be what that tag means, so a mistagged call fails here.
         const auto payload = static_cast<TensorPayload>(recording_group->tag());
         recording_group->set_tag(static_cast<int>(TensorPayload::untagged));
-        size_t real = 0, expected = 0;
+        size_t expected = 0;
+        std::vector<size_t> real;  // the real model's collectives for this one
         switch (payload) {
           case TensorPayload::activation_rows:
-            expected = stand_in_rows_c, real = N / T * C;
+            expected = stand_in_rows_c, real = {N / T * C};
             break;
           case TensorPayload::block_gain_grads:  // a block's replicated gains' gradients
-            expected = stand_in_gains, real = real_gains;
+            expected = stand_in_gains, real = {real_gains};
             break;
           case TensorPayload::final_norm_grads:
-            expected = static_cast<size_t>(m.dim), real = C;
+            expected = static_cast<size_t>(m.dim), real = {C};
             break;
-          case TensorPayload::loss_parts:
-            expected = stand_in_pairs, real = 2 * N;
+          case TensorPayload::loss_parts:  // the stand-in's one chunk: one per chunk of rows
+            expected = stand_in_pairs;
+            for (size_t row = 0; row < N; row += loss_rows)
+              real.push_back(2 * std::min(loss_rows, N - row));
             break;
           case TensorPayload::untagged:
           case TensorPayload::logits_row:  // sampling only, never in a step
@@ -124,7 +132,8 @@ std::vector<std::vector<TensorCollective>> tensor_parallel_collectives(const Con
             count == expected,
             "tensor-parallel recording: a {} tagged {} has {} elements, not the stand-in's {}",
             collective_op_name(op), static_cast<int>(payload), count, expected);
-        out[running->running()].push_back({op, real, wire_bytes(type)});
+        for (size_t count_real : real)
+          out[running->running()].push_back({op, count_real, wire_bytes(type)});
         return CommHandle();
       },
       [] {});  // scalar sums carry no traffic CommStats counts

@@ -240,6 +240,9 @@ struct ModelConfig {
   }
 };
 
+// training.loss_chunk_tokens = 0: the LM head's logits at once take at most this.
+inline constexpr size_t kAutoLossChunkBytes = size_t{256} << 20;
+
 struct TrainingConfig {
   // What a changed key does on resume, unless the key says otherwise.
   static constexpr OnResume kOnResume = OnResume::changes_trajectory;
@@ -266,6 +269,7 @@ struct TrainingConfig {
   int sample_tokens = 0;
   Recompute recompute = Recompute::none;
   int recompute_every = 1;
+  int loss_chunk_tokens = 0;
   Precision precision = Precision::fp32;
   Device device = Device::cpu;
   AttentionKernel attention = AttentionKernel::automatic;
@@ -331,6 +335,10 @@ struct TrainingConfig {
       OnResume::same_trajectory);
     v("recompute_every", recompute_every, "recompute blocks 0, k, 2k, ... (1 = every block)",
       {at_least(1), OnResume::same_trajectory});
+    v("loss_chunk_tokens", loss_chunk_tokens,
+      "tokens whose LM-head logits exist at once: the head, the loss and its gradient run a chunk "
+      "of a micro-batch's tokens at a time (0 = as many as fit in 256 MiB of logits)",
+      kNonNegative);
     v("precision", precision,
       "fp32 | bf16 (bf16 compute and activations, fp32 master weights) | fp8 (bf16, with the "
       "block matmuls on FP8 copies: e4m3 weights and activations, e5m2 gradients)");

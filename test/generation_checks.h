@@ -59,7 +59,7 @@ struct Generator {
 
   std::vector<float> logits(int row) {
     std::vector<float> out(config.model.vocab_size);
-    model->logits_row(row, out.data());
+    model->logits_row(params, row, out.data());
     return out;
   }
   // forward() over the whole of `tokens` (one sequence): its last row's logits.

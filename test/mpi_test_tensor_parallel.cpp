@@ -2,10 +2,11 @@
 // single-process run with the same global batch: per-step losses, gradient
 // norms and the whole model's parameters after a few steps, for T = 2 alone
 // and composed with every data-parallel mode over the remaining ranks; the
-// same with activation recomputation (bit-identical to none under TP) and in
-// bf16 and fp8; checkpoints saved under TP resume bit-identically and load into a
-// single process and into zero3 without TP; generation's samples match. Worlds that T = 2 does not
-// divide skip, saying so.
+// same with activation recomputation (bit-identical to none under TP), with
+// the loss in chunks, and in bf16 and fp8; checkpoints saved under TP resume
+// bit-identically and load into a single process and into zero3 without TP;
+// generation's samples match. Worlds that T = 2 does not divide skip, saying
+// so.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -113,7 +114,8 @@ INSTANTIATE_TEST_SUITE_P(TinyAndRagged, TensorParallel, ::testing::Values("tiny"
 
 // The tensor group's bytes on the wire per step are what the throughput
 // model's account of the collectives predicts, per collective type, in fp32
-// and bf16, with and without recomputation; and each rank holds 1/T of the
+// and bf16, with and without recomputation, with the loss in chunks (one
+// all-gather of loss partials per chunk); and each rank holds 1/T of the
 // matrices (the layout is really sliced).
 TEST(TensorParallelTraffic, EqualsTheThroughputModel) {
   REQUIRE_EVEN_WORLD();
@@ -122,7 +124,8 @@ TEST(TensorParallelTraffic, EqualsTheThroughputModel) {
                                      {"training.recompute=full"},
                                      {"training.recompute=selective"},
                                      {"model.qk_norm=true"},
-                                     {"model.qk_norm=true", "model.head_dim=12"}}) {
+                                     {"model.qk_norm=true", "model.head_dim=12"},
+                                     {"training.loss_chunk_tokens=5"}}) {
     SCOPED_TRACE(o.empty() ? "fp32" : o[0]);
     o.push_back("parallel.tensor_parallel=2");
     std::vector<std::string> all = base_overrides("ragged", mpi_temp_dir("tp", "runs"));
@@ -169,6 +172,20 @@ TEST(TensorParallelRecomputation, BitIdenticalToNoRecomputation) {
     RunResult recomputed = train(comm_world(), "ragged", with);
     EXPECT_EQ(recomputed.losses, plain.losses);
     EXPECT_EQ(recomputed.params, plain.params);
+  }
+}
+
+// The LM head and its loss in chunks of rows (7 of a micro-batch's 32: six
+// of 5, one of 2), each chunk's loss partials all-gathered over the tensor
+// group: the run follows the single process's unchunked one, tied and untied.
+TEST(TensorParallelLossChunks, MatchesTheSingleProcess) {
+  REQUIRE_EVEN_WORLD();
+  for (std::string model : {"tiny", "ragged"}) {
+    SCOPED_TRACE(model);
+    expect_same_curve(train(comm_world(), model,
+                            {"parallel.tensor_parallel=2", "parallel.mode=zero3",
+                             "training.loss_chunk_tokens=5"}),
+                      reference(model), kCurveTolerance);
   }
 }
 

@@ -102,7 +102,7 @@ TEST_P(HfReference, LogitsMatchTransformers) {
   std::vector<float> row(V);
   double max_error = 0, reference_loss = 0;
   for (int r = 0; r < B * T; ++r) {
-    imported.model->logits_row(r, row.data());
+    imported.model->logits_row(*imported.engine, r, row.data());
     double max_logit = -INFINITY;
     for (int v = 0; v < V; ++v) {
       const double want = expected[(size_t)r * V + v];

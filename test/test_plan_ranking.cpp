@@ -79,7 +79,7 @@ TEST(PlanRanking, RecommendsThePredictedFastest) {
 }
 
 // The case: on 16 H100s, llama8b's own setting (zero3, no
-// recomputation, 54.4 GiB) is predicted faster than the old rule's pick
+// recomputation, 52.7 GiB) is predicted faster than the old rule's pick
 // (zero2 with full recomputation, which redoes every block's forward), and
 // the recomputation shows as its own part.
 TEST(PlanRanking, Llama8bZero3WithoutRecomputationBeatsZero2WithFull) {

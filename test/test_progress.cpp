@@ -237,6 +237,7 @@ TEST(StepProgress, CountsUnitPassesAndForwardsEveryCall) {
       return nullptr;
     }
     void release_grads(int unit) override { calls += "d" + std::to_string(unit); }
+    uint64_t params_version() const override { return 0; }
     std::string calls;
   };
   ParameterLayout layout;  // units 0..2 held, unit 3 another stage's

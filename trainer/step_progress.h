@@ -39,6 +39,7 @@ class StepProgress : public UnitProvider {
   void release_params(int unit, Pass pass) override;
   float* acquire_grads(int unit) override { return units_.acquire_grads(unit); }
   void release_grads(int unit) override;
+  uint64_t params_version() const override { return units_.params_version(); }
 
  private:
   void begin_pass(int micro, bool backward);

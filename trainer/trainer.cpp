@@ -156,7 +156,8 @@ Trainer::Trainer(Config config, Group& world, const Backend* backend_override)
                                recompute_plan(t), config_.precision(),
                                ModelSplit{topology_.tensor.get(), topology_.pipeline.get(),
                                           pipeline_in_flight(config_.parallel.pipeline_schedule,
-                                                             stages, stage, accumulation_steps_)});
+                                                             stages, stage, accumulation_steps_)},
+                               t.loss_chunk_tokens);
   if (t.cuda_graphs && !backend.graphs)
     spdlog::warn(
         "training.cuda_graphs is ignored: the op profile times every kernel, launched eagerly");
