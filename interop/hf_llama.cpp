@@ -91,6 +91,34 @@ nlohmann::json read_json(const std::string& path) {
   }
 }
 
+// A checkpoint is named by its directory, its config.json, its
+// model.safetensors (any .safetensors file) or its
+// model.safetensors.index.json; the config.json sits beside the weights.
+bool names_weights(const std::string& path) {
+  return path.ends_with(".safetensors") || path.ends_with(".index.json");
+}
+
+// The directory a checkpoint path names: the path itself, or its file's.
+std::string checkpoint_dir(const std::string& path) {
+  LLM_CHECK(fs::exists(path),
+            "{}: no such file or directory; a Hugging Face checkpoint is named by "
+            "its directory, config.json, .safetensors file or .index.json",
+            path);
+  return fs::is_directory(path) ? path : fs::path(path).parent_path().string();
+}
+
+// The checkpoint's config.json, which must exist.
+std::string config_json_path(const std::string& path) {
+  const bool named_itself = !fs::is_directory(path) && !names_weights(path);
+  const std::string config =
+      named_itself ? path : (fs::path(checkpoint_dir(path)) / kConfigFile).string();
+  LLM_CHECK(fs::exists(config),
+            "{}: missing; a Hugging Face checkpoint ({}) needs its config.json beside the weights "
+            "to tell what tensor shapes cannot (head counts, RoPE, tied embeddings)",
+            config, path);
+  return config;
+}
+
 // Typed, validated access to a config.json; every error names file and key.
 class ConfigKeys {
  public:
@@ -204,18 +232,19 @@ struct CheckpointIndex {
   std::map<std::string, std::string> file_of;  // HF tensor name -> safetensors path
 };
 
-// path: a .safetensors file, an .index.json, or a directory holding either.
+// path: a .safetensors file, an .index.json, or the config.json or directory
+// beside either.
 CheckpointIndex checkpoint_index(const std::string& path) {
   CheckpointIndex checkpoint;
-  if (fs::is_directory(path)) {
-    checkpoint.dir = path;
-    checkpoint.source = (fs::path(path) / kWeightsFile).string();
-    if (!fs::exists(checkpoint.source)) checkpoint.source = (fs::path(path) / kIndexFile).string();
-    LLM_CHECK(fs::exists(checkpoint.source), "{}: holds neither {} nor {}", path, kWeightsFile,
-              kIndexFile);
-  } else {
-    checkpoint.dir = fs::path(path).parent_path().string();
+  checkpoint.dir = checkpoint_dir(path);
+  if (names_weights(path) && !fs::is_directory(path)) {
     checkpoint.source = path;
+  } else {
+    const fs::path dir = checkpoint.dir;
+    checkpoint.source = (dir / kWeightsFile).string();
+    if (!fs::exists(checkpoint.source)) checkpoint.source = (dir / kIndexFile).string();
+    LLM_CHECK(fs::exists(checkpoint.source), "{}: holds neither {} nor {}", dir.string(),
+              kWeightsFile, kIndexFile);
   }
   if (!checkpoint.source.ends_with(".index.json")) {
     for (const std::string& name : SafetensorsFile::open(checkpoint.source).names()) {
@@ -315,25 +344,14 @@ void hf_export(const ModelConfig& config, const ParameterLayout& layout, const f
                         generation.dump(2) + "\n");
 }
 
-namespace {
-
-// config.json itself, given it or its directory.
-std::string config_json_path(const std::string& dir_or_config_json) {
-  return fs::is_directory(dir_or_config_json)
-             ? (fs::path(dir_or_config_json) / kConfigFile).string()
-             : dir_or_config_json;
-}
-
-}  // namespace
-
-int hf_read_context_length(const std::string& dir_or_config_json) {
-  const std::string path = config_json_path(dir_or_config_json);
+int hf_read_context_length(const std::string& checkpoint) {
+  const std::string path = config_json_path(checkpoint);
   return ConfigKeys(read_json(path), path).positive_int("max_position_embeddings", 2048);
 }
 
-void hf_check_document_tokens(const std::string& dir_or_config_json, const std::string& tokenizer,
+void hf_check_document_tokens(const std::string& checkpoint, const std::string& tokenizer,
                               int bos_id, int eos_id) {
-  const std::string path = config_json_path(dir_or_config_json);
+  const std::string path = config_json_path(checkpoint);
   const nlohmann::json json = read_json(path);
   if (bos_id >= 0 && json.contains("bos_token_id") && !json["bos_token_id"].is_null()) {
     const nlohmann::json& bos = json["bos_token_id"];
@@ -361,8 +379,8 @@ void hf_check_document_tokens(const std::string& dir_or_config_json, const std::
             tokenizer, eos_id);
 }
 
-ModelConfig hf_read_config(const std::string& dir_or_config_json) {
-  const std::string path = config_json_path(dir_or_config_json);
+ModelConfig hf_read_config(const std::string& checkpoint) {
+  const std::string path = config_json_path(checkpoint);
   const nlohmann::json json = read_json(path);
   const ConfigKeys keys(json, path);
   const std::string model_type =
@@ -414,12 +432,7 @@ ModelConfig hf_read_config(const std::string& dir_or_config_json) {
 HfWeights HfWeights::open(const std::string& path, const ModelConfig& config,
                           const ParameterLayout& layout) {
   const CheckpointIndex checkpoint = checkpoint_index(path);
-  const std::string config_path = (fs::path(checkpoint.dir) / kConfigFile).string();
-  LLM_CHECK(fs::exists(config_path),
-            "{}: missing; model.init_from needs the checkpoint's config.json to check what tensor "
-            "shapes cannot show (head counts, RoPE, scaling, tied embeddings)",
-            config_path);
-  check_config_matches(config_path, config);
+  check_config_matches(config_json_path(path), config);
   const std::string& source = checkpoint.source;
   const std::map<std::string, std::string>& file_of = checkpoint.file_of;
 

@@ -235,7 +235,8 @@ struct ModelConfig {
     v("qk_norm", qk_norm, "RMSNorm of each query and key head before RoPE (Qwen3, OLMo-2)");
     v("init_std", init_std, "std of the normal init of weight matrices", kPositive);
     v("init_from", init_from,
-      "start from Hugging Face Llama or Qwen3 weights (model.safetensors or its dir)",
+      "start from Hugging Face Llama or Qwen3 weights: their directory, config.json, "
+      ".safetensors file or model.safetensors.index.json",
       OnResume::same_trajectory);
   }
 };

@@ -506,6 +506,39 @@ TEST(HfConfig, HeadDimApartFromTheHiddenSizeIsModelHeadDim) {
   }
 }
 
+// A checkpoint is named by what a user sees: its directory, its config.json,
+// the weights file or the sharded checkpoint's index. Each reader takes every
+// form, and without a config.json beside the weights each names it, in one line.
+TEST(HfConfig, EveryFormOfTheCheckpointPathIsRead) {
+  TempDir dir(kTempPrefix);
+  TinyModel model(false);
+  HfExportOptions options;
+  options.max_position_embeddings = 96;
+  hf_export(model.config, model.layout, model.params.data(), dir.str(), options);
+  write_bytes(dir.file("model.safetensors.index.json"), R"({"weight_map": {}})");
+  for (const std::string& path : {dir.str(), dir.file("config.json"), dir.file("model.safetensors"),
+                                  dir.file("model.safetensors.index.json")}) {
+    EXPECT_EQ(hf_read_config(path).n_heads, model.config.n_heads) << path;
+    EXPECT_EQ(hf_read_context_length(path), 96) << path;
+    EXPECT_EQ(error_of([&] { hf_check_document_tokens(path, "tok", 1, 2); }), "") << path;
+    EXPECT_CONTAINS(error_of([&] { hf_check_document_tokens(path, "tok", 1, 3); }),
+                    dir.file("config.json") + ": eos_token_id is 2");
+  }
+  fs::remove(dir.file("config.json"));
+  for (const std::string& path :
+       {dir.str(), dir.file("model.safetensors"), dir.file("model.safetensors.index.json")}) {
+    for (const std::string& message :
+         {error_of([&] { hf_read_config(path); }), error_of([&] { hf_read_context_length(path); }),
+          error_of([&] { hf_check_document_tokens(path, "tok", 1, 2); })}) {
+      EXPECT_CONTAINS(message, dir.file("config.json") + ": missing");
+      EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+    }
+  }
+  const std::string nowhere = dir.file("nowhere/model.safetensors");
+  EXPECT_CONTAINS(error_of([&] { hf_read_config(nowhere); }),
+                  nowhere + ": no such file or directory");
+}
+
 TEST(HfConfig, AbsentKeysTakeLlamaConfigDefaults) {
   TempDir dir(kTempPrefix);
   write_bytes(dir.file("config.json"), R"({"hidden_size": 64, "intermediate_size": 128,
@@ -679,6 +712,24 @@ TEST(HfWeights, MissingConfigJsonIsRefused) {
         error_of([&] { HfWeights::open(path, model.config, model.layout); });
     EXPECT_CONTAINS(message, dir.file("config.json") + ": missing");
     EXPECT_CONTAINS(message, "head counts");
+  }
+}
+
+// The weights are found from any name of the checkpoint: the directory, its
+// config.json or the weights file itself.
+TEST(HfWeights, OpensFromTheDirectoryItsConfigOrTheWeightsFile) {
+  TempDir dir(kTempPrefix);
+  TinyModel model(true);
+  hf_export(model.config, model.layout, model.params.data(), dir.str(), {});
+  for (const std::string& path :
+       {dir.str(), dir.file("config.json"), dir.file("model.safetensors")}) {
+    HfWeights weights = HfWeights::open(path, model.config, model.layout);
+    std::vector<float> all(model.layout.total_numel);
+    for (size_t u = 0; u < model.layout.units.size(); ++u) {
+      weights.read(static_cast<int>(u), 0, model.layout.units[u].numel,
+                   all.data() + model.unit_begin[u]);
+    }
+    EXPECT_EQ(all, model.params) << path;
   }
 }
 
