@@ -49,8 +49,9 @@ void hf_export(const ModelConfig& config, const ParameterLayout& layout, const f
 // finds the config.json beside the weights (its absence is an error naming it).
 
 // The ModelConfig described by a checkpoint's transformers config.json:
-// model_type llama, or qwen3 (model.qk_norm). Rejects what we cannot
-// represent (biases, RoPE scaling, sliding windows, ...); a head_dim other
+// model_type llama, or qwen3 (model.qk_norm), with Llama 3.1's RoPE scaling
+// (rope_type llama3) as model.rope_*. Rejects what we cannot represent
+// (biases, other RoPE scalings, sliding windows, ...); a head_dim other
 // than hidden_size / num_attention_heads is model.head_dim. Errors name the
 // file and key.
 ModelConfig hf_read_config(const std::string& checkpoint);
