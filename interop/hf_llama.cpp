@@ -5,6 +5,7 @@
 #include "interop/hf_llama.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -91,6 +92,34 @@ nlohmann::json read_json(const std::string& path) {
   }
 }
 
+// A checkpoint is named by its directory, its config.json, its
+// model.safetensors (any .safetensors file) or its
+// model.safetensors.index.json; the config.json sits beside the weights.
+bool names_weights(const std::string& path) {
+  return path.ends_with(".safetensors") || path.ends_with(".index.json");
+}
+
+// The directory a checkpoint path names: the path itself, or its file's.
+std::string checkpoint_dir(const std::string& path) {
+  LLM_CHECK(fs::exists(path),
+            "{}: no such file or directory; a Hugging Face checkpoint is named by "
+            "its directory, config.json, .safetensors file or .index.json",
+            path);
+  return fs::is_directory(path) ? path : fs::path(path).parent_path().string();
+}
+
+// The checkpoint's config.json, which must exist.
+std::string config_json_path(const std::string& path) {
+  const bool named_itself = !fs::is_directory(path) && !names_weights(path);
+  const std::string config =
+      named_itself ? path : (fs::path(checkpoint_dir(path)) / kConfigFile).string();
+  LLM_CHECK(fs::exists(config),
+            "{}: missing; a Hugging Face checkpoint ({}) needs its config.json beside the weights "
+            "to tell what tensor shapes cannot (head counts, RoPE, tied embeddings)",
+            config, path);
+  return config;
+}
+
 // Typed, validated access to a config.json; every error names file and key.
 class ConfigKeys {
  public:
@@ -163,10 +192,43 @@ class ConfigKeys {
     const auto& rope = json_["rope_parameters"];
     LLM_CHECK(rope.is_object() && rope.contains("rope_theta"),
               "{}: key 'rope_parameters' has no rope_theta", path_);
-    LLM_CHECK(!rope.contains("rope_type") || rope["rope_type"] == "default",
-              "{}: key 'rope_parameters.rope_type' is {}, only \"default\" is supported", path_,
-              rope.value("rope_type", nlohmann::json()).dump());
     return positive_number(rope["rope_theta"], "rope_parameters.rope_theta");
+  }
+
+  // Llama 3.1's RoPE scaling into c: rope_scaling (or, transformers >= 5,
+  // rope_parameters) of rope_type "llama3" (older files: "type"); absent,
+  // null or rope_type "default" is none.
+  void rope_scaling(ModelConfig& c) const {
+    const char* key = has("rope_scaling") ? "rope_scaling" : "rope_parameters";
+    if (!has(key)) return;
+    const auto& rope = json_[key];
+    LLM_CHECK(rope.is_object(), "{}: key '{}': expected an object, found {}", path_, key,
+              rope.dump());
+    const char* type_key = rope.contains("rope_type") ? "rope_type" : "type";
+    const nlohmann::json type = rope.value(type_key, nlohmann::json("default"));
+    if (type == "default") return;
+    LLM_CHECK(type == "llama3",
+              "{}: key '{}.{}' is {}, only \"llama3\" (Llama 3.1's scaling) and \"default\" are "
+              "supported",
+              path_, key, type_key, type.dump());
+    auto number = [&](const char* member) {
+      const std::string name = fmt::format("{}.{}", key, member);
+      LLM_CHECK(rope.contains(member), "{}: missing key '{}'", path_, name);
+      return positive_number(rope[member], name.c_str());
+    };
+    c.rope_scaling_factor = number("factor");
+    c.rope_low_freq_factor = number("low_freq_factor");
+    c.rope_high_freq_factor = number("high_freq_factor");
+    const double context = number("original_max_position_embeddings");
+    LLM_CHECK(context == std::floor(context) && context <= INT32_MAX,
+              "{}: key '{}.original_max_position_embeddings' is {}, not a whole number", path_, key,
+              context);
+    c.rope_original_context = static_cast<int>(context);
+    LLM_CHECK(c.rope_scaling_factor >= 1, "{}: key '{}.factor' is {}, below 1", path_, key,
+              c.rope_scaling_factor);
+    LLM_CHECK(c.rope_high_freq_factor > c.rope_low_freq_factor,
+              "{}: key '{}.high_freq_factor' ({}) is not above low_freq_factor ({})", path_, key,
+              c.rope_high_freq_factor, c.rope_low_freq_factor);
   }
 
  private:
@@ -190,6 +252,16 @@ void check_config_matches(const std::string& config_path, const ModelConfig& our
   same("intermediate_size", "ffn_dim", theirs.ffn_dim, ours.ffn_dim);
   same("vocab_size", "vocab_size", theirs.vocab_size, ours.vocab_size);
   same("rope_theta", "rope_theta", theirs.rope_theta, ours.rope_theta);
+  same("rope_scaling.factor", "rope_scaling_factor", theirs.rope_scaling_factor,
+       ours.rope_scaling_factor);
+  if (theirs.rope_scaling_factor != 1) {  // the rest shape the frequencies only when scaling
+    same("rope_scaling.low_freq_factor", "rope_low_freq_factor", theirs.rope_low_freq_factor,
+         ours.rope_low_freq_factor);
+    same("rope_scaling.high_freq_factor", "rope_high_freq_factor", theirs.rope_high_freq_factor,
+         ours.rope_high_freq_factor);
+    same("rope_scaling.original_max_position_embeddings", "rope_original_context",
+         theirs.rope_original_context, ours.rope_original_context);
+  }
   same("rms_norm_eps", "norm_eps", theirs.norm_eps, ours.norm_eps);
   same("tie_word_embeddings", "tie_embeddings", theirs.tie_embeddings, ours.tie_embeddings);
   LLM_CHECK(theirs.qk_norm == ours.qk_norm,
@@ -204,18 +276,19 @@ struct CheckpointIndex {
   std::map<std::string, std::string> file_of;  // HF tensor name -> safetensors path
 };
 
-// path: a .safetensors file, an .index.json, or a directory holding either.
+// path: a .safetensors file, an .index.json, or the config.json or directory
+// beside either.
 CheckpointIndex checkpoint_index(const std::string& path) {
   CheckpointIndex checkpoint;
-  if (fs::is_directory(path)) {
-    checkpoint.dir = path;
-    checkpoint.source = (fs::path(path) / kWeightsFile).string();
-    if (!fs::exists(checkpoint.source)) checkpoint.source = (fs::path(path) / kIndexFile).string();
-    LLM_CHECK(fs::exists(checkpoint.source), "{}: holds neither {} nor {}", path, kWeightsFile,
-              kIndexFile);
-  } else {
-    checkpoint.dir = fs::path(path).parent_path().string();
+  checkpoint.dir = checkpoint_dir(path);
+  if (names_weights(path) && !fs::is_directory(path)) {
     checkpoint.source = path;
+  } else {
+    const fs::path dir = checkpoint.dir;
+    checkpoint.source = (dir / kWeightsFile).string();
+    if (!fs::exists(checkpoint.source)) checkpoint.source = (dir / kIndexFile).string();
+    LLM_CHECK(fs::exists(checkpoint.source), "{}: holds neither {} nor {}", dir.string(),
+              kWeightsFile, kIndexFile);
   }
   if (!checkpoint.source.ends_with(".index.json")) {
     for (const std::string& name : SafetensorsFile::open(checkpoint.source).names()) {
@@ -299,6 +372,13 @@ void hf_export(const ModelConfig& config, const ParameterLayout& layout, const f
       {"eos_token_id", options.eos_token_id},
       {"initializer_range", config.init_std},
   };
+  if (config.rope_scaling_factor != 1) {
+    json["rope_scaling"] = {{"rope_type", "llama3"},
+                            {"factor", config.rope_scaling_factor},
+                            {"low_freq_factor", config.rope_low_freq_factor},
+                            {"high_freq_factor", config.rope_high_freq_factor},
+                            {"original_max_position_embeddings", config.rope_original_context}};
+  }
   if (config.qk_norm) {  // Qwen3's own keys, each at what we train: full attention everywhere
     json["use_sliding_window"] = false;
     json["sliding_window"] = nullptr;
@@ -315,25 +395,14 @@ void hf_export(const ModelConfig& config, const ParameterLayout& layout, const f
                         generation.dump(2) + "\n");
 }
 
-namespace {
-
-// config.json itself, given it or its directory.
-std::string config_json_path(const std::string& dir_or_config_json) {
-  return fs::is_directory(dir_or_config_json)
-             ? (fs::path(dir_or_config_json) / kConfigFile).string()
-             : dir_or_config_json;
-}
-
-}  // namespace
-
-int hf_read_context_length(const std::string& dir_or_config_json) {
-  const std::string path = config_json_path(dir_or_config_json);
+int hf_read_context_length(const std::string& checkpoint) {
+  const std::string path = config_json_path(checkpoint);
   return ConfigKeys(read_json(path), path).positive_int("max_position_embeddings", 2048);
 }
 
-void hf_check_document_tokens(const std::string& dir_or_config_json, const std::string& tokenizer,
+void hf_check_document_tokens(const std::string& checkpoint, const std::string& tokenizer,
                               int bos_id, int eos_id) {
-  const std::string path = config_json_path(dir_or_config_json);
+  const std::string path = config_json_path(checkpoint);
   const nlohmann::json json = read_json(path);
   if (bos_id >= 0 && json.contains("bos_token_id") && !json["bos_token_id"].is_null()) {
     const nlohmann::json& bos = json["bos_token_id"];
@@ -361,8 +430,8 @@ void hf_check_document_tokens(const std::string& dir_or_config_json, const std::
             tokenizer, eos_id);
 }
 
-ModelConfig hf_read_config(const std::string& dir_or_config_json) {
-  const std::string path = config_json_path(dir_or_config_json);
+ModelConfig hf_read_config(const std::string& checkpoint) {
+  const std::string path = config_json_path(checkpoint);
   const nlohmann::json json = read_json(path);
   const ConfigKeys keys(json, path);
   const std::string model_type =
@@ -371,7 +440,6 @@ ModelConfig hf_read_config(const std::string& dir_or_config_json) {
   keys.require("hidden_act", "silu");
   keys.require("attention_bias", false);
   keys.require("mlp_bias", false);
-  keys.require("rope_scaling", nullptr);
   keys.require("use_sliding_window", false);
   // Qwen3 keeps a window size it uses only with use_sliding_window (false,
   // above); a Llama config naming one asks for something LlamaConfig lacks.
@@ -387,6 +455,7 @@ ModelConfig hf_read_config(const std::string& dir_or_config_json) {
   c.ffn_dim = keys.positive_int("intermediate_size");
   c.vocab_size = keys.positive_int("vocab_size");
   c.rope_theta = keys.rope_theta();
+  keys.rope_scaling(c);
   c.norm_eps = keys.positive_number("rms_norm_eps", 1e-6);
   c.tie_embeddings = keys.boolean("tie_word_embeddings", false);
   c.init_std = keys.positive_number("initializer_range", 0.02);
@@ -414,12 +483,7 @@ ModelConfig hf_read_config(const std::string& dir_or_config_json) {
 HfWeights HfWeights::open(const std::string& path, const ModelConfig& config,
                           const ParameterLayout& layout) {
   const CheckpointIndex checkpoint = checkpoint_index(path);
-  const std::string config_path = (fs::path(checkpoint.dir) / kConfigFile).string();
-  LLM_CHECK(fs::exists(config_path),
-            "{}: missing; model.init_from needs the checkpoint's config.json to check what tensor "
-            "shapes cannot show (head counts, RoPE, scaling, tied embeddings)",
-            config_path);
-  check_config_matches(config_path, config);
+  check_config_matches(config_json_path(path), config);
   const std::string& source = checkpoint.source;
   const std::map<std::string, std::string>& file_of = checkpoint.file_of;
 

@@ -44,15 +44,20 @@ struct HfExportOptions {
 void hf_export(const ModelConfig& config, const ParameterLayout& layout, const float* params,
                const std::string& out_dir, const HfExportOptions& options);
 
-// The ModelConfig described by a transformers config.json (given as the file or
-// its directory): model_type llama, or qwen3 (model.qk_norm). Rejects what we
-// cannot represent (biases, RoPE scaling, sliding windows, ...); a head_dim
-// other than hidden_size / num_attention_heads is model.head_dim. Errors name
-// the file and key.
-ModelConfig hf_read_config(const std::string& dir_or_config_json);
+// A checkpoint is named by its directory, its config.json, a .safetensors file
+// or a model.safetensors.index.json; each reader below takes any of them and
+// finds the config.json beside the weights (its absence is an error naming it).
+
+// The ModelConfig described by a checkpoint's transformers config.json:
+// model_type llama, or qwen3 (model.qk_norm), with Llama 3.1's RoPE scaling
+// (rope_type llama3) as model.rope_*. Rejects what we cannot represent
+// (biases, other RoPE scalings, sliding windows, ...); a head_dim other
+// than hidden_size / num_attention_heads is model.head_dim. Errors name the
+// file and key.
+ModelConfig hf_read_config(const std::string& checkpoint);
 // The context length the same config.json declares: max_position_embeddings
 // (LlamaConfig's default, 2048, when absent); errors name the file and key.
-int hf_read_context_length(const std::string& dir_or_config_json);
+int hf_read_context_length(const std::string& checkpoint);
 // Checks that the same config.json's bos_token_id and eos_token_id (an id, or
 // a list of ids for EOS, as Llama 3.1 has; or the EOS list of the
 // generation_config.json beside it) name `tokenizer`'s BOS and EOS, so
@@ -60,7 +65,7 @@ int hf_read_context_length(const std::string& dir_or_config_json);
 // an absent key is not checked, nor bos_token_id for a tokenizer without BOS
 // (bos_id -1: Qwen3's config.json names one its tokenizer never adds). Errors name the file, the
 // key and both ids.
-void hf_check_document_tokens(const std::string& dir_or_config_json, const std::string& tokenizer,
+void hf_check_document_tokens(const std::string& checkpoint, const std::string& tokenizer,
                               int bos_id, int eos_id);
 
 // An opened HF checkpoint, validated against our config: the config.json
@@ -71,7 +76,7 @@ void hf_check_document_tokens(const std::string& dir_or_config_json, const std::
 class HfWeights {
  public:
   // path: a .safetensors file, a sharded checkpoint's model.safetensors.index.json,
-  // or a directory holding either.
+  // or the directory or config.json beside either.
   static HfWeights open(const std::string& path, const ModelConfig& config,
                         const ParameterLayout& layout);
 

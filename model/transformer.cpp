@@ -355,8 +355,10 @@ class TransformerImpl final : public Transformer {
       d.dxn_rows = d.dxn;
     else
       f32_.fill_zero(d.dgains, gains_buffer_width());  // zero between uses
+    const RopeScaling scaling{config.rope_scaling_factor, config.rope_low_freq_factor,
+                              config.rope_high_freq_factor, config.rope_original_context};
     backend.rope_table(buf_.shared.rope_cos, buf_.shared.rope_sin, max_seq, static_cast<int>(s_.D),
-                       static_cast<float>(config.rope_theta));
+                       static_cast<float>(config.rope_theta), scaling);
   }
 
   float stage_forward(UnitProvider& units, int slot, const int32_t* inputs, const int32_t* targets,

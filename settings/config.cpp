@@ -259,6 +259,11 @@ void config_validate(const Config& c) {
     LLM_CHECK(m.head_dim % 2 == 0, "{}: model.head_dim = {} must be even for RoPE",
               at("model.head_dim"), m.head_dim);
   }
+  LLM_CHECK(m.rope_scaling_factor == 1 || m.rope_high_freq_factor > m.rope_low_freq_factor,
+            "{}: model.rope_high_freq_factor ({}) must be above model.rope_low_freq_factor ({}) "
+            "when model.rope_scaling_factor is not 1",
+            at({"model.rope_high_freq_factor", "model.rope_low_freq_factor"}),
+            m.rope_high_freq_factor, m.rope_low_freq_factor);
 
   const TrainingConfig& t = c.training;
   LLM_CHECK(t.batch_size % t.micro_batch_size == 0,

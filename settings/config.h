@@ -207,6 +207,10 @@ struct ModelConfig {
   int ffn_dim = 768;
   int vocab_size = 512;
   double rope_theta = 10000.0;
+  double rope_scaling_factor = 1.0;  // 1: no scaling
+  double rope_low_freq_factor = 1.0;
+  double rope_high_freq_factor = 4.0;
+  int rope_original_context = 8192;
   double norm_eps = 1e-5;
   bool tie_embeddings = true;
   bool qk_norm = false;
@@ -230,12 +234,28 @@ struct ModelConfig {
     v("ffn_dim", ffn_dim, "hidden size of the SwiGLU MLP", kPositive);
     v("vocab_size", vocab_size, "vocabulary size; every token id must be below it", at_least(2));
     v("rope_theta", rope_theta, "RoPE base frequency", kPositive);
+    v("rope_scaling_factor", rope_scaling_factor,
+      "Llama 3.1's RoPE scaling (rope_type llama3): the slowest frequencies are divided by it; "
+      "1: off",
+      at_least(1));
+    v("rope_low_freq_factor", rope_low_freq_factor,
+      "with rope_scaling_factor: wavelengths above rope_original_context / this are scaled fully",
+      kPositive);
+    v("rope_high_freq_factor", rope_high_freq_factor,
+      "with rope_scaling_factor: wavelengths below rope_original_context / this are kept; "
+      "above rope_low_freq_factor",
+      kPositive);
+    v("rope_original_context", rope_original_context,
+      "with rope_scaling_factor: the context of the unscaled model "
+      "(original_max_position_embeddings)",
+      kPositive);
     v("norm_eps", norm_eps, "epsilon inside RMSNorm", kUnitOpen);
     v("tie_embeddings", tie_embeddings, "share the token embedding with the LM head");
     v("qk_norm", qk_norm, "RMSNorm of each query and key head before RoPE (Qwen3, OLMo-2)");
     v("init_std", init_std, "std of the normal init of weight matrices", kPositive);
     v("init_from", init_from,
-      "start from Hugging Face Llama or Qwen3 weights (model.safetensors or its dir)",
+      "start from Hugging Face Llama or Qwen3 weights: their directory, config.json, "
+      ".safetensors file or model.safetensors.index.json",
       OnResume::same_trajectory);
   }
 };

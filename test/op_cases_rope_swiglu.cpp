@@ -23,35 +23,45 @@ constexpr float kRopeTheta = 10000.0f;
 // cos/sin of a double angle rounded once to float: within half an ulp of 1.
 constexpr Tolerance kRopeTableTolerance{1e-7, 0};
 
-// A shapes-only case: the table has no storage type (f32 rows). cpu: against
-// the reference angles; cuda: the CPU table's bits.
+void rope_table_case(const OpRow& row, int T, int D, const RopeScaling& scaling) {
+  const size_t count = (size_t)T * (D / 2);
+  Buffer<float> d_cos(row.backend(), Floats(count, kNaN)),
+      d_sin(row.backend(), Floats(count, kNaN));
+  row.backend().rope_table(d_cos.get(), d_sin.get(), T, D, kRopeTheta, scaling);
+  const Floats cos = d_cos.download(), sin = d_sin.download();
+  EXPECT_TRUE(d_cos.guards_intact() && d_sin.guards_intact());
+  if (row.cuda()) {
+    Floats cpu_cos(count), cpu_sin(count);
+    backend_cpu().rope_table(cpu_cos.data(), cpu_sin.data(), T, D, kRopeTheta, scaling);
+    expect_identical(cos, cpu_cos, "cos");
+    expect_identical(sin, cpu_sin, "sin");
+    return;
+  }
+  Vec ref_cos(count), ref_sin(count);
+  for (int t = 0; t < T; t++) {
+    for (int i = 0; i < D / 2; i++) {
+      const double angle = reference::rope_angle(t, i, D, kRopeTheta, scaling);
+      ref_cos[(size_t)t * D / 2 + i] = std::cos(angle);
+      ref_sin[(size_t)t * D / 2 + i] = std::sin(angle);
+    }
+  }
+  expect_close(cos, ref_cos, kRopeTableTolerance, "cos");
+  expect_close(sin, ref_sin, kRopeTableTolerance, "sin");
+}
+
+// A shapes-only case: the table has no storage type (f32 rows), unscaled and
+// with Llama 3.1's scaling (at theta 10000 and D 64 or 128 its pairs fall in
+// all three wavelength bands). cpu: against the reference angles; cuda: the
+// CPU table's bits.
 void rope_table(const OpRow& row) {
-  for (auto [T, D] : {std::pair{1, 2}, std::pair{5, 6}, std::pair{17, 64}, std::pair{300, 64},
-                      std::pair{300, 128}}) {
-    SCOPED_TRACE(testing::Message() << "T=" << T << " D=" << D);
-    const size_t count = (size_t)T * (D / 2);
-    Buffer<float> d_cos(row.backend(), Floats(count, kNaN)),
-        d_sin(row.backend(), Floats(count, kNaN));
-    row.backend().rope_table(d_cos.get(), d_sin.get(), T, D, kRopeTheta);
-    const Floats cos = d_cos.download(), sin = d_sin.download();
-    EXPECT_TRUE(d_cos.guards_intact() && d_sin.guards_intact());
-    if (row.cuda()) {
-      Floats cpu_cos(count), cpu_sin(count);
-      backend_cpu().rope_table(cpu_cos.data(), cpu_sin.data(), T, D, kRopeTheta);
-      expect_identical(cos, cpu_cos, "cos");
-      expect_identical(sin, cpu_sin, "sin");
-      continue;
+  const RopeScaling unscaled, llama31{8.0, 1.0, 4.0, 8192};
+  for (const RopeScaling& scaling : {unscaled, llama31}) {
+    for (auto [T, D] : {std::pair{1, 2}, std::pair{5, 6}, std::pair{17, 64}, std::pair{300, 64},
+                        std::pair{300, 128}}) {
+      SCOPED_TRACE(testing::Message()
+                   << "T=" << T << " D=" << D << " scaling factor=" << scaling.factor);
+      rope_table_case(row, T, D, scaling);
     }
-    Vec ref_cos(count), ref_sin(count);
-    for (int t = 0; t < T; t++) {
-      for (int i = 0; i < D / 2; i++) {
-        const double angle = reference::rope_angle(t, i, D, kRopeTheta);
-        ref_cos[(size_t)t * D / 2 + i] = std::cos(angle);
-        ref_sin[(size_t)t * D / 2 + i] = std::sin(angle);
-      }
-    }
-    expect_close(cos, ref_cos, kRopeTableTolerance, "cos");
-    expect_close(sin, ref_sin, kRopeTableTolerance, "sin");
   }
 }
 
@@ -92,7 +102,7 @@ void rope(const OpRow& row, bool forward, bool with_positions = false) {
                    << " stride=" << s.row_stride << " offset=" << offset);
       const size_t half_table = (size_t)s.T * (s.D / 2), size = (size_t)s.N * s.row_stride;
       Floats cos(half_table), sin(half_table);
-      backend_cpu().rope_table(cos.data(), sin.data(), s.T, s.D, kRopeTheta);
+      backend_cpu().rope_table(cos.data(), sin.data(), s.T, s.D, kRopeTheta, RopeScaling{});
       const float range = row.cuda() ? 2.0f : 1.0f;
       const Floats x = random_values(size, rng, -range, range, bf16 || row.cuda());
       const std::vector<T> x_t = stored<T>(x);

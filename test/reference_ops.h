@@ -10,7 +10,10 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <numbers>
 #include <vector>
+
+#include "model/kernels/rope.h"
 
 namespace llm::reference {
 
@@ -68,9 +71,25 @@ inline Vec qk_norm_forward(const Vec& inp, const Vec& q_weight, const Vec& k_wei
   return out;
 }
 
-// The RoPE angle of pair i (0 <= i < D/2) at position pos: pos * theta^(-2i/D).
-inline double rope_angle(int pos, int i, int D, double theta) {
-  return pos * std::pow(theta, -2.0 * i / D);
+// The RoPE angle of pair i (0 <= i < D/2) at position pos: pos * theta^(-2i/D),
+// the frequency scaled as Llama 3.1 states it (transformers'
+// _compute_llama3_parameters): by its wavelength 2 pi / f against the original
+// context divided by each of the two factors.
+inline double rope_angle(int pos, int i, int D, double theta, const RopeScaling& s = {}) {
+  double f = std::pow(theta, -2.0 * i / D);
+  if (s.factor != 1.0) {
+    const double wavelength = 2 * std::numbers::pi / f;
+    const double long_wave = s.original_context / s.low_freq_factor;    // beyond: f / factor
+    const double short_wave = s.original_context / s.high_freq_factor;  // below: f
+    if (wavelength > long_wave) {
+      f /= s.factor;
+    } else if (wavelength >= short_wave) {
+      const double smooth = (s.original_context / wavelength - s.low_freq_factor) /
+                            (s.high_freq_factor - s.low_freq_factor);
+      f = (1 - smooth) * f / s.factor + smooth * f;
+    }
+  }
+  return pos * f;
 }
 
 // x: N rows of row_stride values, row n at position n % T, or (*positions)[n]

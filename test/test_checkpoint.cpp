@@ -181,6 +181,35 @@ TEST_F(CheckpointFiles, HuggingFaceExportThenImportRoundTrips) {
   }
 }
 
+// model.init_from takes the checkpoint as a user sees it: the weights file
+// (it used to be read as config.json: "not valid JSON"), the config.json or
+// the directory; without a config.json beside the weights, the error names it.
+TEST_F(CheckpointFiles, InitFromTakesTheWeightsFileTheConfigOrTheDirectory) {
+  Trainer trained(config(), comm_world());
+  trained.train_step(0);
+  const std::string ckpt = trained.save_checkpoint(1);
+  const Config saved = checkpoint_read_config(ckpt);
+  const ParameterLayout layout = layout_build(saved.model);
+  const std::vector<float> params = checkpoint_read_params(ckpt, layout);
+  const fs::path hf_dir = dir_ / "hf";
+  hf_export(saved.model, layout, params.data(), hf_dir.string(), HfExportOptions{});
+  int run = 0;
+  for (const fs::path& path : {hf_dir / "model.safetensors", hf_dir / "config.json", hf_dir}) {
+    const std::string run_dir = (dir_ / fmt::format("finetune_{}", run++)).string();
+    Trainer imported(config({"model.init_from=" + path.string(), "checkpoint.dir=" + run_dir}),
+                     comm_world());
+    EXPECT_EQ(imported.engine().gather_all_params(), params) << path;
+  }
+  fs::remove(hf_dir / "config.json");
+  const std::string message = error_of([&] {
+    Trainer(config({"model.init_from=" + (hf_dir / "model.safetensors").string(),
+                    "checkpoint.dir=" + (dir_ / "finetune_missing").string()}),
+            comm_world());
+  });
+  EXPECT_CONTAINS(message, (hf_dir / "config.json").string() + ": missing");
+  EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+}
+
 // `latest` names a step directory of its run and nothing else; a name the
 // filesystem refuses (found by fuzz_checkpoint_meta) is a clean error too.
 TEST_F(CheckpointFiles, LatestMustNameAStepDirectory) {

@@ -90,6 +90,18 @@ TEST(Config, ImpossibleValuesAreErrorsNamingTheKey) {
   EXPECT_NE(message_for("training.lr_schedule=step").find("training.lr_schedule"),
             std::string::npos);
   EXPECT_NE(message_for("model.dim=0").find("model.dim must be positive"), std::string::npos);
+  EXPECT_NE(message_for("model.rope_scaling_factor=0.5").find("model.rope_scaling_factor must be"),
+            std::string::npos);
+  // The blend between the two wavelength bounds divides by their difference.
+  const std::string blend = error_of([] {
+    config_parse(kMinimal, "a.toml",
+                 {"model.rope_scaling_factor=8", "model.rope_high_freq_factor=1"});
+  });
+  EXPECT_NE(
+      blend.find("model.rope_high_freq_factor (1) must be above model.rope_low_freq_factor (1)"),
+      std::string::npos)
+      << blend;
+  EXPECT_NO_THROW(config_parse(kMinimal, "a.toml", {"model.rope_high_freq_factor=1"}));  // unscaled
   EXPECT_NE(error_of([] { config_parse("", "a.toml", {}); }).find("data.train"), std::string::npos);
 }
 

@@ -506,6 +506,39 @@ TEST(HfConfig, HeadDimApartFromTheHiddenSizeIsModelHeadDim) {
   }
 }
 
+// A checkpoint is named by what a user sees: its directory, its config.json,
+// the weights file or the sharded checkpoint's index. Each reader takes every
+// form, and without a config.json beside the weights each names it, in one line.
+TEST(HfConfig, EveryFormOfTheCheckpointPathIsRead) {
+  TempDir dir(kTempPrefix);
+  TinyModel model(false);
+  HfExportOptions options;
+  options.max_position_embeddings = 96;
+  hf_export(model.config, model.layout, model.params.data(), dir.str(), options);
+  write_bytes(dir.file("model.safetensors.index.json"), R"({"weight_map": {}})");
+  for (const std::string& path : {dir.str(), dir.file("config.json"), dir.file("model.safetensors"),
+                                  dir.file("model.safetensors.index.json")}) {
+    EXPECT_EQ(hf_read_config(path).n_heads, model.config.n_heads) << path;
+    EXPECT_EQ(hf_read_context_length(path), 96) << path;
+    EXPECT_EQ(error_of([&] { hf_check_document_tokens(path, "tok", 1, 2); }), "") << path;
+    EXPECT_CONTAINS(error_of([&] { hf_check_document_tokens(path, "tok", 1, 3); }),
+                    dir.file("config.json") + ": eos_token_id is 2");
+  }
+  fs::remove(dir.file("config.json"));
+  for (const std::string& path :
+       {dir.str(), dir.file("model.safetensors"), dir.file("model.safetensors.index.json")}) {
+    for (const std::string& message :
+         {error_of([&] { hf_read_config(path); }), error_of([&] { hf_read_context_length(path); }),
+          error_of([&] { hf_check_document_tokens(path, "tok", 1, 2); })}) {
+      EXPECT_CONTAINS(message, dir.file("config.json") + ": missing");
+      EXPECT_EQ(message.find('\n'), std::string::npos) << message;
+    }
+  }
+  const std::string nowhere = dir.file("nowhere/model.safetensors");
+  EXPECT_CONTAINS(error_of([&] { hf_read_config(nowhere); }),
+                  nowhere + ": no such file or directory");
+}
+
 TEST(HfConfig, AbsentKeysTakeLlamaConfigDefaults) {
   TempDir dir(kTempPrefix);
   write_bytes(dir.file("config.json"), R"({"hidden_size": 64, "intermediate_size": 128,
@@ -519,6 +552,61 @@ TEST(HfConfig, AbsentKeysTakeLlamaConfigDefaults) {
   EXPECT_EQ(c.init_std, 0.02);
 }
 
+// Llama 3.1 and 3.2 carry RoPE scaling: as rope_scaling (transformers 4),
+// or in rope_parameters beside rope_theta (transformers 5). Llama 3.1 8B's
+// values.
+TEST(HfConfig, Llama31RopeScalingReadsIntoTheModelKeys) {
+  TempDir dir(kTempPrefix);
+  const std::string sizes = R"("hidden_size": 64, "intermediate_size": 128,
+      "num_hidden_layers": 3, "num_attention_heads": 8, "vocab_size": 100)";
+  const std::string scaling = R"("factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+      "original_max_position_embeddings": 8192)";
+  for (const std::string& text :
+       {"{" + sizes + R"(, "rope_theta": 500000.0, "rope_scaling": {"rope_type": "llama3", )" +
+            scaling + "}}",
+        "{" + sizes + R"(, "rope_theta": 500000.0, "rope_scaling": {"type": "llama3", )" + scaling +
+            "}}",
+        "{" + sizes + R"(, "rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0, )" +
+            scaling + "}}"}) {
+    write_bytes(dir.file("config.json"), text);
+    const ModelConfig c = hf_read_config(dir.str());
+    EXPECT_EQ(c.rope_theta, 500000.0) << text;
+    EXPECT_EQ(c.rope_scaling_factor, 8.0) << text;
+    EXPECT_EQ(c.rope_low_freq_factor, 1.0) << text;
+    EXPECT_EQ(c.rope_high_freq_factor, 4.0) << text;
+    EXPECT_EQ(c.rope_original_context, 8192) << text;
+  }
+}
+
+// Export writes the scaling as transformers 4 spells it and reads it back;
+// weights whose config.json scales otherwise than the run are refused.
+TEST(HfConfig, RopeScalingExportsAndMustMatch) {
+  TempDir dir(kTempPrefix);
+  TinyModel model(true);
+  model.config.rope_scaling_factor = 32.0;  // Llama 3.2's factor
+  model.config.rope_original_context = 64;
+  hf_export(model.config, model.layout, model.params.data(), dir.str(), {});
+  const nlohmann::json json = nlohmann::json::parse(read_bytes(dir.file("config.json")));
+  EXPECT_EQ(json["rope_scaling"],
+            nlohmann::json::parse(R"({"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0, "original_max_position_embeddings": 64})"));
+  const ModelConfig back = hf_read_config(dir.str());
+  EXPECT_EQ(back.rope_scaling_factor, 32.0);
+  EXPECT_EQ(back.rope_original_context, 64);
+  EXPECT_NO_THROW(HfWeights::open(dir.str(), model.config, model.layout));
+  ModelConfig other = model.config;
+  other.rope_original_context = 8192;
+  EXPECT_CONTAINS(error_of([&] { HfWeights::open(dir.str(), other, model.layout); }),
+                  "rope_scaling.original_max_position_embeddings is 64 but "
+                  "model.rope_original_context is 8192");
+  other = model.config;
+  other.rope_scaling_factor = 1.0;
+  EXPECT_CONTAINS(error_of([&] { HfWeights::open(dir.str(), other, model.layout); }),
+                  "rope_scaling.factor is 32 but model.rope_scaling_factor is 1");
+  hf_export(other, model.layout, model.params.data(), dir.str(), {});  // unscaled: no key
+  EXPECT_FALSE(nlohmann::json::parse(read_bytes(dir.file("config.json"))).contains("rope_scaling"));
+}
+
 TEST(HfConfig, UnsupportedOrBadKeysAreErrorsNamingFileAndKey) {
   TempDir dir(kTempPrefix);
   const std::string base = R"("intermediate_size": 128, "num_hidden_layers": 3,
@@ -527,7 +615,16 @@ TEST(HfConfig, UnsupportedOrBadKeysAreErrorsNamingFileAndKey) {
       {"{" + base + "}", "missing key 'hidden_size'"},
       {R"({"hidden_size": "big", )" + base + "}", "key 'hidden_size': expected a positive integer"},
       {R"({"hidden_size": 64, "rope_scaling": {"type": "linear", "factor": 2.0}, )" + base + "}",
-       "key 'rope_scaling'"},
+       "key 'rope_scaling.type' is \"linear\""},
+      {R"({"hidden_size": 64, "rope_scaling": {"rope_type": "llama3", "factor": 8.0,
+          "low_freq_factor": 1.0, "high_freq_factor": 4.0}, )" +
+           base + "}",
+       "missing key 'rope_scaling.original_max_position_embeddings'"},
+      {R"({"hidden_size": 64, "rope_scaling": {"rope_type": "llama3", "factor": 8.0,
+          "low_freq_factor": 4.0, "high_freq_factor": 4.0,
+          "original_max_position_embeddings": 8192}, )" +
+           base + "}",
+       "key 'rope_scaling.high_freq_factor' (4) is not above low_freq_factor (4)"},
       {R"({"hidden_size": 64, "attention_bias": true, )" + base + "}", "key 'attention_bias'"},
       {R"({"hidden_size": 64, "sliding_window": 4096, )" + base + "}",
        "key 'sliding_window' is 4096"},
@@ -679,6 +776,24 @@ TEST(HfWeights, MissingConfigJsonIsRefused) {
         error_of([&] { HfWeights::open(path, model.config, model.layout); });
     EXPECT_CONTAINS(message, dir.file("config.json") + ": missing");
     EXPECT_CONTAINS(message, "head counts");
+  }
+}
+
+// The weights are found from any name of the checkpoint: the directory, its
+// config.json or the weights file itself.
+TEST(HfWeights, OpensFromTheDirectoryItsConfigOrTheWeightsFile) {
+  TempDir dir(kTempPrefix);
+  TinyModel model(true);
+  hf_export(model.config, model.layout, model.params.data(), dir.str(), {});
+  for (const std::string& path :
+       {dir.str(), dir.file("config.json"), dir.file("model.safetensors")}) {
+    HfWeights weights = HfWeights::open(path, model.config, model.layout);
+    std::vector<float> all(model.layout.total_numel);
+    for (size_t u = 0; u < model.layout.units.size(); ++u) {
+      weights.read(static_cast<int>(u), 0, model.layout.units[u].numel,
+                   all.data() + model.unit_begin[u]);
+    }
+    EXPECT_EQ(all, model.params) << path;
   }
 }
 

@@ -14,6 +14,7 @@
 #include "runtime/error.h"
 #include "runtime/fp8.h"
 #include "runtime/rng.h"
+#include "model/kernels/rope.h"
 #include "model/transformer.h"
 #include "parallel/sharding_engine.h"
 #include "test/naive_model.h"
@@ -184,6 +185,33 @@ TEST(DocumentMasking, LossAndEveryGradientMatchTheNaiveModel) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, ModelVsNaive, ::testing::ValuesIn(kModelCases),
                          [](const auto& info) { return std::string(info.param.name); });
+
+// Llama 3.1 8B's scaling (theta 500000, D 128, factor 8, low 1, high 4,
+// original context 8192). Pair i has wavelength 2 pi theta^(2i/D); it is
+// below 8192 / 4 = 2048 for i < 64 ln(2048 / 2 pi) / ln(500000) = 28.2 and
+// above 8192 / 1 for i > 64 ln(8192 / 2 pi) / ln(500000) = 34.98: pairs 0-28
+// keep their frequency, 35-63 run 8 times slower, and 29-34 blend between
+// the two, slower the longer their wavelength.
+TEST(RopeScaling, Llama31KeepsBlendsAndSlowsPairsByWavelength) {
+  const int D = 128;
+  const double theta = 500000.0;
+  const RopeScaling scaling{8.0, 1.0, 4.0, 8192};
+  double last_ratio = 1.0;
+  for (int i = 0; i < D / 2; ++i) {
+    const double unscaled = rope_frequency(i, D, theta, RopeScaling{});
+    EXPECT_EQ(unscaled, std::pow(theta, -2.0 * i / D)) << i;
+    const double ratio = rope_frequency(i, D, theta, scaling) / unscaled;
+    if (i <= 28) {
+      EXPECT_EQ(ratio, 1.0) << i;
+    } else if (i >= 35) {
+      EXPECT_DOUBLE_EQ(ratio, 1.0 / 8) << i;
+    } else {
+      EXPECT_GT(ratio, 1.0 / 8) << i;
+      EXPECT_LT(ratio, last_ratio) << i;
+    }
+    last_ratio = ratio;
+  }
+}
 
 TEST(Layout, UnitsAreContiguousAndTensorsHaveLlamaShapes) {
   Config c = tiny_config(false);

@@ -1,7 +1,8 @@
 // The tokenizers: UTF-8 replacement and the split patterns of Llama 3 and
 // Qwen2 against Python's (bytes.decode(errors="replace"), its outputs pasted
 // here, and the `regex` package with each pattern, in test/split_cases.h
-// made by tools/make_split_cases.py), and every kind's ids against its
+// made by tools/make_split_cases.py), the Unicode classes at the version
+// tiktoken and tokenizers implement, and every kind's ids against its
 // reference library on the committed fixtures (test/data/tokenizers, made
 // by tools/make_tokenizer_fixtures.py), Qwen2's NFC included.
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@
 
 #include "data/tokenizer.h"
 #include "data/tokenizers/split_pattern.h"
+#include "data/tokenizers/unicode_classes.h"
 #include "data/tokenizers/unicode_nfc.h"
 #include "data/utf8.h"
 #include "error_of.h"
@@ -66,6 +68,62 @@ TEST(SplitPattern, KnowsEachPatternBySpelling) {
     EXPECT_EQ(split_pattern_of(split_pattern_text(pattern)), pattern);
   }
   EXPECT_EQ(split_pattern_of(R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+)"), std::nullopt);
+}
+
+// UTF-8 of U"..." text.
+std::string utf8(std::u32string_view text) {
+  std::string out;
+  for (char32_t cp : text) append_utf8(static_cast<uint32_t>(cp), out);
+  return out;
+}
+
+// The classes follow Unicode 16.0, as tiktoken and tokenizers do (docs/data.md;
+// tools/check_unicode_classes.py compares every code point): letters and digits
+// of 15.1 and 16.0 are letters and numbers, those of each later version are
+// neither. Code points, names and versions from Unicode's DerivedAge.txt and
+// UnicodeData.txt.
+TEST(UnicodeClasses, FollowUnicode16AsTheReferenceLibrariesDo) {
+  const struct {
+    uint32_t code_point;
+    const char* what;
+    CharClass expected;
+  } cases[] = {
+      {0x2EBF0, "15.1 CJK UNIFIED IDEOGRAPH-2EBF0 (Extension I)", CharClass::letter},
+      {0x1C89, "16.0 CYRILLIC CAPITAL LETTER TJE", CharClass::letter},
+      {0x105C0, "16.0 TODHRI LETTER A", CharClass::letter},
+      {0x10D40, "16.0 GARAY DIGIT ZERO", CharClass::number},
+      {0x16130, "16.0 GURUNG KHEMA DIGIT ZERO", CharClass::number},
+      {0x323B0, "17.0 CJK UNIFIED IDEOGRAPH-323B0 (Extension J)", CharClass::other},
+      {0x10940, "17.0 SIDETIC LETTER N01", CharClass::other},
+      {0x18D09, "17.0 TANGUT IDEOGRAPH-18D09", CharClass::other},
+      {0x1E6C0, "17.0 TAI YO LETTER LOW KO", CharClass::other},
+      {0x11DE0, "17.0 TOLONG SIKI DIGIT ZERO", CharClass::other},
+      {0xA7DD, "18.0 LATIN CAPITAL LETTER CLOSED OMEGA", CharClass::other},
+      {0x18E00, "18.0 JURCHEN CHARACTER-18E00", CharClass::other},
+      {0x3D000, "18.0 SMALL SEAL CHARACTER-3D000", CharClass::other},
+      {0x12550, "18.0 CUNEIFORM NUMERIC SIGN ONE N01", CharClass::other},
+  };
+  for (const auto& c : cases) EXPECT_EQ(char_class(c.code_point), c.expected) << c.what;
+}
+
+// Split as tokenizers 0.23.3's Split(pattern, "isolated") splits them: a 17.0
+// or 18.0 character is punctuation-like ("other"), so an apostrophe after it
+// joins it and "'s" is no contraction; 16.0's Garay digits are digits.
+TEST(SplitPattern, SplitsNewerCharactersAsTheReferenceLibrariesDo) {
+  const std::string text =
+      utf8(U"\U00012550 \U00011DE0's \U00010D40's \U00010D40\U00010D41 \U00011DE0\U00011DE1");
+  const std::vector<std::string> common = {
+      utf8(U"\U00012550"), utf8(U" \U00011DE0'"), "s", " ", utf8(U"\U00010D40"), "'s", " "};
+  std::vector<std::string> llama3 = common, qwen2 = common;
+  llama3.insert(llama3.end(), {utf8(U"\U00010D40\U00010D41"), utf8(U" \U00011DE0\U00011DE1")});
+  qwen2.insert(qwen2.end(),
+               {utf8(U"\U00010D40"), utf8(U"\U00010D41"), utf8(U" \U00011DE0\U00011DE1")});
+  for (const auto& [pattern, expected] :
+       {std::pair{SplitPattern::llama3, llama3}, std::pair{SplitPattern::qwen2, qwen2}}) {
+    std::vector<std::string> pieces;
+    split_pieces(text, pattern, [&](std::string_view piece) { pieces.emplace_back(piece); });
+    EXPECT_EQ(pieces, expected) << split_pattern_text(pattern);
+  }
 }
 
 std::string base64_decode(const std::string& text) {
@@ -132,6 +190,25 @@ TEST(Tokenizer, TokenizerJsonEncodesAsHuggingFaceTokenizers) {
 TEST(Tokenizer, QwenTokenizerJsonEncodesAsHuggingFaceTokenizers) {
   expect_reference_ids("qwen2_tokenizer.json", "expected_qwen2_tokenizer_json.json",
                        TokenizerKind::hf_tokenizer_json, /*normalizes_to_nfc=*/true);
+}
+
+// A CJK Extension J ideograph (Unicode 17.0) before "'s", as in the report
+// that Qwen's vocabulary gave [172, 110, 236, 108, 594] here and
+// [172, 110, 236, 108, 6, 82] in tokenizers and tiktoken; and characters of
+// 16.0, 17.0 and 18.0 before "'s" and as digits. The ids are tokenizers
+// 0.23.3's (the two tokenizer.json fixtures) and tiktoken 0.14.0's
+// (bpe.tiktoken), which agree on them.
+TEST(Tokenizer, CharactersNewerThanUnicode16EncodeAsTheReferenceLibrariesDo) {
+  const std::pair<std::string, std::vector<int>> cases[] = {
+      {utf8(U"\U000323B0's"), {172, 110, 236, 108, 6, 82}},
+      {utf8(U"\U00012550 \U00011DE0's \U00010D40's"),
+       {172, 240, 243, 238, 220, 172, 239, 115, 254, 6, 82, 220, 172, 238, 113, 222, 321}},
+  };
+  for (const char* file : {"qwen2_tokenizer.json", "tokenizer.json", "bpe.tiktoken"}) {
+    const Tokenizer tokenizer = Tokenizer::load(kFixtures + file);
+    for (const auto& [text, ids] : cases)
+      EXPECT_EQ(tokenizer.encode(text), ids) << file << ": " << text;
+  }
 }
 
 // Qwen's documents have no BOS: each ends with <|endoftext|>, and the next

@@ -1,8 +1,9 @@
 """The documents that tools/check_tokenizers.py encodes, and its JSONL corpus writer.
 
 Documents are Python str, so every encoder sees the same text: the fixture
-cases decoded with errors="replace", the repository's UTF-8 text files, and
-extra files (JSONL with a "text" field, or plain text cut at line ends into
+cases decoded with errors="replace", letters and digits of recent Unicode
+versions in contexts where their class decides the split, the repository's
+UTF-8 text files, and extra files (JSONL with a "text" field, or plain text cut at line ends into
 documents of at most PLAIN_DOC_BYTES; nothing is dropped).
 """
 import base64
@@ -82,8 +83,32 @@ def file_documents(path):
     return docs
 
 
+# Letters and digits assigned in Unicode 15.0 to 18.0, a few per version (code
+# points from Unicode's DerivedAge.txt): the reference libraries split by
+# their own Unicode version's classes (docs/data.md), so a character newer
+# than it is "other" there.
+RECENT_CHARACTERS = {
+    "15.0": [0x31350, 0x11F04, 0x1E4D0, 0x1E4F0],  # CJK Ext H, Kawi letter A, Nag Mundari letter O, digit 0
+    "15.1": [0x2EBF0, 0x2EE5D],  # CJK Ext I, first and last
+    "16.0": [0x1C89, 0x105C0, 0x10D40, 0x16130, 0x13460],  # Cyrillic TJE, Todhri A, Garay and Gurung Khema 0
+    "17.0": [0x323B0, 0x10940, 0x18D09, 0x1E6C0, 0x11DE0],  # CJK Ext J, Sidetic, Tangut, Tai Yo, Tolong Siki 0
+    "18.0": [0xA7DD, 0x18E00, 0x3D000, 0x12550, 0x1246F],  # Latin, Jurchen, small seal, cuneiform numbers
+}
+
+
+def recent_unicode():
+    """One document per version: each character before a contraction, inside words and digit runs, alone."""
+    docs = []
+    for version, code_points in RECENT_CHARACTERS.items():
+        lines = [f"Unicode {version}:"]
+        for c in map(chr, code_points):
+            lines.append(f"{c}'s {c}{c}'ll x{c}y 7{c}7 {c}12345 ${c} '{c}' {c}\n")
+        docs.append("\n".join(lines))
+    return docs
+
+
 def build(fixtures, repeat, extra_files):
-    docs = fixture_cases(fixtures) * repeat + repository_texts()
+    docs = fixture_cases(fixtures) * repeat + recent_unicode() + repository_texts()
     for path in extra_files:
         docs += file_documents(path)
     return docs

@@ -6,6 +6,25 @@
 
 #include <cmath>
 #include <cstddef>
+#include <numbers>
+
+namespace llm {
+
+double rope_frequency(int i, int D, double theta, const RopeScaling& scaling) {
+  const double frequency = std::pow(theta, -2.0 * i / D);
+  if (scaling.factor == 1.0) return frequency;
+  // Where the wavelength falls against the original context, in units of
+  // whole turns per context: above high_freq_factor the pair is kept, below
+  // low_freq_factor it is slowed by factor, between blended linearly.
+  const double turns = scaling.original_context * frequency / (2 * std::numbers::pi);
+  if (turns > scaling.high_freq_factor) return frequency;
+  if (turns < scaling.low_freq_factor) return frequency / scaling.factor;
+  const double smooth =
+      (turns - scaling.low_freq_factor) / (scaling.high_freq_factor - scaling.low_freq_factor);
+  return (1 - smooth) * frequency / scaling.factor + smooth * frequency;
+}
+
+}  // namespace llm
 
 namespace llm::cpu {
 
@@ -37,11 +56,11 @@ void rope_rotate(Storage* x, const float* cos, const float* sin, float sign,
 
 }  // namespace
 
-void rope_table(float* cos, float* sin, int T, int D, float theta) {
+void rope_table(float* cos, float* sin, int T, int D, float theta, const RopeScaling& scaling) {
   const int half = D / 2;
   for (int t = 0; t < T; t++) {
     for (int i = 0; i < half; i++) {
-      const double angle = t * std::pow((double)theta, -2.0 * i / D);
+      const double angle = t * rope_frequency(i, D, theta, scaling);
       cos[(size_t)t * half + i] = (float)std::cos(angle);
       sin[(size_t)t * half + i] = (float)std::sin(angle);
     }

@@ -91,11 +91,11 @@ void rope_rotate(Storage* x, const float* cos, const float* sin, float sign,
 // The table is built once per run: computing it on the host with the CPU twin
 // gives the same bits on both backends. The host vectors are temporary, so
 // the copy is waited for before they go.
-void rope_table(float* cos, float* sin, int T, int D, float theta) {
+void rope_table(float* cos, float* sin, int T, int D, float theta, const RopeScaling& scaling) {
   const size_t count = (size_t)T * (D / 2);
   if (count == 0) return;
   std::vector<float> host_cos(count), host_sin(count);
-  cpu::rope_table(host_cos.data(), host_sin.data(), T, D, theta);
+  cpu::rope_table(host_cos.data(), host_sin.data(), T, D, theta, scaling);
   cudaStream_t stream = compute_stream();
   LLM_CUDA_CHECK(
       cudaMemcpyAsync(cos, host_cos.data(), count * sizeof(float), cudaMemcpyHostToDevice, stream));
