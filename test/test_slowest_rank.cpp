@@ -1,15 +1,21 @@
 // The slowest of N ranks (planning/slowest_rank.h): the expected maximum of
 // N standard normal draws against its closed forms (N = 2..5) and against a
-// seeded Monte Carlo draw (N = 8, 64, 512) within the draw's own error, and
-// exactly no wait at zero dispersion or on one rank.
+// seeded Monte Carlo draw (N = 8, 64, 512) within the draw's own error; and
+// in the throughput model, the step waiting for the slowest rank: exactly
+// nothing at zero dispersion (the same bits as a profile without the key) or
+// on one rank, the compute stretched by the factor otherwise.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 
+#include "planning/hardware_profile.h"
 #include "planning/slowest_rank.h"
+#include "planning/throughput_model.h"
 #include "test/error_of.h"
 
 namespace llm {
@@ -70,6 +76,60 @@ TEST(SlowestRank, NoSpreadOrOneRankWaitsForNothing) {
   EXPECT_EQ(slowest_rank_factor(0.05, 1), 1.0);
   EXPECT_DOUBLE_EQ(slowest_rank_factor(0.05, 512), 1 + 0.05 * normal_expected_maximum(512));
   EXPECT_NE(error_of([] { slowest_rank_factor(-0.01, 8); }).find("dispersion"), std::string::npos);
+}
+
+std::string a100_text() {
+  std::ifstream in("planning/hardware/a100_80gb_roce.toml");
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// The A100 profile's text with device.rate_dispersion set to `value`, or
+// without the line when `value` is empty.
+std::string a100_text_with_dispersion(const std::string& value) {
+  std::string text = a100_text();
+  const size_t at = text.find("\nrate_dispersion = ");
+  EXPECT_NE(at, std::string::npos);
+  const size_t end = text.find('\n', at + 1);
+  text.replace(at + 1, end - at, value.empty() ? "" : "rate_dispersion = " + value + "\n");
+  return text;
+}
+
+TEST(SlowestRank, ProfileKeyIsOptionalAndChecked) {
+  EXPECT_EQ(hardware_parse(a100_text_with_dispersion(""), "a100.toml").device.rate_dispersion, 0);
+  EXPECT_EQ(hardware_parse(a100_text_with_dispersion("0.03"), "a100.toml").device.rate_dispersion,
+            0.03);
+  const std::string negative =
+      error_of([] { hardware_parse(a100_text_with_dispersion("-0.01"), "a100.toml"); });
+  EXPECT_NE(negative.find("a100.toml"), std::string::npos) << negative;
+  EXPECT_NE(negative.find("device.rate_dispersion"), std::string::npos) << negative;
+}
+
+// tiny under full sharding on 4 A100s: with a spread the replay is the
+// slowest rank's, its compute the mean rank's times the factor; with none,
+// or on one rank, it is the same bits as a profile that never had the key.
+TEST(SlowestRank, ThroughputModelWaitsForTheSlowestRank) {
+  const Config config = config_load("configs/tiny.toml", {"parallel.mode=zero3"});
+  const HardwareProfile without_key = hardware_parse(a100_text_with_dispersion(""), "no key");
+  const HardwareProfile zero = hardware_parse(a100_text_with_dispersion("0.0"), "zero");
+  const HardwareProfile spread = hardware_parse(a100_text_with_dispersion("0.05"), "spread");
+  const StepPrediction base = throughput_predict(config, 4, without_key);
+  const StepPrediction none = throughput_predict(config, 4, zero);
+  EXPECT_EQ(none.straggler_seconds, 0.0);
+  EXPECT_EQ(none.step_seconds, base.step_seconds);
+  EXPECT_EQ(none.compute_seconds, base.compute_seconds);
+  EXPECT_EQ(none.tflops_per_rank, base.tflops_per_rank);
+
+  const StepPrediction slow = throughput_predict(config, 4, spread);
+  const double factor = slowest_rank_factor(0.05, 4);
+  EXPECT_GT(factor, 1.05);  // E[max of 4] = 1.03: a visible stretch
+  EXPECT_NEAR(slow.compute_seconds, base.compute_seconds * factor, 1e-12 * slow.compute_seconds);
+  EXPECT_NEAR(slow.straggler_seconds, slow.compute_seconds - base.compute_seconds,
+              1e-12 * slow.compute_seconds);
+  EXPECT_GT(slow.step_seconds, base.step_seconds);
+
+  const StepPrediction alone = throughput_predict(config, 1, spread);
+  EXPECT_EQ(alone.straggler_seconds, 0.0);
+  EXPECT_EQ(alone.step_seconds, throughput_predict(config, 1, without_key).step_seconds);
 }
 
 }  // namespace
