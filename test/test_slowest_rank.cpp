@@ -1,6 +1,8 @@
 // The slowest of N ranks (planning/slowest_rank.h): the expected maximum of
 // N standard normal draws against its closed forms (N = 2..5) and against a
-// seeded Monte Carlo draw (N = 8, 64, 512) within the draw's own error; and
+// seeded Monte Carlo draw (N = 8, 64, 512) within the draw's own error, the
+// other order statistics against their identities, the straggler meter's
+// reading against a draw and inverted to the dispersion behind it; and
 // in the throughput model, the step waiting for the slowest rank: exactly
 // nothing at zero dispersion (the same bits as a profile without the key) or
 // on one rank, the compute stretched by the factor otherwise.
@@ -12,6 +14,7 @@
 #include <iterator>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "planning/hardware_profile.h"
 #include "planning/slowest_rank.h"
@@ -69,6 +72,63 @@ TEST(SlowestRank, ExpectedMaximumAgreesWithAMonteCarloDraw) {
     EXPECT_LT(4 * standard_error, 0.01 * expected);
     EXPECT_NEAR(expected, mean, 4 * standard_error);
   }
+}
+
+// Order statistics obey identities no single one shows: E[Z_(k)] =
+// -E[Z_(n+1-k)] (the normal is symmetric), and the n of them sum to n E[Z]
+// = 0; each within the quadrature's error (n of them in the sum).
+TEST(SlowestRank, OrderStatisticsAreSymmetricAndSumToZero) {
+  EXPECT_NEAR(normal_expected_order_statistic(1, 2), -1 / std::sqrt(std::acos(-1.0)),
+              kQuadratureError);
+  EXPECT_NEAR(normal_expected_order_statistic(2, 3), 0, kQuadratureError);
+  for (int n : {4, 8, 64}) {
+    SCOPED_TRACE(n);
+    double sum = 0;
+    for (int k = 1; k <= n; ++k) {
+      const double z = normal_expected_order_statistic(k, n);
+      EXPECT_NEAR(z, -normal_expected_order_statistic(n + 1 - k, n), 2 * kQuadratureError);
+      if (k > 1) {
+        EXPECT_GT(z, normal_expected_order_statistic(k - 1, n));
+      }
+      sum += z;
+    }
+    EXPECT_NEAR(sum, 0, n * kQuadratureError);
+  }
+  EXPECT_EQ(normal_expected_order_statistic(8, 8), normal_expected_maximum(8));
+  EXPECT_NE(error_of([] { normal_expected_order_statistic(3, 2); }).find("1 <= k <= n"),
+            std::string::npos);
+}
+
+// The straggler meter reads the busiest rank over the lower median rank
+// (sorted[(n - 1) / 2]); under normal draws its mean is E[max] - E[lower
+// median], checked against a seeded draw within 4 standard errors as above,
+// and rate_dispersion_of_spread inverts a reading of d times that to d.
+TEST(SlowestRank, MeterReadingGivesBackTheDispersion) {
+  constexpr int kTrials = 40000;
+  std::mt19937_64 engine(61);
+  std::normal_distribution<double> normal;
+  for (int n : {2, 4, 64}) {
+    SCOPED_TRACE(n);
+    std::vector<double> z(static_cast<size_t>(n));
+    double sum = 0, sum_squares = 0;
+    for (int trial = 0; trial < kTrials; ++trial) {
+      for (double& x : z) x = normal(engine);
+      std::sort(z.begin(), z.end());
+      const double gap = z.back() - z[static_cast<size_t>(n - 1) / 2];
+      sum += gap;
+      sum_squares += gap * gap;
+    }
+    const double mean = sum / kTrials;
+    const double standard_error =
+        std::sqrt((sum_squares - kTrials * mean * mean) / (kTrials - 1) / kTrials);
+    const double expected =
+        normal_expected_maximum(n) - normal_expected_order_statistic((n + 1) / 2, n);
+    EXPECT_LT(4 * standard_error, 0.02 * expected);
+    EXPECT_NEAR(expected, mean, 4 * standard_error);
+    EXPECT_NEAR(rate_dispersion_of_spread(0.03 * expected, n), 0.03, 1e-15);
+  }
+  EXPECT_NE(error_of([] { rate_dispersion_of_spread(0.1, 1); }).find("two ranks"),
+            std::string::npos);
 }
 
 TEST(SlowestRank, NoSpreadOrOneRankWaitsForNothing) {
