@@ -82,6 +82,7 @@ constexpr const char* kUsage = R"(usage:
   ./train scale [--hardware FILE] [--configs A,B] [--strategies S,T] [--gpus 8,16]
                 [--batch-per-gpu 8,16] [--precision bf16,fp32]
                 [--out DIR] [--measure] [--measure-max-ranks N] [--hybrid-group G]
+                [--rate-dispersion D]
       Scaling curves: by default the FSDP paper's two figures (T5 611M / 2.28B
       / 11.3B x ddp, full_replication, hybrid, full_shard; 11.3B full_shard at
       batch 8 and 16 per GPU), else the grid the options name; per GPU count,
@@ -89,7 +90,8 @@ constexpr const char* kUsage = R"(usage:
       communication, optimizer) and TFLOPS per GPU from the throughput model,
       into DIR/scaling.csv and DIR/scaling.png. --measure also runs the points
       this machine can run (mpirun) and overlays them. --section.key=value
-      applies to every config (predicted and measured).
+      applies to every config (predicted and measured). --rate-dispersion
+      replaces the profile's device.rate_dispersion (0: no slowest-GPU wait).
   ./train scale --validate [--configs A,B] [--ranks 1,2,4] [--modes ddp,zero3] [--repeats R]
       Every mode at each rank count on this machine: predicted (planning/hardware/
       cpu_dev_vm.toml) against measured step time, with the error; --repeats

@@ -209,6 +209,7 @@ sustained_fraction = {sustained:.4f}  # {config} at 1 rank: {measured:.1f} ms/st
 memory_bandwidth_gbs = {copy:.2f}  # parallel copy of 256 MiB, read + write bytes per second
 shared_by_node = true
 compute_units = {cores}  # cores (omp_get_num_procs); an MPI collective is driven by its rank's own process
+rate_dispersion = 0.0  # the ranks share these cores: no spread between devices
 
 [node]
 devices_per_node = 64  # every rank of a run here is on this one machine

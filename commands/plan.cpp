@@ -122,6 +122,12 @@ void print_recommendation(const std::vector<RankedPlanRow>& ranked, const Ranked
       "{:.4g} s\n",
       s.step_seconds, s.tokens_per_second_per_rank, s.compute_seconds, s.recompute_seconds,
       s.contention_seconds, s.exposed_comm_seconds, s.optimizer_seconds, s.bubble_seconds);
+  if (s.straggler_seconds > 0) {
+    fmt::print(
+        "  of the compute, {:.4g} s is the wait for the slowest of {} ranks "
+        "(device.rate_dispersion)\n",
+        s.straggler_seconds, world);
+  }
   fmt::print("  memory {} of {} usable per rank, {} headroom\n", bytes(needed), bytes(usable),
              bytes(usable - needed));
   const std::vector<const RankedPlanRow*> ties = plan_near_ties(ranked, *best, usable);

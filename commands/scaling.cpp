@@ -85,6 +85,7 @@ struct ScaleOptions {
   bool measure = false, plot = true;
   int measure_max_ranks = 4;
   int hybrid_group = 0;
+  std::optional<double> rate_dispersion;  // replaces the profile's device.rate_dispersion
   MeasureOptions run;
 };
 
@@ -176,8 +177,11 @@ struct Row {
 
 // One row per point: the curve, TFLOPS per GPU, and the step's parts
 // (step = compute + contention + exposed comm + optimizer), then how the
-// collectives ran and the memory and traffic behind them.
-void write_csv(const std::string& path, const std::string& hardware, const std::vector<Row>& rows) {
+// collectives ran and the memory and traffic behind them, the measurement,
+// and the part of compute spent waiting for the slowest GPU with the
+// profile's rate dispersion behind it.
+void write_csv(const std::string& path, const std::string& hardware, double rate_dispersion,
+               const std::vector<Row>& rows) {
   std::ofstream out(path);
   LLM_CHECK(out, "cannot write {}", path);
   out << "config,strategy,gpus,batch_per_gpu,precision,tflops_per_gpu,step_time_s,compute_s,"
@@ -186,7 +190,7 @@ void write_csv(const std::string& path, const std::string& hardware, const std::
          "all_gather_algorithm,reduce_scatter_algorithm,all_reduce_algorithm,figure,hardware,"
          "parameters,mode,shard_group,reduce_dtype,recompute,fits,bytes_per_gpu,memory_limit,"
          "all_gather_sent,reduce_scatter_sent,all_reduce_sent,measured_step_time_s,"
-         "measured_tflops_per_gpu\n";
+         "measured_tflops_per_gpu,straggler_s,rate_dispersion\n";
   for (const Row& r : rows) {
     const StepPrediction& p = r.predicted;
     auto sent = [&](CollectiveOp op) { return p.traffic[static_cast<int>(op)].sent_bytes; };
@@ -201,13 +205,14 @@ void write_csv(const std::string& path, const std::string& hardware, const std::
         r.strategy, r.gpus, r.batch_per_gpu, r.precision, p.tflops_per_rank, p.step_seconds,
         p.compute_seconds, p.contention_seconds, p.exposed_comm_seconds, p.optimizer_seconds,
         p.comm_in_flight_seconds, p.overlapped_compute_seconds, p.comm_seconds);
-    out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+    out << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.6g},{:.6g}\n",
                        algorithm(CollectiveOp::all_gather), algorithm(CollectiveOp::reduce_scatter),
                        algorithm(CollectiveOp::all_reduce), r.figure, hardware, r.parameters,
                        r.mode.mode, r.mode.shard_group_size, r.reduce_dtype, r.recompute,
                        r.fits ? 1 : 0, r.bytes_per_gpu, r.memory_limit,
                        sent(CollectiveOp::all_gather), sent(CollectiveOp::reduce_scatter),
-                       sent(CollectiveOp::all_reduce), measured_step, measured_tflops);
+                       sent(CollectiveOp::all_reduce), measured_step, measured_tflops,
+                       p.straggler_seconds, rate_dispersion);
   }
 }
 
@@ -290,8 +295,15 @@ Row sweep_point(const ScaleOptions& o, const HardwareProfile& hw, const Curve& c
   return r;
 }
 
+// The profile, with --rate-dispersion in place of its device.rate_dispersion.
+HardwareProfile scale_hardware(const ScaleOptions& o) {
+  HardwareProfile hw = hardware_load(o.hardware);
+  if (o.rate_dispersion) hw.device.rate_dispersion = *o.rate_dispersion;
+  return hw;
+}
+
 void run_sweep(const ScaleOptions& o) {
-  const HardwareProfile hw = hardware_load(o.hardware);
+  const HardwareProfile hw = scale_hardware(o);
   const int node = o.hybrid_group > 0 ? o.hybrid_group : hw.node.devices_per_node;
   const std::vector<Curve> curves = curves_of(o);
   for (const Curve& curve : curves) {
@@ -334,7 +346,8 @@ void run_sweep(const ScaleOptions& o) {
   }
   if (o.measure) fmt::print("(predicted/measured where a point was run here)\n");
   const std::string csv = (std::filesystem::path(o.out) / "scaling.csv").string();
-  write_csv(csv, std::filesystem::path(o.hardware).stem().string(), rows);
+  write_csv(csv, std::filesystem::path(o.hardware).stem().string(), hw.device.rate_dispersion,
+            rows);
   fmt::print("\nwrote {}\n", csv);
   if (o.plot)
     plot(csv, (std::filesystem::path(o.out) / "scaling.png").string(), hw.device.shared_by_node);
@@ -369,7 +382,7 @@ void write_validation_markdown(const std::string& path, const std::string& hardw
 }
 
 void run_validation(const ScaleOptions& o) {
-  const HardwareProfile hw = hardware_load(o.hardware);
+  const HardwareProfile hw = scale_hardware(o);
   std::filesystem::create_directories(o.out);
   std::map<std::string, double> cache;
   std::vector<Row> rows;
@@ -426,7 +439,8 @@ void run_validation(const ScaleOptions& o) {
                100 * e.first / e.second);
   }
   const std::string csv = (std::filesystem::path(o.out) / "validation.csv").string();
-  write_csv(csv, std::filesystem::path(o.hardware).stem().string(), rows);
+  write_csv(csv, std::filesystem::path(o.hardware).stem().string(), hw.device.rate_dispersion,
+            rows);
   const std::string markdown = (std::filesystem::path(o.out) / "validation.md").string();
   write_validation_markdown(markdown, o.hardware, load_at_start, rows);
   fmt::print("wrote {} and {}\n", csv, markdown);
@@ -488,6 +502,8 @@ int scale_command(const std::vector<std::pair<std::string, std::string>>& option
       o.run.train_binary = value;
     else if (key == "hybrid-group")
       o.hybrid_group = to_int(value, key);
+    else if (key == "rate-dispersion")
+      o.rate_dispersion = parse_number(value, key, 0, 1);
     else if (key == "validate")
       validate = true;
     else if (key == "calibrate")

@@ -15,7 +15,8 @@
 //    all-reduced unit by unit during backward; ddp = the same traffic in
 //    PyTorch DDP's 25 MiB buckets. Weak scaling: each GPU keeps the curve's
 //    batch per GPU (default the config's batch_size) in the config's number
-//    of micro-batches per step.
+//    of micro-batches per step. --rate-dispersion D replaces the profile's
+//    device.rate_dispersion (the spread whose slowest GPU each step waits for).
 //  - --validate: every engine mode of each config at each rank count on this
 //    machine, predicted (hardware profile) against measured, with the error.
 //  - --calibrate: measures this machine into a profile (calibration.h).

@@ -15,6 +15,8 @@
 namespace llm {
 namespace {
 
+constexpr const char* kDispersion = "rate_dispersion";
+
 void validate(const HardwareProfile& p) {
   const std::string& f = p.path;
   LLM_CHECK(p.device.peak_tflops_bf16 >= 0 && p.device.peak_tflops_fp32 >= 0,
@@ -35,6 +37,8 @@ void validate(const HardwareProfile& p) {
   LLM_CHECK(p.pcie.bandwidth_gbs > 0, "{}: pcie.bandwidth_gbs must be positive", f);
   LLM_CHECK(p.pcie.latency_us >= 0, "{}: pcie.latency_us must not be negative", f);
   LLM_CHECK(p.device.compute_units >= 1, "{}: device.compute_units must be at least 1", f);
+  LLM_CHECK(p.device.rate_dispersion >= 0 && p.device.rate_dispersion <= 1,
+            "{}: device.rate_dispersion must be in [0, 1], got {}", f, p.device.rate_dispersion);
   if (p.uses_nccl()) {
     const NcclProfile& n = p.nccl;
     LLM_CHECK(n.intra_channels >= 1 && n.inter_channels >= 1,
@@ -50,7 +54,12 @@ void validate(const HardwareProfile& p) {
 HardwareProfile hardware_parse(const std::string& toml_text, const std::string& origin) {
   HardwareProfile profile;
   profile.path = origin;
-  read_toml_tables(profile, parse_toml(toml_text, origin), origin, Omitted::is_error);
+  toml::table root = parse_toml(toml_text, origin);
+  // device.rate_dispersion came after profiles were written, and 0 (no
+  // spread known) is what they meant: a profile without it reads 0.
+  if (toml::table* device = root["device"].as_table(); device && !device->contains(kDispersion))
+    device->insert(kDispersion, 0.0);
+  read_toml_tables(profile, root, origin, Omitted::is_error);
   validate(profile);
   return profile;
 }

@@ -6,8 +6,9 @@
 // planning/hardware/. Every key is listed
 // once in its table's visit_fields(); unknown keys and missing files are
 // errors naming the file and key, so a profile cannot silently fall back to
-// defaults it did not mean. The [nccl] table is required exactly when
-// collective.library = "nccl".
+// defaults it did not mean (but for device.rate_dispersion, added later,
+// whose default 0 is what the profiles written before it meant). The
+// [nccl] table is required exactly when collective.library = "nccl".
 #pragma once
 
 #include <string>
@@ -53,6 +54,7 @@ struct DeviceProfile {
   double memory_bandwidth_gbs = 0;
   bool shared_by_node = false;
   int compute_units = 1;
+  double rate_dispersion = 0;
 
   template <class V>
   void visit_fields(V&& v) {
@@ -69,6 +71,10 @@ struct DeviceProfile {
     v("compute_units", compute_units,
       "streaming multiprocessors (GPU) or cores (CPU) of one device; a collective's CUDA blocks "
       "hold some of them while it runs (contention.h)");
+    v("rate_dispersion", rate_dispersion,
+      "relative standard deviation of the sustained compute rate among devices of this kind (0: "
+      "no spread, or none known); a step waits for the slowest of its ranks (slowest_rank.h). "
+      "The one key a profile may leave out: it then reads 0");
   }
 };
 

@@ -32,6 +32,7 @@ PlanSpeed plan_row_speed(const PlanRow& row, int world, const HardwareProfile& h
   speed.ranked = true;
   speed.compute_seconds = step.compute_seconds - step.recompute_seconds;
   speed.recompute_seconds = step.recompute_seconds;
+  speed.straggler_seconds = step.straggler_seconds;
   speed.contention_seconds = step.contention_seconds;
   speed.exposed_comm_seconds = step.exposed_comm_seconds;
   speed.bubble_seconds = step.pipeline_bubble_seconds;

@@ -39,6 +39,7 @@ struct PlanSpeed {
   double step_seconds = 0;
   double tokens_per_second_per_rank = 0;
   double compute_seconds = 0;       // forward + backward, without recomputation
+  double straggler_seconds = 0;     // of compute + recomputation: waiting for the slowest rank
   double recompute_seconds = 0;     // forwards redone in backward
   double contention_seconds = 0;    // compute slowed by collectives beside it
   double exposed_comm_seconds = 0;  // communication compute does not hide

@@ -12,6 +12,7 @@
 #include "model/transformer.h"
 #include "parallel/topology.h"
 #include "planning/contention.h"
+#include "planning/slowest_rank.h"
 #include "planning/tensor_parallel_model.h"
 
 namespace llm {
@@ -185,8 +186,12 @@ StepPrediction throughput_predict(const Config& config, int world, const Hardwar
     c.cost = collective_cost(c.op, span, payload, hw);
   }
 
-  // Replay: one compute timeline, one channel per group.
+  // Replay: one compute timeline, one channel per group. The timeline is the
+  // slowest rank's: with rates that persist (a device's own, as measured),
+  // the slowest of the world arrives last at every collective, so every
+  // synchronizing collective waits for its expected maximum (slowest_rank.h).
   const double flops_rate = hw.rank_flops(config.precision(), ranks_per_node);
+  const double slowest = slowest_rank_factor(hw.device.rate_dispersion, world);
   // Per unit pass: this rank's 1/T of the FLOPs (and of those a pass
   // recomputes: what it runs beyond the same pass without recomputation),
   // and the tensor group's collectives, which the model waits for in line
@@ -226,10 +231,12 @@ StepPrediction throughput_predict(const Config& config, int world, const Hardwar
     switch (e.type) {
       case StepEvent::Type::compute: {
         const int i = 2 * e.unit + (e.pass == Pass::backward);
-        const double seconds = flops_by_unit_pass[i] / flops_rate;
+        const double mean_seconds = flops_by_unit_pass[i] / flops_rate;
+        const double seconds = mean_seconds * slowest;
         t = timeline.run(t, seconds) + tensor_seconds[i];
         p.compute_seconds += seconds;
-        p.recompute_seconds += recompute_flops[i] / flops_rate;
+        p.straggler_seconds += seconds - mean_seconds;
+        p.recompute_seconds += recompute_flops[i] / flops_rate * slowest;
         p.tensor_comm_seconds += tensor_seconds[i];
         p.comm_seconds += tensor_seconds[i];
         break;

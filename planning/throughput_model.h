@@ -2,13 +2,15 @@
 // given hardware profile, and its parts: compute (model/flops.h at the
 // rank's sustained rate, 1/T of it under tensor parallelism, the stage with
 // the most compute under pipeline parallelism, plus its bubble and stage
-// messages), the optimizer (bytes at memory bandwidth), the collectives the
-// engine issues (recorded by step_trace.h, costed by collective_model.h as
-// the profile's library runs them) and those of the tensor group
-// (tensor_parallel_model.h, waited for in line), replayed on one compute
-// timeline and one channel per group, so the model overlaps exactly what the
-// engine overlaps, with contention.h's cost of overlap. The derivation, term
-// by term: docs/throughput_model.md, "The model".
+// messages; at the slowest of the world's ranks' pace where the profile
+// gives their rates a spread, slowest_rank.h), the optimizer (bytes at
+// memory bandwidth), the collectives the engine issues (recorded by
+// step_trace.h, costed by collective_model.h as the profile's library runs
+// them) and those of the tensor group (tensor_parallel_model.h, waited for
+// in line), replayed on one compute timeline and one channel per group, so
+// the model overlaps exactly what the engine overlaps, with contention.h's
+// cost of overlap. The derivation, term by term: docs/throughput_model.md,
+// "The model".
 // Invariant: traffic per collective type equals what the engine's CommStats
 // (shard and replicate groups) count for the same config and world on a rank
 // of the predicted stage (tested under mpirun).
@@ -43,6 +45,9 @@ struct StepPrediction {
   double step_seconds = 0;
   double compute_seconds = 0;    // forward + backward + recomputation
   double recompute_seconds = 0;  // of compute_seconds: forwards redone in backward
+  // Of compute_seconds: the slowest rank's compute beyond the mean rank's
+  // (the profile's device.rate_dispersion over the world, slowest_rank.h).
+  double straggler_seconds = 0;
   double optimizer_seconds = 0;
   double comm_seconds = 0;            // sum of collective durations (overlapped or not)
   double contention_seconds = 0;      // compute slowed by collectives beside it (contention.h)

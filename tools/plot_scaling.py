@@ -8,7 +8,7 @@ Panels, in order:
   - figure batch_scale: TFLOPS per GPU of each curve (batch per GPU,
     precision) and, beside it, the step of its first curve split into its
     parts (compute, contention, exposed communication, optimizer) per GPU
-    count, as stacked bars;
+    count, as stacked bars, the compute's wait for the slowest GPU hatched;
   - figure custom (any other grid), one panel per (hardware, config), as
     model_scale;
   - each --step-time CSV (ranks sharing one machine, where TFLOPS per rank
@@ -117,6 +117,13 @@ def breakdown_panel(ax, title, points):
         values = [1e3 * float(r[key]) for r in points]
         ax.bar(xs, values, bottom=bottom, color=color, label=label, width=0.7)
         bottom = [b + v for b, v in zip(bottom, values)]
+    # The top of each compute bar that waits for the slowest GPU, hatched
+    # (CSVs from before the column have none).
+    waits = [1e3 * float(r.get("straggler_s") or 0) for r in points]
+    if any(waits):
+        tops = [1e3 * float(r["compute_s"]) for r in points]
+        ax.bar(xs, waits, bottom=[t - w for t, w in zip(tops, waits)], width=0.7, fill=False,
+               hatch="///", edgecolor="black", linewidth=0, label="of compute: the slowest GPU")
     ax.set_xticks(xs)
     ax.set_xticklabels([r["gpus"] for r in points])
     ax.set_xlabel("GPUs")

@@ -93,6 +93,7 @@ void StepLog::record(int step, const StepResult& r, double seconds, double waite
     record["slowest_rank"] = slowest.rank;
     record["slowest_busy_ms_per_step"] = slowest.busy_ms;
     record["slowest_behind_ms_per_step"] = slowest.behind_ms;
+    record["rate_dispersion"] = slowest.rate_dispersion;
   }
   metrics_.write(record);
 }

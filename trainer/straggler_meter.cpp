@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "planning/slowest_rank.h"
+
 namespace llm {
 
 void StragglerMeter::add(double step_seconds, double waited_seconds) {
@@ -29,6 +31,7 @@ StragglerReport StragglerMeter::take() {
   const double median = sorted[middle];
   report.behind_ms = report.busy_ms - median;
   report.behind_fraction = median > 0 ? report.behind_ms / median : 0;
+  report.rate_dispersion = rate_dispersion_of_spread(report.behind_fraction, report.ranks);
   return report;
 }
 

@@ -2,7 +2,8 @@
 // per step over the interval (its step time less the time it spent blocked
 // waiting for other ranks, runtime/watchdog.h) is gathered, and the slowest
 // rank is the busiest one. How far behind it is: its busy time over the
-// (lower) median rank's. A collective over the world, called by every rank at the
+// (lower) median rank's, and the rate dispersion that implies for the
+// throughput model. A collective over the world, called by every rank at the
 // same steps (the log steps), on a host-buffer (MPI) group: on a GPU run the
 // device group's buffers are device pointers.
 #pragma once
@@ -17,6 +18,9 @@ struct StragglerReport {
   double busy_ms = 0;          // its busy time per step
   double behind_ms = 0;        // over the median rank's
   double behind_fraction = 0;  // behind_ms / the median rank's busy time
+  // The spread of the ranks' rates that behind_fraction implies (a hardware
+  // profile's device.rate_dispersion, planning/slowest_rank.h).
+  double rate_dispersion = 0;
 };
 
 class StragglerMeter {
