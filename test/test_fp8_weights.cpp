@@ -7,9 +7,9 @@
 #include <cstring>
 #include <vector>
 
-#include "runtime/rng.h"
 #include "model/transformer.h"
 #include "parallel/sharding_engine.h"
+#include "test/random_tokens.h"
 
 namespace llm {
 namespace {
@@ -28,13 +28,6 @@ Config fp8_config() {
   c.training.precision = Precision::fp8;
   c.data.train = "unused";
   return c;
-}
-
-std::vector<int32_t> tokens(int n, int vocab, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<int32_t> out(n);
-  for (int32_t& t : out) t = static_cast<int32_t>(rng.next_below(vocab));
-  return out;
 }
 
 // The CPU backend, counting its FP8 casts.
@@ -81,8 +74,8 @@ TEST(Fp8Weights, CastOncePerParameterVersion) {
       Transformer::create(c.model, kB, kT, backend, {}, c.precision());
   Topology topology(comm_world(), c.parallel);
   ShardingEngine engine(model->layout(), c, backend, topology);
-  const std::vector<int32_t> inputs = tokens(kN, c.model.vocab_size, 1);
-  const std::vector<int32_t> targets = tokens(kN, c.model.vocab_size, 2);
+  const std::vector<int32_t> inputs = random_tokens(kN, c.model.vocab_size, 1);
+  const std::vector<int32_t> targets = random_tokens(kN, c.model.vocab_size, 2);
   auto micro_batch = [&] {
     model->stage_forward(engine, 0, inputs.data(), targets.data(), kB, kT, 1.0f / kN);
     model->stage_backward(engine, 0, kB, kT);
@@ -107,8 +100,8 @@ TEST(Fp8Weights, CastOncePerParameterVersion) {
 // bit for bit, over several micro-batches.
 TEST(Fp8Weights, KeptCodesGiveTheBitsOfCastingAtEveryUse) {
   const Config c = fp8_config();
-  const std::vector<int32_t> inputs = tokens(kN, c.model.vocab_size, 3);
-  const std::vector<int32_t> targets = tokens(kN, c.model.vocab_size, 4);
+  const std::vector<int32_t> inputs = random_tokens(kN, c.model.vocab_size, 3);
+  const std::vector<int32_t> targets = random_tokens(kN, c.model.vocab_size, 4);
   auto gradients = [&](bool cast_every_use) {
     const std::unique_ptr<Transformer> model =
         Transformer::create(c.model, kB, kT, backend_cpu(), {}, c.precision());

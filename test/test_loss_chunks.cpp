@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "runtime/rng.h"
 #include "runtime/targets.h"
 #include "model/transformer.h"
 #include "parallel/sharding_engine.h"
+#include "test/random_tokens.h"
 
 namespace llm {
 namespace {
@@ -35,13 +35,6 @@ Config chunk_config(bool tied, Precision precision) {
   return c;
 }
 
-std::vector<int32_t> tokens(int n, int vocab, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<int32_t> out(n);
-  for (int32_t& t : out) t = static_cast<int32_t>(rng.next_below(vocab));
-  return out;
-}
-
 struct ChunkRun {
   float loss = 0;                         // the training forward and backward's
   float evaluated = 0;                    // forward() with targets afterwards
@@ -54,8 +47,8 @@ ChunkRun train_one_micro_batch(const Config& c, int B, int T, int loss_chunk_tok
       Transformer::create(c.model, B, T, backend_cpu(), {}, c.precision(), {}, loss_chunk_tokens);
   Topology topology(comm_world(), c.parallel);
   ShardingEngine engine(model->layout(), c, backend_cpu(), topology);
-  const std::vector<int32_t> inputs = tokens(N, c.model.vocab_size, 3);
-  std::vector<int32_t> targets = tokens(N, c.model.vocab_size, 4);
+  const std::vector<int32_t> inputs = random_tokens(N, c.model.vocab_size, 3);
+  std::vector<int32_t> targets = random_tokens(N, c.model.vocab_size, 4);
   targets[4] = kIgnoredTarget;  // a masked target inside a chunk: no loss, no gradient
   engine.zero_grads();
   ChunkRun run;

@@ -13,10 +13,10 @@
 
 #include "runtime/error.h"
 #include "runtime/fp8.h"
-#include "runtime/rng.h"
 #include "model/kernels/rope.h"
 #include "model/transformer.h"
 #include "parallel/sharding_engine.h"
+#include "test/random_tokens.h"
 #include "test/naive_model.h"
 
 namespace llm {
@@ -39,13 +39,6 @@ Config tiny_config(bool tied, int n_heads = 2, int n_kv_heads = 1) {
   c.training.seed = 7;
   c.data.train = "unused";
   return c;
-}
-
-std::vector<int32_t> random_tokens(int n, int vocab, uint64_t seed) {
-  Rng rng(seed);
-  std::vector<int32_t> out(n);
-  for (int32_t& t : out) t = static_cast<int32_t>(rng.next_below(vocab));
-  return out;
 }
 
 // Forward and backward of one micro-batch through the whole (one-stage)
