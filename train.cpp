@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "commands/attention_bench.h"
 #include "commands/benchmark.h"
 #include "commands/export.h"
 #include "commands/generate_text.h"
@@ -125,7 +126,8 @@ constexpr const char* kUsage = R"(usage:
       prompt is a user's turn in the chat format (as prepare --chat), followed
       by the assistant's header; each reply ends at the end-of-turn token and
       is printed in the format, special tokens included.
-  ./train bench --config FILE [--bench-steps N] [--modes | --memory | --offload | --profile]
+  ./train bench --config FILE [--bench-steps N]
+                [--modes | --memory | --offload | --profile | --attention]
                 [--peak-tflops P] [--section.key=value ...]
       Time training steps on synthetic tokens; report tokens/s and GFLOP/s
       against this machine's sgemm rate, or on a GPU (training.device = cuda)
@@ -140,7 +142,11 @@ constexpr const char* kUsage = R"(usage:
       activation bytes. With --offload, the optimizer on the device,
       offloaded (with and without delayed_update) and ZenFlow: step time,
       device and host bytes, bytes moved host <-> device and host time per
-      step.
+      step. With --attention, causal attention alone on the config's shape
+      (micro-batch x seq_len, its heads): the median of N forwards, then
+      backwards (on cuDNN both backward algorithms), in ms and TFLOP/s in our
+      FLOP convention and in the published one (backward 2.5 forwards), then
+      cuDNN's version, plans and fallbacks.
 )";
 
 using Args = llm::CommandLine;
@@ -148,7 +154,8 @@ using Args = llm::CommandLine;
 // Options that take no value.
 constexpr std::string_view kFlags[] = {
     "quiet",     "modes",      "force",   "memory",  "offload", "measure",           "validate",
-    "calibrate", "comm-bench", "no-plot", "profile", "counts",  "skip-missing-text", "chat"};
+    "calibrate", "comm-bench", "no-plot", "profile", "counts",  "skip-missing-text", "chat",
+    "attention"};
 
 const std::string* find_option(const Args& args, const std::string& name) {
   const std::string* found = nullptr;
@@ -335,19 +342,23 @@ int run_train(const Args& args) {
 }
 
 int run_bench(const Args& args) {
-  check_options(args,
-                {"config", "bench-steps", "modes", "memory", "offload", "peak-tflops", "profile"});
+  check_options(args, {"config", "bench-steps", "modes", "memory", "offload", "peak-tflops",
+                       "profile", "attention"});
   const bool profile = find_option(args, "profile") != nullptr;
   alike_on_every_rank([&] {
-    LLM_CHECK(!profile || !(find_option(args, "modes") || find_option(args, "memory") ||
-                            find_option(args, "offload")),
-              "./train bench: --profile times the plain benchmark's steps; it does not combine "
-              "with --modes, --memory or --offload");
+    int kinds = 0;
+    for (const char* kind : {"modes", "memory", "offload", "profile", "attention"})
+      kinds += find_option(args, kind) != nullptr;
+    LLM_CHECK(kinds <= 1,
+              "./train bench: --modes, --memory, --offload, --profile and --attention are "
+              "different benchmarks; give one");
   });
   const std::string* steps_option = find_option(args, "bench-steps");
   int steps = steps_option ? static_cast<int>(llm::parse_integer(*steps_option, "bench-steps")) : 5;
   llm::Group& world = join_world();
-  if (find_option(args, "modes")) {
+  if (find_option(args, "attention")) {
+    llm::benchmark_attention(load_config(args), find_option(args, "bench-steps") ? steps : 20);
+  } else if (find_option(args, "modes")) {
     llm::benchmark_modes(load_config(args), world, steps);
   } else if (find_option(args, "memory")) {
     llm::benchmark_memory(load_config(args), world, steps);

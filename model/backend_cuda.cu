@@ -54,6 +54,7 @@ Backend cuda_backend(bool with_cudnn) {
 #ifndef LLM_WITH_CUDNN
 // Without cuDNN nothing falls back (model/cudnn/attention_cudnn.cpp counts them).
 size_t cudnn::attention_fallback_calls() { return 0; }
+std::string cudnn::attention_plans() { return {}; }
 #endif
 
 // In a build without cuDNN every choice is the flash kernel (the trainer

@@ -10,5 +10,6 @@ const Backend& backend_cuda(AttentionKernel) {
 }
 
 size_t cudnn::attention_fallback_calls() { return 0; }  // no cuDNN, no fallbacks
+std::string cudnn::attention_plans() { return {}; }
 
 }  // namespace llm

@@ -18,6 +18,7 @@
 #include "runtime/targets.h"
 #include "tensorboard/metrics_events.h"
 #include "data/tokenizer.h"
+#include "model/device_setup.h"
 #include "model/flops.h"
 #include "model/generate.h"
 #include "parallel/pipeline_schedule.h"
@@ -47,28 +48,13 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// On a GPU: picks this rank's device (node-local rank modulo the GPUs) and
-// wraps the world for device buffers; on the CPU the world is used as is.
+// On a GPU: sets up this rank's device (model/device_setup.h) and wraps the
+// world for device buffers; on the CPU the world is used as is.
 std::unique_ptr<Group> device_group(const Config& config, Group& world) {
   if (config.device() != Device::cuda) return nullptr;
-  const int gpus = cuda_device_count();
-  LLM_CHECK(gpus > 0, "{}: training.device = cuda but {}", config.path,
-            kBuiltWithCuda ? "this machine has no CUDA device" : "this build has no CUDA backend");
-  LLM_CHECK(config.training.attention != AttentionKernel::cudnn || kBuiltWithCudnn,
-            "{}: training.attention = cudnn, but this build has no cuDNN (configured with "
-            "LLM_CUDNN=OFF); use auto or flash",
-            config.path);
-  if (kCudaEmulated)
-    spdlog::warn(
-        "training.device = cuda runs on the CUDA emulation: the CUDA kernels run on the "
-        "CPU, for testing (neither GPU speed nor GPU numerics); attention {} the flash "
-        "kernel (cuDNN is not emulated)",
-        config.training.attention == AttentionKernel::automatic ? "= auto resolves to" : "runs");
-  cuda_use_device(comm_local_rank() % gpus);
-  cuda_set_gemm_autotune(config.training.gemm_autotune);
-  cuda_set_deterministic(config.training.deterministic);
+  device_setup(config, comm_local_rank());
   if (config.comm() == CommBackend::nccl) {
-    const NcclPlacement placement = nccl_placement(gpus);
+    const NcclPlacement placement = nccl_placement(cuda_device_count());
     LLM_CHECK(placement.admitted, "{}: {}", config.path, placement.reason);
     if (placement.shared_gpu && world.rank() == 0) spdlog::warn("{}", placement.reason);
     return make_nccl_group(world);

@@ -135,13 +135,19 @@ std::shared_ptr<fe::graph::Graph> build_graph(const Shape& s, std::string& why_n
   return graph;
 }
 
+// Every shape's plan, built (or refused) on its first use. Never destroyed:
+// at exit, freeing cuDNN objects could race the teardown of the CUDA context
+// and of cuDNN itself; process exit reclaims them.
+std::map<Shape, Plan>& plans() {
+  static auto& built = *new std::map<Shape, Plan>;
+  return built;
+}
+
 // The cached plan of a shape, built (or refused, with a warning) on first use.
 const Plan& plan_for(const Shape& s) {
-  // Never destroyed: at exit, freeing cuDNN objects could race the teardown
-  // of the CUDA context and of cuDNN itself; process exit reclaims them.
-  static auto& plans = *new std::map<Shape, Plan>;
-  auto found = plans.find(s);
-  if (found != plans.end()) return found->second;
+  std::map<Shape, Plan>& built = plans();
+  auto found = built.find(s);
+  if (found != built.end()) return found->second;
   Plan plan;
   std::string why_not;
   plan.graph = build_graph(s, why_not);
@@ -153,7 +159,7 @@ const Plan& plan_for(const Shape& s) {
     spdlog::warn("cuDNN attention refused {} ({}): running the flash kernel for this shape",
                  describe(s), why_not);
   }
-  return plans.emplace(s, std::move(plan)).first->second;
+  return built.emplace(s, std::move(plan)).first->second;
 }
 
 bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -239,5 +245,18 @@ void attention_backward(Bf16* dqkv, const Bf16* dout, const Bf16* qkv, const Bf1
 }
 
 size_t attention_fallback_calls() { return fallback_calls; }
+
+std::string attention_plans() {
+  const size_t version = cudnnGetVersion();
+  std::string out = fmt::format("cuDNN {}.{}.{} (cudnn-frontend {})\n", version / 10000,
+                                version / 100 % 100, version % 100, CUDNN_FRONTEND_VERSION);
+  for (const auto& [shape, plan] : plans()) {
+    std::string engine = "refused: the flash kernel runs";
+    if (plan.graph && !plan.graph->get_plan_name(engine).is_good()) engine = "(no plan name)";
+    out += fmt::format("  {}: {}, workspace {} bytes\n", describe(shape), engine,
+                       plan.workspace_bytes);
+  }
+  return out;
+}
 
 }  // namespace llm::cudnn

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "runtime/storage_types.h"
 
@@ -24,5 +25,10 @@ void attention_backward(Bf16* dqkv, const Bf16* dout, const Bf16* qkv, const Bf1
 // refused the shape, the pointers or a document mask (tests assert cuDNN
 // really ran).
 size_t attention_fallback_calls();
+
+// cuDNN's version and, a line each, every shape's plan built so far: the
+// engine cuDNN's heuristics chose (its plan name) and the workspace bytes,
+// or that it refused the shape. Empty in a build without cuDNN.
+std::string attention_plans();
 
 }  // namespace llm::cudnn
