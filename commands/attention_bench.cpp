@@ -116,7 +116,7 @@ void benchmark_attention(const Config& config, int iterations) {
                      t.attention != AttentionKernel::flash;
   fmt::print(
       "attention alone: B={} T={} H={} KV={} D={}, causal, {} on {} ({}), median of {} "
-      "iterations; forward {:.3g} FLOPs\n",
+      "iterations; forward {:.6g} FLOPs\n",
       s.B, s.T, s.H, s.KV, s.D, bf16 ? "bf16" : "fp32",
       config.device() == Device::cuda ? (kCudaEmulated ? "the CUDA emulation (not a GPU)" : "cuda")
                                       : "cpu",

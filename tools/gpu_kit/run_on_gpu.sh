@@ -15,6 +15,15 @@
 #   build       train tiny_data llm_gpu_tests llm_op_tests llm_mpi_tests (those
 #               the tree defines; ninja -k 0: build all it can)
 #   linkage     ldd of the binaries: every kit library resolves into the kit
+#   attention   tools/gpu_kit/perf_steps.sh attention: causal attention
+#               alone (`./train bench --attention`, CUDA events, 20
+#               iterations) on the Llama 3 8B shape and gpu_1b's, cuDNN (both
+#               backward algorithms; version, plans, fallbacks) and the flash
+#               kernel, beside PyTorch's SDPA on the same shapes in the same
+#               run (tools/gpu_kit/time_sdpa.py); both FLOP conventions
+#   profile_8b  perf_steps.sh profile_8b: the 8B shape's step op by op in bf16
+#               and fp8, nvidia-smi sampling clocks, power and throttle
+#               reasons meanwhile (clocks_8b.csv to $OUT)
 #   ctest_gpu   ctest -L gpu
 #   nccl_matrix_np2  several NCCL ranks on the one GPU (tools/one_gpu_ranks.sh:
 #               a host id per rank, NCCL's socket transport), real NCCL:
@@ -57,6 +66,10 @@
 #   pytorch_1b  tools/compare_pytorch.py on gpu_1b: PyTorch (torch.compile, SDPA,
 #               bf16 autocast, fused AdamW) and ours side by side, same run
 #   pytorch_124m  the same on gpu_124m
+#   fp8_loss_once  perf_steps.sh fp8_loss_once: FP8 against bf16 on a
+#               corpus seen once, the text files installed on the machine up
+#               to 50M tokens, gpu_124m for one pass in each; final losses
+#               within 0.5%, no spike; both metrics.jsonl to $OUT
 #   bench_offload ./train bench --offload on gpu_1b: device / ZeRO-Offload /
 #               delayed / ZenFlow step times, PCIe bytes and GPU idle (issue 15)
 #   generate_124m  two steps of the 124M shape on the tiny data (bf16), then
@@ -87,7 +100,10 @@
 #                     `all` (the default) = the GPU steps, env to contention;
 #                     `nccl` = what issue 43's device run needs: env, nvidia_smi,
 #                     configure, build, ctest_gpu and the nccl / user_command steps;
-#                     `bench` = the speed steps (124M, 1B both backwards, the 8B shape)
+#                     `bench` = the speed steps (124M, 1B both backwards, the 8B shape);
+#                     `issue56` = its device run by priority: the attention
+#                     comparison and the 8B profile, the bench suite with
+#                     PyTorch, then the FP8 loss pair on a corpus seen once
 #   --emulated        rehearse the nccl and user_command steps here, without a GPU
 #                     or the kit: the emulated binaries of an existing `make test`
 #                     build (--build-dir, default build) on one emulated GPU
@@ -100,7 +116,7 @@ START=$(date +%s)
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$REPO"
 NCCL_STEPS="nccl_matrix_np2,user_command,nccl_stop,nccl_kill,nccl_short,nccl_matrix_np4"
-GPU_STEPS="env,nvidia_smi,mpi_smoke,fp8_probe,configure,build,linkage,ctest_gpu,$NCCL_STEPS,gpu_modes,bench_124m,bench_1b,bench_1b_fast_backward,bench_1b_fp8,bench_graphs,bench_8b,fp8_loss_124m,masked_124m,pytorch_1b,pytorch_124m,bench_offload,generate_124m,contention"
+GPU_STEPS="env,nvidia_smi,mpi_smoke,fp8_probe,configure,build,linkage,attention,profile_8b,ctest_gpu,$NCCL_STEPS,gpu_modes,bench_124m,bench_1b,bench_1b_fast_backward,bench_1b_fp8,bench_graphs,bench_8b,fp8_loss_124m,masked_124m,pytorch_1b,pytorch_124m,fp8_loss_once,bench_offload,generate_124m,contention"
 EMULATED=0
 LIMIT_SCALE=1  # the emulation's rehearsal: 4 (kernels on 2 CPU cores, not a GPU)
 KIT=gpu_kit/kit.tar.xz
@@ -133,6 +149,7 @@ for step in ${STEPS//,/ }; do
     all) expanded+=,$GPU_STEPS ;;
     nccl) expanded+=,env,nvidia_smi,configure,build,ctest_gpu,$NCCL_STEPS ;;
     bench) expanded+=,env,nvidia_smi,fp8_probe,configure,build,bench_124m,bench_1b,bench_1b_fast_backward,bench_1b_fp8,bench_graphs,bench_8b,fp8_loss_124m,masked_124m,pytorch_1b,pytorch_124m ;;
+    issue56) expanded+=,env,nvidia_smi,configure,build,attention,profile_8b,bench_8b,bench_1b,bench_1b_fp8,pytorch_1b,fp8_loss_once ;;
     *) expanded+=,$step ;;
   esac
 done
@@ -246,10 +263,15 @@ CMAKE=$(command -v cmake || python3 -c 'import cmake, os; print(os.path.join(cma
 CTEST=$(dirname "$CMAKE")/ctest; [ -x "$CTEST" ] || CTEST=ctest
 NINJA=$(command -v ninja || python3 -c 'import ninja, os; print(os.path.join(ninja.BIN_DIR, "ninja"))' 2>/dev/null || true)
 if [ -n "$NINJA" ]; then GENERATOR=(-G Ninja "-DCMAKE_MAKE_PROGRAM=$NINJA"); else GENERATOR=(-G "Unix Makefiles"); fi
-# Only what the steps run: the trainer, its tiny data set and every test
-# executable that holds GPU rows (whichever of these the tree defines).
+# Only what the steps run: the trainer, its tiny data set and, for the steps
+# that run tests, every test executable that holds GPU rows (whichever of
+# these the tree defines).
 TARGETS=
-for t in train tiny_data llm_gpu_tests llm_op_tests llm_mpi_tests $(wanted cpu_tests && echo llm_tests); do
+TEST_TARGETS=
+for step in ctest_gpu gpu_modes mpi_cpu ${NCCL_STEPS//,/ }; do
+  wanted "$step" && TEST_TARGETS="llm_gpu_tests llm_op_tests llm_mpi_tests"
+done
+for t in train tiny_data $TEST_TARGETS $(wanted cpu_tests && echo llm_tests); do
   grep -qE "add_(executable|custom_target)\($t[ )]" CMakeLists.txt test/CMakeLists.txt && TARGETS+=" $t"
 done
 # Quote an array for the bash -c command strings.
@@ -300,6 +322,10 @@ run_step linkage 60 "
     ldd \"\$b\" | grep -E 'libmpi|open-pal|open-rte|pmix|hwloc|event_|spdlog|fmt|sentencepiece|toml|openblas' | grep -v $(q "$DEST") && bad=1
   done
   [ -x train ] && [ \$bad = 0 ]"
+# Issue 56's performance steps (tools/gpu_kit/perf_steps.sh).
+PERF="OUT_DIR=$(q "${OUT:-$BUILD}") bash tools/gpu_kit/perf_steps.sh"
+run_step attention 300 "$PERF attention"
+run_step profile_8b 300 "$PERF profile_8b"
 run_step ctest_gpu 240 "$(q "$CTEST") --test-dir $(q "$BUILD") -L gpu --output-on-failure -j 8 --timeout 200"
 # Several NCCL ranks on the one GPU, through the launcher (docs/gpu.md).
 LAUNCH=$REPO/tools/one_gpu_ranks.sh
@@ -386,6 +412,7 @@ for size in 1b 124m; do
     done
     echo 'no Python here imports torch (set TORCH_PYTHON)'; exit 1"
 done
+run_step fp8_loss_once 540 "$PERF fp8_loss_once"
 run_step bench_offload 300 "./train bench --config configs/gpu_1b.toml --offload --bench-steps 8"
 run_step generate_124m 180 "./train --config configs/gpu_124m.toml --data.train='data/tiny/train_*.bin' \
   --data.val='data/tiny/val_*.bin' --data.tokenizer=data/tiny/tokenizer.model --model.vocab_size=512 \
