@@ -37,7 +37,13 @@ size_t background_save_host_bytes(const ShardingEngine& engine, const Topology& 
 }
 
 BackgroundSaver::BackgroundSaver(ShardingEngine& engine, Topology& topology)
-    : engine_(engine), topology_(topology) {}
+    : engine_(engine), topology_(topology) {
+  if (!topology.checkpoint_writer()) return;
+  for (const OwnedSlice& s : engine.owned_slices()) {
+    buffers_.push_back(
+        {std::vector<float>(s.count), std::vector<float>(s.count), std::vector<float>(s.count)});
+  }
+}
 
 BackgroundSaver::~BackgroundSaver() = default;
 

@@ -43,7 +43,8 @@ size_t background_save_host_bytes(const ShardingEngine& engine, const Topology& 
 
 class BackgroundSaver {
  public:
-  // The engine and topology outlive the saver.
+  // The engine and topology outlive the saver. Allocates the host buffers
+  // now, not in the first save's stall.
   BackgroundSaver(ShardingEngine& engine, Topology& topology);
   // Waits for the background thread's jobs; never moves `latest` itself.
   ~BackgroundSaver();
@@ -88,7 +89,10 @@ class BackgroundSaver {
   std::unique_ptr<Flight> flight_;
   int started_step_ = -1;
   double stall_seconds_ = 0, waited_seconds_ = 0;
-  WorkerThread worker_;  // last: its jobs read the members above
+  // Last: its jobs read the members above. At normal priority: at the lowest
+  // (WorkerThread's yielding) the step loop's threads starved the write on
+  // the CPU backend, and the next save waited for it (docs/checkpoints.md).
+  WorkerThread worker_;
 };
 
 }  // namespace llm

@@ -21,11 +21,12 @@
 #include "parallel/sharding_engine.h"
 #include "parallel/topology.h"
 #include "planning/memory_plan.h"
-#include "checkpointing/background_save.h"
 #include "trainer/spike_guard.h"
 #include "trainer/step_result.h"
 
 namespace llm {
+
+class BackgroundSaver;  // checkpointing/background_save.h
 
 class Trainer {
  public:
