@@ -68,8 +68,10 @@ std::vector<OwnedSlice> BackgroundSaver::copy_state() {
 std::optional<SaveReport> BackgroundSaver::start(const std::string& run_dir, int step,
                                                  const Config& config) {
   const auto begin = Clock::now();
-  if (flight_ && !worker_.finished(flight_->job) && topology_.world.rank() == 0) {
-    spdlog::info("step_{}: the save of step_{} is still being written; waiting for it", step,
+  // poll() completes a save as soon as every rank's part is done: one still
+  // here is being written on some rank.
+  if (flight_ && topology_.world.rank() == 0) {
+    spdlog::info("step_{}: the save of step_{} is still in flight; waiting for it", step,
                  flight_->save.step);
   }
   std::optional<SaveReport> previous = finish();
