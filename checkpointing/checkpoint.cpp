@@ -17,73 +17,102 @@ namespace llm {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string checkpoint_save(const std::string& run_dir, int step, Config& config,
-                            ShardingEngine& engine, Topology& topology) {
+CheckpointSave checkpoint_save_begin(const std::string& run_dir, int step, const Config& config,
+                                     ShardingEngine& engine, Topology& topology) {
   LLM_CHECK(step >= 0, "checkpoint_save: step {} is negative", step);
   Group& world = topology.world;
   engine.settle();  // an offloaded optimizer's deferred work, applied on every rank
-  const fs::path final_dir = fs::path(run_dir) / checkpoint_step_name(step);
-  const fs::path tmp_dir = fs::path(run_dir) / fmt::format(".{}.tmp", checkpoint_step_name(step));
+  CheckpointSave save;
+  save.run_dir = run_dir;
+  save.step = step;
+  save.final_dir = (fs::path(run_dir) / checkpoint_step_name(step)).string();
+  save.tmp_dir = (fs::path(run_dir) / fmt::format(".{}.tmp", checkpoint_step_name(step))).string();
+  // One replica writes: its ranks together own every element exactly once,
+  // each naming its file by its world rank.
+  if (topology.checkpoint_writer()) save.shard_name = fmt::format("shard_{:05d}", world.rank());
+  save.show_progress = world.rank() == 0;
+  if (world.rank() == 0) {
+    save.writers = topology.checkpoint_writers();
+    save.policy = config.checkpoint;
+    const TrainingConfig& t = config.training;
+    save.meta = {{"format", kCheckpointFormat},
+                 {"step", step},
+                 {"world_size", world.size()},
+                 {"mode", to_string(topology.plan.mode)},
+                 {"shard_group_size", topology.plan.shard_group_size},
+                 {"tensor_parallel", topology.tensor->size()},
+                 {"pipeline_parallel", topology.pipeline->size()},
+                 {"loader", {{"samples_consumed", static_cast<int64_t>(step) * t.batch_size}}},
+                 {"rng",
+                  {{"seed", t.seed},
+                   {"note", "data order and initialization are pure functions of (seed, step)"}}},
+                 {"config", config_to_toml(config)},
+                 {"tensors", tensor_index(layout_build(config.model))}};
+    try {
+      fs::remove_all(save.tmp_dir);  // the remains of an interrupted save
+      fs::create_directories(save.tmp_dir);
+    } catch (...) {
+      checkpoint_save_discard(save);
+      throw;
+    }
+  }
+  world.barrier();
+  return save;
+}
+
+void checkpoint_save_shard(const CheckpointSave& save, const std::vector<OwnedSlice>& slices,
+                           const ParameterLayout& layout) {
+  if (save.shard_name.empty()) return;
+  const fs::path tmp_dir = save.tmp_dir;
+  const size_t writers = save.writers.size();
+  json shard =
+      write_shard((tmp_dir / (save.shard_name + ".bin")).string(), slices, layout,
+                  fmt::format("saving {}{}", checkpoint_step_name(save.step),
+                              writers > 1 ? fmt::format(" (rank 0's shard of {})", writers) : ""),
+                  save.show_progress);
+  write_file_synced((tmp_dir / (save.shard_name + ".json")).string(), shard.dump());
+}
+
+void checkpoint_save_commit(const CheckpointSave& save) {
+  const fs::path tmp_dir = save.tmp_dir;
+  json shards = json::array();
+  for (int r : save.writers) {
+    fs::path index = tmp_dir / fmt::format("shard_{:05d}.json", r);
+    shards.push_back(json::parse(read_file(index.string())));
+    fs::remove(index);
+  }
+  json meta = save.meta;
+  meta["shards"] = std::move(shards);
+  write_file_synced((tmp_dir / "meta.json").string(), meta.dump(1));
+  fsync_directory(tmp_dir.string());
+  if (fs::exists(save.final_dir)) fs::remove_all(save.final_dir);
+  fs::rename(tmp_dir, save.final_dir);
+  fsync_directory(save.run_dir);
+  write_file_atomically((fs::path(save.run_dir) / "latest").string(),
+                        checkpoint_step_name(save.step) + "\n");
+  checkpoint_prune(save.run_dir, save.policy, save.step);
+}
+
+void checkpoint_save_discard(const CheckpointSave& save) {
+  // A failed save (a full disk, say) leaves nothing behind to trip the next start.
+  std::error_code ignored;
+  fs::remove_all(save.tmp_dir, ignored);
+}
+
+std::string checkpoint_save(const std::string& run_dir, int step, const Config& config,
+                            ShardingEngine& engine, Topology& topology) {
+  Group& world = topology.world;
+  const CheckpointSave save = checkpoint_save_begin(run_dir, step, config, engine, topology);
   try {
-    if (world.rank() == 0) {
-      fs::remove_all(tmp_dir);  // the remains of an interrupted save
-      fs::create_directories(tmp_dir);
-    }
+    checkpoint_save_shard(save, engine.owned_slices(), engine.layout());
     world.barrier();
-
-    // One replica writes: its ranks together own every element exactly once,
-    // each naming its file by its world rank.
-    if (topology.checkpoint_writer()) {
-      std::string name = fmt::format("shard_{:05d}", world.rank());
-      const size_t writers = topology.checkpoint_writers().size();
-      json shard = write_shard(
-          (tmp_dir / (name + ".bin")).string(), engine.owned_slices(), engine.layout(),
-          fmt::format("saving {}{}", checkpoint_step_name(step),
-                      writers > 1 ? fmt::format(" (rank 0's shard of {})", writers) : ""),
-          /*show_progress=*/world.rank() == 0);
-      write_file_synced((tmp_dir / (name + ".json")).string(), shard.dump());
-    }
-    world.barrier();
-
-    if (world.rank() == 0) {
-      json shards = json::array();
-      for (int r : topology.checkpoint_writers()) {
-        fs::path index = tmp_dir / fmt::format("shard_{:05d}.json", r);
-        shards.push_back(json::parse(read_file(index.string())));
-        fs::remove(index);
-      }
-      const TrainingConfig& t = config.training;
-      json meta = {{"format", kCheckpointFormat},
-                   {"step", step},
-                   {"world_size", world.size()},
-                   {"mode", to_string(topology.plan.mode)},
-                   {"shard_group_size", topology.plan.shard_group_size},
-                   {"tensor_parallel", topology.tensor->size()},
-                   {"pipeline_parallel", topology.pipeline->size()},
-                   {"loader", {{"samples_consumed", static_cast<int64_t>(step) * t.batch_size}}},
-                   {"rng",
-                    {{"seed", t.seed},
-                     {"note", "data order and initialization are pure functions of (seed, step)"}}},
-                   {"config", config_to_toml(config)},
-                   {"tensors", tensor_index(layout_build(config.model))},
-                   {"shards", shards}};
-      write_file_synced((tmp_dir / "meta.json").string(), meta.dump(1));
-      fsync_directory(tmp_dir.string());
-      if (fs::exists(final_dir)) fs::remove_all(final_dir);
-      fs::rename(tmp_dir, final_dir);
-      fsync_directory(run_dir);
-      write_file_atomically((fs::path(run_dir) / "latest").string(),
-                            checkpoint_step_name(step) + "\n");
-      checkpoint_prune(run_dir, config.checkpoint, step);
-    }
+    if (world.rank() == 0) checkpoint_save_commit(save);
   } catch (...) {
-    // A failed save (a full disk, say) leaves nothing behind to trip the next start.
-    std::error_code ignored;
-    fs::remove_all(tmp_dir, ignored);
+    checkpoint_save_discard(save);
     throw;
   }
   world.barrier();
-  return final_dir.string();
+  return save.final_dir;
 }
 
 int checkpoint_load(const std::string& path, ShardingEngine& engine, bool show_progress) {

@@ -18,10 +18,11 @@
 //  - The index is global (unit, element offset), so any world size and mode
 //    can load any checkpoint, each rank reading only the records it needs.
 // The parts: the shard files (shard_file.h), meta.json (meta_schema.h), the
-// run directory (run_directory.h) and the config diff on resume
-// (config_diff.h).
+// run directory (run_directory.h), the config diff on resume
+// (config_diff.h) and saves written beside training (background_save.h).
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -35,8 +36,40 @@ namespace llm {
 // then prunes old checkpoints per checkpoint.keep_last / keep_every.
 // Returns the checkpoint's directory. A slow save shows rank 0's shard
 // being written on its terminal.
-std::string checkpoint_save(const std::string& run_dir, int step, Config& config,
+std::string checkpoint_save(const std::string& run_dir, int step, const Config& config,
                             ShardingEngine& engine, Topology& topology);
+
+// One save, split into the phases a background save runs on different
+// threads: checkpoint_save_begin (collective, on the step loop), then
+// checkpoint_save_shard on every writer, then, once every writer finished,
+// checkpoint_save_commit on world rank 0. checkpoint_save runs them in a row.
+struct CheckpointSave {
+  std::string run_dir;
+  int step = 0;
+  std::string tmp_dir, final_dir;
+  std::string shard_name;  // "shard_<world rank>"; empty on ranks that write none
+  bool show_progress = false;
+  // World rank 0 only: meta.json without its "shards", the ranks whose
+  // shards it lists, and the pruning policy.
+  nlohmann::json meta;
+  std::vector<int> writers;
+  CheckpointConfig policy;
+};
+
+// Collective over the world: settles the engine's deferred work, creates the
+// temporary directory of the state after `step` steps, and returns the save.
+CheckpointSave checkpoint_save_begin(const std::string& run_dir, int step, const Config& config,
+                                     ShardingEngine& engine, Topology& topology);
+// Local: writes this rank's shard of `slices` (a writer's; nothing on other
+// ranks) and its index, synced, into the temporary directory.
+void checkpoint_save_shard(const CheckpointSave& save, const std::vector<OwnedSlice>& slices,
+                           const ParameterLayout& layout);
+// Local, world rank 0, after every writer's checkpoint_save_shard: writes
+// meta.json, renames the directory to step_<N>, moves `latest` to it and
+// prunes. Touches nothing the step loop uses, so it may run on another thread.
+void checkpoint_save_commit(const CheckpointSave& save);
+// Removes what a failed save wrote (its temporary directory).
+void checkpoint_save_discard(const CheckpointSave& save);
 
 // Collective over the world. Loads parameters and moments from `path` into
 // `engine` (any saved world size or mode) after checking its index against

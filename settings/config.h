@@ -513,6 +513,7 @@ struct CheckpointConfig {
   std::string dir = "";
   int interval = 0;
   bool save_final = true;
+  bool async = true;
   int keep_last = 3;
   int keep_every = 0;
   std::string resume = "auto";
@@ -522,6 +523,10 @@ struct CheckpointConfig {
     v("dir", dir, "run directory (default checkpoints/<config name>)");
     v("interval", interval, "save every this many steps (0 = no periodic saves)", kNonNegative);
     v("save_final", save_final, "save after the last step (and on SIGTERM / SIGINT)");
+    v("async", async,
+      "copy the state to host memory at the step boundary and write it in a background thread "
+      "while training goes on (docs/checkpoints.md); saved blocking when the copy would not fit "
+      "in free host memory");
     v("keep_last", keep_last, "keep the newest this many checkpoints (0 = keep all)", kNonNegative);
     v("keep_every", keep_every,
       "also keep forever every checkpoint whose step is a multiple of this", kNonNegative);

@@ -5,6 +5,10 @@
 #     command resumes from it (interrupted saves leave only .tmp directories).
 #  2. SIGTERM to the ranks (as a batch scheduler sends it): the run saves at
 #     the step all ranks agree on and exits 0; the same command then resumes.
+#  3. SIGKILL while a background save (checkpoint.async) is being written:
+#     the test hook LLM_FAULT_STALL_SAVE holds rank 1's write of step_4 while
+#     the step loop goes on; rank 0 (which moves `latest`) has written its
+#     shard, yet `latest` stays on step_2, and the same command resumes from it.
 # usage: kill_during_save_test.sh <path to train> <mpiexec>
 set -u
 train=$1
@@ -77,4 +81,38 @@ step=$(sed 's/step_//' "$tmp/run/latest")
   fail "resuming after SIGTERM failed"
 grep -q "resumed from .*step_${step} at step ${step}" "$tmp/resumed2.txt" || fail "did not resume after SIGTERM"
 echo "SIGTERM: saved at step ${step}, exited 0, resumed"
+
+rm -rf "$tmp/run"
+async=(--checkpoint.interval=2 --checkpoint.async=true --parallel.mode=zero1)  # both ranks write
+: > "$tmp/stalled.txt"  # there before the first grep
+LLM_FAULT_STALL_SAVE=1:4 "$mpiexec" -np 2 --oversubscribe -x LLM_FAULT_STALL_SAVE "$train" \
+  "${args[@]}" "${async[@]}" > "$tmp/stalled.txt" 2>&1 &
+job=$!
+# The save of step 6 finds step_4 still in flight: training went on past a
+# save being written, which is where the kill lands.
+for _ in $(seq 600); do
+  grep -q "the save of step_4 is still in flight" "$tmp/stalled.txt" && break
+  kill -0 "$job" 2>/dev/null || { cat "$tmp/stalled.txt"; fail "async: the run ended before the kill"; }
+  sleep 0.1
+done
+grep -q "the save of step_4 is still in flight" "$tmp/stalled.txt" ||
+  { cat "$tmp/stalled.txt"; fail "async: no save waited for the held write within 60 s"; }
+# Rank 0 finishes its own shard, then waits for rank 1's.
+for _ in $(seq 600); do
+  [ -f "$tmp/run/.step_4.tmp/shard_00000.json" ] && break
+  sleep 0.1
+done
+pkill -KILL -f "$tmp/run"
+wait "$job" 2>/dev/null
+[ "$(cat "$tmp/run/latest")" = step_2 ] || fail "async: latest is $(cat "$tmp/run/latest"), not step_2"
+[ -f "$tmp/run/.step_4.tmp/shard_00000.json" ] || fail "async: rank 0 had not written its shard of step_4"
+[ ! -e "$tmp/run/.step_4.tmp/shard_00001.json" ] || fail "async: the kill did not land in rank 1's write"
+[ ! -e "$tmp/run/step_4" ] || fail "async: step_4 exists though its write was held"
+"$train" "${args[@]}" "${async[@]}" --training.stop_at_step=5 > "$tmp/resumed3.txt" 2>&1 ||
+  { cat "$tmp/resumed3.txt"; fail "async: resuming after SIGKILL failed"; }
+grep -q "resumed from .*step_2 at step 2" "$tmp/resumed3.txt" ||
+  { cat "$tmp/resumed3.txt"; fail "async: did not resume from step_2"; }
+grep -q "saved .*step_5 in .* in the background" "$tmp/resumed3.txt" ||
+  { cat "$tmp/resumed3.txt"; fail "async: the resumed run's final save is missing"; }
+echo "SIGKILL during a background write: latest stayed on step_2; resumed from it"
 echo "PASS"

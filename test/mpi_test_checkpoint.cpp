@@ -2,14 +2,19 @@
 // an uninterrupted one in every mode; a checkpoint saved by any mode on this
 // world loads into every mode here and into a world of one (and back), and
 // training continues on the single-process curve within fp32 tolerance.
+// Saves written in the background (checkpoint.async) are invisible to the
+// math and write what a blocking save writes.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "runtime/file_io.h"
 #include "trainer/trainer.h"
 #include "parallel/comm.h"
 #include "test/mpi_runs.h"
@@ -92,6 +97,83 @@ TEST(CheckpointResume, BitIdenticalToAnUninterruptedRunInEveryMode) {
     for (int s = kSaveAt; s < kSteps; ++s) EXPECT_EQ(rest.losses[s - kSaveAt], whole.losses[s]);
     ASSERT_EQ(rest.params.size(), whole.params.size());
     EXPECT_EQ(0, std::memcmp(rest.params.data(), whole.params.data(), whole.params.size() * 4));
+  }
+}
+
+// A run of run() to step kSteps (on the schedule of the config's steps),
+// saving every 2 steps, in the background or not; returns its parameters.
+std::vector<float> run_saving(const std::string& run_dir, std::vector<std::string> mode,
+                              bool background) {
+  mode.push_back("training.stop_at_step=" + std::to_string(kSteps));
+  for (const char* key :
+       {"checkpoint.interval=2", "checkpoint.keep_last=0", "training.eval_interval=0",
+        "training.eval_sequences=0", "training.sample_tokens=0", "logging.peak_tflops=1"}) {
+    mode.push_back(key);
+  }
+  mode.push_back(std::string("checkpoint.async=") + (background ? "true" : "false"));
+  Trainer t(make_config(run_dir, "none", mode), comm_world());
+  t.run();
+  return t.engine().gather_all_params();
+}
+
+// Checkpoints `a` and `b` hold the same files with the same bytes, but for
+// the resolved config in meta.json (their run directories differ).
+void expect_same_contents(const fs::path& a, const fs::path& b) {
+  std::set<std::string> names_a, names_b;
+  for (const auto& entry : fs::directory_iterator(a))
+    names_a.insert(entry.path().filename().string());
+  for (const auto& entry : fs::directory_iterator(b))
+    names_b.insert(entry.path().filename().string());
+  ASSERT_EQ(names_a, names_b);
+  EXPECT_TRUE(names_a.contains("meta.json"));
+  for (const std::string& name : names_a) {
+    SCOPED_TRACE(name);
+    if (name != "meta.json") {
+      EXPECT_TRUE(read_file((a / name).string()) == read_file((b / name).string()));
+      continue;
+    }
+    nlohmann::json meta_a = nlohmann::json::parse(read_file((a / name).string()));
+    nlohmann::json meta_b = nlohmann::json::parse(read_file((b / name).string()));
+    meta_a.erase("config");
+    meta_b.erase("config");
+    EXPECT_EQ(meta_a, meta_b);
+  }
+}
+
+// A run saving in the background every 2 steps ends on the uninterrupted
+// run's bits; each save holds what a blocking save of the same run writes,
+// and resumes to those bits. ddp: rank 0 writes alone; zero2: every rank.
+TEST(CheckpointBackground, InvisibleToTheMathAndWritesWhatABlockingSaveWrites) {
+  Group& world = comm_world();
+  for (const auto& mode : {modes_of(world.size())[0], modes_of(world.size())[2]}) {
+    SCOPED_TRACE(mode_name(mode));
+    const std::string dir = shared_dir(world, "background_" + mode_name(mode));
+    Trainer straight(make_config(dir + "/straight", "none", mode), world);
+    const TrainedRun whole = train(straight, kSteps);
+
+    const std::vector<float> background = run_saving(dir + "/background", mode, true);
+    ASSERT_EQ(background.size(), whole.params.size());
+    EXPECT_EQ(0, std::memcmp(background.data(), whole.params.data(), whole.params.size() * 4));
+    run_saving(dir + "/blocking", mode, false);
+    if (world.rank() == 0) {
+      for (int step : {2, 4, 6}) {
+        SCOPED_TRACE("step " + std::to_string(step));
+        const std::string name = "step_" + std::to_string(step);
+        expect_same_contents(fs::path(dir) / "background" / name,
+                             fs::path(dir) / "blocking" / name);
+      }
+    }
+    EXPECT_EQ(read_file(dir + "/background/latest"), "step_6\n");
+
+    for (int step : {2, 4}) {
+      SCOPED_TRACE("resumed from step " + std::to_string(step));
+      const std::string saved = dir + "/background/step_" + std::to_string(step);
+      Trainer resumed(make_config(dir + "/resumed_" + std::to_string(step), saved, mode), world);
+      ASSERT_EQ(resumed.start_step(), step);
+      const TrainedRun rest = train(resumed, kSteps);
+      for (int s = step; s < kSteps; ++s) EXPECT_EQ(rest.losses[s - step], whole.losses[s]);
+      EXPECT_EQ(0, std::memcmp(rest.params.data(), whole.params.data(), whole.params.size() * 4));
+    }
   }
 }
 

@@ -418,6 +418,27 @@ TEST_F(CheckpointFiles, FailedSaveLeavesNoTemporariesAndStaleOnesAreRemovedAtSta
   EXPECT_EQ(checkpoint_latest(dir_.string()), (dir_ / "step_1").string());
 }
 
+// A background save that fails (the same stand-in for a full disk, above the
+// size of the files a run writes at its start) stops the run on the step
+// loop's thread with the usual error naming the file, removes its
+// .step_N.tmp/, and never moves `latest`.
+TEST_F(CheckpointFiles, FailedBackgroundSaveStopsTheRunNamingTheFile) {
+  struct rlimit old_limit {};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old_limit), 0);
+  auto old_handler = signal(SIGXFSZ, SIG_IGN);  // EFBIG instead of a signal
+  struct rlimit small = old_limit;
+  small.rlim_cur = 256 << 10;  // the tiny model's shard is larger, its config and tokenizer smaller
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  const std::string message =
+      run_error({"checkpoint.async=true", "checkpoint.interval=1", "training.steps=3",
+                 "training.eval_sequences=0", "training.sample_tokens=0", "logging.peak_tflops=1"});
+  setrlimit(RLIMIT_FSIZE, &old_limit);
+  signal(SIGXFSZ, old_handler);
+  EXPECT_CONTAINS(message, (dir_ / ".step_1.tmp" / "shard_00000.bin").string());
+  EXPECT_FALSE(fs::exists(dir_ / ".step_1.tmp"));
+  EXPECT_FALSE(fs::exists(dir_ / "latest"));
+}
+
 // A second run on the same run directory is refused, naming the holder.
 TEST_F(CheckpointFiles, SecondRunOnTheSameDirectoryIsRefused) {
   fs::create_directories(dir_);

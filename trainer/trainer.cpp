@@ -26,6 +26,7 @@
 #include "runtime/cli_values.h"
 #include "runtime/fault_hooks.h"
 #include "runtime/watchdog.h"
+#include "checkpointing/background_save.h"
 #include "checkpointing/checkpoint.h"
 #include "checkpointing/config_diff.h"
 #include "checkpointing/run_directory.h"
@@ -36,6 +37,7 @@
 #include "parallel/nccl_placement.h"
 #include "model/kernels/cpu_gemm_rate.h"
 #include "trainer/hf_weights_source.h"
+#include "trainer/save_log.h"
 #include "trainer/step_log.h"
 #include "trainer/step_progress.h"
 
@@ -244,12 +246,33 @@ void Trainer::claim_run_dir() {
   }
 }
 
-std::string Trainer::save_checkpoint(int steps_done) {
+void Trainer::check_save_step(int steps_done) const {
   LLM_CHECK(steps_done == state_step_,
             "{}: refusing to save the state after step {} as step_{}: its name would not match "
             "its weights",
             config_.run_dir(), state_step_, steps_done);
+}
+
+std::string Trainer::save_checkpoint(int steps_done) {
+  check_save_step(steps_done);
   return checkpoint_save(config_.run_dir(), steps_done, config_, *engine_, topology_);
+}
+
+std::unique_ptr<BackgroundSaver> Trainer::background_saver() {
+  if (!config_.checkpoint.async) return nullptr;
+  // Every rank saves the same way, or their collectives would differ.
+  const size_t copy = background_save_host_bytes(*engine_, topology_);
+  const size_t free = memory_available_bytes();
+  const bool fits = free == 0 || copy <= free;
+  if (topology_.world.all_reduce_sum(fits ? 0.0 : 1.0) > 0) {
+    if (!fits)
+      spdlog::warn(
+          "checkpoint.async: rank {} would need {} of host memory to copy its state aside, "
+          "{} is free; saving blocking",
+          topology_.world.rank(), format_bytes(copy), format_bytes(free));
+    return nullptr;
+  }
+  return std::make_unique<BackgroundSaver>(*engine_, topology_);
 }
 
 StepResult Trainer::train_step(int step, bool show_progress) {
@@ -470,11 +493,25 @@ void Trainer::run() {
   const CheckpointConfig& policy = config_.checkpoint;
   auto run_start = Clock::now();
   int last_saved = resumed_from_.empty() ? -1 : start_step_;
+  std::unique_ptr<BackgroundSaver> saver = background_saver();
   auto save = [&](int done) {
+    last_saved = done;
+    if (saver) {
+      check_save_step(done);
+      if (auto previous = saver->start(run_dir, done, config_))
+        log_save_completed(*previous, /*background=*/true, metrics_);
+      log_save_started(*saver);
+      return;
+    }
     auto start = Clock::now();
     std::string dir = save_checkpoint(done);
-    last_saved = done;
-    spdlog::info("saved {} in {:.2f} s", dir, seconds_since(start));
+    const double seconds = seconds_since(start);
+    log_save_completed({done, dir, seconds, 0, seconds}, /*background=*/false, metrics_);
+  };
+  // The save in flight, waited for: a run ends only once `latest` names it.
+  auto finish_saves = [&] {
+    if (!saver) return;
+    if (auto report = saver->finish()) log_save_completed(*report, /*background=*/true, metrics_);
   };
   // The arenas' bytes on the device (on the CPU the offloaded optimizer's
   // host memory is the same memory).
@@ -496,15 +533,20 @@ void Trainer::run() {
     const int done = step + 1;
     bool last = done == t.steps;
     if ((t.eval_interval > 0 && done % t.eval_interval == 0) || last) log_eval(done);
+    if (saver) {
+      if (auto report = saver->poll()) log_save_completed(*report, /*background=*/true, metrics_);
+    }
     if (policy.interval > 0 && done % policy.interval == 0) save(done);
     // Every rank learns of a signal that reached any of them, at the same step.
     if (topology_.world.all_reduce_sum(stop_signal_received() ? 1.0 : 0.0) > 0) {
       if (policy.save_final && last_saved != done) save(done);
+      finish_saves();
       spdlog::warn("stopped by a signal after step {}", done);
       return;
     }
   }
   if (policy.save_final && last_saved != stop_at) save(stop_at);
+  finish_saves();
   spdlog::info("trained steps {}..{} in {}; peak resident memory {}", start_step_, stop_at,
                format_duration(seconds_since(run_start)), format_bytes(peak_resident_bytes()));
   if (stop_at < t.steps) {

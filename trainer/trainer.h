@@ -26,6 +26,8 @@
 
 namespace llm {
 
+class BackgroundSaver;  // checkpointing/background_save.h
+
 class Trainer {
  public:
   // Trains over `world` (every rank of it calls this together), on the ops of
@@ -65,6 +67,12 @@ class Trainer {
   // model.init_from; sets start_step_. Refuses a checkpoint of another model
   // and a stop_at_step it has passed; warns of schedule and data changes.
   void restore_state();
+  // Refuses to save the state as step_<steps_done> unless it is after
+  // exactly that many steps.
+  void check_save_step(int steps_done) const;
+  // The saver of run()'s saves with checkpoint.async, when every rank's copy
+  // fits in its free host memory; else null (blocking saves).
+  std::unique_ptr<BackgroundSaver> background_saver();
   // Rank 0: locks the run directory for this run (refusing a second run on
   // it) and removes what interrupted saves left there.
   void claim_run_dir();
