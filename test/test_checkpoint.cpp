@@ -423,6 +423,9 @@ TEST_F(CheckpointFiles, FailedSaveLeavesNoTemporariesAndStaleOnesAreRemovedAtSta
 // loop's thread with the usual error naming the file, removes its
 // .step_N.tmp/, and never moves `latest`.
 TEST_F(CheckpointFiles, FailedBackgroundSaveStopsTheRunNamingTheFile) {
+  // MPI starts under the usual limit: its shared-memory segments are files
+  // too, and in a process of its own (ctest) this test is the first to start it.
+  comm_world();
   struct rlimit old_limit {};
   ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old_limit), 0);
   auto old_handler = signal(SIGXFSZ, SIG_IGN);  // EFBIG instead of a signal
