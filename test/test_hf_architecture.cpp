@@ -3,7 +3,8 @@
 // decides (each compared with the file's JSON as written, not with our
 // reader's result), a key the user sets must agree or the one-line error
 // names both values and where each came from, the run trains from the
-// weights, its saved config holds the imported values and it resumes.
+// weights, its saved config holds the imported values and it resumes. Every
+// shipped fine-tuning config loads this way and names no architecture key.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -211,6 +212,31 @@ TEST(HfArchitecture, FineTuneTrainsAndResumes) {
   EXPECT_EQ(config_to_toml(checkpoint_read_config(saved)), config_to_toml(config));
   Trainer resumed(finetune(kFinetune, overrides), comm_world());
   EXPECT_EQ(resumed.start_step(), 1);
+}
+
+// Shipped fine-tuning configs: no architecture of their own; with a checkpoint
+// they validate, and without one the error names the checkpoint they expect.
+TEST(HfArchitecture, ShippedFinetuneConfigsTakeTheCheckpointsArchitecture) {
+  int configs = 0;
+  for (const auto& entry : fs::directory_iterator("configs/finetune")) {
+    const std::string path = entry.path().string();
+    SCOPED_TRACE(path);
+    ++configs;
+    const Config as_shipped = config_load(path, {"model.init_from=test/data/hf_tiny_llama"});
+    EXPECT_FALSE(as_shipped.model.init_from.empty());
+    for (const std::string& key : as_shipped.file_keys)
+      EXPECT_TRUE(!key.starts_with("model.") || key == "model.init_from") << key;
+    const Config c =
+        config_load(path, {"model.init_from=test/data/hf_tiny_llama"}, hf_import_architecture);
+    expect_model_is(c.model, read_json("test/data/hf_tiny_llama/config.json"));
+    const Config shipped = config_load(path, {});
+    if (!fs::exists(shipped.model.init_from)) {  // not downloaded here
+      EXPECT_CONTAINS(error_of([&] { config_load(path, {}, hf_import_architecture); }),
+                      path + ": model.init_from = '" + shipped.model.init_from +
+                          "': no such file or directory");
+    }
+  }
+  EXPECT_GE(configs, 7);
 }
 
 }  // namespace
