@@ -3,7 +3,10 @@
 // overrides (--section.key=value), validation and dumping all walk the same
 // lists, so a key exists in exactly one place. A key with fixed choices is an
 // enum with one name table: strings are parsed once, here, never compared later.
-// Precedence: CLI override > TOML file > struct default.
+// Precedence: CLI override > TOML file > imported (the model keys of
+// model.init_from's config.json, which must agree with any set above) >
+// struct default. Config records which keys the file sets and which were
+// imported, so an error names where a value came from.
 #pragma once
 
 #include <algorithm>

@@ -179,7 +179,8 @@ TEST(HfArchitecture, AKeyTheUserSetThatAgreesIsKept) {
 }
 
 // From a config without a model section: the weights load into the imported
-// architecture, a step trains, and the saved run resumes with the same model.
+// architecture, a step trains, and the saved run resumes with the same model,
+// also once the download is gone, from the run's own resolved config.
 TEST(HfArchitecture, FineTuneTrainsAndResumes) {
   TempDir dir(kTempPrefix);
   const std::string checkpoint = "test/data/hf_tiny_qwen3";
@@ -210,8 +211,22 @@ TEST(HfArchitecture, FineTuneTrainsAndResumes) {
     saved = trainer.save_checkpoint(1);
   }
   EXPECT_EQ(config_to_toml(checkpoint_read_config(saved)), config_to_toml(config));
-  Trainer resumed(finetune(kFinetune, overrides), comm_world());
-  EXPECT_EQ(resumed.start_step(), 1);
+  {
+    Trainer resumed(finetune(kFinetune, overrides), comm_world());
+    EXPECT_EQ(resumed.start_step(), 1);
+  }
+  // With the download gone, the run's resolved config resumes it on its own.
+  const std::string gone = dir.file("gone");
+  fs::copy(checkpoint, gone);
+  std::vector<std::string> from_gone = overrides;
+  from_gone[0] = "model.init_from=" + gone;
+  const std::string resolved = dir.file("config.toml");
+  std::ofstream(resolved) << config_to_toml(finetune(kFinetune, from_gone));
+  fs::remove_all(gone);
+  EXPECT_CONTAINS(error_of([&] { config_load(resolved, {}, hf_import_architecture); }),
+                  "model.init_from = '" + gone + "': no such file or directory");
+  Trainer alone(config_load(resolved, {"model.init_from="}, hf_import_architecture), comm_world());
+  EXPECT_EQ(alone.start_step(), 1);
 }
 
 // Shipped fine-tuning configs: no architecture of their own; with a checkpoint
