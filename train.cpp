@@ -191,7 +191,7 @@ llm::Config load_config(const Args& args) {
   return alike_on_every_rank([&] {
     const std::string* path = find_option(args, "config");
     LLM_CHECK(path, "./train {}: --config FILE is required (see ./train --help)", args.command);
-    return llm::config_load(*path, args.overrides);
+    return llm::config_load(*path, args.overrides, llm::hf_import_architecture);
   });
 }
 

@@ -236,37 +236,63 @@ class ConfigKeys {
   std::string path_;
 };
 
+// The model keys a config.json decides, each with its name there. The
+// frequency bands of Llama 3.1's RoPE scaling count only when it scales.
+struct ArchitectureKey {
+  std::string_view key;  // under model.
+  const char* hf_key;
+  bool scaling_band = false;
+};
+constexpr ArchitectureKey kArchitectureKeys[] = {
+    {"dim", "hidden_size"},
+    {"n_layers", "num_hidden_layers"},
+    {"n_heads", "num_attention_heads"},
+    {"n_kv_heads", "num_key_value_heads"},
+    {"head_dim", "head_dim"},
+    {"ffn_dim", "intermediate_size"},
+    {"vocab_size", "vocab_size"},
+    {"rope_theta", "rope_theta"},
+    {"rope_scaling_factor", "rope_scaling.factor"},
+    {"rope_low_freq_factor", "rope_scaling.low_freq_factor", true},
+    {"rope_high_freq_factor", "rope_scaling.high_freq_factor", true},
+    {"rope_original_context", "rope_scaling.original_max_position_embeddings", true},
+    {"norm_eps", "rms_norm_eps"},
+    {"tie_embeddings", "tie_word_embeddings"},
+    {"qk_norm", "model_type"},
+};
+
+// The keys of kArchitectureKeys that `theirs` (a config.json's) decides.
+std::vector<ArchitectureKey> decided_keys(const ModelConfig& theirs) {
+  std::vector<ArchitectureKey> keys;
+  for (const ArchitectureKey& k : kArchitectureKeys) {
+    if (!k.scaling_band || theirs.rope_scaling_factor != 1) keys.push_back(k);
+  }
+  return keys;
+}
+
+// head_dim 0 means dim / n_heads: `ours`, read with theirs' sizes, takes
+// theirs' width whichever way it is written. Returns theirs, with ours'
+// spelling of the head width where the two agree.
+ModelConfig with_head_dim_spelt_as(ModelConfig theirs, int head_dim) {
+  ModelConfig spelt = theirs;
+  spelt.head_dim = head_dim;
+  if (spelt.resolved_head_dim() == theirs.resolved_head_dim()) theirs.head_dim = head_dim;
+  return theirs;
+}
+
 // The config.json of a checkpoint must describe the model we build: shapes
 // alone cannot tell, e.g., 4 heads of 64 from 8 heads of 32.
 void check_config_matches(const std::string& config_path, const ModelConfig& ours) {
-  const ModelConfig theirs = hf_read_config(config_path);
-  auto same = [&](const char* hf_key, const char* our_key, auto hf_value, auto our_value) {
-    LLM_CHECK(hf_value == our_value, "{}: {} is {} but model.{} is {}", config_path, hf_key,
-              hf_value, our_key, our_value);
-  };
-  same("hidden_size", "dim", theirs.dim, ours.dim);
-  same("num_hidden_layers", "n_layers", theirs.n_layers, ours.n_layers);
-  same("num_attention_heads", "n_heads", theirs.n_heads, ours.n_heads);
-  same("num_key_value_heads", "n_kv_heads", theirs.n_kv_heads, ours.n_kv_heads);
-  same("head_dim", "head_dim (resolved)", theirs.resolved_head_dim(), ours.resolved_head_dim());
-  same("intermediate_size", "ffn_dim", theirs.ffn_dim, ours.ffn_dim);
-  same("vocab_size", "vocab_size", theirs.vocab_size, ours.vocab_size);
-  same("rope_theta", "rope_theta", theirs.rope_theta, ours.rope_theta);
-  same("rope_scaling.factor", "rope_scaling_factor", theirs.rope_scaling_factor,
-       ours.rope_scaling_factor);
-  if (theirs.rope_scaling_factor != 1) {  // the rest shape the frequencies only when scaling
-    same("rope_scaling.low_freq_factor", "rope_low_freq_factor", theirs.rope_low_freq_factor,
-         ours.rope_low_freq_factor);
-    same("rope_scaling.high_freq_factor", "rope_high_freq_factor", theirs.rope_high_freq_factor,
-         ours.rope_high_freq_factor);
-    same("rope_scaling.original_max_position_embeddings", "rope_original_context",
-         theirs.rope_original_context, ours.rope_original_context);
-  }
-  same("rms_norm_eps", "norm_eps", theirs.norm_eps, ours.norm_eps);
-  same("tie_word_embeddings", "tie_embeddings", theirs.tie_embeddings, ours.tie_embeddings);
+  const ModelConfig theirs = with_head_dim_spelt_as(hf_read_config(config_path), ours.head_dim);
   LLM_CHECK(theirs.qk_norm == ours.qk_norm,
             "{}: model_type is '{}' ({} QK-norm) but model.qk_norm is {}", config_path,
             hf_architecture(theirs).model_type, theirs.qk_norm ? "with" : "without", ours.qk_norm);
+  for (const ArchitectureKey& k : decided_keys(theirs)) {
+    const std::string hf_value = config_model_value(theirs, k.key);
+    const std::string our_value = config_model_value(ours, k.key);
+    LLM_CHECK(hf_value == our_value, "{}: {} is {} but model.{} is {}", config_path, k.hf_key,
+              hf_value, k.key, our_value);
+  }
 }
 
 // Where a checkpoint's tensors live.
@@ -478,6 +504,20 @@ ModelConfig hf_read_config(const std::string& checkpoint) {
               path, c.dim, c.n_heads);
   }
   return c;
+}
+
+void hf_import_architecture(Config& config) {
+  const std::string& init_from = config.model.init_from;
+  if (init_from.empty()) return;
+  LLM_CHECK(fs::exists(init_from),
+            "{}: model.init_from = '{}': no such file or directory (a Hugging Face checkpoint's "
+            "directory, config.json, .safetensors file or model.safetensors.index.json)",
+            config_user_origin(config, "model.init_from").value_or(config.path), init_from);
+  const std::string path = config_json_path(init_from);
+  const ModelConfig theirs = with_head_dim_spelt_as(hf_read_config(path), config.model.head_dim);
+  std::vector<std::string_view> keys;
+  for (const ArchitectureKey& k : decided_keys(theirs)) keys.push_back(k.key);
+  config_import_model(config, theirs, keys, path);
 }
 
 HfWeights HfWeights::open(const std::string& path, const ModelConfig& config,

@@ -55,6 +55,15 @@ void hf_export(const ModelConfig& config, const ParameterLayout& layout, const f
 // than hidden_size / num_attention_heads is model.head_dim. Errors name the
 // file and key.
 ModelConfig hf_read_config(const std::string& checkpoint);
+// model.init_from's architecture into `config` (nothing without it): every
+// model key its config.json decides (sizes, heads, head_dim, vocabulary,
+// RoPE and its scaling, norm epsilon, tied embeddings, QK-norm) that the user
+// left out takes the file's value; one the user set must agree, or the error
+// names both values and where each came from (config_import_model). A head_dim
+// of 0 agrees with a head as wide as dim / n_heads. config_load runs this
+// before validation, so the whole run (plan, memory, topology, the saved
+// config) sees the checkpoint's model.
+void hf_import_architecture(Config& config);
 // The context length the same config.json declares: max_position_embeddings
 // (LlamaConfig's default, 2048, when absent); errors name the file and key.
 int hf_read_context_length(const std::string& checkpoint);

@@ -158,12 +158,18 @@ std::string Config::run_dir() const {
 }
 
 Config config_parse(const std::string& toml_text, const std::string& origin,
-                    const std::vector<std::string>& overrides) {
+                    const std::vector<std::string>& overrides, ConfigImport import) {
   Config config;
   config.path = origin;
   config.name = fs::path(origin).stem().string();
-  read_toml_tables(config, parse_toml(toml_text, origin), origin, Omitted::keeps_default);
+  const toml::table root = parse_toml(toml_text, origin);
+  read_toml_tables(config, root, origin, Omitted::keeps_default);
+  for (auto&& [table_name, table] : root) {  // every table is one read_toml_tables knows
+    for (auto&& [key, value] : *table.as_table())
+      config.file_keys.insert(fmt::format("{}.{}", table_name.str(), key.str()));
+  }
   config_apply_overrides(config, overrides);
+  if (import) import(config);
   config_validate(config);
   return config;
 }
@@ -178,30 +184,44 @@ CommBackend Config::comm() const {
   return device() == Device::cuda ? CommBackend::nccl : CommBackend::mpi;
 }
 
-Config config_load(const std::string& path_or_name, const std::vector<std::string>& overrides) {
+Config config_load(const std::string& path_or_name, const std::vector<std::string>& overrides,
+                   ConfigImport import) {
   fs::path path = find_config_file(path_or_name);
   std::ifstream in(path);
   LLM_CHECK(in, "{}: cannot read", path.string());
   std::stringstream text;
   text << in.rdbuf();
-  return config_parse(text.str(), path.string(), overrides);
+  return config_parse(text.str(), path.string(), overrides, import);
 }
 
 namespace {
 
+// The command-line override that set `key` last, if any.
+std::optional<std::string> override_of(const Config& config, std::string_view key) {
+  for (auto it = config.overrides.rbegin(); it != config.overrides.rend(); ++it) {
+    if (it->size() > key.size() && it->compare(0, key.size(), key) == 0 &&
+        (*it)[key.size()] == '=') {
+      return fmt::format("command line --{}", *it);
+    }
+  }
+  return std::nullopt;
+}
+
 // Where a key's value came from, for validation errors: the command-line
-// override that set it (the last one wins), else the config file.
+// override that set it (the last one wins), else the config file when it
+// sets it, else where it was imported from, else the config file (a default).
 class KeyOrigin {
  public:
   explicit KeyOrigin(const Config& config) : config_(config) {}
   std::string operator()(std::initializer_list<std::string_view> keys) const {
     for (std::string_view key : keys) {
-      for (auto it = config_.overrides.rbegin(); it != config_.overrides.rend(); ++it) {
-        if (it->size() > key.size() && it->compare(0, key.size(), key) == 0 &&
-            (*it)[key.size()] == '=') {
-          return fmt::format("command line --{}", *it);
-        }
-      }
+      if (std::optional<std::string> origin = override_of(config_, key)) return *origin;
+    }
+    for (std::string_view key : keys) {
+      if (config_.file_keys.contains(std::string(key))) return config_.path;
+      if (auto imported = config_.imported.find(std::string(key));
+          imported != config_.imported.end())
+        return imported->second;
     }
     return config_.path;
   }
@@ -211,7 +231,53 @@ class KeyOrigin {
   const Config& config_;
 };
 
+// `table`'s key `key` as the dumped config writes it, through `visit`.
+template <class Table, class Visit>
+void visit_key(Table& table, std::string_view key, Visit&& visit) {
+  bool found = false;
+  visit_keys(table, [&](const char* name, auto& field, const char*, const KeyRule&) {
+    if (key != name) return;
+    visit(field);
+    found = true;
+  });
+  LLM_CHECK(found, "no key '{}' in this table", key);
+}
+
 }  // namespace
+
+std::optional<std::string> config_user_origin(const Config& config, std::string_view key) {
+  if (std::optional<std::string> origin = override_of(config, key)) return origin;
+  if (config.file_keys.contains(std::string(key))) return config.path;
+  return std::nullopt;
+}
+
+std::string config_model_value(const ModelConfig& model, std::string_view key) {
+  std::ostringstream text;
+  visit_key(model, key, [&](const auto& value) { write_value(text, value); });
+  return text.str();
+}
+
+void config_import_model(Config& config, const ModelConfig& source,
+                         std::span<const std::string_view> keys, const std::string& origin) {
+  for (std::string_view key : keys) {
+    const std::string name = fmt::format("model.{}", key);
+    visit_key(source, key, [&](const auto& theirs) {
+      visit_key(config.model, key, [&](auto& ours) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(ours)>,
+                                     std::decay_t<decltype(theirs)>>) {
+          if (const std::optional<std::string> set_at = config_user_origin(config, name)) {
+            if (ours == theirs) return;
+            LLM_FAIL("{}: {} = {} but {} says {}; leave {} out to take the checkpoint's", *set_at,
+                     name, config_model_value(config.model, key), origin,
+                     config_model_value(source, key), name);
+          }
+          ours = theirs;
+          config.imported[name] = origin;
+        }
+      });
+    });
+  }
+}
 
 UnevenSplit tensor_parallel_uneven_split(const Config& c, int tp) {
   const ModelConfig& m = c.model;

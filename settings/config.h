@@ -3,12 +3,17 @@
 // overrides (--section.key=value), validation and dumping all walk the same
 // lists, so a key exists in exactly one place. A key with fixed choices is an
 // enum with one name table: strings are parsed once, here, never compared later.
-// Precedence: CLI override > TOML file > struct default.
+// Precedence: CLI override > TOML file > imported (the model keys of
+// model.init_from's config.json, which must agree with any set above) >
+// struct default. Config records which keys the file sets and which were
+// imported, so an error names where a value came from.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -255,7 +260,8 @@ struct ModelConfig {
     v("init_std", init_std, "std of the normal init of weight matrices", kPositive);
     v("init_from", init_from,
       "start from Hugging Face Llama or Qwen3 weights: their directory, config.json, "
-      ".safetensors file or model.safetensors.index.json",
+      ".safetensors file or model.safetensors.index.json; its config.json gives every model key "
+      "left unset, and one set must agree",
       OnResume::same_trajectory);
   }
 };
@@ -563,6 +569,11 @@ struct Config {
   // The command-line overrides applied over the file ("section.key=value"),
   // so that errors blame the command line for the keys they set.
   std::vector<std::string> overrides;
+  // The keys the file sets ("table.key"): a value there, not a default.
+  std::set<std::string> file_keys;
+  // Keys the user left out that took their value from elsewhere
+  // (config_import_model: model.init_from's config.json): "table.key" -> where.
+  std::map<std::string, std::string> imported;
   ModelConfig model;
   TrainingConfig training;
   DataConfig data;
@@ -602,10 +613,16 @@ struct Config {
   }
 };
 
+// What fills keys from elsewhere once the file and the command line are read,
+// before validation: ./train passes hf_import_architecture (interop/), which
+// takes the architecture from model.init_from's config.json.
+using ConfigImport = void (*)(Config&);
+
 // Finds the file (as given, else in configs/, adding .toml if missing), parses
-// it, applies overrides of the form "section.key=value" and validates.
-// Errors name the file and the key.
-Config config_load(const std::string& path_or_name, const std::vector<std::string>& overrides);
+// it, applies overrides of the form "section.key=value", runs `import` (when
+// given) and validates. Errors name the file and the key.
+Config config_load(const std::string& path_or_name, const std::vector<std::string>& overrides,
+                   ConfigImport import = nullptr);
 
 // Applies further "section.key=value" assignments to a loaded config, as if
 // they followed the command line's (appended to config.overrides, so errors
@@ -613,9 +630,26 @@ Config config_load(const std::string& path_or_name, const std::vector<std::strin
 // row's config this way from the flags it prints.
 void config_apply_overrides(Config& config, const std::vector<std::string>& overrides);
 
-// Config from TOML text (for tests); `origin` names it in errors.
+// Config from TOML text (for tests, and a checkpoint's saved config); `origin`
+// names it in errors.
 Config config_parse(const std::string& toml_text, const std::string& origin,
-                    const std::vector<std::string>& overrides);
+                    const std::vector<std::string>& overrides, ConfigImport import = nullptr);
+
+// Where the user set `key` ("table.key"): the command-line override that set
+// it last ("command line --model.dim=64"), else the file when it sets it;
+// nullopt for a key at its default or imported.
+std::optional<std::string> config_user_origin(const Config& config, std::string_view key);
+
+// Model key `key` ("dim", ...) of `model` as the dumped config writes it.
+std::string config_model_value(const ModelConfig& model, std::string_view key);
+
+// Takes the model keys `keys` ("dim", ...) from `source`, read from `origin`
+// (a checkpoint's config.json): a key the user did not set gets source's
+// value and `origin` as where it came from (errors, the log); a key the user
+// set must hold source's value, else a one-line error naming both values and
+// where each came from.
+void config_import_model(Config& config, const ModelConfig& source,
+                         std::span<const std::string_view> keys, const std::string& origin);
 
 // Checks values that make no sense on their own or together (every number
 // finite and in its key's range); names the key, and the command line when

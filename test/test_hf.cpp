@@ -602,7 +602,7 @@ TEST(HfConfig, RopeScalingExportsAndMustMatch) {
   other = model.config;
   other.rope_scaling_factor = 1.0;
   EXPECT_CONTAINS(error_of([&] { HfWeights::open(dir.str(), other, model.layout); }),
-                  "rope_scaling.factor is 32 but model.rope_scaling_factor is 1");
+                  "rope_scaling.factor is 32.0 but model.rope_scaling_factor is 1.0");
   hf_export(other, model.layout, model.params.data(), dir.str(), {});  // unscaled: no key
   EXPECT_FALSE(nlohmann::json::parse(read_bytes(dir.file("config.json"))).contains("rope_scaling"));
 }

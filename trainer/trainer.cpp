@@ -210,8 +210,10 @@ void Trainer::restore_state() {
               "it; pass a later stop_at_step, or {}",
               config_.path, stop_at, path, start_step_, start_fresh);
     if (!config_.model.init_from.empty()) {
-      spdlog::info("resuming from {}: model.init_from ({}) only seeds a fresh run and is not read",
-                   path, config_.model.init_from);
+      spdlog::info(
+          "resuming from {}: the weights of model.init_from ({}) only seed a fresh run and are "
+          "not read",
+          path, config_.model.init_from);
     }
   } else if (!config_.model.init_from.empty()) {
     // Fine-tuning: parameters from Hugging Face weights, fresh AdamW moments.
@@ -392,6 +394,11 @@ void Trainer::log_run_start(const StateBytes& state, size_t activations) {
       topology_.world.size(), topology_.tensor->size(), stages, topology_.dp_size(),
       topology_.plan.mode, topology_.plan.shard_group_size, accumulation_steps_, t.micro_batch_size,
       build_commit());
+  if (!config_.imported.empty()) {
+    std::string keys;
+    for (const auto& [key, origin] : config_.imported) keys += (keys.empty() ? "" : ", ") + key;
+    spdlog::info("model from {} (model.init_from): {}", config_.imported.begin()->second, keys);
+  }
   if (config_.data.document_masking) {
     const DocumentBoundary boundary = tokenizer_->document_boundary();
     spdlog::info(
