@@ -282,6 +282,17 @@ struct TinyModel {
   }
 };
 
+// Every unit of `model`'s layout read through HfWeights from `path`, in unit order.
+std::vector<float> read_whole_model(const std::string& path, const TinyModel& model) {
+  HfWeights weights = HfWeights::open(path, model.config, model.layout);
+  std::vector<float> all(model.layout.total_numel);
+  for (size_t u = 0; u < model.layout.units.size(); ++u) {
+    weights.read(static_cast<int>(u), 0, model.layout.units[u].numel,
+                 all.data() + model.unit_begin[u]);
+  }
+  return all;
+}
+
 std::vector<float> hf_row(const SafetensorsFile& file, const std::string& name, int64_t r) {
   const int64_t cols = file.info(name).shape.at(1);
   std::vector<float> out(cols);
@@ -787,13 +798,7 @@ TEST(HfWeights, OpensFromTheDirectoryItsConfigOrTheWeightsFile) {
   hf_export(model.config, model.layout, model.params.data(), dir.str(), {});
   for (const std::string& path :
        {dir.str(), dir.file("config.json"), dir.file("model.safetensors")}) {
-    HfWeights weights = HfWeights::open(path, model.config, model.layout);
-    std::vector<float> all(model.layout.total_numel);
-    for (size_t u = 0; u < model.layout.units.size(); ++u) {
-      weights.read(static_cast<int>(u), 0, model.layout.units[u].numel,
-                   all.data() + model.unit_begin[u]);
-    }
-    EXPECT_EQ(all, model.params) << path;
+    EXPECT_EQ(read_whole_model(path, model), model.params) << path;
   }
 }
 
@@ -815,13 +820,7 @@ TEST(HfWeights, ReadsAShardedCheckpointThroughItsIndex) {
   write_bytes(dir.file("model.safetensors.index.json"), index.dump());
 
   for (const std::string& path : {dir.str(), dir.file("model.safetensors.index.json")}) {
-    HfWeights weights = HfWeights::open(path, model.config, model.layout);
-    std::vector<float> all(model.layout.total_numel);
-    for (size_t u = 0; u < model.layout.units.size(); ++u) {
-      weights.read(static_cast<int>(u), 0, model.layout.units[u].numel,
-                   all.data() + model.unit_begin[u]);
-    }
-    EXPECT_EQ(all, model.params) << path;
+    EXPECT_EQ(read_whole_model(path, model), model.params) << path;
   }
 
   index["weight_map"].erase("model.norm.weight");

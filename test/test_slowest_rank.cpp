@@ -32,6 +32,24 @@ using test_support::error_of;
 // 24 x (24 / 4096)^4 x 10 / 180 = 1.6e-9. (It measures about 1e-14.)
 constexpr double kQuadratureError = 2e-9;
 
+// The mean of kTrials seeded samples of `sample` and its standard error
+// s / sqrt(kTrials) (s: the samples' standard deviation).
+constexpr int kTrials = 40000;
+struct Draw {
+  double mean, standard_error;
+};
+template <class Sample>
+Draw monte_carlo(Sample&& sample) {
+  double sum = 0, sum_squares = 0;
+  for (int trial = 0; trial < kTrials; ++trial) {
+    const double x = sample();
+    sum += x;
+    sum_squares += x * x;
+  }
+  const double mean = sum / kTrials;
+  return {mean, std::sqrt((sum_squares - kTrials * mean * mean) / (kTrials - 1) / kTrials)};
+}
+
 TEST(SlowestRank, ExpectedMaximumMatchesItsClosedForms) {
   const double pi = std::acos(-1.0);
   const double root_pi = std::sqrt(pi);
@@ -53,24 +71,18 @@ TEST(SlowestRank, ExpectedMaximumMatchesItsClosedForms) {
 // standard errors less than 1% of the expected maximum at every n tested,
 // so the check would catch a 1% error.
 TEST(SlowestRank, ExpectedMaximumAgreesWithAMonteCarloDraw) {
-  constexpr int kTrials = 40000;
   std::mt19937_64 engine(60);
   std::normal_distribution<double> normal;
   for (int n : {8, 64, 512}) {
     SCOPED_TRACE(n);
-    double sum = 0, sum_squares = 0;
-    for (int trial = 0; trial < kTrials; ++trial) {
+    const Draw draw = monte_carlo([&] {
       double largest = -INFINITY;
       for (int i = 0; i < n; ++i) largest = std::max(largest, normal(engine));
-      sum += largest;
-      sum_squares += largest * largest;
-    }
-    const double mean = sum / kTrials;
-    const double variance = (sum_squares - kTrials * mean * mean) / (kTrials - 1);
-    const double standard_error = std::sqrt(variance / kTrials);
+      return largest;
+    });
     const double expected = normal_expected_maximum(n);
-    EXPECT_LT(4 * standard_error, 0.01 * expected);
-    EXPECT_NEAR(expected, mean, 4 * standard_error);
+    EXPECT_LT(4 * draw.standard_error, 0.01 * expected);
+    EXPECT_NEAR(expected, draw.mean, 4 * draw.standard_error);
   }
 }
 
@@ -104,27 +116,20 @@ TEST(SlowestRank, OrderStatisticsAreSymmetricAndSumToZero) {
 // median], checked against a seeded draw within 4 standard errors as above,
 // and rate_dispersion_of_spread inverts a reading of d times that to d.
 TEST(SlowestRank, MeterReadingGivesBackTheDispersion) {
-  constexpr int kTrials = 40000;
   std::mt19937_64 engine(61);
   std::normal_distribution<double> normal;
   for (int n : {2, 4, 64}) {
     SCOPED_TRACE(n);
     std::vector<double> z(static_cast<size_t>(n));
-    double sum = 0, sum_squares = 0;
-    for (int trial = 0; trial < kTrials; ++trial) {
+    const Draw draw = monte_carlo([&] {
       for (double& x : z) x = normal(engine);
       std::sort(z.begin(), z.end());
-      const double gap = z.back() - z[static_cast<size_t>(n - 1) / 2];
-      sum += gap;
-      sum_squares += gap * gap;
-    }
-    const double mean = sum / kTrials;
-    const double standard_error =
-        std::sqrt((sum_squares - kTrials * mean * mean) / (kTrials - 1) / kTrials);
+      return z.back() - z[static_cast<size_t>(n - 1) / 2];
+    });
     const double expected =
         normal_expected_maximum(n) - normal_expected_order_statistic((n + 1) / 2, n);
-    EXPECT_LT(4 * standard_error, 0.02 * expected);
-    EXPECT_NEAR(expected, mean, 4 * standard_error);
+    EXPECT_LT(4 * draw.standard_error, 0.02 * expected);
+    EXPECT_NEAR(expected, draw.mean, 4 * draw.standard_error);
     EXPECT_NEAR(rate_dispersion_of_spread(0.03 * expected, n), 0.03, 1e-15);
   }
   EXPECT_NE(error_of([] { rate_dispersion_of_spread(0.1, 1); }).find("two ranks"),
