@@ -16,6 +16,18 @@ mpiexec=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
+# wait_for_line PATTERN LOG JOB WHAT: until LOG has a line matching PATTERN
+# (60 s at most), failing as WHAT when job JOB ends first or time runs out.
+# After an event, not after a fixed sleep: on a loaded machine the ranks may
+# not have reached it within any given time.
+wait_for_line() {
+  for _ in $(seq 600); do
+    grep -q "$1" "$2" && return 0
+    kill -0 "$3" 2>/dev/null || { cat "$2"; fail "$4: the run ended before it"; }
+    sleep 0.1
+  done
+  cat "$2"; fail "$4: not within 60 s"
+}
 
 # A model whose state (~25 MB) takes a visible share of each step to save.
 args=(--config configs/tiny.toml --model.dim=256 --model.n_layers=4 --model.ffn_dim=512
@@ -63,14 +75,8 @@ echo "SIGKILL: ${landed} of 5 kills interrupted a save; latest always complete; 
 rm -rf "$tmp/run"
 "$mpiexec" -np 2 --oversubscribe "$train" "${args[@]}" --checkpoint.interval=0 > "$tmp/term.txt" 2>&1 &
 job=$!
-# After a step, not after a fixed sleep: on a loaded machine the ranks may not
-# have reached training (and its stop handler) within any given time.
-for _ in $(seq 600); do
-  grep -q "step     1/" "$tmp/term.txt" && break
-  kill -0 "$job" 2>/dev/null || { cat "$tmp/term.txt"; fail "SIGTERM: the run ended before step 1"; }
-  sleep 0.1
-done
-grep -q "step     1/" "$tmp/term.txt" || fail "SIGTERM: no step 1 within 60 s"
+# After step 1: the ranks are training, their stop handler installed.
+wait_for_line "step     1/" "$tmp/term.txt" "$job" "SIGTERM: step 1"
 pkill -TERM -P "$job"  # the ranks, as a batch scheduler signals them
 wait "$job"
 rc=$?
@@ -90,13 +96,8 @@ LLM_FAULT_STALL_SAVE=1:4 "$mpiexec" -np 2 --oversubscribe -x LLM_FAULT_STALL_SAV
 job=$!
 # The save of step 6 finds step_4 still in flight: training went on past a
 # save being written, which is where the kill lands.
-for _ in $(seq 600); do
-  grep -q "the save of step_4 is still in flight" "$tmp/stalled.txt" && break
-  kill -0 "$job" 2>/dev/null || { cat "$tmp/stalled.txt"; fail "async: the run ended before the kill"; }
-  sleep 0.1
-done
-grep -q "the save of step_4 is still in flight" "$tmp/stalled.txt" ||
-  { cat "$tmp/stalled.txt"; fail "async: no save waited for the held write within 60 s"; }
+wait_for_line "the save of step_4 is still in flight" "$tmp/stalled.txt" "$job" \
+  "async: a save waiting for the held write"
 # Rank 0 finishes its own shard, then waits for rank 1's.
 for _ in $(seq 600); do
   [ -f "$tmp/run/.step_4.tmp/shard_00000.json" ] && break
