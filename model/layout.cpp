@@ -164,7 +164,7 @@ ParameterLayout layout_build(const ModelConfig& c, ModelSlice slice) {
           break;
       }
       b.mark_output_projection(spec.output_projection);
-      block.*spec.offset = offset;
+      block.offsets.push_back(offset);
     }
     if (held) layout.block = block;
   }

@@ -59,6 +59,10 @@ class BufferPlan {
   }
   // An untyped slot of `bytes` bytes (element type chosen at run time).
   void add_bytes(void*& slot, size_t bytes) { entries_.push_back({&slot, bytes}); }
+  // Another plan's buffers, after these.
+  void append(const BufferPlan& other) {
+    entries_.insert(entries_.end(), other.entries_.begin(), other.entries_.end());
+  }
   size_t bytes() const;
   // Allocates every planned buffer from `arena` and stores its address in its slot.
   void bind(Arena& arena) const;
