@@ -16,6 +16,7 @@
 #include "runtime/progress.h"
 #include "runtime/rng.h"
 #include "runtime/system.h"
+#include "settings/config_validate.h"
 #include "trainer/trainer.h"
 #include "data/shard.h"
 #include "model/flops.h"

@@ -13,6 +13,7 @@
 #include "runtime/error.h"
 #include "parallel/pipeline_schedule.h"
 #include "parallel/topology.h"
+#include "settings/config_validate.h"
 
 namespace llm {
 

@@ -651,20 +651,6 @@ std::string config_model_value(const ModelConfig& model, std::string_view key);
 void config_import_model(Config& config, const ModelConfig& source,
                          std::span<const std::string_view> keys, const std::string& origin);
 
-// Checks values that make no sense on their own or together (every number
-// finite and in its key's range); names the key, and the command line when
-// an override set it.
-void config_validate(const Config& config);
-
-// What a tensor-parallel degree tp must split evenly (heads whole, kv heads,
-// ffn columns, vocabulary rows, sequence rows) and does not: the first such
-// key and its value, or a null key when tp splits them all.
-struct UnevenSplit {
-  const char* key = nullptr;
-  int value = 0;
-};
-UnevenSplit tensor_parallel_uneven_split(const Config& config, int tp);
-
 // Every key as a Markdown table: name, type, default and its one-line doc,
 // from the same declarations the parser uses (`./train config`; docs/configuration.md's
 // key table is this text).

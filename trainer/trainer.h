@@ -84,6 +84,7 @@ class Trainer {
   void log_run_start(const StateBytes& state, size_t activations);
 
   Config config_;
+  std::optional<Tokenizer> tokenizer_;  // data.tokenizer, loaded at start
   Group& host_world_;  // the world as given: host buffers (MPI)
   // With training.device = cuda: the world as a group of device buffers
   // (NCCL, or MPI staged through host memory); null on the CPU.
@@ -100,7 +101,6 @@ class Trainer {
   std::unique_ptr<ShardingEngine> engine_;
   std::unique_ptr<DataLoader> train_data_;
   std::unique_ptr<DataLoader> val_data_;
-  std::optional<Tokenizer> tokenizer_;      // data.tokenizer, loaded at start
   std::vector<int32_t> inputs_, targets_;   // (micro_batch_size, seq_len)
   std::unique_ptr<FileLock> run_dir_lock_;  // rank 0, during run()
   MetricsLog metrics_;
