@@ -15,6 +15,11 @@ constexpr const char* kLlama3Tokens[] = {"<|start_header_id|>", "<|end_header_id
 constexpr const char* kChatmlTokens[] = {"<|im_start|>", "<|im_end|>"};
 // What Llama 3's format strips from each message's content.
 constexpr const char* kAsciiSpace = " \t\n\r\v\f";
+// The text after Llama 3's <|end_header_id|>, after ChatML's role, and
+// after ChatML's <|im_end|>.
+constexpr const char* kLlama3AfterHeader = "\n\n";
+constexpr const char* kChatmlAfterRole = "\n";
+constexpr const char* kChatmlAfterTurn = "\n";
 
 template <size_t N>
 bool has_all(const Tokenizer& tokenizer, const char* const (&texts)[N]) {
@@ -105,10 +110,10 @@ void ChatTemplate::append_header(ChatRole role, MaskedTokens& out) const {
     append({start_of_header_}, false, out);
     append(tokenizer_->encode(role_text), false, out);
     append({end_of_header_}, false, out);
-    append(tokenizer_->encode("\n\n"), false, out);
+    append(tokenizer_->encode(kLlama3AfterHeader), false, out);
   } else {
     append({start_of_header_}, false, out);
-    append(tokenizer_->encode(role_text + "\n"), false, out);
+    append(tokenizer_->encode(role_text + kChatmlAfterRole), false, out);
   }
 }
 
@@ -119,7 +124,7 @@ void ChatTemplate::append_turn(const ChatMessage& message, MaskedTokens& out) co
       format_ == ChatFormat::llama3 ? strip_ascii_space(message.content) : message.content;
   append(tokenizer_->encode(content), kept, out);
   append({end_of_turn_}, kept, out);
-  if (format_ == ChatFormat::chatml) append(tokenizer_->encode("\n"), false, out);
+  if (format_ == ChatFormat::chatml) append(tokenizer_->encode(kChatmlAfterTurn), false, out);
 }
 
 void ChatTemplate::render(const std::vector<ChatMessage>& conversation, MaskedTokens& out) const {
@@ -145,8 +150,8 @@ std::string ChatTemplate::hf_chat_template() const {
   const auto header = [&](const std::string& role) {
     return format_ == ChatFormat::llama3
                ? special(start_of_header_) + " + " + role + " + " + special(end_of_header_) +
-                     " + " + jinja_literal("\n\n")
-               : special(start_of_header_) + " + " + role + " + " + jinja_literal("\n");
+                     " + " + jinja_literal(kLlama3AfterHeader)
+               : special(start_of_header_) + " + " + role + " + " + jinja_literal(kChatmlAfterRole);
   };
   const std::string content =
       format_ == ChatFormat::llama3
@@ -156,8 +161,10 @@ std::string ChatTemplate::hf_chat_template() const {
   std::string jinja = bos >= 0 ? "{{- " + special(bos) + " }}" : "";
   jinja += "{%- for message in messages %}{{- " + header("message['role']") + " + " + content +
            " + " + special(end_of_turn_) +
-           (format_ == ChatFormat::chatml ? " + " + jinja_literal("\n") : "") + " }}{%- endfor %}";
-  jinja += "{%- if add_generation_prompt %}{{- " + header(jinja_literal("assistant")) + " }}";
+           (format_ == ChatFormat::chatml ? " + " + jinja_literal(kChatmlAfterTurn) : "") +
+           " }}{%- endfor %}";
+  jinja += "{%- if add_generation_prompt %}{{- " +
+           header(jinja_literal(to_string(ChatRole::assistant))) + " }}";
   if (bos < 0) jinja += "{%- else %}{{- " + special(tokenizer_->eos_id()) + " }}";
   return jinja + "{%- endif %}";
 }
