@@ -1,7 +1,7 @@
 // The hosts of an elastic job (`./train supervise` with a hostfile): an
 // OpenMPI hostfile read and written, which hosts the next launch uses, and
 // the world size that still fits on them.
-// The rule (docs/failure.md#a-job-that-comes-back): a host named in
+// The rule (docs/failure.md#a-job-that-comes-back-train-supervise): a host named in
 // `set_aside_after` failures in a row is set aside for the next
 // `retry_after` launches, then tried again; a host is never set aside when
 // the others could not run a world the config fits.

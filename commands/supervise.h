@@ -5,7 +5,7 @@
 // command, a host that keeps failing is set aside and the job comes back on
 // the hosts left, at the largest world size the config fits; the global
 // batch (training.batch_size) stays, with more gradient accumulation.
-// docs/failure.md#a-job-that-comes-back.
+// docs/failure.md#a-job-that-comes-back-train-supervise.
 // Invariant: what cannot succeed again (exit status 1: bad input, a failed
 // agreement check) is never rerun; every restart is in restarts.jsonl
 // before its relaunch.
