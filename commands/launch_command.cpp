@@ -53,8 +53,10 @@ LaunchCommand launch_command_read(const std::vector<std::string>& argv) {
     command.config = value;
   }
   command.overrides = line.overrides;
-  if (const size_t i = option_value_index(argv, trainer, kWorldSizeOptions); i < argv.size())
-    command.world_size = static_cast<int>(parse_integer(argv[i], argv[i - 1]));
+  if (const size_t i = option_value_index(argv, trainer, kWorldSizeOptions); i < argv.size()) {
+    const std::string name = argv[i - 1].substr(argv[i - 1].find_first_not_of('-'));
+    command.world_size = static_cast<int>(parse_integer(argv[i], name));
+  }
   if (const size_t i = option_value_index(argv, trainer, kHostfileOptions); i < argv.size())
     command.hostfile = argv[i];
   return command;

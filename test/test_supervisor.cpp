@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 
 #include <csignal>
+#include <map>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -19,6 +20,7 @@
 #include "runtime/file_io.h"
 #include "test/error_of.h"
 #include "test/temp_dir.h"
+#include "test/tensorboard_reader.h"
 
 namespace llm {
 namespace {
@@ -71,6 +73,10 @@ TEST(LaunchCommand, ReadsTheTrainersConfigAndTheLaunchersHosts) {
                   }),
                   "no --config FILE");
   EXPECT_CONTAINS(error_of([] {
+                    launch_command_read({"mpirun", "-np", "four", "./train", "--config", "t"});
+                  }),
+                  "--np: expected an integer, got 'four'");
+  EXPECT_CONTAINS(error_of([] {
                     launch_command_read({"./train", "--config", "tiny", "--bench-steps", "3"});
                   }),
                   "--bench-steps");
@@ -108,8 +114,9 @@ TEST(RestartLog, AppendsOneLinePerRestart) {
   record.time_lost_seconds = 4.5;
   restart_log_write(dir.str(), dir.file("tensorboard"), record);
   record.restart = 2;
+  record.resumed_from_step = 30;
   record.hosts_set_aside = {"hostb"};
-  restart_log_write(dir.str(), "", record);
+  restart_log_write(dir.str(), dir.file("tensorboard"), record);
   const std::string text = read_file(dir.file("restarts.jsonl"));
   const auto newline = text.find('\n');
   const nlohmann::json first = nlohmann::json::parse(text.substr(0, newline));
@@ -119,7 +126,12 @@ TEST(RestartLog, AppendsOneLinePerRestart) {
   EXPECT_EQ(first["host"], "hostb");
   EXPECT_EQ(first["step"], 20);
   EXPECT_EQ(second["hosts_set_aside"], nlohmann::json::array({"hostb"}));
-  EXPECT_FALSE(std::filesystem::is_empty(dir.file("tensorboard")));
+  // TensorBoard: the numbers at the step resumed from, a file per restart.
+  EXPECT_EQ(test_support::event_files(dir.file("tensorboard")).size(), 2u);
+  auto series = test_support::scalar_series(dir.file("tensorboard"));
+  EXPECT_EQ(series["restart/restart"], (std::map<int64_t, float>{{20, 1.0f}, {30, 2.0f}}));
+  EXPECT_EQ(series["restart/time_lost_seconds"][20], 4.5f);
+  EXPECT_EQ(series["restart/rank"][30], 3.0f);
 }
 
 TEST(HostPool, HostfilesAndPlacementBySlot) {
