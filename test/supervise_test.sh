@@ -10,6 +10,10 @@
 #   bad_input: a misspelt config key is refused at once with its one line
 #     and no launch; bad data found by the launched job (exit status 1) is
 #     not retried either: one launch, no restarts.jsonl.
+#   agreement (the CUDA backend over NCCL only): one rank's all-reduce is an
+#     element short (LLM_FAULT_SHORT_ALL_REDUCE, after the first checkpoint);
+#     NCCL does not notice, the collectives' agreement check does and ends
+#     the job with 1, and the supervisor does not retry it.
 # usage: supervise_test.sh <path to train> <mpiexec> <case> [-- extra train flags]
 #   The emulated CUDA backend's run passes --training.device=cuda --parallel.comm=nccl.
 set -u
@@ -48,6 +52,19 @@ bad_input() {
   [ "$(grep -c "supervise: not restarted" "$work/data.log")" = 1 ] || fail "not one 'not restarted': $(tail -3 "$work/data.log")"
   [ ! -e "$work/data/restarts.jsonl" ] || fail "restarted after bad data: $(cat "$work/data/restarts.jsonl")"
   echo "PASS ($case): a bad key refused at once, bad data not retried ($(( SECONDS - t0 )) s)"
+}
+
+agreement() {
+  LLM_FAULT_SHORT_ALL_REDUCE=1:115 "$train" supervise --backoff 0.1s -- "$mpiexec" -np 2 \
+    --oversubscribe -x LLM_FAULT_SHORT_ALL_REDUCE "$train" "${flags[@]}" --parallel.mode=ddp \
+    --checkpoint.dir="$work/agree" > "$work/agree.log" 2>&1
+  local status=$?
+  [ "$status" = 1 ] || fail "exit status $status, not 1: $(grep -i error "$work/agree.log" | head -3)"
+  grep -m1 "error: collectives disagree" "$work/agree.log" ||
+    fail "no line of the agreement check: $(grep -i error "$work/agree.log" | head -3)"
+  [ "$(grep -c "supervise: not restarted" "$work/agree.log")" = 1 ] || fail "not one 'not restarted'"
+  [ ! -e "$work/agree/restarts.jsonl" ] || fail "restarted: $(cat "$work/agree/restarts.jsonl")"
+  echo "PASS ($case): the agreement check's failure not retried"
 }
 
 # The rank's pid, from the rank each process was given.
@@ -130,5 +147,6 @@ PY
 case $case in
   kills) kills ;;
   bad_input) bad_input ;;
+  agreement) agreement ;;
   *) fail "unknown case" ;;
 esac
