@@ -83,6 +83,17 @@ foreach(case kills agreement)
 endforeach()
 # Alone: a stopped rank's watchdog bound has seconds to spare, not more.
 set_tests_properties(emulated.mpi_supervise_kills PROPERTIES RUN_SERIAL TRUE)
+# The elastic restart over NCCL on two namespace hosts (root only, else skipped).
+add_test(NAME emulated.mpi_supervise_elastic
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/supervise_elastic_test.sh $<TARGET_FILE:train_emulated> ${MPIEXEC_EXECUTABLE}
+    -- --training.device=cuda --parallel.comm=nccl
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(emulated.mpi_supervise_elastic PROPERTIES
+  LABELS "emulation;mpi"
+  RUN_SERIAL TRUE
+  TIMEOUT 300
+  SKIP_RETURN_CODE 77
+  ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1")
 
 # Several NCCL ranks on one (emulated) GPU: refused without per-rank host
 # ids, admitted through tools/one_gpu_ranks.sh in both of its forms; and the

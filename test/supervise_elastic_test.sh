@@ -9,17 +9,20 @@
 # within 1e-4 of a single process's (the data-parallel tests' fp32
 # tolerance: only the reduction order changes).
 # Without root it skips, saying why (exit 77).
-# usage: supervise_elastic_test.sh <path to train> <mpiexec>
+# usage: supervise_elastic_test.sh <path to train> <mpiexec> [-- extra train flags]
+#   The emulated CUDA backend's run passes --training.device=cuda --parallel.comm=nccl.
 set -u
 train=$(realpath "$1")
 mpiexec=$2
+shift 2
+[ "${1:-}" = -- ] && shift
 repo=$(pwd)
 # shellcheck source=two_hosts.sh
 source "$(dirname "$0")/two_hosts.sh"
 
 steps=40
 flags=(--config configs/tiny.toml --training.steps=$steps --training.eval_interval=0
-       --training.sample_tokens=0 --checkpoint.interval=4 --parallel.timeout=3s)
+       --training.sample_tokens=0 --checkpoint.interval=4 --parallel.timeout=3s "$@")
 "$train" "${flags[@]}" --checkpoint.dir="$work/single" > "$work/single.log" 2>&1 ||
   fail "single process: $(tail -2 "$work/single.log")"
 
