@@ -10,6 +10,9 @@
 #   bad_input: a misspelt config key is refused at once with its one line
 #     and no launch; bad data found by the launched job (exit status 1) is
 #     not retried either: one launch, no restarts.jsonl.
+#   stop: SIGUSR1 to the supervisor is passed on to mpirun, which forwards
+#     it to the ranks: the job saves the step it stopped at and exits 0, and
+#     nothing is restarted.
 #   agreement (the CUDA backend over NCCL only): one rank's all-reduce is an
 #     element short (LLM_FAULT_SHORT_ALL_REDUCE, after the first checkpoint);
 #     NCCL does not notice, the collectives' agreement check does and ends
@@ -52,6 +55,25 @@ bad_input() {
   [ "$(grep -c "supervise: not restarted" "$work/data.log")" = 1 ] || fail "not one 'not restarted': $(tail -3 "$work/data.log")"
   [ ! -e "$work/data/restarts.jsonl" ] || fail "restarted after bad data: $(cat "$work/data/restarts.jsonl")"
   echo "PASS ($case): a bad key refused at once, bad data not retried ($(( SECONDS - t0 )) s)"
+}
+
+stop() {
+  "$train" supervise --backoff 0.1s -- "${job[@]}" --training.steps=100000 \
+    --checkpoint.dir="$work/stop" > "$work/stop.log" 2>&1 &
+  supervisor=$!
+  for _ in $(seq 600); do
+    [ "$(grep -o '"step":[0-9]*' "$work/stop/metrics.jsonl" 2>/dev/null | tail -1 | cut -d: -f2)" -ge 5 ] 2>/dev/null && break
+    sleep 0.1
+  done
+  kill -USR1 "$supervisor"
+  wait "$supervisor"
+  local status=$?
+  supervisor=
+  [ "$status" = 0 ] || fail "exit status $status after SIGUSR1: $(tail -5 "$work/stop.log")"
+  grep -q "stopped by a signal after step" "$work/stop.log" || fail "the job did not stop on the signal: $(tail -5 "$work/stop.log")"
+  [ -e "$work/stop/latest" ] || fail "no checkpoint of the step it stopped at"
+  [ ! -e "$work/stop/restarts.jsonl" ] || fail "restarted after a stop: $(cat "$work/stop/restarts.jsonl")"
+  echo "PASS ($case): SIGUSR1 passed on; the job saved $(cat "$work/stop/latest") and was not restarted"
 }
 
 agreement() {
@@ -148,5 +170,6 @@ case $case in
   kills) kills ;;
   bad_input) bad_input ;;
   agreement) agreement ;;
+  stop) stop ;;
   *) fail "unknown case" ;;
 esac
