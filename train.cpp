@@ -8,6 +8,7 @@
 //   ./train scale [--validate | --calibrate] ...   throughput model, scaling curves
 //   ./train scale --offload --config FILE [--hardware FILE] [--world N]   offload step time
 //   ./train config [--config FILE [--counts] ...]   every key, the resolved config, or its counts
+//   ./train supervise [--max-restarts N ...] -- LAUNCHER ...   rerun a job after a failure
 // Only main decides to exit: every failure below it is an llm::Error, printed
 // as one line on stderr (naming the rank) with a non-zero exit status; under
 // mpirun a failing rank aborts the whole job. Errors of the command line and
@@ -16,6 +17,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -28,11 +30,13 @@
 #include "runtime/cli_values.h"
 #include "settings/config.h"
 #include "runtime/error.h"
+#include "runtime/exit_status.h"
 #include "runtime/log.h"
 #include "planning/hardware_profile.h"
 #include "planning/offload_report.h"
 #include "planning/planner.h"
 #include "commands/scaling.h"
+#include "commands/supervise.h"
 #include "runtime/signal_thread.h"
 #include "runtime/system.h"
 #include "trainer/trainer.h"
@@ -129,6 +133,22 @@ constexpr const char* kUsage = R"(usage:
       prompt is a user's turn in the chat format (as prepare --chat), followed
       by the assistant's header; each reply ends at the end-of-turn token and
       is printed in the format, special tokens included.
+  ./train supervise [--max-restarts N] [--backoff DURATION] [--run-dir DIR]
+                    [--set-aside-after N] [--retry-after N] -- LAUNCHER ...
+      Run LAUNCHER (e.g. mpirun -np 4 ./train --config FILE ..., or ./train
+      --config FILE alone) and, after a failure a restart can fix (a rank
+      killed, stopped or lost: the watchdog's exit status 75, a signal, a
+      launcher's failure), run it again: it resumes from the run directory's
+      latest checkpoint. Exit status 1 (bad input, a failed agreement check)
+      is never retried. At most --max-restarts (3) restarts, the first after
+      --backoff (10s), each next after twice as long (at most 5 min). Each
+      restart is a line of DIR/restarts.jsonl (DIR: --run-dir, else the
+      config's checkpoint.dir) and TensorBoard scalars restart/... at the step
+      resumed from. With --hostfile FILE and -np N in LAUNCHER, a host named
+      in --set-aside-after (2) failures in a row is set aside for the next
+      --retry-after (3) launches: the job restarts on the hosts left
+      (DIR/hostfile) at the largest world size the config fits, keeping
+      training.batch_size by more gradient accumulation.
   ./train bench --config FILE [--bench-steps N]
                 [--modes | --memory | --offload | --profile | --attention]
                 [--peak-tflops P] [--section.key=value ...]
@@ -348,6 +368,31 @@ int run_train(const Args& args) {
   return 0;
 }
 
+// `./train supervise [options] -- LAUNCHER ...`: the options are parsed
+// like any command's, the launcher's line is kept as given.
+int run_supervise(int argc, char** argv) {
+  char** const end = std::find(argv, argv + argc, std::string_view("--"));
+  const Args args = llm::parse_command_line(static_cast<int>(end - argv), argv, kFlags);
+  check_options(args, {"max-restarts", "backoff", "run-dir", "set-aside-after", "retry-after"});
+  LLM_CHECK(args.overrides.empty(),
+            "./train supervise: config overrides belong to the command after --");
+  LLM_CHECK(end != argv + argc && end + 1 != argv + argc,
+            "./train supervise: the command to run goes after -- (e.g. ./train supervise -- "
+            "mpirun -np 4 ./train --config FILE)");
+  llm::SuperviseOptions options;
+  for (const auto& [key, value] : args.options) {
+    if (key == "max-restarts")
+      options.max_restarts = static_cast<int>(llm::parse_number(value, key, 0, 1e6));
+    if (key == "backoff") options.backoff_seconds = llm::parse_duration_seconds(value, key);
+    if (key == "run-dir") options.run_dir = value;
+    if (key == "set-aside-after")
+      options.set_aside_after = static_cast<int>(llm::parse_number(value, key, 1, 1e6));
+    if (key == "retry-after")
+      options.retry_after = static_cast<int>(llm::parse_number(value, key, 1, 1e6));
+  }
+  return llm::supervise_command(std::vector<std::string>(end + 1, argv + argc), options);
+}
+
 int run_bench(const Args& args) {
   check_options(args, {"config", "bench-steps", "modes", "memory", "offload", "peak-tflops",
                        "profile", "attention"});
@@ -404,6 +449,7 @@ bool asks_for_help(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "help") return true;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
+    if (arg == "--") return false;  // the rest is supervise's command to run
     if (arg == "-h" || arg == "--help") return true;
   }
   return false;
@@ -422,14 +468,15 @@ int main(int argc, char** argv) {
       std::fputs(kUsage, stdout);
       return 0;
     }
+    if (argc > 1 && std::string_view(argv[1]) == "supervise") return run_supervise(argc, argv);
     const Args args =
         alike_on_every_rank([&] { return llm::parse_command_line(argc, argv, kFlags); });
     if (argc == 1) {
       std::fputs(kUsage, stdout);
-      return 2;
+      return llm::kExitUsage;
     }
-    const std::vector<std::string> commands = {"train",    "prepare", "bench", "export",
-                                               "generate", "plan",    "scale", "config"};
+    const std::vector<std::string> commands = {"train", "prepare", "bench",  "export",   "generate",
+                                               "plan",  "scale",   "config", "supervise"};
     alike_on_every_rank([&] {
       LLM_CHECK(std::find(commands.begin(), commands.end(), args.command) != commands.end(),
                 "unknown command '{}'{} (see ./train --help)", args.command,
@@ -446,6 +493,8 @@ int main(int argc, char** argv) {
     return llm::scale_command(args.options, args.overrides);
   } catch (const llm::CollectiveError& e) {
     llm::comm_abort_collective(llm::error_report(e));
+  } catch (const llm::RestartableError& e) {
+    llm::comm_abort(llm::error_report(e), llm::kExitRestartable);
   } catch (const std::exception& e) {
     // Under mpirun this takes every rank down, so none waits on a dead peer.
     llm::comm_abort(llm::error_report(e));

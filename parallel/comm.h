@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/group.h"
+#include "runtime/exit_status.h"
 
 namespace llm {
 
@@ -22,8 +23,9 @@ int comm_local_rank();
 int comm_local_size();
 const std::vector<std::string>& comm_local_nccl_host_ids();
 // Prints "rank R: error: <message>" to stderr and takes every rank down
-// (MPI_Abort) so that no rank waits forever on a dead peer.
-[[noreturn]] void comm_abort(const std::string& message);
+// (MPI_Abort) so that no rank waits forever on a dead peer; the job exits
+// with `status` (runtime/exit_status.h).
+[[noreturn]] void comm_abort(const std::string& message, int status = kExitError);
 // For an error every rank raises alike (command line, config): rank 0 prints
 // "error: <message>" once and every rank exits with status 1 after all have
 // arrived; if some rank has not within a few seconds (it did not fail alike),

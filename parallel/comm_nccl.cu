@@ -43,13 +43,17 @@ namespace llm {
 namespace {
 
 // Names the NCCL call, NCCL's error string and, when NCCL left one, its
-// detailed last-error message (which says what was actually wrong).
+// detailed last-error message (which says what was actually wrong). A bad
+// argument or use is ours; any other error (the system, a remote peer, the
+// network) is the machine's, and a restart can succeed.
 [[noreturn]] void throw_nccl_error(const char* call, ncclResult_t status, const char* file,
                                    int line) {
   std::string error = ncclGetErrorString(status);
   const char* detail = ncclGetLastError(nullptr);
   if (detail && *detail) error += std::string(" (") + detail + ")";
-  cuda::throw_cuda_error(call, error.c_str(), file, line);
+  if (status == ncclInvalidArgument || status == ncclInvalidUsage)
+    cuda::throw_cuda_error(call, error.c_str(), file, line);
+  cuda::throw_restartable_cuda_error(call, error.c_str(), file, line);
 }
 
 // A call on a communicator: polled while NCCL reports it in progress.

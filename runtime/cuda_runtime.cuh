@@ -27,6 +27,9 @@
 namespace llm::cuda {
 
 [[noreturn]] void throw_cuda_error(const char* call, const char* error, const char* file, int line);
+// The same for a failure of the machine or the network (RestartableError).
+[[noreturn]] void throw_restartable_cuda_error(const char* call, const char* error,
+                                               const char* file, int line);
 
 // The stream every kernel and device copy of the backend is queued on, and the
 // three communication uses: one for gathers and broadcasts (what compute waits

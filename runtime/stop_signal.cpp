@@ -8,10 +8,10 @@
 namespace llm {
 namespace {
 
-std::atomic<bool> g_stop_requested{false};
-static_assert(std::atomic<bool>::is_always_lock_free);
+std::atomic<int> g_stop_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free);
 
-void on_stop_signal(int) { g_stop_requested = true; }
+void on_stop_signal(int signal) { g_stop_signal = signal; }
 
 }  // namespace
 
@@ -19,6 +19,8 @@ void stop_signal_install() {
   for (int signal : kStopSignals) std::signal(signal, on_stop_signal);
 }
 
-bool stop_signal_received() { return g_stop_requested; }
+bool stop_signal_received() { return g_stop_signal != 0; }
+
+int stop_signal_last() { return g_stop_signal; }
 
 }  // namespace llm

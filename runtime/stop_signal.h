@@ -17,5 +17,8 @@ inline constexpr std::array<int, 4> kStopSignals = {SIGTERM, SIGINT, SIGUSR1, SI
 void stop_signal_install();
 // True once one of those signals arrived in this process.
 bool stop_signal_received();
+// The last of them that arrived (0 when none): what a supervisor passes on
+// to the job it runs.
+int stop_signal_last();
 
 }  // namespace llm

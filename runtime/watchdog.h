@@ -4,7 +4,7 @@
 // every wait on one is polled against parallel.timeout. Past it, the comm
 // layer's expiry handler asks the group's members where they are, prints one
 // line naming the members that never reached the operation, writes the
-// recorder and takes the job down with kWatchdogExitStatus.
+// recorder and takes the job down with kExitRestartable (exit_status.h).
 // Operations queued on a device (NCCL) are tracked until the device has run
 // them; a host wait on device work (a stream synchronize) is polled the same
 // way, and expires on the oldest tracked operation past the timeout.
@@ -22,10 +22,6 @@
 #include <vector>
 
 namespace llm {
-
-// A job taken down by the watchdog exits with this status (EX_TEMPFAIL: the
-// run can be resumed from its last checkpoint); an error exits with 1.
-inline constexpr int kWatchdogExitStatus = 75;
 
 struct WatchdogSettings {
   double timeout_seconds = 600;  // parallel.timeout

@@ -67,6 +67,34 @@ foreach(case nccl_ddp_np2 nccl_zero3_np2 nccl_kill_ddp_np2 nccl_short_np2)
     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1")
 endforeach()
 
+# Supervised runs on the CUDA backend over NCCL (supervise_test.sh): three
+# kills (a stopped rank caught by the watchdog over the tracked NCCL
+# collectives), three restarts, the uninterrupted run's bits; and a failed
+# agreement check (an all-reduce one element short), never retried.
+foreach(case kills agreement)
+  add_test(NAME emulated.mpi_supervise_${case}
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/supervise_test.sh $<TARGET_FILE:train_emulated> ${MPIEXEC_EXECUTABLE} ${case}
+      -- --training.device=cuda --parallel.comm=nccl
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(emulated.mpi_supervise_${case} PROPERTIES
+    LABELS "emulation;mpi"
+    TIMEOUT 300
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1")
+endforeach()
+# Alone: a stopped rank's watchdog bound has seconds to spare, not more.
+set_tests_properties(emulated.mpi_supervise_kills PROPERTIES RUN_SERIAL TRUE)
+# The elastic restart over NCCL on two namespace hosts (root only, else skipped).
+add_test(NAME emulated.mpi_supervise_elastic
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/supervise_elastic_test.sh $<TARGET_FILE:train_emulated> ${MPIEXEC_EXECUTABLE}
+    -- --training.device=cuda --parallel.comm=nccl
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(emulated.mpi_supervise_elastic PROPERTIES
+  LABELS "emulation;mpi"
+  RUN_SERIAL TRUE
+  TIMEOUT 300
+  SKIP_RETURN_CODE 77
+  ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1")
+
 # Several NCCL ranks on one (emulated) GPU: refused without per-rank host
 # ids, admitted through tools/one_gpu_ranks.sh in both of its forms; and the
 # user's command (llama8b.toml, shrunk; vocabulary 512 and sequence 64 for

@@ -40,6 +40,13 @@
 #include "trainer/step_progress.h"
 
 namespace llm {
+
+std::string tensorboard_dir(const Config& config) {
+  if (!config.logging.tensorboard.on) return "";
+  const std::string& named = config.logging.tensorboard.path;
+  return named.empty() ? (std::filesystem::path(config.run_dir()) / "tensorboard").string() : named;
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -60,13 +67,11 @@ std::optional<Tokenizer> load_tokenizer(const Config& config) {
 MetricsLog open_metrics(Config& config, int start_step) {
   const std::string run_dir = config.run_dir();
   std::vector<std::unique_ptr<MetricsSink>> sinks;
-  if (config.logging.tensorboard.on) {
-    const std::string& named = config.logging.tensorboard.path;
-    const std::string dir = named.empty() ? run_dir + "/tensorboard" : named;
+  if (const std::string dir = tensorboard_dir(config); !dir.empty()) {
     auto tensorboard =
         std::make_unique<TensorBoardMetrics>(dir, config_to_toml(config), start_step);
     spdlog::info("TensorBoard events in {} (view: tensorboard --logdir {})", tensorboard->path(),
-                 named.empty() ? run_dir : dir);
+                 config.logging.tensorboard.path.empty() ? run_dir : dir);
     sinks.push_back(std::move(tensorboard));
   }
   return MetricsLog(config.logging.metrics ? run_dir + "/metrics.jsonl" : "", start_step,

@@ -28,6 +28,10 @@ namespace llm {
 
 class BackgroundSaver;  // checkpointing/background_save.h
 
+// Where a run's TensorBoard event files go: logging.tensorboard's directory,
+// else <run dir>/tensorboard; "" when it is off.
+std::string tensorboard_dir(const Config& config);
+
 class Trainer {
  public:
   // Trains over `world` (every rank of it calls this together), on the ops of
