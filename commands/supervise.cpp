@@ -21,13 +21,12 @@
 #include "commands/launch_command.h"
 #include "commands/restart_log.h"
 #include "interop/hf_llama.h"
-#include "parallel/topology.h"
-#include "planning/memory_plan.h"
 #include "runtime/child_process.h"
 #include "runtime/error.h"
 #include "runtime/exit_status.h"
 #include "runtime/stop_signal.h"
 #include "settings/config.h"
+#include "trainer/launch_validate.h"
 #include "trainer/trainer.h"
 
 namespace llm {
@@ -39,14 +38,11 @@ using Clock = std::chrono::system_clock;
 constexpr size_t kOutputTailBytes = 256 * 1024;
 constexpr double kLongestBackoffSeconds = 300;
 
-// Whether the config runs on `world` ranks: the mesh divides it, the
-// sharding plan fits its data-parallel size, and the global batch divides
-// into micro-batches over it (the trainer's own rules).
+// Whether the config runs on `world` ranks: the trainer's own rules for a
+// world (launch_validate).
 bool world_fits(const Config& config, int world) {
   try {
-    const int data_parallel = data_parallel_size(config.parallel, world);
-    sharding_plan(config.parallel, data_parallel);
-    micro_batches_per_step(config.training, data_parallel);
+    launch_validate(config, world, /*tokenizer=*/nullptr, /*warn=*/false);
     return true;
   } catch (const Error&) {
     return false;
