@@ -3,8 +3,8 @@
 
 #include <sstream>
 
-#include "runtime/error.h"
-#include "runtime/file_io.h"
+#include "base/error.h"
+#include "base/file_io.h"
 
 namespace llm {
 

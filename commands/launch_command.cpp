@@ -5,8 +5,8 @@
 #include <array>
 #include <string_view>
 
-#include "runtime/cli_values.h"
-#include "runtime/error.h"
+#include "base/cli_values.h"
+#include "base/error.h"
 
 namespace llm {
 namespace {

@@ -10,8 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/error.h"
-#include "runtime/file_io.h"
+#include "base/error.h"
+#include "base/file_io.h"
 #include "tensorboard/event_writer.h"
 #include "tensorboard/metrics_events.h"
 

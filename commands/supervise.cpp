@@ -15,17 +15,17 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "checkpointing/run_directory.h"
+#include "persistence/run_directory.h"
 #include "commands/failure_culprit.h"
 #include "commands/host_pool.h"
 #include "commands/launch_command.h"
 #include "commands/restart_log.h"
 #include "interop/hf_llama.h"
-#include "runtime/child_process.h"
-#include "runtime/error.h"
-#include "runtime/exit_status.h"
-#include "runtime/stop_signal.h"
-#include "settings/config.h"
+#include "base/child_process.h"
+#include "base/error.h"
+#include "base/exit_status.h"
+#include "base/stop_signal.h"
+#include "schema/config.h"
 #include "trainer/launch_validate.h"
 #include "trainer/trainer.h"
 

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "settings/config.h"
+#include "schema/config.h"
 
 namespace llm {
 

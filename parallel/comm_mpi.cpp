@@ -16,14 +16,14 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/bf16.h"
-#include "runtime/device.h"
-#include "runtime/error.h"
-#include "runtime/exit_status.h"
-#include "runtime/fault_hooks.h"
+#include "base/bf16.h"
+#include "device/device.h"
+#include "base/error.h"
+#include "base/exit_status.h"
+#include "base/fault_hooks.h"
 #include "parallel/comm.h"
 #include "parallel/watchdog_mpi.h"
-#include "runtime/watchdog.h"
+#include "collectives/watchdog.h"
 
 namespace llm {
 namespace {

@@ -17,7 +17,7 @@
 // in flight at once and is then reused, so steady-state calls create no
 // events; every collective adds the MPI group's ring-algorithm traffic to
 // stats_, every send its bytes; every operation is recorded and tracked by
-// the watchdog (runtime/watchdog.h) until its end event has passed, and an
+// the watchdog (collectives/watchdog.h) until its end event has passed, and an
 // expiry aborts the communicators (ncclCommAbort) before the job goes down.
 // A group of one member makes no communicator (one holds device memory, and
 // a mesh has many groups of one: with several ranks on one GPU they filled
@@ -33,9 +33,9 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/cuda_runtime.cuh"
-#include "runtime/fault_hooks.h"
-#include "runtime/watchdog.h"
+#include "device/cuda_runtime.cuh"
+#include "base/fault_hooks.h"
+#include "collectives/watchdog.h"
 #include "parallel/comm.h"
 #include "parallel/comm_nccl.h"
 

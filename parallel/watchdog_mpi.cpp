@@ -17,9 +17,9 @@
 
 #include <fmt/format.h>
 
-#include "runtime/exit_status.h"
-#include "runtime/stop_signal.h"
-#include "runtime/watchdog.h"
+#include "base/exit_status.h"
+#include "base/stop_signal.h"
+#include "collectives/watchdog.h"
 
 namespace llm {
 namespace {

@@ -11,7 +11,7 @@
 namespace llm {
 
 // Duplicates the world communicator and plugs the handlers into
-// runtime/watchdog.h; called once, right after MPI_Init.
+// collectives/watchdog.h; called once, right after MPI_Init.
 void watchdog_mpi_install();
 
 }  // namespace llm

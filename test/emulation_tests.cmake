@@ -53,7 +53,7 @@ gtest_discover_tests(llm_gpu_tests_emulated
 # never the repository's ./train), for the scripted runs: a stalled rank
 # over NCCL ends through the watchdog, a short all-reduce through the
 # collectives' agreement check (stalled_rank_test.sh, cases nccl_*).
-add_executable(train_emulated ${PROJECT_SOURCE_DIR}/train.cpp)
+add_executable(train_emulated ${PROJECT_SOURCE_DIR}/main.cpp)
 target_link_libraries(train_emulated PRIVATE llm_emulated)
 foreach(case nccl_ddp_np2 nccl_zero3_np2 nccl_kill_ddp_np2 nccl_short_np2)
   add_test(NAME emulated.mpi_stalled_rank_${case}

@@ -11,8 +11,8 @@
 #include <map>
 #include <ostream>
 
-#include "runtime/error.h"
-#include "runtime/fp8.h"
+#include "base/error.h"
+#include "base/fp8.h"
 #include "model/block.h"
 #include "model/kernels/rope.h"
 #include "model/transformer.h"

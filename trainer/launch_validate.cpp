@@ -4,9 +4,9 @@
 #include <spdlog/spdlog.h>
 
 #include "parallel/topology.h"
-#include "planning/memory_plan.h"
-#include "runtime/error.h"
-#include "settings/key_origin.h"
+#include "cost_models/memory_plan.h"
+#include "base/error.h"
+#include "schema/key_origin.h"
 
 namespace llm {
 

@@ -1,11 +1,11 @@
 // The rules a run must keep that need more than its config (those are
-// settings/config_validate.h's): the world it was launched in and the
+// schema/config_validate.h's): the world it was launched in and the
 // tokenizer it reads. Each error names the key and where its value came
 // from, like the config's own.
 #pragma once
 
 #include "data/tokenizer.h"
-#include "settings/config.h"
+#include "schema/config.h"
 
 namespace llm {
 
