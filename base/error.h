@@ -32,6 +32,14 @@ class CollectiveError : public Error {
   explicit CollectiveError(const Error& error) : Error(error.what(), error.location()) {}
 };
 
+// A failure of the machine or the network, not of the input (an error NCCL
+// reports from its transport): main ends the job with kExitRestartable
+// (base/exit_status.h).
+class RestartableError : public Error {
+ public:
+  using Error::Error;
+};
+
 [[noreturn]] inline void throw_error(const char* file, int line, const std::string& message) {
   throw Error(message, fmt::format("{}:{}", file, line));
 }

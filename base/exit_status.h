@@ -1,14 +1,13 @@
 // How ./train ends, and what each ending tells whoever runs the job again
 // (docs/failure.md#exit-statuses). The one place the statuses are defined:
 // main, the abort paths, the watchdog and `./train supervise` read them here,
-// and the errors main ends with 75 are of RestartableError's kind.
+// and the errors main ends with 75 are of RestartableError's kind
+// (base/error.h). Free of fmt: CUDA sources (nvcc) include it.
 // Invariant: a status says whether running the same command again can
 // succeed; 1 never does (the input is wrong), 75 may (the machine failed).
 #pragma once
 
 #include <string>
-
-#include "base/error.h"
 
 namespace llm {
 
@@ -23,13 +22,6 @@ inline constexpr int kExitUsage = 2;
 // watchdog's abort on a stalled or lost rank, an error NCCL reports from its
 // transport. Resuming from the last checkpoint can succeed.
 inline constexpr int kExitRestartable = 75;
-
-// A failure of the machine or the network, not of the input (an error NCCL
-// reports from its transport): main ends the job with kExitRestartable.
-class RestartableError : public Error {
- public:
-  using Error::Error;
-};
 
 // What a launched job's ending means for a relaunch.
 struct JobEnding {
