@@ -1,6 +1,6 @@
 // The test hooks of docs/testing.md, read from the environment: a fault
 // aimed at one world rank, "R:N" (rank R, a number N). Only the stalled-rank,
-// straggler and kill-during-save tests set them; unset, every hook is off.
+// straggler, kill-during-save and save-fallback tests set them; unset, every hook is off.
 //   LLM_FAULT_SKIP_ALL_REDUCE_SUM=R:N  rank R skips its N-th all_reduce_sum
 //                                      (parallel/comm_mpi.cpp)
 //   LLM_FAULT_SHORT_ALL_REDUCE=R:N     rank R's N-th all-reduce over NCCL is
@@ -10,6 +10,9 @@
 //   LLM_FAULT_STALL_SAVE=R:S           rank R's background write of step S's
 //                                      checkpoint sleeps an hour first
 //                                      (persistence/background_save.cpp)
+//   LLM_FAULT_HOST_MEMORY_FREE=R:BYTES rank R sees BYTES of host memory free
+//                                      when it sizes a background save's
+//                                      copy (trainer/trainer.cpp)
 #pragma once
 
 #include <cstdint>

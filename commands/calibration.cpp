@@ -18,6 +18,7 @@
 #include "model/kernels/adamw.h"
 #include "device/device_memory.h"
 #include "base/error.h"
+#include "base/file_io.h"
 #include "cost_models/hardware_profile.h"
 #include "base/system.h"
 #include "cost_models/throughput_model.h"
@@ -29,6 +30,25 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
+}
+
+// Bytes per second written and fsynced into a file in `dir`, as a shard file
+// is (write_file_synced): 256 MiB of varied bytes (no storage compresses
+// them away), the median of 3 (a burst of other writers moves the best and
+// the worst, not the middle).
+double measure_disk_write(const std::filesystem::path& dir) {
+  std::string bytes(256u << 20, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>((i * 2654435761u) >> 13);
+  const std::string path = (dir / ".disk_write_probe").string();
+  std::vector<double> seconds;
+  for (int r = 0; r < 3; ++r) {
+    const auto start = Clock::now();
+    write_file_synced(path, bytes);
+    seconds.push_back(seconds_between(start, Clock::now()));
+  }
+  std::filesystem::remove(path);
+  std::sort(seconds.begin(), seconds.end());
+  return static_cast<double>(bytes.size()) / seconds[1];
 }
 
 // Bytes read + written per second by a parallel copy, best of 5.
@@ -163,6 +183,11 @@ void calibrate_machine(const CalibrationOptions& options) {
   fmt::print("  host AdamW / accumulate        {:8.3g} / {:.3g} elements/s, copy {:.1f} GB/s\n",
              host.adamw_params_per_s, host.accumulate_params_per_s, host.copy_bytes_per_s / 1e9);
 
+  const std::filesystem::path out(options.out);
+  if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path());
+  const double disk = measure_disk_write(out.has_parent_path() ? out.parent_path() : ".");
+  fmt::print("  disk write (fsynced)            {:8.2f} GB/s\n", disk / 1e9);
+
   HardwareProfile hw;
   hw.path = options.out;
   hw.name = "this machine (calibrated)";
@@ -174,6 +199,8 @@ void calibrate_machine(const CalibrationOptions& options) {
   hw.device.shared_by_node = true;
   hw.device.compute_units = omp_get_num_procs();
   hw.node.devices_per_node = 64;
+  hw.node.host_memory = hw.device.memory;
+  hw.node.disk_write_gbps = disk / 1e9;
   hw.intra_node = hw.inter_node = {comm.bandwidth_gbs, comm.alpha_us};
   hw.collective = {CollectiveLibrary::mpi, 0.0, false};
   hw.host = {host.adamw_params_per_s, host.accumulate_params_per_s};
@@ -190,8 +217,6 @@ void calibrate_machine(const CalibrationOptions& options) {
       "sustained fraction {:.3f}\n",
       options.config, measured * 1e3, at_peak.compute_seconds * 1e3, sustained);
 
-  std::filesystem::path out(options.out);
-  if (out.has_parent_path()) std::filesystem::create_directories(out.parent_path());
   std::ofstream file(out);
   LLM_CHECK(file, "cannot write {}", options.out);
   file << fmt::format(
@@ -213,6 +238,8 @@ rate_dispersion = 0.0  # the ranks share these cores: no spread between devices
 
 [node]
 devices_per_node = 64  # every rank of a run here is on this one machine
+host_memory = "{memory}"  # the device's memory: on the CPU backend they are one
+disk_write_gbps = {disk:.3f}  # 256 MiB written and fsynced beside this profile, the median of 3
 
 [intra_node]
 bandwidth_gbs = {bw:.4f}  # MPI all-reduce of 64 MiB between {ranks} local ranks: ring bytes / (time - latency)
@@ -247,7 +274,7 @@ latency_us = 0.0  # a memcpy has no launch cost worth modelling
       fmt::arg("alpha", comm.alpha_us), fmt::arg("latency", comm.latency_us),
       fmt::arg("adamw", host.adamw_params_per_s),
       fmt::arg("accumulate", host.accumulate_params_per_s),
-      fmt::arg("copy_gbs", host.copy_bytes_per_s / 1e9));
+      fmt::arg("copy_gbs", host.copy_bytes_per_s / 1e9), fmt::arg("disk", disk / 1e9));
   fmt::print("wrote {}\n", options.out);
 }
 

@@ -11,7 +11,10 @@
 //    --comm-bench`, all-reduces from 8 B to 64 MiB between local ranks;
 //  - the host side of offload: our adamw_update (with the bf16 copy) and a
 //    gradient accumulation over 64 Mi elements on all cores, and the CPU
-//    backend's host -> device copy (a memcpy) of 256 MiB.
+//    backend's host -> device copy (a memcpy) of 256 MiB;
+//  - the node's disk: 256 MiB written and fsynced beside the profile, the
+//    median of 3 (the checkpoint write time of `./train plan`); its host
+//    memory is the device's (one memory on the CPU backend).
 // Invariant: the profile is written only after every measurement succeeded.
 #pragma once
 

@@ -48,6 +48,10 @@ void print_header(const Config& config, const PlanOptions& o, const HardwareProf
       "state) plus a bf16 compute copy, and reduce gradients in bf16{}\n"
       "offload rows: fp32 masters and AdamW moments in host memory (the host column, per "
       "rank), the device keeping the bf16 compute copy\n"
+      "saving: ckpt/rank is a writing rank's shard (fp32 parameters and both moments), write s "
+      "the busiest node's shards at {} GB/s (node.disk_write_gbps), stall s the step loop's "
+      "copy to host memory under checkpoint.async at {:.4g} GB/s per rank (pcie), counted in "
+      "the host column\n"
       "tensor-parallel rows (T > 1): each rank holds 1/T of every layer and of the vocabulary, "
       "and 1/T of the residual stream's rows (sequence parallelism)\n"
       "pipeline rows (P > 1): each rank holds one stage's blocks (the largest stage is shown, "
@@ -57,31 +61,56 @@ void print_header(const Config& config, const PlanOptions& o, const HardwareProf
           ? "; fp8 rows are bf16 rows whose activations add the FP8 copies of one block matmul's "
             "operands, and are rated at the bf16 peak"
           : "",
+      hw.node.disk_write_gbps, hw.rank_pcie_bandwidth(hw.ranks_per_node(o.world)) / 1e9,
       config.parallel.pipeline_schedule, t.batch_size, t.micro_batch_size);
 }
 
-void print_table(const std::vector<RankedPlanRow>& ranked, int top) {
+// host_is_device: the profile's device memory is the host's (the CPU
+// backend), so the host column leaves the device column's bytes out.
+void print_table(const std::vector<RankedPlanRow>& ranked, int top, bool host_is_device) {
   fmt::print(
       "{:>3} {:<3} {:<3} {:<3} {:>6} {:<10} {:<10} {:<5} {:<7} {:>11} {:>11} {:>11} {:>11} "
-      "{:>12} {:>11} {:>11} {:<4} {:>10} {:>12}\n",
+      "{:>12} {:>11} {:>11} {:<4} {:>10} {:>12} {:>11} {:>8} {:>8}\n",
       "#", "T", "P", "D", "bubble", "mode", "recompute", "dtype", "offload", "params", "grads",
-      "optimizer", "buffers", "activations", "device", "host", "fits", "step s", "tokens/s/rank");
+      "optimizer", "buffers", "activations", "device", "host", "fits", "step s", "tokens/s/rank",
+      "ckpt/rank", "write s", "stall s");
   const size_t shown = top > 0 ? std::min<size_t>(top, ranked.size()) : ranked.size();
   for (size_t i = 0; i < shown; ++i) {
     const PlanRow& r = ranked[i].row;
     const PlanSpeed& s = ranked[i].speed;
     const MemoryPlan& m = r.memory;
+    const SaveCost& save = ranked[i].save;
+    const size_t host = save.host_bytes - (host_is_device ? m.total() : 0);
     fmt::print(
         "{:>3} {:<3} {:<3} {:<3} {:>5.1f}% {:<10} {:<10} {:<5} {:<7} {:>11} {:>11} {:>11} {:>11} "
-        "{:>12} {:>11} {:>11} {:<4} {:>10} {:>12}\n",
+        "{:>12} {:>11} {:>11} {:<4} {:>10} {:>12} {:>11} {:>8.3g} {:>8}\n",
         i + 1, r.tensor_parallel, r.pipeline_parallel, r.data_parallel, 100 * r.bubble, r.mode,
         r.recompute, r.precision, r.offload, bytes(m.state.params), bytes(m.state.grads),
         bytes(m.state.optimizer), bytes(m.state.buffers), bytes(m.activations), bytes(m.total()),
-        r.offload == OffloadTarget::none ? "-" : bytes(m.state.host), r.fits ? "yes" : "no",
+        host == 0 ? "-" : bytes(host), r.fits ? "yes" : "no",
         s.ranked ? fmt::format("{:.4g}", s.step_seconds) : "-",
-        s.ranked ? fmt::format("{:.4g}", s.tokens_per_second_per_rank) : "-");
+        s.ranked ? fmt::format("{:.4g}", s.tokens_per_second_per_rank) : "-",
+        bytes(save.rank_bytes), save.write_seconds,
+        save.async ? fmt::format("{:.3g}", save.stall_seconds) : "blocking");
   }
   if (shown < ranked.size()) fmt::print("({} of {} rows; --top K)\n", shown, ranked.size());
+}
+
+// How many fitting rows save blocking because the asynchronous save's host
+// copy does not fit, and the host memory per rank it had to fit in.
+void print_blocking_saves(const std::vector<RankedPlanRow>& ranked, const Config& config) {
+  if (!config.checkpoint.async) {
+    fmt::print("saving blocking, every row: checkpoint.async = false (the stall is write s)\n");
+    return;
+  }
+  int blocking = 0;
+  for (const RankedPlanRow& r : ranked) blocking += r.row.fits && !r.save.copy_fits ? 1 : 0;
+  if (blocking == 0) return;
+  fmt::print(
+      "saving blocking, {} fitting row(s): the asynchronous save's host copy (ckpt/rank) and "
+      "the row's own host memory exceed the {} of host memory per rank (node.host_memory), so "
+      "each save stalls the step loop for its write s\n",
+      blocking, bytes(ranked.front().save.host_available));
 }
 
 // Which fitting rows are not ranked and why, and how many rows do not fit.
@@ -130,6 +159,14 @@ void print_recommendation(const std::vector<RankedPlanRow>& ranked, const Ranked
   }
   fmt::print("  memory {} of {} usable per rank, {} headroom\n", bytes(needed), bytes(usable),
              bytes(usable - needed));
+  const SaveCost& save = best->save;
+  fmt::print(
+      "  a checkpoint: {} per rank, {} from the busiest node in {:.3g} s at its disk rate; the "
+      "step loop stalls {}\n",
+      bytes(save.rank_bytes), bytes(save.node_bytes), save.write_seconds,
+      save.async ? fmt::format("{:.3g} s (the copy to host memory; written in the background)",
+                               save.stall_seconds)
+                 : "for the write (blocking)");
   const std::vector<const RankedPlanRow*> ties = plan_near_ties(ranked, *best, usable);
   if (ties.empty()) return;
   fmt::print(
@@ -215,7 +252,7 @@ int plan_command(const Config& config, const PlanOptions& o) {
   LLM_CHECK(o.top >= 0, "--top: expected a count of rows, got {}", o.top);
   const HardwareProfile hw =
       hardware_load(o.hardware.empty() ? plan_default_hardware(config) : o.hardware);
-  const int ranks_per_node = std::min(o.world, hw.node.devices_per_node);
+  const int ranks_per_node = hw.ranks_per_node(o.world);
   MemoryBudget budget = hw.rank_memory(ranks_per_node);
   if (o.device_memory) budget.device = *o.device_memory;
   if (o.reserved_memory) budget.reserved = *o.reserved_memory;
@@ -227,7 +264,8 @@ int plan_command(const Config& config, const PlanOptions& o) {
       plan_memory(config, o.world, hybrid_group, usable, hw.node.devices_per_node), o.world, hw);
   const RankedPlanRow* best = plan_recommend(ranked, usable);
   print_header(config, o, hw, budget);
-  print_table(ranked, o.top);
+  print_table(ranked, o.top, hw.device.shared_by_node);
+  print_blocking_saves(ranked, config);
   print_unranked(ranked, usable);
   print_recommendation(ranked, best, o.world, usable);
   if (o.measure) measure_rows(ranked, best, o);

@@ -257,7 +257,7 @@ void plan_row(Row& r, const Config& c, int gpus, const HardwareProfile& hw,
   r.reduce_dtype = to_string(c.parallel.reduce_dtype);
   r.bytes_per_gpu =
       memory_plan(c, sharding_plan(c.parallel, data_parallel_size(c.parallel, gpus))).total();
-  r.memory_limit = hw.rank_memory_bytes(std::min(gpus, hw.node.devices_per_node));
+  r.memory_limit = hw.rank_memory_bytes(hw.ranks_per_node(gpus));
   r.fits = r.bytes_per_gpu <= r.memory_limit;
   r.predicted = throughput_predict(c, gpus, hw, options);
 }

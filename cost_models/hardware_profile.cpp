@@ -27,6 +27,8 @@ void validate(const HardwareProfile& p) {
   LLM_CHECK(p.device.memory_bandwidth_gbs > 0, "{}: device.memory_bandwidth_gbs must be positive",
             f);
   LLM_CHECK(p.node.devices_per_node >= 1, "{}: node.devices_per_node must be at least 1", f);
+  LLM_CHECK(p.node.disk_write_gbps > 0, "{}: node.disk_write_gbps must be positive", f);
+  parse_bytes(p.node.host_memory, f + ": node.host_memory");
   LLM_CHECK(p.intra_node.bandwidth_gbs > 0 && p.inter_node.bandwidth_gbs > 0,
             "{}: intra_node.bandwidth_gbs and inter_node.bandwidth_gbs must be positive", f);
   LLM_CHECK(p.intra_node.latency_us >= 0 && p.inter_node.latency_us >= 0 &&
@@ -120,6 +122,15 @@ double HardwareProfile::rank_host_accumulate_rate(int ranks_per_node) const {
 double HardwareProfile::rank_pcie_bandwidth(int ranks_per_node) const {
   double bandwidth = pcie.bandwidth_gbs * 1e9;
   return device.shared_by_node ? bandwidth / std::max(ranks_per_node, 1) : bandwidth;
+}
+
+size_t HardwareProfile::rank_host_memory(int ranks_per_node) const {
+  return parse_bytes(node.host_memory, path + ": node.host_memory") /
+         static_cast<size_t>(std::max(ranks_per_node, 1));
+}
+
+int HardwareProfile::ranks_per_node(int world) const {
+  return std::min(world, node.devices_per_node);
 }
 
 }  // namespace llm

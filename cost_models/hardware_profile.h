@@ -2,7 +2,8 @@
 // cluster (device compute and memory, devices per node, intra- and
 // inter-node links, the collective library and, for NCCL, what its topology
 // search finds, and for offloaded optimizers the host's AdamW and
-// accumulation rates and the host <-> device link), read from a TOML file in
+// accumulation rates and the host <-> device link; the node's host memory
+// and checkpoint disk rate), read from a TOML file in
 // cost_models/hardware/. Every key is listed
 // once in its table's visit_fields(); unknown keys and missing files are
 // errors naming the file and key, so a profile cannot silently fall back to
@@ -80,10 +81,18 @@ struct DeviceProfile {
 
 struct NodeProfile {
   int devices_per_node = 8;
+  std::string host_memory = "1TiB";
+  double disk_write_gbps = 0;
 
   template <class V>
   void visit_fields(V&& v) {
     v("devices_per_node", devices_per_node, "ranks (devices) per node; hybrid shards within one");
+    v("host_memory", host_memory,
+      "host memory of one node, shared by its ranks (an offloaded optimizer, a background save's "
+      "copy; for shared_by_node the device's memory is this memory too)");
+    v("disk_write_gbps", disk_write_gbps,
+      "sequential write rate of the node's checkpoint storage with fsync, GB/s, shared by the "
+      "node's ranks");
   }
 };
 
@@ -225,6 +234,10 @@ struct HardwareProfile {
   double rank_host_accumulate_rate(int ranks_per_node) const;
   // One rank's host <-> device bandwidth per direction, bytes/s.
   double rank_pcie_bandwidth(int ranks_per_node) const;
+  // One rank's share of the node's host memory, bytes.
+  size_t rank_host_memory(int ranks_per_node) const;
+  // The ranks of a `world` on one node: as many as fill it, at most the world.
+  int ranks_per_node(int world) const;
 };
 
 // Reads and validates a profile; errors name the file and the key.

@@ -124,7 +124,7 @@ OffloadPrediction offload_predict(const Config& config, int world, const Hardwar
 
   const ShardingPlan plan = sharding_plan(config.parallel, world);
   const ParameterLayout layout = layout_build(config.model);
-  const int ranks_per_node = std::min(world, hw.node.devices_per_node);
+  const int ranks_per_node = hw.ranks_per_node(world);
   const double pcie = hw.rank_pcie_bandwidth(ranks_per_node), latency = 1e-6 * hw.pcie.latency_us;
   const double adamw_rate = hw.rank_host_adamw_rate(ranks_per_node);
   const double accumulate_rate = hw.rank_host_accumulate_rate(ranks_per_node);

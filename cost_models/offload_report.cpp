@@ -38,7 +38,7 @@ void offload_print_table(const Config& config, int world, const HardwareProfile&
   for (const UnitSpec& unit : layout.units) {
     owned += static_cast<double>(unit_shard_elements(unit.numel, plan.shard_group_size));
   }
-  const int ranks_per_node = std::min(world, hw.node.devices_per_node);
+  const int ranks_per_node = hw.ranks_per_node(world);
   const ZenFlowConfig& z = config.zenflow;
   fmt::print(
       "{}: {} parameters, {} on {} ranks ({} owned per rank), micro-batch {} x {}, "

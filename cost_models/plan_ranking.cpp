@@ -50,7 +50,8 @@ std::vector<RankedPlanRow> plan_rank(std::vector<PlanRow> rows, int world,
   ranked.reserve(rows.size());
   for (PlanRow& row : rows) {
     PlanSpeed speed = row.fits ? plan_row_speed(row, world, hardware) : PlanSpeed{};
-    ranked.push_back({std::move(row), std::move(speed)});
+    const SaveCost save = save_cost(row, world, hardware);
+    ranked.push_back({std::move(row), std::move(speed), save});
   }
   auto group = [](const RankedPlanRow& r) { return r.speed.ranked ? 0 : r.row.fits ? 1 : 2; };
   std::stable_sort(ranked.begin(), ranked.end(),

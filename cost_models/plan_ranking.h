@@ -6,8 +6,8 @@
 // profile lacks (hardware_profile.h, missing_figure) is not ranked, and
 // says why, rather than guessed. Device-resident rows are predicted by
 // throughput_predict, offloaded ones by offload_predict (the step of the
-// row's offload mode); no cost is computed here. See docs/memory.md,
-// "Planning a launch".
+// row's offload mode), each row's save by save_cost; no cost is computed
+// here. See docs/memory.md, "Planning a launch".
 // Invariant: ranked rows come first, by increasing predicted step (ties in
 // the planner's order); then fitting rows the model could not rank; then
 // rows that do not fit, in the planner's order.
@@ -18,6 +18,7 @@
 
 #include "cost_models/hardware_profile.h"
 #include "cost_models/planner.h"
+#include "cost_models/save_cost.h"
 
 namespace llm {
 
@@ -50,6 +51,7 @@ struct PlanSpeed {
 struct RankedPlanRow {
   PlanRow row;
   PlanSpeed speed;
+  SaveCost save;  // every row's, fitting or not
 };
 
 // The prediction of one row at `world` ranks (not ranked, with the reason,

@@ -2,6 +2,7 @@
 #include "parallel/topology.h"
 
 #include "base/error.h"
+#include "parallel/saved_state.h"
 
 namespace llm {
 
@@ -51,14 +52,7 @@ Topology::Topology(Group& world_group, const ParallelConfig& config)
 }
 
 std::vector<int> Topology::checkpoint_writers() const {
-  const int T = tensor->size(), D = data->size(), P = pipeline->size(), S = shard->size();
-  std::vector<int> ranks;
-  for (int p = 0; p < P; ++p) {
-    for (int d = 0; d < S; ++d) {
-      for (int t = 0; t < T; ++t) ranks.push_back(t + T * (d + D * p));
-    }
-  }
-  return ranks;
+  return checkpoint_writer_ranks(tensor->size(), data->size(), pipeline->size(), shard->size());
 }
 
 }  // namespace llm

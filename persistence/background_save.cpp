@@ -8,6 +8,7 @@
 
 #include "device/device_memory.h"
 #include "base/fault_hooks.h"
+#include "parallel/saved_state.h"
 
 namespace llm {
 namespace {
@@ -31,9 +32,9 @@ void stall_save_for_tests(int world_rank, int step) {
 
 size_t background_save_host_bytes(const ShardingEngine& engine, const Topology& topology) {
   if (!topology.checkpoint_writer()) return 0;
-  size_t bytes = 0;
-  for (const OwnedSlice& s : engine.owned_slices()) bytes += 3 * s.count * sizeof(float);
-  return bytes;
+  size_t owned = 0;
+  for (const OwnedSlice& s : engine.owned_slices()) owned += s.count;
+  return owned * kSavedBytesPerElement;
 }
 
 BackgroundSaver::BackgroundSaver(ShardingEngine& engine, Topology& topology)

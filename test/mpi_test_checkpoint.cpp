@@ -3,7 +3,8 @@
 // world loads into every mode here and into a world of one (and back), and
 // training continues on the single-process curve within fp32 tolerance.
 // Saves written in the background (checkpoint.async) are invisible to the
-// math and write what a blocking save writes.
+// math and write what a blocking save writes; the shard files hold the
+// bytes the planner counts.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "base/file_io.h"
+#include "cost_models/save_cost.h"
 #include "trainer/trainer.h"
 #include "parallel/comm.h"
 #include "test/mpi_runs.h"
@@ -264,6 +266,42 @@ TEST(CheckpointLoad, ElementsAnnouncedAreTheElementsRead) {
       t.engine().load_state(source, with_moments);
       EXPECT_EQ(source.elements, t.engine().load_elements(with_moments)) << with_moments;
     }
+  }
+}
+
+// The planner's checkpoint bytes (cost_models/save_cost.h) are what the
+// ranks write in every mode: its largest shard is the largest file, and the
+// node's bytes (every rank here is on one node) are the files together, each
+// file above its figure by its index's few KB.
+TEST(CheckpointSize, ShardFilesHoldWhatThePlannerCounts) {
+  Group& world = comm_world();
+  const HardwareProfile hw = hardware_load("cost_models/hardware/cpu_dev_vm.toml");
+  constexpr size_t kIndexBytes = size_t{16} << 10;
+  for (const auto& mode : modes_of(world.size())) {
+    SCOPED_TRACE(mode_name(mode));
+    const std::string dir = shared_dir(world, "size_" + mode_name(mode));
+    const Config config = make_config(dir, "none", mode);
+    Trainer t(config, world);
+    train(t, 1);
+    const std::string saved = t.save_checkpoint(1);
+    world.barrier();
+    PlanRow row;
+    row.data_parallel = world.size();
+    row.config = config;
+    row.memory = memory_plan(config, sharding_plan(config.parallel, world.size()));
+    const SaveCost cost = save_cost(row, world.size(), hw);
+    size_t largest = 0, total = 0, files = 0;
+    for (const auto& entry : fs::directory_iterator(saved)) {
+      if (entry.path().extension() != ".bin") continue;
+      largest = std::max<size_t>(largest, entry.file_size());
+      total += entry.file_size();
+      ++files;
+    }
+    EXPECT_GE(largest, cost.rank_bytes);
+    EXPECT_LT(largest - cost.rank_bytes, kIndexBytes);
+    EXPECT_GE(total, cost.node_bytes);
+    EXPECT_LT(total - cost.node_bytes, files * kIndexBytes);
+    world.barrier();
   }
 }
 

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "base/error.h"
 #include "base/file_io.h"
@@ -440,6 +441,31 @@ TEST_F(CheckpointFiles, FailedBackgroundSaveStopsTheRunNamingTheFile) {
   EXPECT_CONTAINS(message, (dir_ / ".step_1.tmp" / "shard_00000.bin").string());
   EXPECT_FALSE(fs::exists(dir_ / ".step_1.tmp"));
   EXPECT_FALSE(fs::exists(dir_ / "latest"));
+}
+
+// A rank whose free host memory cannot hold the background save's copy
+// makes the run save blocking, with one warning naming checkpoint.async
+// (the test hook LLM_FAULT_HOST_MEMORY_FREE shrinks what rank 0 sees).
+TEST_F(CheckpointFiles, AsyncSaveFallsBackToBlockingWhenTheCopyDoesNotFit) {
+  for (const bool shrunk : {false, true}) {
+    SCOPED_TRACE(shrunk ? "1 KiB free" : "this machine's free memory");
+    fs::remove_all(dir_);
+    if (shrunk) setenv("LLM_FAULT_HOST_MEMORY_FREE", "0:1024", 1);
+    testing::internal::CaptureStdout();
+    const std::string error = run_error({"checkpoint.async=true", "checkpoint.interval=1",
+                                         "training.steps=2", "training.eval_sequences=0",
+                                         "training.sample_tokens=0", "logging.peak_tflops=1"});
+    spdlog::default_logger()->flush();
+    const std::string log = testing::internal::GetCapturedStdout();
+    unsetenv("LLM_FAULT_HOST_MEMORY_FREE");
+    EXPECT_EQ(error, "");
+    const std::string warning = "checkpoint.async: rank 0 would need ";
+    EXPECT_EQ(log.find(warning) != std::string::npos, shrunk) << log;
+    EXPECT_EQ(log.find("1.00 KiB is free per rank; saving blocking") != std::string::npos, shrunk)
+        << log;
+    EXPECT_EQ(log.find("in the background") == std::string::npos, shrunk) << log;
+    EXPECT_TRUE(fs::exists(dir_ / "step_2"));
+  }
 }
 
 // A second run on the same run directory is refused, naming the holder.

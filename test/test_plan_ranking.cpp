@@ -165,6 +165,37 @@ TEST(PlanRanking, TopKPrintsTheFirstKRows) {
       << out;
 }
 
+// The table shows each row's save: checkpoint bytes per rank, the write
+// time and the stall; the recommendation says what its saves cost. With a
+// node whose host memory cannot hold the copy, the rows save blocking and
+// the output says why.
+TEST(PlanRanking, TableShowsEachRowsSave) {
+  const Config config = config_load("configs/scale_cpu.toml", {});
+  PlanOptions options;
+  options.world = 2;
+  options.top = 3;
+  options.hardware = "cost_models/hardware/cpu_dev_vm.toml";
+  const std::string out = plan_output(config, options);
+  for (const char* column : {" ckpt/rank ", " write s ", " stall s"}) {
+    EXPECT_NE(out.find(column), std::string::npos) << column << "\n" << out;
+  }
+  EXPECT_NE(out.find("  a checkpoint: "), std::string::npos) << out;
+  EXPECT_EQ(out.find("blocking"), std::string::npos) << out;
+
+  std::ifstream in(options.hardware);
+  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  const size_t at = text.find("\nhost_memory = ");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at + 1, text.find('\n', at + 1) - at - 1, "host_memory = \"1MiB\"");
+  options.hardware = testing::TempDir() + "/cpu_dev_vm_small_host.toml";
+  std::ofstream(options.hardware) << text;
+  const std::string cramped = plan_output(config, options);
+  EXPECT_NE(cramped.find(" blocking\n"), std::string::npos) << cramped;
+  EXPECT_NE(cramped.find("saving blocking, "), std::string::npos) << cramped;
+  EXPECT_NE(cramped.find("step loop stalls for the write (blocking)"), std::string::npos)
+      << cramped;
+}
+
 // The output names the fp32 rows the model could not rank, and why.
 TEST(PlanRanking, OutputSaysWhichRowsItCouldNotRank) {
   const std::string path = testing::TempDir() + "/cpu_dev_vm_no_fp32.toml";

@@ -76,6 +76,8 @@ shared_by_node = true
 compute_units = 2
 [node]
 devices_per_node = 4
+host_memory = "512GiB"
+disk_write_gbps = 2.0
 [intra_node]
 bandwidth_gbs = 1.0
 latency_us = 1.0
@@ -628,6 +630,8 @@ shared_by_node = false
 compute_units = 100
 [node]
 devices_per_node = 8
+host_memory = "1TiB"
+disk_write_gbps = 3.0
 [intra_node]
 bandwidth_gbs = 100.0
 latency_us = 1.0

@@ -82,6 +82,15 @@ void slow_step_for_tests(int world_rank) {
   if (slow.rank == world_rank) std::this_thread::sleep_for(std::chrono::milliseconds(slow.value));
 }
 
+// Free host memory per rank of this node, for a background save's copy. The
+// test hook of docs/testing.md: LLM_FAULT_HOST_MEMORY_FREE=R:BYTES makes
+// world rank R see BYTES free (read at each call, so a test may set it).
+size_t host_memory_free_per_rank(int world_rank) {
+  const RankFault fake = rank_fault_from_env("LLM_FAULT_HOST_MEMORY_FREE");
+  if (fake.rank == world_rank) return static_cast<size_t>(fake.value);
+  return memory_available_bytes() / static_cast<size_t>(std::max(comm_local_size(), 1));
+}
+
 }  // namespace
 
 Trainer::Trainer(Config config, Group& world, const Backend* backend_override)
@@ -177,13 +186,13 @@ std::unique_ptr<BackgroundSaver> Trainer::background_saver() {
   if (!config_.checkpoint.async) return nullptr;
   // Every rank saves the same way, or their collectives would differ.
   const size_t copy = background_save_host_bytes(*engine_, topology_);
-  const size_t free = memory_available_bytes();
+  const size_t free = host_memory_free_per_rank(topology_.world.rank());
   const bool fits = free == 0 || copy <= free;
   if (topology_.world.all_reduce_sum(fits ? 0.0 : 1.0) > 0) {
     if (!fits)
       spdlog::warn(
           "checkpoint.async: rank {} would need {} of host memory to copy its state aside, "
-          "{} is free; saving blocking",
+          "{} is free per rank; saving blocking",
           topology_.world.rank(), format_bytes(copy), format_bytes(free));
     return nullptr;
   }
