@@ -9,7 +9,7 @@
 // unless told), the backward's always promoted (fp8_matmul.h). A forward
 // input's scale comes from the amaxes of its rows when the kernel that wrote
 // it (RMSNorm, SwiGLU) left them in input_row_amax(), else from an amax pass
-// over it: the same scale either way (runtime/fp8.h).
+// over it: the same scale either way (base/fp8.h).
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,6 @@
 // Op cases of the amax written beside a producer's output for the FP8 matmul
 // that reads it (row_amax of rmsnorm_forward and swiglu_forward, and
-// fp8_scale_from_row_amax; runtime/fp8.h) against the unfused composition,
+// fp8_scale_from_row_amax; base/fp8.h) against the unfused composition,
 // on every row:
 //   - the output's bits are the same with and without row_amax;
 //   - each row's amax is exactly the largest |value| of the row as written

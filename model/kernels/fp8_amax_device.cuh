@@ -1,4 +1,4 @@
-// The device side of runtime/fp8.h's amax as integer maxima of magnitude
+// The device side of base/fp8.h's amax as integer maxima of magnitude
 // bits, shared by the FP8 casts' amax pass (fp8_matmul.cu) and the kernels
 // that write each output row's amax beside the row (rmsnorm.cu, swiglu.cu),
 // so that every path gives the same float for the same values.
@@ -16,7 +16,7 @@ struct MaxBits {
   }
 };
 
-// fp8_magnitude_bits (runtime/fp8.h) on the device.
+// fp8_magnitude_bits (base/fp8.h) on the device.
 __device__ __forceinline__ uint32_t magnitude_bits(float x) {
   return __float_as_uint(x) & 0x7fffffffu;
 }

@@ -3,7 +3,7 @@
 // Invariant: forward saves rstd (one float per row) so backward never
 // recomputes the row statistics; backward accumulates (+=) into its outputs.
 // The forward can write each output row's amax beside it (row_amax), so an
-// FP8 matmul that reads the output skips its own amax pass (runtime/fp8.h).
+// FP8 matmul that reads the output skips its own amax pass (base/fp8.h).
 #pragma once
 
 #include "base/storage_types.h"
