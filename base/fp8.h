@@ -16,9 +16,13 @@
 // the format's rounding of x * 2^k and its value divided by 2^k is exact.
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+
+#include "base/bf16.h"
 
 // Host and device: the scale is computed by the CUDA kernels too.
 #ifdef __CUDACC__
@@ -124,6 +128,23 @@ LLM_FP8_HOST_DEVICE inline Fp8Scale fp8_scale_from_amax(float amax, Fp8Format fo
     s.inverse *= 2.0f;
   }
   return s;
+}
+
+// An amax as integer maxima: a value's magnitude as the bits of a float (a
+// bf16's widened exactly), so the largest bits are the largest magnitude in
+// any order, and a NaN's, above every number's, make the amax NaN (scale 1).
+// The casts' amax pass and the kernels that write their output rows' amax
+// (RMSNorm, SwiGLU: row_amax) reduce the same bits, so an amax is the same
+// float whichever computed it; fp8_amax_device.cuh holds the device side.
+inline uint32_t fp8_magnitude_bits(float x) { return std::bit_cast<uint32_t>(x) & 0x7fffffffu; }
+inline uint32_t fp8_magnitude_bits(Bf16 x) { return static_cast<uint32_t>(x.bits & 0x7fffu) << 16; }
+
+// The largest magnitude of x's n values (NaN if one is NaN).
+template <class T>
+float fp8_amax_of(const T* x, size_t n) {
+  uint32_t largest = 0;
+  for (size_t i = 0; i < n; i++) largest = std::max(largest, fp8_magnitude_bits(x[i]));
+  return std::bit_cast<float>(largest);
 }
 
 }  // namespace llm

@@ -6,7 +6,8 @@
 // Invariant: every algorithm computes the same bits: bf16 and FP8 operands
 // are widened to fp32 exactly, the product is an fp32 GEMM, and (FP8: the
 // product times the A and B scales, read on the stream when the GEMM runs)
-// beta C is added in fp32 before the one rounding to D's type.
+// beta C is added in fp32 before the one rounding to D's type (FP8 fast
+// accumulation too: its narrower sums are the GPU's to show, not ours).
 #include <cublasLt.h>
 
 #include <array>
@@ -23,6 +24,7 @@ struct cublasLtMatmulDescOpaque_t {
   cublasOperation_t trans_a = CUBLAS_OP_N, trans_b = CUBLAS_OP_N;
   const float* a_scale = nullptr;  // device pointers (FP8 only); null: 1
   const float* b_scale = nullptr;
+  int8_t fast_accumulation = 0;  // recorded only: the product is summed in fp32 either way
 };
 
 struct cublasLtMatrixLayoutOpaque_t {  // column-major (rows, cols), leading dimension ld
@@ -263,6 +265,15 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc,
     if (scale && !cuda_emulation::inside_device_allocation(scale, sizeof(float)))
       return CUBLAS_STATUS_INVALID_VALUE;
     (attribute == CUBLASLT_MATMUL_DESC_A_SCALE_POINTER ? desc->a_scale : desc->b_scale) = scale;
+    return CUBLAS_STATUS_SUCCESS;
+  }
+  if (attribute == CUBLASLT_MATMUL_DESC_FAST_ACCUM) {
+    // cuBLASLt documents an int8_t flag, 0 or 1.
+    int8_t fast;
+    if (value_bytes != sizeof fast) return CUBLAS_STATUS_INVALID_VALUE;
+    std::memcpy(&fast, value, sizeof fast);
+    if (fast != 0 && fast != 1) return CUBLAS_STATUS_INVALID_VALUE;
+    desc->fast_accumulation = fast;
     return CUBLAS_STATUS_SUCCESS;
   }
   if (attribute != CUBLASLT_MATMUL_DESC_TRANSA && attribute != CUBLASLT_MATMUL_DESC_TRANSB)

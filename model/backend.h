@@ -65,15 +65,16 @@ namespace llm {
 
 // The ops with one signature, each declared in llm::cpu and llm::cuda as a
 // plain function. Adding one: its kernels header, .cpp and .cu, and one line here.
-#define LLM_NAMED_OPS(X) \
-  X(rope_table)          \
-  X(cast_f32_to_bf16)    \
-  X(cast_bf16_to_f32)    \
-  X(adamw_update)        \
-  X(sum_squares)         \
-  X(column_sum_squares)  \
-  X(gather_columns)      \
-  X(fp8_amax_scale)      \
+#define LLM_NAMED_OPS(X)     \
+  X(rope_table)              \
+  X(cast_f32_to_bf16)        \
+  X(cast_bf16_to_f32)        \
+  X(adamw_update)            \
+  X(sum_squares)             \
+  X(column_sum_squares)      \
+  X(gather_columns)          \
+  X(fp8_amax_scale)          \
+  X(fp8_scale_from_row_amax) \
   X(fp8_cast_transpose)
 
 // The typed ops of one storage type T (float or Bf16).

@@ -64,6 +64,16 @@ struct BlockFlow {
   const A* stream = nullptr;  // (n, C) the residual stream the current branch adds to
   A* hidden = nullptr;        // (N, width) the latest activation (RoPE rotates it in place)
   A* output = nullptr;        // (n, C) the block's output; null: stop before it (recomputation)
+  // (N) the amax of each row of hidden, when the forward that wrote it wrote
+  // them too (precision fp8: LinearLayers::input_row_amax); else null.
+  const float* hidden_row_amax = nullptr;
+
+  // hidden and its row amaxes always set together, so no part sees another
+  // tensor's amaxes.
+  void set_hidden(A* activation, const float* row_amax = nullptr) {
+    hidden = activation;
+    hidden_row_amax = row_amax;
+  }
 };
 
 // What a part computes with, for one block of one micro-batch.

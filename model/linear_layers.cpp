@@ -43,6 +43,7 @@ void LinearLayers<A>::plan(BufferPlan& plan, size_t N) {
   plan.add(grad_, N * widest_output_);
   plan.add(grad_t_, N * widest_output_);
   plan.add(scales_, kScales);
+  plan.add(input_row_amax_, N);
   for (std::vector<Fp8Weight>& block : weights_) {
     for (Fp8Weight& w : block) {
       const size_t n = static_cast<size_t>(w.rows) * w.cols;
@@ -82,21 +83,24 @@ void LinearLayers<A>::cast_block_weights(int block, const A* params, uint64_t ve
 
 template <class A>
 void LinearLayers<A>::quantize(uint8_t* codes, uint8_t* codes_t, const Bf16* x, int rows, int cols,
-                               ScaleSlot slot, Fp8Format format) {
+                               ScaleSlot slot, Fp8Format format, const float* x_row_amax) {
   Fp8Scale* scale = scales_ + slot;
-  backend_.fp8_amax_scale(scale, x, static_cast<size_t>(rows) * cols, format);
+  if (x_row_amax)
+    backend_.fp8_scale_from_row_amax(scale, x_row_amax, rows, format);
+  else
+    backend_.fp8_amax_scale(scale, x, static_cast<size_t>(rows) * cols, format);
   backend_.fp8_cast_transpose(codes, codes_t, x, rows, cols, scale, format);
 }
 
 template <class A>
 void LinearLayers<A>::forward(A* out, const A* inp, Weight weight, const A* residual, int N, int K,
-                              int OC) {
+                              int OC, const float* inp_row_amax) {
   if constexpr (std::is_same_v<A, Bf16>) {
     if (const Fp8Weight* w = weight.fp8) {
       constexpr Fp8Format e4m3 = Fp8Format::e4m3;
-      quantize(input_, nullptr, inp, N, K, kInputScale, e4m3);
+      quantize(input_, nullptr, inp, N, K, kInputScale, e4m3, inp_row_amax);
       ops_.fp8_gemm(out, residual, input_, e4m3, scales_ + kInputScale, w->codes, e4m3, w->scale, N,
-                    OC, K);
+                    OC, K, forward_accumulation_);
       return;
     }
   }
@@ -118,11 +122,11 @@ void LinearLayers<A>::backward(A* dinp, float* dweight, const A* dout, const A* 
       quantize(grad_, grad_t_, dout, N, OC, kGradScale, e5m2);
       if (dinp) {
         ops_.fp8_gemm(dinp, nullptr, grad_, e5m2, scales_ + kGradScale, w->codes_t, e4m3, w->scale,
-                      N, K, OC);
+                      N, K, OC, Fp8Accumulation::promoted);
       }
       quantize(nullptr, input_, inp, N, K, kInputScale, e4m3);
       f32_.fp8_gemm(dweight, dweight, grad_t_, e5m2, scales_ + kGradScale, input_, e4m3,
-                    scales_ + kInputScale, OC, K, N);
+                    scales_ + kInputScale, OC, K, N, Fp8Accumulation::promoted);
       return;
     }
   }

@@ -5,6 +5,11 @@
 // micro-batches and passes, row-major for the forward and transposed for the
 // backward's input gradient (Hopper's TN GEMMs read both operands
 // K-contiguous); the activations and output gradients are cast per matmul.
+// The forward's FP8 GEMMs sum as set_forward_accumulation says (promoted
+// unless told), the backward's always promoted (fp8_matmul.h). A forward
+// input's scale comes from the amaxes of its rows when the kernel that wrote
+// it (RMSNorm, SwiGLU) left them in input_row_amax(), else from an amax pass
+// over it: the same scale either way (base/fp8.h).
 #pragma once
 
 #include <cstddef>
@@ -51,9 +56,23 @@ class LinearLayers {
   // precision fp8: block `block`'s matrices cast from `params`, unless cast
   // at `version` already.
   void cast_block_weights(int block, const A* params, uint64_t version);
+  // precision fp8: how the forward's GEMMs sum (training.fp8_fast_accum).
+  void set_forward_accumulation(Fp8Accumulation accumulation) {
+    forward_accumulation_ = accumulation;
+  }
+  // Where the kernel that writes a block matmul's next input can write the
+  // amax of each of its N rows, for forward's inp_row_amax (N floats): null
+  // unless precision fp8 with the fused amax on (the default).
+  float* input_row_amax() const { return fused_amax_ ? input_row_amax_ : nullptr; }
+  // Off: every FP8 input's scale from its own amax pass, as before the
+  // fusion (Transformer::set_fp8_fused_amax).
+  void set_fused_amax(bool on) { fused_amax_ = on; }
 
   // out (N, OC) = inp (N, K) @ weight (OC, K)^T (+ residual when not null).
-  void forward(A* out, const A* inp, Weight weight, const A* residual, int N, int K, int OC);
+  // inp_row_amax (N), when not null: the amax of each row of inp, which its
+  // writer left in input_row_amax() (used by the FP8 path; else ignored).
+  void forward(A* out, const A* inp, Weight weight, const A* residual, int N, int K, int OC,
+               const float* inp_row_amax = nullptr);
   // dinp (N, K) = dout (N, OC) @ weight (when dinp is not null), dweight
   // (OC, K) += dout^T inp.
   void backward(A* dinp, float* dweight, const A* dout, const A* inp, Weight weight, int N, int K,
@@ -62,24 +81,29 @@ class LinearLayers {
  private:
   enum ScaleSlot { kInputScale, kGradScale, kScales };
   // The FP8 codes of x (rows, cols) scaled into scale slot `slot`: row-major
-  // into codes and/or transposed into codes_t (either may be null).
+  // into codes and/or transposed into codes_t (either may be null); the
+  // scale from x's row amaxes when given (x_row_amax), else from x.
   void quantize(uint8_t* codes, uint8_t* codes_t, const Bf16* x, int rows, int cols, ScaleSlot slot,
-                Fp8Format format);
+                Fp8Format format, const float* x_row_amax = nullptr);
 
   const Backend& backend_;
   const TypedOps<A>& ops_;
   const TypedOps<float>& f32_;
   const std::vector<size_t>& offsets_;
   bool fp8_;
+  Fp8Accumulation forward_accumulation_ = Fp8Accumulation::promoted;
+  bool fused_amax_ = true;
   size_t widest_input_, widest_output_;  // of the block matmuls: K and OC
   // precision fp8: one matmul's activation codes (forward: the input
   // row-major; backward: the output gradient both ways and the input
-  // transposed), their scales, every block weight's codes, and the
+  // transposed), their scales, the input's row amaxes as its writer left
+  // them, every block weight's codes, and the
   // parameter version each block's were cast at.
   uint8_t* input_ = nullptr;   // (N, K) forward, (K, N) backward
   uint8_t* grad_ = nullptr;    // (N, OC) the output gradient (e5m2)
   uint8_t* grad_t_ = nullptr;  // (OC, N)
   Fp8Scale* scales_ = nullptr;
+  float* input_row_amax_ = nullptr;              // (N)
   std::vector<std::vector<Fp8Weight>> weights_;  // [block of the stage][its matrix]
   std::vector<std::optional<uint64_t>> cast_version_;
 };

@@ -54,16 +54,16 @@ const Backend* bound_inner = nullptr;
 
 // The FLOPs of a call of op `Id`: for the matmuls, whose signatures
 // (model/kernels/matmul.h, fp8_matmul.h) end with (int N, int C, int OC)
-// (fp8_gemm: (int M, int N, int K)), 2 N C OC per product: matmul_backward
-// computes two (dinp and dweight), or one when dinp is null. 0 for every
-// other op.
+// (fp8_gemm: (int M, int N, int K) and its accumulation), 2 N C OC per
+// product: matmul_backward computes two (dinp and dweight), or one when dinp
+// is null. 0 for every other op.
 template <int Id, class... Args>
 double op_flops([[maybe_unused]] const Args&... args) {
   if constexpr (Id < kNamedOps) {
     constexpr int op = Id % kTypedOpCount;
     if constexpr (op == typed_matmul_forward || op == typed_matmul_forward_residual ||
                   op == typed_matmul_backward || op == typed_fp8_gemm) {
-      constexpr size_t n = sizeof...(Args) - 3;
+      constexpr size_t n = sizeof...(Args) - 3 - (op == typed_fp8_gemm ? 1 : 0);
       using Types = std::tuple<Args...>;
       static_assert(std::is_same_v<std::tuple_element_t<n, Types>, int> &&
                         std::is_same_v<std::tuple_element_t<n + 1, Types>, int> &&

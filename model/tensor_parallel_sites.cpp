@@ -49,10 +49,12 @@ Group& TensorParallelSites<A>::tensor(TensorPayload payload) const {
 }
 
 template <class A>
-void TensorParallelSites<A>::norm_gathered(A* xn, float* rstd, const A* x, const A* weight, int N) {
+void TensorParallelSites<A>::norm_gathered(A* xn, float* rstd, const A* x, const A* weight, int N,
+                                           float* row_amax) {
+  LLM_CHECK(!row_amax || tp_ == 1, "transformer: a gathered norm's row amaxes need tp = 1");
   const int n = N / tp_, C = static_cast<int>(shape_.C);
-  ops_.rmsnorm_forward(own_rows(xn, N), rstd, x, weight, n, C,
-                       static_cast<float>(config_.norm_eps));
+  ops_.rmsnorm_forward(own_rows(xn, N), rstd, x, weight, n, C, static_cast<float>(config_.norm_eps),
+                       row_amax);
   if (tp_ > 1) {
     tensor(TensorPayload::activation_rows)
         .all_gather(own_rows(xn, N), xn, static_cast<size_t>(n) * C, wire_type());
@@ -61,14 +63,15 @@ void TensorParallelSites<A>::norm_gathered(A* xn, float* rstd, const A* x, const
 
 template <class A>
 void TensorParallelSites<A>::row_parallel_forward(A* out, const A* inp, Weight weight,
-                                                  const A* residual, int N, int K) {
+                                                  const A* residual, int N, int K,
+                                                  const float* inp_row_amax) {
   const int C = static_cast<int>(shape_.C);
   if (tp_ == 1) {
-    linear_.forward(out, inp, weight, residual, N, K, C);
+    linear_.forward(out, inp, weight, residual, N, K, C, inp_row_amax);
     return;
   }
   const size_t rows = static_cast<size_t>(N / tp_) * C;
-  linear_.forward(partial_, inp, weight, nullptr, N, K, C);
+  linear_.forward(partial_, inp, weight, nullptr, N, K, C, inp_row_amax);
   tensor(TensorPayload::activation_rows).reduce_scatter(partial_, out, rows, wire_type());
   ops_.add_vectors(out, out, residual, rows);
 }

@@ -42,11 +42,21 @@ class TensorParallelSites {
   A* partial() const { return partial_; }
 
   // --- forward --------------------------------------------------------------
-  // xn (N, C) = rmsnorm of this rank's rows x (n, C), all rows all-gathered.
-  void norm_gathered(A* xn, float* rstd, const A* x, const A* weight, int N);
+  // Where norm_gathered writes the amax of each row of xn for the FP8 matmul
+  // that reads it (the linear layers' input_row_amax): null unless precision
+  // fp8 and tp = 1. Under tensor parallelism each rank norms its own rows and
+  // the rows are gathered, so their amax would need a maximum over the group,
+  // a collective per norm; the matmul's own amax pass reads the gathered rows.
+  float* norm_row_amax() const { return tp_ == 1 ? linear_.input_row_amax() : nullptr; }
+  // xn (N, C) = rmsnorm of this rank's rows x (n, C), all rows all-gathered;
+  // row_amax (N), when not null (norm_row_amax()), each row's amax.
+  void norm_gathered(A* xn, float* rstd, const A* x, const A* weight, int N,
+                     float* row_amax = nullptr);
   // out (n, C) = residual + this rank's rows of inp (N, K) @ W^T summed over
-  // the group (a row-parallel matmul, reduce-scattered).
-  void row_parallel_forward(A* out, const A* inp, Weight weight, const A* residual, int N, int K);
+  // the group (a row-parallel matmul, reduce-scattered); inp_row_amax as
+  // LinearLayers::forward's (inp is this rank's columns of every row).
+  void row_parallel_forward(A* out, const A* inp, Weight weight, const A* residual, int N, int K,
+                            const float* inp_row_amax = nullptr);
 
   // --- backward: the residual stream's gradient -----------------------------
   // (n, C) this rank's rows of d(loss)/d(residual stream), set by start_backward.

@@ -119,6 +119,14 @@ class Transformer {
   // decoding stays eager. Refused on a backend without graphs (the CPU) and
   // with tensor parallelism (its collectives run inside the blocks).
   virtual void set_device_graphs(bool on) = 0;
+  // precision fp8 (training.fp8_fast_accum): how the forward's FP8 GEMMs sum
+  // (model/kernels/fp8_matmul.h); the backward's are always promoted.
+  // Ignored in the other precisions.
+  virtual void set_fp8_forward_accumulation(Fp8Accumulation accumulation) = 0;
+  // precision fp8: whether RMSNorm and SwiGLU write their rows' amaxes for the
+  // matmul that reads their output (on, the default), or each FP8 input's
+  // scale comes from an amax pass over it (the same bits, one more read).
+  virtual void set_fp8_fused_amax(bool on) = 0;
   // Graphs captured so far.
   virtual int device_graphs() const = 0;
   // The V logits of row `row` (= b * T + t) of the last forward or decode, as

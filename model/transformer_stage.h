@@ -95,6 +95,10 @@ class TransformerStage final : public Transformer {
     segments_.enable(on);
   }
   int device_graphs() const override { return segments_.graphs(); }
+  void set_fp8_forward_accumulation(Fp8Accumulation accumulation) override {
+    pieces_.linear.set_forward_accumulation(accumulation);
+  }
+  void set_fp8_fused_amax(bool on) override { pieces_.linear.set_fused_amax(on); }
 
  private:
   // Residual-stream entry `index` of a slot: this rank's rows.

@@ -297,6 +297,7 @@ struct TrainingConfig {
   int recompute_every = 1;
   int loss_chunk_tokens = 0;
   Precision precision = Precision::fp32;
+  bool fp8_fast_accum = false;
   Device device = Device::cpu;
   AttentionKernel attention = AttentionKernel::automatic;
   bool gemm_autotune = false;
@@ -368,6 +369,10 @@ struct TrainingConfig {
     v("precision", precision,
       "fp32 | bf16 (bf16 compute and activations, fp32 master weights) | fp8 (bf16, with the "
       "block matmuls on FP8 copies: e4m3 weights and activations, e5m2 gradients)");
+    v("fp8_fast_accum", fp8_fast_accum,
+      "precision fp8 on a GPU: the forward's FP8 GEMMs sum in the tensor cores' fast, narrower "
+      "accumulator, as Transformer Engine does; the backward's always promote to fp32 (the CPU "
+      "sums in fp32 either way)");
   }
 };
 

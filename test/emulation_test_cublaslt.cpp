@@ -3,7 +3,8 @@
 // b_scale op(A) op(B) + beta C, the scales read from device memory when the
 // GEMM runs), and the rest is refused: any layout but TN, E5M2 x E5M2, an FP8
 // D, dimensions or pointers off 16 bytes, scale pointers on a non-FP8 GEMM or
-// into host memory.
+// into host memory, a fast-accumulation flag that is not cuBLASLt's int8_t 0
+// or 1.
 #include <cublasLt.h>
 #include <gtest/gtest.h>
 
@@ -122,6 +123,51 @@ TEST_F(EmulatedCublasLtFp8, TnGemmWithDeviceScalesComputes) {
                llm::fp8_to_float(b_codes[(size_t)j * g.k + l], llm::Fp8Format::e5m2);
       EXPECT_EQ(out[(size_t)j * g.m + i], (float)(sum * 0.125 * 0.25)) << i << "," << j;
     }
+}
+
+// CUBLASLT_MATMUL_DESC_FAST_ACCUM takes what cuBLASLt's header documents, an
+// int8_t 0 or 1, and refuses another size or value; the GEMM gives the same
+// bits either way (the emulation sums in fp32: the narrower fast sums are
+// the GPU's to measure).
+TEST_F(EmulatedCublasLtFp8, FastAccumulationIsAnInt8Flag) {
+  Fp8Gemm g;
+  cublasLtMatmulAlgo_t algo;
+  ASSERT_EQ(g.plan(handle_, &algo), CUBLAS_STATUS_SUCCESS);
+  const int32_t as_int32 = 1;
+  EXPECT_EQ(cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &as_int32,
+                                           sizeof as_int32),
+            CUBLAS_STATUS_INVALID_VALUE);
+  const int8_t two = 2;
+  EXPECT_EQ(
+      cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &two, sizeof two),
+      CUBLAS_STATUS_INVALID_VALUE);
+
+  std::vector<uint8_t> a_codes((size_t)g.k * g.m), b_codes((size_t)g.k * g.n);
+  // Codes over many binades, so that the sums round in fp32.
+  for (size_t i = 0; i < a_codes.size(); i++) a_codes[i] = (uint8_t)((i * 37 + 11) % 0x7f);
+  for (size_t i = 0; i < b_codes.size(); i++) b_codes[i] = (uint8_t)((i * 53 + 5) % 0xff);
+  for (uint8_t& code : b_codes)
+    if ((code & 0x7f) == 0x7f) code = 0x01;  // no NaN codes
+  const uint8_t* a = device_copy(a_codes);
+  const uint8_t* b = device_copy(b_codes);
+  float* d = device_copy(std::vector<float>((size_t)g.m * g.n, 0.0f));
+  const float alpha = 1.0f, beta = 0.0f;
+  std::vector<float> out[2];
+  for (int8_t fast : {int8_t{0}, int8_t{1}}) {
+    ASSERT_EQ(
+        cublasLtMatmulDescSetAttribute(g.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast),
+        CUBLAS_STATUS_SUCCESS);
+    ASSERT_EQ(cublasLtMatmul(handle_, g.desc, &alpha, a, g.a, b, g.b, &beta, d, g.d, d, g.d, &algo,
+                             nullptr, 0, nullptr),
+              CUBLAS_STATUS_SUCCESS);
+    out[fast].resize((size_t)g.m * g.n);
+    ASSERT_EQ(cudaMemcpyAsync(out[fast].data(), d, out[fast].size() * sizeof(float),
+                              cudaMemcpyDeviceToHost, nullptr),
+              cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(nullptr), cudaSuccess);
+  }
+  EXPECT_NE(out[0], std::vector<float>(out[0].size(), 0.0f));  // the GEMM ran
+  EXPECT_EQ(out[0], out[1]);
 }
 
 // Every layout but TN is refused for FP8, as cuBLASLt documents ("A must be

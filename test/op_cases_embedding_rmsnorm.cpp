@@ -340,18 +340,18 @@ void rmsnorm_forward(const OpRow& row) {
       Buffer<T> d_out(row.backend(), nan_filled<T>(NC), offset);
       Buffer<float> d_rstd(row.backend(), Floats(N, kNaN), offset);
       row.backend().ops<T>().rmsnorm_forward(d_out.get(), d_rstd.get(), d_inp.get(), d_weight.get(),
-                                             N, C, kRmsnormEps);
+                                             N, C, kRmsnormEps, nullptr);
       const std::vector<T> out = d_out.download();
       const Floats rstd = d_rstd.download();
       EXPECT_TRUE(d_out.guards_intact() && d_rstd.guards_intact());
       Floats out32(NC), rstd32(N);  // the fp32 twin on the same values
       backend_cpu().f32.rmsnorm_forward(out32.data(), rstd32.data(), inp.data(), weight.data(), N,
-                                        C, kRmsnormEps);
+                                        C, kRmsnormEps, nullptr);
       if (row.cuda()) {
         std::vector<T> out_twin(NC);
         Floats rstd_twin(N);
         backend_cpu().ops<T>().rmsnorm_forward(out_twin.data(), rstd_twin.data(), inp_t.data(),
-                                               weight_t.data(), N, C, kRmsnormEps);
+                                               weight_t.data(), N, C, kRmsnormEps, nullptr);
         expect_matches_cpu_twins(out, out32, out_twin, "out");
         expect_close(rstd, rstd_twin, kReassociation, "rstd");
       } else if (bf16) {
@@ -388,7 +388,7 @@ void rmsnorm_backward(const OpRow& row) {
       const Floats dweight_prefill = random_floats(C, rng);
       Floats out32(NC), rstd(N);
       backend_cpu().f32.rmsnorm_forward(out32.data(), rstd.data(), inp.data(), weight.data(), N, C,
-                                        kRmsnormEps);
+                                        kRmsnormEps, nullptr);
       const std::vector<T> inp_t = stored<T>(inp), weight_t = stored<T>(weight);
       const std::vector<T> dout_t = stored<T>(dout);
       const Backend& be = row.backend();
@@ -469,7 +469,7 @@ void rmsnorm_deterministic(const OpRow& row) {
       Buffer<T> d_out(be, stored<T>(Floats(NC)), offset), d_dinp(be, stored<T>(Floats(NC)), offset);
       Buffer<float> d_rstd(be, Floats(N), offset), d_dweight(be, Floats(C), offset);
       be.ops<T>().rmsnorm_forward(d_out.get(), d_rstd.get(), d_inp.get(), d_weight.get(), N, C,
-                                  kRmsnormEps);
+                                  kRmsnormEps, nullptr);
       be.ops<T>().rmsnorm_backward(d_dinp.get(), d_dweight.get(), d_dout.get(), d_inp.get(),
                                    d_weight.get(), d_rstd.get(), N, C);
       Floats all = d_rstd.download();

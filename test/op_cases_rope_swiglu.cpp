@@ -219,7 +219,7 @@ void swiglu(const OpRow& row, bool forward) {
       Buffer<T> d_h13(be, h13_t, offset), d_dout(be, dout_t, offset);
       Buffer<T> d_result(be, nan_filled<T>(result_size), offset);
       if (forward)
-        be.ops<T>().swiglu_forward(d_result.get(), d_h13.get(), N, F);
+        be.ops<T>().swiglu_forward(d_result.get(), d_h13.get(), N, F, nullptr);
       else
         be.ops<T>().swiglu_backward(d_result.get(), d_dout.get(), d_h13.get(), N, F);
       const std::vector<T> result = d_result.download();
@@ -228,7 +228,7 @@ void swiglu(const OpRow& row, bool forward) {
         std::vector<decltype(zero)> r(result_size);
         const auto& ops = backend_cpu().ops<decltype(zero)>();
         if (forward)
-          ops.swiglu_forward(r.data(), h.data(), N, F);
+          ops.swiglu_forward(r.data(), h.data(), N, F, nullptr);
         else
           ops.swiglu_backward(r.data(), dy.data(), h.data(), N, F);
         return r;

@@ -107,6 +107,7 @@ std::vector<OpCase> cross_entropy_adamw_cases();  // op_cases_loss_adamw.cpp
 std::vector<OpCase> columns_cases();              // op_cases_columns.cpp
 std::vector<OpCase> kv_cache_cases();             // op_cases_kv_cache.cpp
 std::vector<OpCase> fp8_cases();                  // op_cases_fp8.cpp
+std::vector<OpCase> fp8_row_amax_cases();         // op_cases_fp8_row_amax.cpp
 const std::vector<OpCase>& op_cases();
 
 // ---- tolerances -----------------------------------------------------------------

@@ -101,7 +101,7 @@ TEST(CpuKernelBits, RmsNorm) {
   const std::vector<float> x = seeded((size_t)N * C, 8), weight = seeded(C, 9),
                            dy = seeded((size_t)N * C, 10);
   std::vector<float> y(x.size()), rstd(N), dx = seeded(x.size(), 11), dweight = seeded(C, 12);
-  rmsnorm_forward(y.data(), rstd.data(), x.data(), weight.data(), N, C, 1e-5f);
+  rmsnorm_forward(y.data(), rstd.data(), x.data(), weight.data(), N, C, 1e-5f, nullptr);
   rmsnorm_backward(dx.data(), dweight.data(), dy.data(), x.data(), weight.data(), rstd.data(), N,
                    C);
   expect_hash(BitHash().add(y).add(rstd).add(dx).add(dweight), 0x895501df1d078b51);
@@ -122,7 +122,7 @@ TEST(CpuKernelBits, SwiGlu) {
   const int N = 3, F = 50;
   const std::vector<float> h13 = seeded((size_t)N * 2 * F, 14), dout = seeded((size_t)N * F, 15);
   std::vector<float> out((size_t)N * F), dh13(h13.size());
-  swiglu_forward(out.data(), h13.data(), N, F);
+  swiglu_forward(out.data(), h13.data(), N, F, nullptr);
   swiglu_backward(dh13.data(), dout.data(), h13.data(), N, F);
   expect_hash(BitHash().add(out).add(dh13), 0x52e61ce9b00f26ba);
 }

@@ -137,6 +137,8 @@ Trainer::Trainer(Config config, Group& world, const Backend* backend_override)
     spdlog::warn(
         "training.cuda_graphs is ignored: the op profile times every kernel, launched eagerly");
   model_->set_device_graphs(t.cuda_graphs && backend.graphs);
+  model_->set_fp8_forward_accumulation(t.fp8_fast_accum ? Fp8Accumulation::fast
+                                                        : Fp8Accumulation::promoted);
   if (config_.data.document_masking) {
     // Documents start at the tokenizer's BOS, which prepare writes first in
     // each, or after its EOS where it has no BOS.

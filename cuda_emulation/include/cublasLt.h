@@ -39,6 +39,9 @@ enum cublasLtMatmulDescAttributes_t {
   // FP8 operands (refused otherwise, as cuBLASLt does); default NULL (1).
   CUBLASLT_MATMUL_DESC_A_SCALE_POINTER = 17,
   CUBLASLT_MATMUL_DESC_B_SCALE_POINTER = 18,
+  // int8_t, 0 (the default: partial sums promoted to fp32) or 1 (FP8 fast
+  // accumulation); the emulated GEMM sums in fp32 either way.
+  CUBLASLT_MATMUL_DESC_FAST_ACCUM = 25,
 };
 
 enum cublasLtReductionScheme_t {

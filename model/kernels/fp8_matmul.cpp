@@ -5,7 +5,9 @@
 // by 2^k (exact) and the format's rounding (base/fp8.h); the GEMM decodes
 // the codes to fp32 (exact) chunk by chunk of a's rows, runs the fp32 GEMM
 // (cpu_gemm.h) and applies the inverse scales and c in one rounding, as
-// cuBLASLt's epilogue does: D = (a_inverse * b_inverse) * sum + c.
+// cuBLASLt's epilogue does: D = (a_inverse * b_inverse) * sum + c. The sum is
+// fp32 for both accumulations (the tensor cores' narrower fast sums are not
+// modelled: the CPU twin is the exact reference both are measured against).
 #include "model/kernels/fp8_matmul.h"
 
 #include <algorithm>
@@ -54,6 +56,11 @@ void fp8_amax_scale(Fp8Scale* scale, const Bf16* x, size_t n, Fp8Format format) 
   *scale = fp8_scale_from_amax(bf16_to_float(largest), format);
 }
 
+void fp8_scale_from_row_amax(Fp8Scale* scale, const float* row_amax, int rows, Fp8Format format) {
+  *scale =
+      fp8_scale_from_amax(fp8_amax_of(row_amax, static_cast<size_t>(std::max(rows, 0))), format);
+}
+
 void fp8_cast_transpose(uint8_t* codes, uint8_t* codes_t, const Bf16* x, int rows, int cols,
                         const Fp8Scale* scale, Fp8Format format) {
   const float s = scale->scale;
@@ -68,7 +75,8 @@ void fp8_cast_transpose(uint8_t* codes, uint8_t* codes_t, const Bf16* x, int row
 
 template <class T>
 void fp8_gemm(T* out, const T* c, const uint8_t* a, Fp8Format a_format, const Fp8Scale* a_scale,
-              const uint8_t* b, Fp8Format b_format, const Fp8Scale* b_scale, int M, int N, int K) {
+              const uint8_t* b, Fp8Format b_format, const Fp8Scale* b_scale, int M, int N, int K,
+              Fp8Accumulation /*accumulation: fp32 sums either way*/) {
   if (M <= 0 || N <= 0) return;
   const float factor = a_scale->inverse * b_scale->inverse;  // a power of two: exact
   const float* b32 = decoded(kB, b, (size_t)N * K, b_format);

@@ -2,11 +2,14 @@
 // codes and their transpose in one pass (the GEMM itself is matmul.cu's,
 // through cuBLASLt).
 // The amax is two kernels: a grid of at most kAmaxBlocks blocks each writes
-// the largest bf16 magnitude bits of its grid-stride share into a partial,
-// reading 16-byte packs where x is aligned for them; then one block reduces
-// the partials and writes the Fp8Scale (fp8_scale_from_amax, the CPU twin's
-// function). Maxima of integers are exact in any order, so the result is the
-// CPU's bits, and a NaN (bits above every number's) gives the CPU's NaN amax.
+// the largest magnitude of its grid-stride share into a partial, reading
+// 16-byte packs where x is aligned for them; then one block reduces the
+// partials and writes the Fp8Scale (fp8_scale_from_amax, the CPU twin's
+// function). The second kernel alone makes the scale from the row amaxes an
+// RMSNorm or SwiGLU forward wrote (fp8_scale_from_row_amax). Maxima of
+// magnitude bits (fp8_amax_device.cuh) are exact in any order, so the result
+// is the CPU's bits, and a NaN (bits above every number's) gives the CPU's
+// NaN amax.
 // The cast reads each tile of x once, converts it (one fp32 multiply by the
 // power-of-two scale, then cvt.rn.satfinite: __nv_cvt_float_to_fp8), writes
 // the row-major codes and, through shared memory, the transposed ones, so
@@ -16,8 +19,6 @@
 // Both were latency-bound with one 2-byte load per thread and step: on an
 // H200 (2026-11-27) they took half of gpu_1b's FP8 step (docs/gpu.md).
 // Invariant: the same bits as the CPU twin; no atomics, no host waits.
-// Not fused (left for later): the amax into the kernels that produce the
-// tensors (RMSNorm, SwiGLU), which would save the amax pass's read.
 #include <cuda_fp8.h>
 
 #include <algorithm>
@@ -25,6 +26,7 @@
 
 #include "device/cuda_kernel_helpers.cuh"
 #include "device/cuda_runtime.cuh"
+#include "model/kernels/fp8_amax_device.cuh"
 #include "model/kernels/fp8_matmul.h"
 
 namespace llm::cuda {
@@ -41,12 +43,6 @@ constexpr unsigned kAmaxBlocks = 8 * 132;
 constexpr int kCastThreads = 16;
 constexpr int kCastRun = 4;
 
-struct MaxBits {
-  __device__ __forceinline__ uint32_t operator()(uint32_t a, uint32_t b) const {
-    return a > b ? a : b;
-  }
-};
-
 __device__ __forceinline__ __nv_fp8_interpretation_t interpretation(Fp8Format format) {
   return format == Fp8Format::e4m3 ? __NV_E4M3 : __NV_E5M2;
 }
@@ -58,33 +54,31 @@ template <int kWidth>
 __device__ __forceinline__ uint32_t max_magnitude_bits(uint32_t largest,
                                                        const Pack<Bf16, kWidth>& pack) {
 #pragma unroll
-  for (int j = 0; j < kWidth; j++)
-    largest = MaxBits{}(largest, (uint32_t)(pack.v[j].bits & 0x7fffu));
+  for (int j = 0; j < kWidth; j++) largest = MaxBits{}(largest, magnitude_bits(pack.v[j]));
   return largest;
 }
 
-// partials[blockIdx.x] = the largest magnitude bits of this block's share of
-// x: the first `packs` 16-byte packs, then the elements after them.
-__global__ void amax_partials_kernel(uint32_t* partials, const Bf16* x, size_t n, size_t packs) {
+// partials[blockIdx.x] = the largest magnitude of this block's share of x:
+// the first `packs` 16-byte packs, then the elements after them.
+__global__ void amax_partials_kernel(float* partials, const Bf16* x, size_t n, size_t packs) {
   uint32_t largest = 0;
   const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   const size_t stride = (size_t)gridDim.x * blockDim.x;
   const auto* packed = reinterpret_cast<const Pack<Bf16>*>(x);
   for (size_t i = first; i < packs; i += stride) largest = max_magnitude_bits(largest, packed[i]);
   for (size_t i = packs * kPack<Bf16> + first; i < n; i += stride)
-    largest = MaxBits{}(largest, (uint32_t)(x[i].bits & 0x7fffu));
-  largest = block_reduce(largest, 0u, MaxBits{});
-  if (threadIdx.x == 0) partials[blockIdx.x] = largest;
+    largest = MaxBits{}(largest, magnitude_bits(x[i]));
+  write_block_amax(partials + blockIdx.x, largest);
 }
 
-// *scale from the largest of `count` partials (one block).
-__global__ void amax_scale_kernel(Fp8Scale* scale, const uint32_t* partials, unsigned count,
+// *scale from the largest of `count` amaxes (one block).
+__global__ void amax_scale_kernel(Fp8Scale* scale, const float* amaxes, size_t count,
                                   Fp8Format format) {
   uint32_t largest = 0;
-  for (unsigned i = threadIdx.x; i < count; i += blockDim.x)
-    largest = MaxBits{}(largest, partials[i]);
+  for (size_t i = threadIdx.x; i < count; i += blockDim.x)
+    largest = MaxBits{}(largest, magnitude_bits(amaxes[i]));
   largest = block_reduce(largest, 0u, MaxBits{});
-  if (threadIdx.x == 0) *scale = fp8_scale_from_amax(__uint_as_float(largest << 16), format);
+  if (threadIdx.x == 0) *scale = fp8_scale_from_amax(__uint_as_float(largest), format);
 }
 
 // One tile of x (rows, cols), kCastThreads * kRun elements a side: codes
@@ -148,10 +142,17 @@ void fp8_amax_scale(Fp8Scale* scale, const Bf16* x, size_t n, Fp8Format format) 
   const size_t packs = is_aligned(x, sizeof(Pack<Bf16>)) ? n / kPack<Bf16> : 0;
   const unsigned blocks =
       std::min(blocks_for(packs + (n - packs * kPack<Bf16>), kThreads), kAmaxBlocks);
-  auto* partials = static_cast<uint32_t*>(amax_partials().reserve(kAmaxBlocks * sizeof(uint32_t)));
+  auto* partials = static_cast<float*>(amax_partials().reserve(kAmaxBlocks * sizeof(float)));
   launch(amax_partials_kernel, blocks, kThreads, 0, compute_stream(), partials, x, n, packs);
   LLM_CUDA_CHECK_LAUNCH();
-  launch(amax_scale_kernel, 1, kThreads, 0, compute_stream(), scale, partials, blocks, format);
+  launch(amax_scale_kernel, 1, kThreads, 0, compute_stream(), scale, partials, (size_t)blocks,
+         format);
+  LLM_CUDA_CHECK_LAUNCH();
+}
+
+void fp8_scale_from_row_amax(Fp8Scale* scale, const float* row_amax, int rows, Fp8Format format) {
+  launch(amax_scale_kernel, 1, kThreads, 0, compute_stream(), scale, row_amax,
+         (size_t)std::max(rows, 0), format);
   LLM_CUDA_CHECK_LAUNCH();
 }
 

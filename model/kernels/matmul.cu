@@ -4,7 +4,9 @@
 // FP8 GEMM of fp8_matmul.h, which cuBLASLt runs on Hopper only in the "TN"
 // form (A transposed, B not: both operands contiguous along k), with the
 // operands' inverse scales as device scale pointers (A's and B's), so the
-// scales computed on the device are never read back by the host.
+// scales computed on the device are never read back by the host, and the
+// call's accumulation (fp8_matmul.h: CUBLASLT_MATMUL_DESC_FAST_ACCUM, set on
+// FP8 descriptors only).
 // Row-major tensors are handed to cuBLASLt, which is column-major, as their
 // transposes: a row-major X (r, c) is the column-major X^T (c, r) with the same
 // leading dimension c, so every GEMM below is written for the transposed result.
@@ -74,6 +76,7 @@ struct GemmKey {
   int lda, ldb, ldd;
   int a_type, b_type, d_type;  // cudaDataType_t of A, B and C = D
   int beta;                    // 0 (overwrite) or 1 (accumulate)
+  int fast_accumulation;       // FP8: 1 for Fp8Accumulation::fast; else 0
   uint32_t align_a = 0, align_b = 0, align_c = 0, align_d = 0;
   auto operator<=>(const GemmKey&) const = default;
 };
@@ -145,6 +148,11 @@ GemmPlan describe_gemm(const GemmKey& key) {
   plan.layout_b =
       make_layout(key.b_type, b_plain ? key.k : key.n, b_plain ? key.n : key.k, key.ldb);
   plan.layout_d = make_layout(key.d_type, key.m, key.n, key.ldd);
+  if (is_fp8(key.a_type)) {
+    const int8_t fast = static_cast<int8_t>(key.fast_accumulation);  // cuBLASLt's type: int8_t
+    LLM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM,
+                                                    &fast, sizeof fast));
+  }
   return plan;
 }
 
@@ -272,11 +280,11 @@ GemmPlan make_plan(LtState& lt, const GemmKey& key, const void* a, const void* b
 
 // D = op(A) @ op(B) + beta C on the compute stream (column-major terms, see
 // GemmKey); C is read only when beta != 0. FP8 operands: D = a_scale b_scale
-// op(A) @ op(B) + beta C.
+// op(A) @ op(B) + beta C, summed as `accumulation` says.
 void gemm(cublasOperation_t trans_a, cublasOperation_t trans_b, int m, int n, int k,
           cudaDataType_t a_type, const void* a, int lda, cudaDataType_t b_type, const void* b,
           int ldb, cudaDataType_t d_type, const void* c, void* d, int ldd, float beta,
-          OperandScales scales = {}) {
+          OperandScales scales = {}, Fp8Accumulation accumulation = Fp8Accumulation::promoted) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) {  // an empty sum: D = beta C
     const size_t d_bytes = (size_t)ldd * n * element_bytes(d_type);
@@ -287,8 +295,19 @@ void gemm(cublasOperation_t trans_a, cublasOperation_t trans_b, int m, int n, in
     return;
   }
   LtState& lt = lt_state();
-  GemmKey key{trans_a, trans_b, m,      n,      k,      lda,
-              ldb,     ldd,     a_type, b_type, d_type, beta == 0.0f ? 0 : 1};
+  GemmKey key{trans_a,
+              trans_b,
+              m,
+              n,
+              k,
+              lda,
+              ldb,
+              ldd,
+              a_type,
+              b_type,
+              d_type,
+              beta == 0.0f ? 0 : 1,
+              is_fp8(a_type) && accumulation == Fp8Accumulation::fast ? 1 : 0};
   key.align_a = alignment_of(a);
   key.align_b = alignment_of(b);
   key.align_c = alignment_of(c);
@@ -373,14 +392,15 @@ void matmul_backward(T* dinp, float* dweight, const T* dout, const T* inp, const
 // the stored b^T (K, N) and a^T (K, M) are the row-major codes as they are.
 template <class T>
 void fp8_gemm(T* out, const T* c, const uint8_t* a, Fp8Format a_format, const Fp8Scale* a_scale,
-              const uint8_t* b, Fp8Format b_format, const Fp8Scale* b_scale, int M, int N, int K) {
+              const uint8_t* b, Fp8Format b_format, const Fp8Scale* b_scale, int M, int N, int K,
+              Fp8Accumulation accumulation) {
   if (!std::is_same_v<T, float> && c == out)
     throw_cuda_error("fp8_gemm", "a bf16 output may not be its own addend (cuBLASLt rounds twice)",
                      __FILE__, __LINE__);
   auto type = [](Fp8Format f) { return f == Fp8Format::e4m3 ? CUDA_R_8F_E4M3 : CUDA_R_8F_E5M2; };
   gemm(CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, type(b_format), b, K, type(a_format), a, K, kDataType<T>,
        c ? static_cast<const void*>(c) : out, out, N, c ? 1.0f : 0.0f,
-       {&b_scale->inverse, &a_scale->inverse});
+       {&b_scale->inverse, &a_scale->inverse}, accumulation);
 }
 
 LLM_INSTANTIATE_FOR_STORAGE_TYPES(matmul_forward);

@@ -4,20 +4,25 @@
 // double, rounded once on store), one row per work item.
 // Invariant: dweight is summed over rows in row order inside fixed column
 // blocks, so its bits do not depend on the thread count; dinp and dweight
-// accumulate (+=).
+// accumulate (+=). A row's amax is read back from the row just written.
 #include "model/kernels/rmsnorm.h"
 
 #include <cstddef>
 
 #include "model/kernels/cpu_rmsnorm_rows.h"
+#include "base/fp8.h"
 
 namespace llm::cpu {
 
 template <class T>
-void rmsnorm_forward(T* out, float* rstd, const T* inp, const T* weight, int N, int C, float eps) {
+void rmsnorm_forward(T* out, float* rstd, const T* inp, const T* weight, int N, int C, float eps,
+                     float* row_amax) {
 #pragma omp parallel for schedule(static)
-  for (int n = 0; n < N; n++)
-    rstd[n] = rmsnorm_row_forward(out + (size_t)n * C, inp + (size_t)n * C, weight, C, eps);
+  for (int n = 0; n < N; n++) {
+    T* row = out + (size_t)n * C;
+    rstd[n] = rmsnorm_row_forward(row, inp + (size_t)n * C, weight, C, eps);
+    if (row_amax) row_amax[n] = fp8_amax_of(row, C);
+  }
 }
 
 template <class T>

@@ -2,7 +2,9 @@
 // fp32 math (the sum of squares in double, as the CPU twin) rounded once on
 // store, for float or Bf16 storage; the pieces QK-norm shares are in
 // rmsnorm_device.cuh, and the chunk-summing stage (sum_gain_partials) is here.
-// Forward: one block per row. Backward: one block per chunk of consecutive
+// Forward: one block per row; with row_amax, the block also reduces the
+// magnitude bits of what it stored (fp8_amax_device.cuh) into the row's amax.
+// Backward: one block per chunk of consecutive
 // rows; for each row it reduces sum(w * dy * x) over the block, adds the row's
 // dinp, and keeps per-column dweight partial sums of its rows in shared memory
 // (each column owned by one thread, rows in order); a second kernel sums the
@@ -21,6 +23,7 @@
 
 #include "device/cuda_kernel_helpers.cuh"
 #include "device/cuda_runtime.cuh"
+#include "model/kernels/fp8_amax_device.cuh"
 #include "model/kernels/rmsnorm.h"
 #include "model/kernels/rmsnorm_device.cuh"
 
@@ -44,10 +47,12 @@ unsigned threads_for_row(int C) {
 
 // ---- kernels --------------------------------------------------------------------
 
-// One block per row n: rstd from the double sum of squares, then y = x * s * w.
+// One block per row n: rstd from the double sum of squares, then y = x * s * w
+// (and, when row_amax is not null, row_amax[n] = the largest |y| stored;
+// padding past C in an unaligned row is 0 and changes no maximum).
 template <class T, bool kAligned>
 __global__ void rmsnorm_forward_kernel(T* out, float* rstd, const T* inp, const T* weight, int C,
-                                       float eps) {
+                                       float eps, float* row_amax) {
   const int n = blockIdx.x;
   const T* x = inp + (size_t)n * C;
   T* y = out + (size_t)n * C;
@@ -63,6 +68,7 @@ __global__ void rmsnorm_forward_kernel(T* out, float* rstd, const T* inp, const 
   sum_sq = block_sum(sum_sq);
   const float s = rmsnorm_rstd(sum_sq, C, eps);
 
+  uint32_t largest = 0;
   for (int c0 = threadIdx.x * kPack<T>; c0 < C; c0 += step) {
     float xv[kPack<T>], wv[kPack<T>], yv[kPack<T>];
     load_pack<T, kAligned>(xv, x, c0, C);
@@ -70,8 +76,14 @@ __global__ void rmsnorm_forward_kernel(T* out, float* rstd, const T* inp, const 
 #pragma unroll
     for (int k = 0; k < kPack<T>; k++) yv[k] = xv[k] * s * wv[k];
     store_pack<T, kAligned>(y, c0, C, yv);
+    if (row_amax) {
+#pragma unroll
+      for (int k = 0; k < kPack<T>; k++)
+        largest = MaxBits{}(largest, stored_magnitude_bits<T>(yv[k]));
+    }
   }
   if (threadIdx.x == 0) rstd[n] = s;
+  if (row_amax) write_block_amax(row_amax + n, largest);  // the same for every thread
 }
 
 // One block per chunk of rows_per_chunk consecutive rows. For each row:
@@ -163,17 +175,18 @@ void sum_gain_partials(float* dweight, const float* partials, int n_chunks, int 
 }
 
 template <class T>
-void rmsnorm_forward(T* out, float* rstd, const T* inp, const T* weight, int N, int C, float eps) {
+void rmsnorm_forward(T* out, float* rstd, const T* inp, const T* weight, int N, int C, float eps,
+                     float* row_amax) {
   if (N <= 0 || C <= 0) return;
   const unsigned threads = threads_for_row<T>(C);
   const bool aligned =
       C % kPack<T> == 0 && is_aligned(out, 16) && is_aligned(inp, 16) && is_aligned(weight, 16);
   if (aligned) {
     launch(rmsnorm_forward_kernel<T, true>, N, threads, 0, compute_stream(), out, rstd, inp, weight,
-           C, eps);
+           C, eps, row_amax);
   } else {
     launch(rmsnorm_forward_kernel<T, false>, N, threads, 0, compute_stream(), out, rstd, inp,
-           weight, C, eps);
+           weight, C, eps, row_amax);
   }
   LLM_CUDA_CHECK_LAUNCH();
 }

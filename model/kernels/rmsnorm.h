@@ -2,15 +2,20 @@
 // storage type T (float or Bf16); rstd and dweight are fp32 in both.
 // Invariant: forward saves rstd (one float per row) so backward never
 // recomputes the row statistics; backward accumulates (+=) into its outputs.
+// The forward can write each output row's amax beside it (row_amax), so an
+// FP8 matmul that reads the output skips its own amax pass (base/fp8.h).
 #pragma once
 
 #include "base/storage_types.h"
 
 namespace llm::cpu {
 
-// out (N, C), rstd (N) = 1 / sqrt(mean(inp^2) + eps), inp (N, C), weight (C).
+// out (N, C), rstd (N) = 1 / sqrt(mean(inp^2) + eps), inp (N, C), weight (C);
+// row_amax (N), when not null: each row's largest |out| as stored
+// (fp8_amax_of of the row: NaN if the row holds one).
 template <class T>
-void rmsnorm_forward(T* out, float* rstd, const T* inp, const T* weight, int N, int C, float eps);
+void rmsnorm_forward(T* out, float* rstd, const T* inp, const T* weight, int N, int C, float eps,
+                     float* row_amax);
 
 // dinp (N, C) += d(loss)/d(inp); dweight (C) += d(loss)/d(weight), summed over
 // rows in row order (deterministic); dout (N, C) is d(loss)/d(out). In bf16,
@@ -25,7 +30,8 @@ void rmsnorm_backward(T* dinp, float* dweight, const T* dout, const T* inp, cons
 namespace llm::cuda {
 
 template <class T>
-void rmsnorm_forward(T* out, float* rstd, const T* inp, const T* weight, int N, int C, float eps);
+void rmsnorm_forward(T* out, float* rstd, const T* inp, const T* weight, int N, int C, float eps,
+                     float* row_amax);
 template <class T>
 void rmsnorm_backward(T* dinp, float* dweight, const T* dout, const T* inp, const T* weight,
                       const float* rstd, int N, int C);

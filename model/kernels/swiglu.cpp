@@ -1,16 +1,18 @@
 // SwiGLU gating on the CPU: out = silu(gate) * up over rows of [gate | up],
 // one template over the storage type (float or Bf16); the math is fp32.
-// Invariant: purely elementwise per row; backward overwrites dh13.
+// Invariant: purely elementwise per row; backward overwrites dh13; a row's
+// amax is read back from the row just written.
 #include "model/kernels/swiglu.h"
 
 #include <cstddef>
 
 #include "model/kernels/cpu_exp.h"
+#include "base/fp8.h"
 
 namespace llm::cpu {
 
 template <class T>
-void swiglu_forward(T* out, const T* h13, int N, int F) {
+void swiglu_forward(T* out, const T* h13, int N, int F, float* row_amax) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; n++) {
     const T* gate = h13 + (size_t)n * 2 * F;
@@ -22,6 +24,7 @@ void swiglu_forward(T* out, const T* h13, int N, int F) {
       const float sigmoid = 1.0f / (1.0f + exp_vectorizable(-g));
       store(o + i, g * sigmoid * to_float(up[i]));
     }
+    if (row_amax) row_amax[n] = fp8_amax_of(o, F);
   }
 }
 

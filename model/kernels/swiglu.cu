@@ -1,7 +1,9 @@
 // SwiGLU gating on the GPU: out = silu(gate) * up over rows of [gate | up],
 // fp32 math rounded once on store, for float or Bf16 storage. One block per
 // row; each thread takes 16 bytes of storage at a time (4 fp32 or 8 bf16
-// elements) when F and the buffers are aligned for it, one element otherwise.
+// elements) when F and the buffers are aligned for it, one element otherwise;
+// with row_amax, the block also reduces the magnitude bits of what it stored
+// (fp8_amax_device.cuh) into the row's amax.
 // Invariant: purely elementwise per row, the same expressions as the CPU twin
 // (which uses its own vectorizable exp, within 2 ulp of expf); backward
 // overwrites dh13.
@@ -12,6 +14,7 @@
 
 #include "device/cuda_kernel_helpers.cuh"
 #include "device/cuda_runtime.cuh"
+#include "model/kernels/fp8_amax_device.cuh"
 #include "model/kernels/swiglu.h"
 
 namespace llm::cuda {
@@ -25,14 +28,16 @@ __device__ __forceinline__ float sigmoid(float g) { return 1.0f / (1.0f + expf(-
 // ---- kernels --------------------------------------------------------------------
 
 // Row n: out[i] = silu(gate[i]) * up[i], kWidth elements per step (kWidth
-// divides F and the rows are aligned for kWidth-wide accesses).
+// divides F and the rows are aligned for kWidth-wide accesses); row_amax[n]
+// = the largest |out[i]| stored, when row_amax is not null.
 template <class T, int kWidth>
-__global__ void swiglu_forward_kernel(T* out, const T* h13, int F) {
+__global__ void swiglu_forward_kernel(T* out, const T* h13, int F, float* row_amax) {
   using Elems = Pack<T, kWidth>;
   const int n = blockIdx.x;
   const T* gate = h13 + (size_t)n * 2 * F;
   const T* up = gate + F;
   T* o = out + (size_t)n * F;
+  uint32_t largest = 0;
   for (int i = threadIdx.x * kWidth; i < F; i += blockDim.x * kWidth) {
     const Elems g = *reinterpret_cast<const Elems*>(gate + i);
     const Elems u = *reinterpret_cast<const Elems*>(up + i);
@@ -41,9 +46,11 @@ __global__ void swiglu_forward_kernel(T* out, const T* h13, int F) {
     for (int k = 0; k < kWidth; k++) {
       const float gv = load_f32(&g.v[k]);
       store_f32(&result.v[k], gv * sigmoid(gv) * load_f32(&u.v[k]));
+      largest = MaxBits{}(largest, magnitude_bits(result.v[k]));
     }
     *reinterpret_cast<Elems*>(o + i) = result;
   }
+  if (row_amax) write_block_amax(row_amax + n, largest);  // the same for every thread
 }
 
 // Row n: d gate = dout * up * silu'(gate), d up = dout * silu(gate), with
@@ -97,11 +104,11 @@ void launch_rows(int F, std::initializer_list<const void*> buffers, Launch launc
 }  // namespace
 
 template <class T>
-void swiglu_forward(T* out, const T* h13, int N, int F) {
+void swiglu_forward(T* out, const T* h13, int N, int F, float* row_amax) {
   if (N <= 0 || F <= 0) return;
   launch_rows<T>(F, {out, h13}, [&](auto width, unsigned threads) {
     launch(swiglu_forward_kernel<T, decltype(width)::value>, N, threads, 0, compute_stream(), out,
-           h13, F);
+           h13, F, row_amax);
   });
 }
 

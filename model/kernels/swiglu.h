@@ -7,9 +7,12 @@
 
 namespace llm::cpu {
 
-// h13 (N, 2F): row n = [gate (F) | up (F)]; out (N, F) = silu(gate) * up.
+// h13 (N, 2F): row n = [gate (F) | up (F)]; out (N, F) = silu(gate) * up;
+// row_amax (N), when not null: each row's largest |out| as stored
+// (fp8_amax_of of the row, base/fp8.h: NaN if the row holds one), for the
+// FP8 matmul that reads out.
 template <class T>
-void swiglu_forward(T* out, const T* h13, int N, int F);
+void swiglu_forward(T* out, const T* h13, int N, int F, float* row_amax);
 
 // dh13 (N, 2F) is overwritten with [d gate | d up]; dout (N, F).
 template <class T>
@@ -21,7 +24,7 @@ void swiglu_backward(T* dh13, const T* dout, const T* h13, int N, int F);
 namespace llm::cuda {
 
 template <class T>
-void swiglu_forward(T* out, const T* h13, int N, int F);
+void swiglu_forward(T* out, const T* h13, int N, int F, float* row_amax);
 template <class T>
 void swiglu_backward(T* dh13, const T* dout, const T* h13, int N, int F);
 

@@ -23,7 +23,7 @@ class Attention final : public BlockPart<A> {
   }
   void pass(const BlockContext<A>& ctx, BlockFlow<A>& flow) const override {
     flow.stream = x_mid_.get(ctx.slot, ctx.block);
-    flow.hidden = nullptr;
+    flow.set_hidden(nullptr);
   }
   void forward(const BlockContext<A>& ctx, const BlockFlow<A>& in) override {
     const RankShape& s = ctx.shape;

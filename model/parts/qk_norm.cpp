@@ -19,7 +19,7 @@ class QkNorm final : public BlockPart<A> {
     activations.add_backward(dprojected_, s.N * s.QKV);
   }
   void pass(const BlockContext<A>& ctx, BlockFlow<A>& flow) const override {
-    flow.hidden = normed_.get(ctx.slot, ctx.block);
+    flow.set_hidden(normed_.get(ctx.slot, ctx.block));
   }
   void forward(const BlockContext<A>& ctx, const BlockFlow<A>& in) override {
     const RankShape& s = ctx.shape;

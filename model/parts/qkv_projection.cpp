@@ -14,12 +14,12 @@ class QkvProjection final : public BlockPart<A> {
     activations.add(qkv_, s.N * s.QKV, Keep::expensive);
   }
   void pass(const BlockContext<A>& ctx, BlockFlow<A>& flow) const override {
-    flow.hidden = qkv_.get(ctx.slot, ctx.block);
+    flow.set_hidden(qkv_.get(ctx.slot, ctx.block));
   }
   void forward(const BlockContext<A>& ctx, const BlockFlow<A>& in) override {
     const RankShape& s = ctx.shape;
     ctx.linear.forward(qkv_.get(ctx.slot, ctx.block), in.hidden, weight(ctx), nullptr, ctx.N(),
-                       static_cast<int>(s.C), static_cast<int>(s.QKV));
+                       static_cast<int>(s.C), static_cast<int>(s.QKV), in.hidden_row_amax);
   }
   const A* backward(const BlockContext<A>& ctx, const BlockFlow<A>& in, const A* dout) override {
     return ctx.sites.column_parallel_backward(ctx.grad(row_), dout, in.hidden, weight(ctx), ctx.N(),

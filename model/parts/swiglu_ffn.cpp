@@ -1,6 +1,8 @@
 // The SwiGLU feed-forward network: the fused gate and up projection
 // (column-parallel), silu(gate) * up, and the down projection (row-parallel)
-// added to the residual stream into the block's output.
+// added to the residual stream into the block's output. Under precision fp8
+// SwiGLU writes its rows' amaxes for w2's matmul (any tensor-parallel size:
+// each rank's matmul quantizes its own columns of g).
 #include "model/block_part.h"
 #include "model/tensor_parallel_sites.h"
 
@@ -19,20 +21,24 @@ class SwigluFfn final : public BlockPart<A> {
   }
   void pass(const BlockContext<A>&, BlockFlow<A>& flow) const override {
     flow.stream = flow.output;
-    flow.hidden = nullptr;
+    flow.set_hidden(nullptr);
   }
   void forward(const BlockContext<A>& ctx, const BlockFlow<A>& in) override {
     const int N = ctx.N(), C = static_cast<int>(ctx.shape.C), F = static_cast<int>(ctx.shape.F);
     A* h13 = h13_.get(ctx.slot, ctx.block);
     A* g = g_.get(ctx.slot, ctx.block);
-    ctx.linear.forward(h13, in.hidden, weight(ctx, w13_row_), nullptr, N, C, 2 * F);
-    ctx.ops.swiglu_forward(g, h13, N, F);
+    ctx.linear.forward(h13, in.hidden, weight(ctx, w13_row_), nullptr, N, C, 2 * F,
+                       in.hidden_row_amax);
+    // After w13's matmul has read the norm's row amaxes from the same place.
+    float* g_row_amax = ctx.linear.input_row_amax();
+    ctx.ops.swiglu_forward(g, h13, N, F, g_row_amax);
     if (!in.output) return;
-    ctx.sites.row_parallel_forward(in.output, g, weight(ctx, w2_row_), in.stream, N, F);
+    ctx.sites.row_parallel_forward(in.output, g, weight(ctx, w2_row_), in.stream, N, F, g_row_amax);
   }
+  // Selective recomputation: w2's matmul is not run again.
   void recompute(const BlockContext<A>& ctx, const BlockFlow<A>&) override {
     ctx.ops.swiglu_forward(g_.get(ctx.slot, ctx.block), h13_.get(ctx.slot, ctx.block), ctx.N(),
-                           static_cast<int>(ctx.shape.F));
+                           static_cast<int>(ctx.shape.F), nullptr);
   }
   // From the residual stream's gradient (dres) to the normed input's.
   const A* backward(const BlockContext<A>& ctx, const BlockFlow<A>& in, const A*) override {

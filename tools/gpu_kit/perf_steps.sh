@@ -14,6 +14,10 @@
 #                  trained on a sample of them; ONCE_CONFIG (gpu_124m) for one
 #                  pass in bf16, then in fp8; final losses within 0.5%, no
 #                  spike (compare_losses.py)
+#   fp8_fast_accum FP8 with training.fp8_fast_accum (the forward GEMMs' fast
+#                  accumulation) against FP8 without it, and against bf16 when
+#                  fp8_loss_once ran before it, whose corpus and runs it takes
+#                  (else it builds them); the same checks
 # Environment: TRAIN (./train), OUT_DIR (where logs and metrics go, /tmp),
 # TORCH_PYTHON (a Python that imports torch; else the first that does),
 # ONCE_TOKENS, ONCE_VOCAB, ONCE_CONFIG, ONCE_ROOTS (/usr /opt), ONCE_OVERRIDES
@@ -81,9 +85,17 @@ step_profile_8b() {
   return $rc
 }
 
-step_fp8_loss_once() {
+# The corpus of the FP8 loss steps in $ONCE_WORK: the installed text files,
+# each content once, up to ONCE_TOKENS tokens, its tokenizer and shards, and
+# in $ONCE_WORK/steps the step count of one pass over it. Built anew, unless
+# `reuse` is given and an earlier step of this run left one.
+once_corpus() {
   local tokens=${ONCE_TOKENS:-50000000} vocab=${ONCE_VOCAB:-16384}
   local config=${ONCE_CONFIG:-configs/gpu_124m.toml} work=${ONCE_WORK:-/tmp/once}
+  if [ "${1:-}" = reuse ] && [ -s "$work/steps" ]; then
+    echo "the corpus of an earlier step: $(cat "$work/steps") steps a pass"
+    return 0
+  fi
   local -a overrides
   read -r -a overrides <<< "${ONCE_OVERRIDES:-}"
   rm -rf "$work" && mkdir -p "$work/text" "$work/sample" || return 1
@@ -115,28 +127,62 @@ step_fp8_loss_once() {
   steps=$(( (shard_bytes / 2) / per_step ))
   echo "about $(( shard_bytes / 2 )) training tokens: $steps steps of $per_step, one pass"
   [ "$steps" -ge 20 ] || { echo "too few steps for a loss comparison"; return 1; }
-  local precision
-  for precision in bf16 fp8; do
-    "$TRAIN" --config "$config" --training.precision=$precision --training.steps=$steps \
-      --training.warmup_steps=$(( steps / 20 )) --training.eval_interval=$(( steps / 4 )) \
-      --training.sample_tokens=0 --model.vocab_size="$vocab" \
-      --data.train="$work/data/train_*.bin" --data.val="$work/data/val_*.bin" \
-      --data.tokenizer="$work/tokenizer/tokenizer.model" --checkpoint.save_final=false \
-      --checkpoint.dir="$work/run_$precision" --checkpoint.resume=none "${overrides[@]}" \
-      > "$work/run_$precision.log" 2>&1 || { tail -20 "$work/run_$precision.log"; return 1; }
-    grep -iE 'val' "$work/run_$precision.log" | tail -2
-    cp "$work/run_$precision/metrics.jsonl" "$OUT_DIR/metrics_once_$precision.jsonl"
-  done
+  echo "$steps" > "$work/steps"
+}
+
+# One pass of ONCE_CONFIG over the corpus with the overrides given, named
+# `name`: its log in $ONCE_WORK, its metrics in $OUT_DIR/metrics_once_<name>.jsonl.
+once_run() {
+  local name=$1 && shift
+  local vocab=${ONCE_VOCAB:-16384} config=${ONCE_CONFIG:-configs/gpu_124m.toml}
+  local work=${ONCE_WORK:-/tmp/once} steps
+  steps=$(cat "$work/steps") || return 1
+  local -a overrides
+  read -r -a overrides <<< "${ONCE_OVERRIDES:-}"
+  "$TRAIN" --config "$config" "$@" --training.steps=$steps \
+    --training.warmup_steps=$(( steps / 20 )) --training.eval_interval=$(( steps / 4 )) \
+    --training.sample_tokens=0 --model.vocab_size="$vocab" \
+    --data.train="$work/data/train_*.bin" --data.val="$work/data/val_*.bin" \
+    --data.tokenizer="$work/tokenizer/tokenizer.model" --checkpoint.save_final=false \
+    --checkpoint.dir="$work/run_$name" --checkpoint.resume=none "${overrides[@]}" \
+    > "$work/run_$name.log" 2>&1 || { tail -20 "$work/run_$name.log"; return 1; }
+  grep -iE 'val' "$work/run_$name.log" | tail -2
+  cp "$work/run_$name/metrics.jsonl" "$OUT_DIR/metrics_once_$name.jsonl"
+}
+
+step_fp8_loss_once() {
+  once_corpus && once_run bf16 --training.precision=bf16 &&
+    once_run fp8 --training.precision=fp8 || return 1
   python3 tools/gpu_kit/compare_losses.py "$OUT_DIR/metrics_once_bf16.jsonl" \
     "$OUT_DIR/metrics_once_fp8.jsonl" --within 0.005
+}
+
+# FP8 with the forward GEMMs' fast accumulation against FP8 without (and
+# against bf16, when fp8_loss_once ran before it): the corpus and the fp8 run
+# of fp8_loss_once when it left them, else its own.
+step_fp8_fast_accum() {
+  once_corpus reuse || return 1
+  if [ ! -s "$OUT_DIR/metrics_once_fp8.jsonl" ] || [ ! -d "${ONCE_WORK:-/tmp/once}/run_fp8" ]; then
+    once_run fp8 --training.precision=fp8 || return 1
+  fi
+  once_run fp8_fast_accum --training.precision=fp8 --training.fp8_fast_accum=true || return 1
+  local status=0
+  python3 tools/gpu_kit/compare_losses.py "$OUT_DIR/metrics_once_fp8.jsonl" \
+    "$OUT_DIR/metrics_once_fp8_fast_accum.jsonl" --within 0.005 || status=1
+  if [ -s "$OUT_DIR/metrics_once_bf16.jsonl" ]; then
+    python3 tools/gpu_kit/compare_losses.py "$OUT_DIR/metrics_once_bf16.jsonl" \
+      "$OUT_DIR/metrics_once_fp8_fast_accum.jsonl" --within 0.005 || status=1
+  fi
+  return $status
 }
 
 [ $# -gt 0 ] || { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2; }
 status=0
 for step in "$@"; do
   case $step in
-    attention | profile_8b | fp8_loss_once) "step_$step" || status=1 ;;
-    *) echo "perf_steps.sh: unknown step $step (attention, profile_8b, fp8_loss_once)" >&2; exit 2 ;;
+    attention | profile_8b | fp8_loss_once | fp8_fast_accum) "step_$step" || status=1 ;;
+    *) echo "perf_steps.sh: unknown step $step (attention, profile_8b, fp8_loss_once," \
+         "fp8_fast_accum)" >&2; exit 2 ;;
   esac
 done
 exit $status

@@ -70,6 +70,11 @@
 #               corpus seen once, the text files installed on the machine up
 #               to 50M tokens, gpu_124m for one pass in each; final losses
 #               within 0.5%, no spike; both metrics.jsonl to $OUT
+#   fp8_fast_accum  perf_steps.sh fp8_fast_accum: FP8 with the forward GEMMs'
+#               fast accumulation (training.fp8_fast_accum) against FP8
+#               without it and against bf16, one more pass on fp8_loss_once's
+#               corpus (its own corpus when that step did not run); the same
+#               checks; its metrics.jsonl to $OUT
 #   bench_offload ./train bench --offload on gpu_1b: device / ZeRO-Offload /
 #               delayed / ZenFlow step times, PCIe bytes and GPU idle (issue 15)
 #   generate_124m  two steps of the 124M shape on the tiny data (bf16), then
@@ -104,6 +109,7 @@
 #                     `issue56` = its device run by priority: the attention
 #                     comparison and the 8B profile, the bench suite with
 #                     PyTorch, then the FP8 loss pair on a corpus seen once
+#                     and FP8 with fast accumulation on the same corpus
 #   --emulated        rehearse the nccl and user_command steps here, without a GPU
 #                     or the kit: the emulated binaries of an existing `make test`
 #                     build (--build-dir, default build) on one emulated GPU
@@ -116,7 +122,7 @@ START=$(date +%s)
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$REPO"
 NCCL_STEPS="nccl_matrix_np2,user_command,nccl_stop,nccl_kill,nccl_short,nccl_matrix_np4"
-GPU_STEPS="env,nvidia_smi,mpi_smoke,fp8_probe,configure,build,linkage,attention,profile_8b,ctest_gpu,$NCCL_STEPS,gpu_modes,bench_124m,bench_1b,bench_1b_fast_backward,bench_1b_fp8,bench_graphs,bench_8b,fp8_loss_124m,masked_124m,pytorch_1b,pytorch_124m,fp8_loss_once,bench_offload,generate_124m,contention"
+GPU_STEPS="env,nvidia_smi,mpi_smoke,fp8_probe,configure,build,linkage,attention,profile_8b,ctest_gpu,$NCCL_STEPS,gpu_modes,bench_124m,bench_1b,bench_1b_fast_backward,bench_1b_fp8,bench_graphs,bench_8b,fp8_loss_124m,masked_124m,pytorch_1b,pytorch_124m,fp8_loss_once,fp8_fast_accum,bench_offload,generate_124m,contention"
 EMULATED=0
 LIMIT_SCALE=1  # the emulation's rehearsal: 4 (kernels on 2 CPU cores, not a GPU)
 KIT=gpu_kit/kit.tar.xz
@@ -149,7 +155,7 @@ for step in ${STEPS//,/ }; do
     all) expanded+=,$GPU_STEPS ;;
     nccl) expanded+=,env,nvidia_smi,configure,build,ctest_gpu,$NCCL_STEPS ;;
     bench) expanded+=,env,nvidia_smi,fp8_probe,configure,build,bench_124m,bench_1b,bench_1b_fast_backward,bench_1b_fp8,bench_graphs,bench_8b,fp8_loss_124m,masked_124m,pytorch_1b,pytorch_124m ;;
-    issue56) expanded+=,env,nvidia_smi,configure,build,attention,profile_8b,bench_8b,bench_1b,bench_1b_fp8,pytorch_1b,fp8_loss_once ;;
+    issue56) expanded+=,env,nvidia_smi,configure,build,attention,profile_8b,bench_8b,bench_1b,bench_1b_fp8,pytorch_1b,fp8_loss_once,fp8_fast_accum ;;
     *) expanded+=,$step ;;
   esac
 done
@@ -413,6 +419,7 @@ for size in 1b 124m; do
     echo 'no Python here imports torch (set TORCH_PYTHON)'; exit 1"
 done
 run_step fp8_loss_once 540 "$PERF fp8_loss_once"
+run_step fp8_fast_accum 540 "$PERF fp8_fast_accum"
 run_step bench_offload 300 "./train bench --config configs/gpu_1b.toml --offload --bench-steps 8"
 run_step generate_124m 180 "./train --config configs/gpu_124m.toml --data.train='data/tiny/train_*.bin' \
   --data.val='data/tiny/val_*.bin' --data.tokenizer=data/tiny/tokenizer.model --model.vocab_size=512 \
