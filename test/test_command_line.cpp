@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "planning/planner.h"
+#include "settings/key_values.h"
 #include "runtime/cli_values.h"
 #include "runtime/error.h"
 #include "test/error_of.h"
@@ -14,11 +15,11 @@
 namespace llm {
 namespace {
 
-constexpr std::string_view kFlags[] = {"quiet", "modes"};
-
 CommandLine parse(std::vector<const char*> words) {
   words.insert(words.begin(), "./train");
-  return parse_command_line(static_cast<int>(words.size()), words.data(), kFlags);
+  return parse_command_line(static_cast<int>(words.size()), words.data(), [](const std::string&) {
+    return std::vector<std::string>{"quiet", "modes"};
+  });
 }
 
 using test_support::error_of;
