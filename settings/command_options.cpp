@@ -21,7 +21,7 @@ std::string wrap(const std::string& text, size_t indent, size_t first_line_used)
   bool line_empty = true;
   while (words >> word) {
     if (!line_empty && column + 1 + word.size() > kUsageWidth) {
-      out += "\n" + std::string(indent, ' ');
+      out += fmt::format("\n{:{}}", "", indent);
       column = indent;
       line_empty = true;
     }
@@ -37,7 +37,7 @@ std::string wrap(const std::string& text, size_t indent, size_t first_line_used)
 }
 
 std::string option_text(const OptionSpec& option) {
-  return "--" + option.name + (option.value.empty() ? "" : " " + option.value);
+  return fmt::format("--{}{}{}", option.name, option.value.empty() ? "" : " ", option.value);
 }
 
 }  // namespace
@@ -52,11 +52,12 @@ std::vector<std::string> CommandSpec::flags() const {
 
 std::string command_usage(const CommandSpec& spec) {
   const bool is_default = spec.name == CommandLine{}.command;
-  std::string synopsis = "  ./train " + (is_default ? "[" + spec.name + "]" : spec.name);
+  std::string synopsis = is_default ? fmt::format("  ./train [{}]", spec.name)
+                                    : fmt::format("  ./train {}", spec.name);
   bool has_optional = false;
   for (const OptionSpec& option : spec.options) {
     if (option.required)
-      synopsis += " " + option_text(option);
+      synopsis += fmt::format(" {}", option_text(option));
     else
       has_optional = true;
   }
@@ -67,7 +68,7 @@ std::string command_usage(const CommandSpec& spec) {
   for (const OptionSpec& option : spec.options) {
     std::string line = std::string(kAboutIndent, ' ') + option_text(option);
     if (line.size() + 1 >= kDocColumn)
-      line += "\n" + std::string(kDocColumn, ' ');
+      line += fmt::format("\n{:{}}", "", kDocColumn);
     else
       line.resize(kDocColumn, ' ');
     usage += line + wrap(option.doc, kDocColumn, kDocColumn);

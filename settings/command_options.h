@@ -13,6 +13,8 @@
 // docs/configuration.md#command-options.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <optional>
 #include <sstream>
 #include <string>
@@ -100,11 +102,11 @@ std::string value_name() {
     return "NAME,NAME";  // the choices follow the doc (list_choices)
   } else if constexpr (IsVector<T>::value || IsOptional<T>::value) {
     const std::string item = value_name<typename T::value_type>();
-    return IsVector<T>::value ? item + "," + item : item;
+    return IsVector<T>::value ? fmt::format("{},{}", item, item) : item;
   } else if constexpr (NamedEnum<T>) {
     std::string names;
     for (const EnumName<T>& entry : enum_names(T{}))
-      names += (names.empty() ? "" : "|") + std::string(entry.name);
+      names += fmt::format("{}{}", names.empty() ? "" : "|", entry.name);
     return names;
   } else if constexpr (std::is_same_v<T, ByteSize>) {
     return "SIZE";
@@ -121,7 +123,8 @@ std::string value_name() {
 // hold them; else empty.
 template <class T>
 std::string list_choices() {
-  if constexpr (IsEnumList<T>::value) return "choices: " + enum_choices<typename T::value_type>();
+  if constexpr (IsEnumList<T>::value)
+    return fmt::format("choices: {}", enum_choices<typename T::value_type>());
   return "";
 }
 
@@ -135,7 +138,8 @@ std::string default_text(const T& value) {
     return value;
   } else if constexpr (IsVector<T>::value) {
     std::string text;
-    for (const auto& item : value) text += (text.empty() ? "" : ",") + default_text(item);
+    for (const auto& item : value)
+      text += fmt::format("{}{}", text.empty() ? "" : ",", default_text(item));
     return text;
   } else if constexpr (NamedEnum<T>) {
     return to_string(value);
@@ -196,12 +200,12 @@ CommandSpec command_spec() {
         std::string notes;
         if (rule.required) notes = "required";
         if (const std::string shown = option_values::default_text(field); !shown.empty())
-          notes = "default " + shown;
+          notes = fmt::format("default {}", shown);
         for (const std::string& note :
              {rule.range.unbounded() ? "" : rule.range.text(), option_values::list_choices<T>()}) {
-          if (!note.empty()) notes += (notes.empty() ? "" : "; ") + note;
+          if (!note.empty()) notes += fmt::format("{}{}", notes.empty() ? "" : "; ", note);
         }
-        if (!notes.empty()) option.doc += " (" + notes + ")";
+        if (!notes.empty()) option.doc += fmt::format(" ({})", notes);
         spec.options.push_back(option);
       });
   return spec;
@@ -213,13 +217,13 @@ template <class Arguments>
 Arguments parse_arguments(const CommandLine& line) {
   check_command_line(command_spec<Arguments>(), line);
   Arguments arguments;
-  visit_keys<OptionRule>(arguments,
-                         [&](const char* name, auto& field, const char*, const OptionRule& rule) {
-                           for (const auto& [given, text] : line.options) {
-                             if (given == name)
-                               option_values::read_option(text, field, rule, "--" + given);
-                           }
-                         });
+  visit_keys<OptionRule>(
+      arguments, [&](const char* name, auto& field, const char*, const OptionRule& rule) {
+        for (const auto& [given, text] : line.options) {
+          if (given == name)
+            option_values::read_option(text, field, rule, fmt::format("--{}", given));
+        }
+      });
   return arguments;
 }
 
