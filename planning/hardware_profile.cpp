@@ -10,7 +10,6 @@
 
 #include "settings/toml_tables.h"
 #include "runtime/error.h"
-#include "planning/planner.h"
 #include "settings/key_values.h"
 
 namespace llm {

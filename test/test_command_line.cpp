@@ -6,7 +6,6 @@
 #include <string_view>
 #include <vector>
 
-#include "planning/planner.h"
 #include "settings/key_values.h"
 #include "runtime/cli_values.h"
 #include "runtime/error.h"
