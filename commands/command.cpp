@@ -2,8 +2,8 @@
 #include "commands/command.h"
 
 #include "interop/hf_llama.h"
-#include "runtime/log.h"
-#include "runtime/system.h"
+#include "base/log.h"
+#include "base/system.h"
 
 namespace llm {
 

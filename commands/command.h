@@ -8,10 +8,10 @@
 #include <string>
 
 #include "parallel/comm.h"
-#include "runtime/cli_values.h"
-#include "runtime/error.h"
-#include "settings/command_options.h"
-#include "settings/config.h"
+#include "base/cli_values.h"
+#include "base/error.h"
+#include "schema/command_options.h"
+#include "schema/config.h"
 
 namespace llm {
 

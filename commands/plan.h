@@ -17,8 +17,8 @@
 
 #include "commands/command.h"
 #include "commands/measure_run.h"
-#include "settings/config.h"
-#include "settings/key_values.h"
+#include "schema/config.h"
+#include "schema/key_values.h"
 
 namespace llm {
 
@@ -52,7 +52,7 @@ struct PlanArguments : PlanOptions {
     v("config", config, kConfigOptionDoc, required("FILE"));
     v("world", world, "ranks to plan for", kPositive);
     v("hardware", hardware,
-      "the hardware profile (default: planning/hardware/h100_sxm.toml for a CUDA config, "
+      "the hardware profile (default: cost_models/hardware/h100_sxm.toml for a CUDA config, "
       "cpu_dev_vm.toml for a CPU one)",
       "FILE");
     v("gpu-memory", device_memory, "memory per rank, e.g. 80GiB (default: the profile's)");

@@ -11,12 +11,12 @@
 #include <optional>
 
 #include "commands/calibration.h"
-#include "runtime/error.h"
-#include "planning/hardware_profile.h"
-#include "planning/offload_report.h"
+#include "base/error.h"
+#include "cost_models/hardware_profile.h"
+#include "cost_models/offload_report.h"
 #include "commands/measure_run.h"
-#include "runtime/system.h"
-#include "planning/throughput_model.h"
+#include "base/system.h"
+#include "cost_models/throughput_model.h"
 #include "trainer/trainer.h"
 #include "model/layout.h"
 #include "parallel/comm.h"
@@ -443,20 +443,20 @@ int run_scale(const ScaleArguments& arguments, const CommandLine& line) {
   }
   if (o.offload) {
     LLM_CHECK(!o.config.empty(), "./train scale --offload: --config FILE is required");
-    const HardwareProfile hardware =
-        hardware_load(o.hardware.empty() ? "planning/hardware/a100_80gb_pcie4x4.toml" : o.hardware);
+    const HardwareProfile hardware = hardware_load(
+        o.hardware.empty() ? "cost_models/hardware/a100_80gb_pcie4x4.toml" : o.hardware);
     const Config config = command_config(o.config, line);
     offload_print_table(config, o.world.value_or(hardware.node.devices_per_node), hardware);
     return 0;
   }
   if (o.validate) {
-    if (o.hardware.empty()) o.hardware = "planning/hardware/cpu_dev_vm.toml";
+    if (o.hardware.empty()) o.hardware = "cost_models/hardware/cpu_dev_vm.toml";
     if (o.configs.empty()) o.configs = {"configs/tiny.toml", "configs/scale_cpu.toml"};
     if (o.out.empty()) o.out = "results/validation";
     run_validation(o);
     return 0;
   }
-  if (o.hardware.empty()) o.hardware = "planning/hardware/a100_80gb_roce.toml";
+  if (o.hardware.empty()) o.hardware = "cost_models/hardware/a100_80gb_roce.toml";
   if (o.configs.empty()) o.configs = kPaperConfigs;
   if (o.out.empty()) o.out = "results/scaling";
   run_sweep(o);

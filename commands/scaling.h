@@ -28,7 +28,7 @@
 
 #include "commands/command.h"
 #include "commands/measure_run.h"
-#include "settings/config.h"
+#include "schema/config.h"
 
 namespace llm {
 
@@ -49,7 +49,7 @@ struct ScaleArguments {
       "memory from the planner and step time (compute, contention, exposed communication, "
       "optimizer) and TFLOPS per GPU from the throughput model, into DIR/scaling.csv and "
       "DIR/scaling.png. Overrides apply to every config (predicted and measured). --validate: "
-      "every mode at each rank count on this machine, predicted (planning/hardware/"
+      "every mode at each rank count on this machine, predicted (cost_models/hardware/"
       "cpu_dev_vm.toml) against measured step time, with the error. --calibrate: measure this "
       "machine (sgemm, memory, MPI, host AdamW, copies) into a hardware profile. --offload: the "
       "predicted step time of --config without offload, with ZeRO-Offload (with and without "
@@ -85,7 +85,7 @@ struct ScaleArguments {
       "(under mpirun, for --calibrate) time all-reduces of 8 B to 64 MiB");
     v("hardware", hardware,
       "the hardware profile (default: a100_80gb_roce.toml; --validate: cpu_dev_vm.toml; "
-      "--offload: a100_80gb_pcie4x4.toml; in planning/hardware/)",
+      "--offload: a100_80gb_pcie4x4.toml; in cost_models/hardware/)",
       "FILE");
     v("configs", configs,
       "the configs of the grid (default: the paper's T5 configs; --validate: configs/tiny.toml "
@@ -101,7 +101,7 @@ struct ScaleArguments {
     v("modes", modes, "--validate's parallel modes");
     v("out", out,
       "where the results go (default: results/scaling; --validate: results/validation; "
-      "--calibrate: planning/hardware/cpu_dev_vm.toml)",
+      "--calibrate: cost_models/hardware/cpu_dev_vm.toml)",
       "DIR");
     v("measure", measure, "also run (mpirun) the points this machine can run, and overlay them");
     v("no-plot", no_plot, "no scaling.png");

@@ -12,8 +12,8 @@
 #include <set>
 
 #include "model/block.h"
-#include "runtime/error.h"
-#include "runtime/file_io.h"
+#include "base/error.h"
+#include "base/file_io.h"
 
 namespace llm {
 namespace {
@@ -24,16 +24,26 @@ constexpr const char* kWeightsFile = "model.safetensors";
 constexpr const char* kIndexFile = "model.safetensors.index.json";
 constexpr const char* kConfigFile = "config.json";
 
-// The transformers architecture of a model: Llama's block, or with QK-norm
-// Qwen3's (the same tensors and RoPE, plus per-head q_norm and k_norm).
-struct HfArchitecture {
-  const char* model_type;
-  const char* class_name;
-};
+// The transformers architecture of a model: Llama's, or the one a block part
+// it has implies (its declaration's: Qwen3's for QK-norm).
 constexpr HfArchitecture kLlama = {"llama", "LlamaForCausalLM"};
-constexpr HfArchitecture kQwen3 = {"qwen3", "Qwen3ForCausalLM"};
 
-const HfArchitecture& hf_architecture(const ModelConfig& c) { return c.qk_norm ? kQwen3 : kLlama; }
+HfArchitecture hf_architecture(const ModelConfig& c) {
+  for (const PlacedPart& placed : block_parts(c)) {
+    if (placed.part->hf_architecture.model_type) return placed.part->hf_architecture;
+  }
+  return kLlama;
+}
+bool is_llama(const ModelConfig& c) { return hf_architecture(c).model_type == kLlama.model_type; }
+
+// The parts that make a model another architecture than Llama's.
+std::vector<const BlockPartDeclaration*> architecture_parts() {
+  std::vector<const BlockPartDeclaration*> parts;
+  for (const BlockPartDeclaration* part : all_block_parts()) {
+    if (part->enabled_by && part->hf_architecture.model_type) parts.push_back(part);
+  }
+  return parts;
+}
 
 // An HF tensor making up `rows` consecutive rows of one of our tensors.
 struct RowPiece {
@@ -243,7 +253,7 @@ struct ArchitectureKey {
   const char* hf_key;
   bool scaling_band = false;
 };
-constexpr ArchitectureKey kArchitectureKeys[] = {
+constexpr ArchitectureKey kSizeKeys[] = {
     {"dim", "hidden_size"},
     {"n_layers", "num_hidden_layers"},
     {"n_heads", "num_attention_heads"},
@@ -258,15 +268,17 @@ constexpr ArchitectureKey kArchitectureKeys[] = {
     {"rope_original_context", "rope_scaling.original_max_position_embeddings", true},
     {"norm_eps", "rms_norm_eps"},
     {"tie_embeddings", "tie_word_embeddings"},
-    {"qk_norm", "model_type"},
 };
 
-// The keys of kArchitectureKeys that `theirs` (a config.json's) decides.
+// The keys of kSizeKeys that `theirs` (a config.json's) decides, and the
+// keys of the parts its model_type implies or not.
 std::vector<ArchitectureKey> decided_keys(const ModelConfig& theirs) {
   std::vector<ArchitectureKey> keys;
-  for (const ArchitectureKey& k : kArchitectureKeys) {
+  for (const ArchitectureKey& k : kSizeKeys) {
     if (!k.scaling_band || theirs.rope_scaling_factor != 1) keys.push_back(k);
   }
+  for (const BlockPartDeclaration* part : architecture_parts())
+    keys.push_back({part->name, "model_type"});
   return keys;
 }
 
@@ -284,9 +296,12 @@ ModelConfig with_head_dim_spelt_as(ModelConfig theirs, int head_dim) {
 // alone cannot tell, e.g., 4 heads of 64 from 8 heads of 32.
 void check_config_matches(const std::string& config_path, const ModelConfig& ours) {
   const ModelConfig theirs = with_head_dim_spelt_as(hf_read_config(config_path), ours.head_dim);
-  LLM_CHECK(theirs.qk_norm == ours.qk_norm,
-            "{}: model_type is '{}' ({} QK-norm) but model.qk_norm is {}", config_path,
-            hf_architecture(theirs).model_type, theirs.qk_norm ? "with" : "without", ours.qk_norm);
+  for (const BlockPartDeclaration* part : architecture_parts()) {
+    const bool theirs_has = theirs.*part->enabled_by, ours_has = ours.*part->enabled_by;
+    LLM_CHECK(theirs_has == ours_has, "{}: model_type is '{}' ({} {}) but model.{} is {}",
+              config_path, hf_architecture(theirs).model_type, theirs_has ? "with" : "without",
+              part->title, part->name, ours_has);
+  }
   for (const ArchitectureKey& k : decided_keys(theirs)) {
     const std::string hf_value = config_model_value(theirs, k.key);
     const std::string our_value = config_model_value(ours, k.key);
@@ -376,7 +391,7 @@ void hf_export(const ModelConfig& config, const ParameterLayout& layout, const f
   }
   writer.write((fs::path(out_dir) / kWeightsFile).string());
 
-  const HfArchitecture& architecture = hf_architecture(config);
+  const HfArchitecture architecture = hf_architecture(config);
   nlohmann::ordered_json json = {
       {"architectures", {architecture.class_name}},
       {"model_type", architecture.model_type},
@@ -405,16 +420,20 @@ void hf_export(const ModelConfig& config, const ParameterLayout& layout, const f
                             {"high_freq_factor", config.rope_high_freq_factor},
                             {"original_max_position_embeddings", config.rope_original_context}};
   }
-  if (config.qk_norm) {  // Qwen3's own keys, each at what we train: full attention everywhere
+  if (!is_llama(config)) {  // Qwen's own keys, each at what we train: full attention everywhere
     json["use_sliding_window"] = false;
     json["sliding_window"] = nullptr;
     json["max_window_layers"] = config.n_layers;
   } else {
-    json["mlp_bias"] = false;  // a LlamaConfig key, unknown to Qwen3Config
+    json["mlp_bias"] = false;  // a LlamaConfig key, unknown to Qwen's configs
   }
   write_file_atomically((fs::path(out_dir) / kConfigFile).string(), json.dump(2) + "\n");
+  const nlohmann::ordered_json generation_eos =
+      options.end_of_turn_id >= 0
+          ? nlohmann::ordered_json{options.end_of_turn_id, options.eos_token_id}
+          : nlohmann::ordered_json(options.eos_token_id);
   const nlohmann::ordered_json generation = {{"bos_token_id", id_or_null(options.bos_token_id)},
-                                             {"eos_token_id", options.eos_token_id},
+                                             {"eos_token_id", generation_eos},
                                              {"max_length", options.max_position_embeddings},
                                              {"do_sample", true}};
   write_file_atomically((fs::path(out_dir) / "generation_config.json").string(),
@@ -460,20 +479,23 @@ ModelConfig hf_read_config(const std::string& checkpoint) {
   const std::string path = config_json_path(checkpoint);
   const nlohmann::json json = read_json(path);
   const ConfigKeys keys(json, path);
-  const std::string model_type =
-      keys.one_of("model_type", {kLlama.model_type, kQwen3.model_type}, kLlama.model_type);
-  const bool qwen3 = model_type == kQwen3.model_type;
+  std::vector<std::string> model_types = {kLlama.model_type};
+  for (const BlockPartDeclaration* part : architecture_parts())
+    model_types.push_back(part->hf_architecture.model_type);
+  const std::string model_type = keys.one_of("model_type", model_types, kLlama.model_type);
+  const bool llama = model_type == kLlama.model_type;
   keys.require("hidden_act", "silu");
   keys.require("attention_bias", false);
   keys.require("mlp_bias", false);
   keys.require("use_sliding_window", false);
   // Qwen3 keeps a window size it uses only with use_sliding_window (false,
   // above); a Llama config naming one asks for something LlamaConfig lacks.
-  if (!qwen3) keys.require("sliding_window", nullptr);
+  if (llama) keys.require("sliding_window", nullptr);
   keys.require_all("layer_types", "full_attention");
 
   ModelConfig c;
-  c.qk_norm = qwen3;
+  for (const BlockPartDeclaration* part : architecture_parts())
+    c.*part->enabled_by = model_type == part->hf_architecture.model_type;
   c.dim = keys.positive_int("hidden_size");
   c.n_layers = keys.positive_int("num_hidden_layers");
   c.n_heads = keys.positive_int("num_attention_heads");
@@ -492,10 +514,12 @@ ModelConfig hf_read_config(const std::string& checkpoint) {
   // Absent, LlamaConfig derives head_dim from the sizes; Qwen3Config takes
   // 128 (Qwen3-0.6B, 4B and 32B rely on it). model.head_dim is set only
   // where it differs from the derived one, so a Llama config reads as before.
-  if (keys.has("head_dim") || qwen3) {
-    const int head_dim = keys.positive_int("head_dim", 128);
+  const HfArchitecture architecture = hf_architecture(c);
+  if (keys.has("head_dim") || architecture.default_head_dim) {
+    const int head_dim = keys.positive_int("head_dim", architecture.default_head_dim);
     LLM_CHECK(head_dim % 2 == 0, "{}: key 'head_dim' is {}{}, not even as RoPE needs", path,
-              head_dim, keys.has("head_dim") ? "" : " (Qwen3's default)");
+              head_dim,
+              keys.has("head_dim") ? "" : fmt::format(" ({}'s default)", architecture.model_type));
     if (c.dim % c.n_heads != 0 || head_dim != c.dim / c.n_heads) c.head_dim = head_dim;
   } else {
     LLM_CHECK(c.dim % c.n_heads == 0,

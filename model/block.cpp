@@ -1,7 +1,17 @@
-// The Llama block's parameter table (see block.h).
+// The Llama block's parts, in order, and the table their rows make (see block.h).
 #include "model/block.h"
 
 namespace llm {
+
+// Each declared in its file of model/parts/.
+extern const BlockPartDeclaration kAttentionNorm, kQkvProjection, kQkNorm, kAttention, kMlpNorm,
+    kSwigluFfn;
+
+const std::vector<const BlockPartDeclaration*>& all_block_parts() {
+  static const std::vector<const BlockPartDeclaration*> parts = {
+      &kAttentionNorm, &kQkvProjection, &kQkNorm, &kAttention, &kMlpNorm, &kSwigluFfn};
+  return parts;
+}
 
 int64_t BlockTensorSpec::rows() const {
   int64_t total = 0;
@@ -9,54 +19,32 @@ int64_t BlockTensorSpec::rows() const {
   return total;
 }
 
-std::vector<BlockTensorSpec> block_tensors(const ModelConfig& c) {
-  using Split = TensorParallelSplit;
-  const int64_t C = c.dim, D = c.resolved_head_dim(), F = c.ffn_dim;
-  const int64_t q_rows = c.n_heads * D, kv_rows = c.n_kv_heads * D;
-  std::vector<BlockTensorSpec> tensors = {
-      {"attn_norm.weight", &BlockTensors::attn_norm, {{"input_layernorm.weight", C}}},
-      {"attn.wqkv",
-       &BlockTensors::wqkv,
-       {{"self_attn.q_proj.weight", q_rows},
-        {"self_attn.k_proj.weight", kv_rows},
-        {"self_attn.v_proj.weight", kv_rows}},
-       C,
-       Split::rows},
-      {"attn.wo",
-       &BlockTensors::wo,
-       {{"self_attn.o_proj.weight", C}},
-       q_rows,
-       Split::columns,
-       /*output_projection=*/true},
-      {"mlp_norm.weight", &BlockTensors::mlp_norm, {{"post_attention_layernorm.weight", C}}},
-      {"mlp.w13",
-       &BlockTensors::w13,
-       {{"mlp.gate_proj.weight", F}, {"mlp.up_proj.weight", F}},
-       C,
-       Split::rows},
-      {"mlp.w2",
-       &BlockTensors::w2,
-       {{"mlp.down_proj.weight", C}},
-       F,
-       Split::columns,
-       /*output_projection=*/true,
-       /*recomputed=*/false},
-  };
-  if (c.qk_norm) {  // after wqkv: one gain per head kind, held whole by every rank
-    tensors.insert(
-        tensors.begin() + 2,
-        {{"attn.q_norm.weight", &BlockTensors::q_norm, {{"self_attn.q_norm.weight", D}}},
-         {"attn.k_norm.weight", &BlockTensors::k_norm, {{"self_attn.k_norm.weight", D}}}});
+std::vector<PlacedPart> block_parts(const ModelConfig& config) {
+  std::vector<PlacedPart> placed;
+  int row = 0;
+  for (const BlockPartDeclaration* part : all_block_parts()) {
+    if (!part->enabled(config)) continue;
+    placed.push_back({part, row});
+    row += static_cast<int>(part->tensors(config).size());
   }
-  return tensors;
+  return placed;
+}
+
+std::vector<BlockTensorSpec> block_tensors(const ModelConfig& config) {
+  std::vector<BlockTensorSpec> table;
+  for (const PlacedPart& placed : block_parts(config)) {
+    for (BlockTensorSpec& spec : placed.part->tensors(config)) table.push_back(std::move(spec));
+  }
+  return table;
 }
 
 ReplicatedGains replicated_gains(const ModelConfig& config) {
   ReplicatedGains out;
-  for (const BlockTensorSpec& spec : block_tensors(config)) {
-    if (spec.split != TensorParallelSplit::replicated) continue;
-    out.gains.push_back({spec.offset, spec.rows(), out.width});
-    out.width += spec.rows();
+  const std::vector<BlockTensorSpec> table = block_tensors(config);
+  for (size_t row = 0; row < table.size(); ++row) {
+    if (table[row].split != TensorParallelSplit::replicated) continue;
+    out.gains.push_back({static_cast<int>(row), table[row].rows(), out.width});
+    out.width += table[row].rows();
   }
   return out;
 }

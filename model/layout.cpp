@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "runtime/error.h"
-#include "runtime/rng.h"
+#include "base/error.h"
+#include "base/rng.h"
 
 namespace llm {
 namespace {
@@ -164,7 +164,7 @@ ParameterLayout layout_build(const ModelConfig& c, ModelSlice slice) {
           break;
       }
       b.mark_output_projection(spec.output_projection);
-      block.*spec.offset = offset;
+      block.offsets.push_back(offset);
     }
     if (held) layout.block = block;
   }

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "settings/config.h"
+#include "schema/config.h"
 
 namespace llm {
 
@@ -82,12 +82,11 @@ struct UnitSpec {
   size_t global_numel = 0;   // the whole model's unit (numel when not sliced)
 };
 
-// Where each of a block's tensors (block.h) starts in its unit, the same in
-// every block this layout holds: layout_build fills it as it adds them, and
-// the model reads parameters and gradients through it.
+// Where each of a block's tensors (block.h's table, row by row) starts in its
+// unit, the same in every block this layout holds: layout_build fills it as
+// it adds them, and the model reads parameters and gradients through it.
 struct BlockTensors {
-  size_t attn_norm = 0, wqkv = 0, wo = 0, mlp_norm = 0, w13 = 0, w2 = 0;
-  size_t q_norm = 0, k_norm = 0;  // model.qk_norm only
+  std::vector<size_t> offsets;  // [row of block_tensors()]
 };
 
 struct ParameterLayout {

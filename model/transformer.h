@@ -36,23 +36,16 @@
 #include <string>
 #include <vector>
 
-#include "runtime/arena.h"
-#include "runtime/document_boundary.h"
-#include "settings/config.h"
+#include "device/arena.h"
+#include "data/document_boundary.h"
+#include "schema/config.h"
 #include "model/backend.h"
+#include "model/block_activations.h"
 #include "model/layout.h"
 #include "model/unit_provider.h"
-#include "runtime/group.h"
+#include "collectives/group.h"
 
 namespace llm {
-
-// Recompute (none | selective | full) is training.recompute's enum (config.h).
-struct RecomputePlan {
-  Recompute mode = Recompute::none;
-  int every = 1;  // blocks l with l % every == 0 are recomputed
-  bool recomputes(int layer) const { return mode != Recompute::none && layer % every == 0; }
-};
-RecomputePlan recompute_plan(const TrainingConfig& training);
 
 // The rows of the LM head whose logits exist at once, for micro-batches of N
 // tokens, vocabulary slices of vocab_size / tp and logits of value_bytes:
@@ -60,22 +53,6 @@ RecomputePlan recompute_plan(const TrainingConfig& training);
 // kAutoLossChunkBytes (config.h; whole multiples of 64 rows from 64 on); at
 // most N.
 int loss_chunk_rows(const ModelConfig& config, int N, int tp, size_t value_bytes, int requested);
-
-// Activation memory of one configuration, computed without allocating.
-struct ActivationBytes {
-  size_t per_block_kept = 0;        // what one non-recomputed block keeps
-  size_t per_block_recomputed = 0;  // what one recomputed block keeps (beyond its input)
-  size_t residual_stream = 0;       // the stage's block inputs and last output
-  size_t recompute_scratch = 0;     // one block's worth, shared by recomputed blocks
-  // tokens, final norm, one chunk of logits (loss_chunk_rows x V), loss partials, losses, RoPE
-  // tables
-  size_t head_and_loss = 0;
-  size_t backward_scratch = 0;  // gradient buffers reused by every block
-  // precision fp8: one block matmul's FP8 activations, every block weight's FP8
-  // codes both ways (cast once per parameter version), and their scales
-  size_t fp8_copies = 0;
-  size_t total = 0;
-};
 
 // How a rank's model is split; null groups split nothing.
 struct ModelSplit {

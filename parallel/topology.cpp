@@ -1,7 +1,7 @@
 // Mode presets and mesh group construction.
 #include "parallel/topology.h"
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace llm {
 
@@ -9,22 +9,12 @@ ShardingPlan sharding_plan(const ParallelConfig& config, int dp_size) {
   ShardingPlan plan;
   plan.mode = config.mode;
   plan.data_parallel_size = dp_size;
-  LLM_CHECK(plan.mode == ParallelMode::hybrid || config.shard_group_size == 0,
-            "parallel.shard_group_size is only used by mode hybrid (mode is {})",
-            to_string(config.mode));
   if (plan.mode == ParallelMode::ddp) return plan;
   plan.shard_optimizer = true;
   plan.shard_grads = plan.mode != ParallelMode::zero1;
   plan.shard_params = plan.mode == ParallelMode::zero3 || plan.mode == ParallelMode::hybrid;
   plan.shard_group_size = dp_size;
-  if (plan.mode == ParallelMode::hybrid) {
-    int s = config.shard_group_size;
-    LLM_CHECK(s > 0 && dp_size % s == 0,
-              "parallel.shard_group_size ({}) must be set and divide the data-parallel size ({}) "
-              "for mode hybrid",
-              s, dp_size);
-    plan.shard_group_size = s;
-  }
+  if (plan.mode == ParallelMode::hybrid) plan.shard_group_size = config.shard_group_size;
   return plan;
 }
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "settings/config.h"
+#include "schema/config.h"
 #include "parallel/comm.h"
 
 namespace llm {
@@ -34,7 +34,8 @@ struct ShardingPlan {
   int data_parallel_size = 1;  // D, the ranks the mode applies over
 };
 
-// Validates the mode against the data-parallel size; errors name the key.
+// The mode's preset over data_parallel_size ranks (a config that
+// config_validate and launch_validate passed).
 ShardingPlan sharding_plan(const ParallelConfig& config, int data_parallel_size);
 
 // The data-parallel size of a world: world / (tensor_parallel x

@@ -6,9 +6,9 @@
 #include <string_view>
 #include <vector>
 
-#include "settings/key_values.h"
-#include "runtime/cli_values.h"
-#include "runtime/error.h"
+#include "schema/key_values.h"
+#include "base/cli_values.h"
+#include "base/error.h"
 #include "test/error_of.h"
 
 namespace llm {
@@ -41,6 +41,18 @@ TEST(CommandLine, AnOptionValueWithADotIsNotAnOverride) {
   EXPECT_TRUE(line.overrides.empty());
   ASSERT_EQ(line.options.size(), 2u);
   EXPECT_EQ(line.options[0].second, "configs/tiny.toml");
+}
+
+// The launcher `./train supervise` runs: its words are not options.
+TEST(CommandLine, TheWordsAfterTwoDashesAreKeptAsGiven) {
+  CommandLine line = parse({"supervise", "--backoff", "1s", "--", "mpirun", "-np", "2", "./train",
+                            "--config", "tiny", "--training.steps=5"});
+  EXPECT_EQ(line.command, "supervise");
+  ASSERT_EQ(line.options.size(), 1u);
+  EXPECT_TRUE(line.overrides.empty());
+  EXPECT_EQ(line.after_dashes,
+            (std::vector<std::string>{"mpirun", "-np", "2", "./train", "--config", "tiny",
+                                      "--training.steps=5"}));
 }
 
 TEST(CommandLine, MissingValuesAndStrayWordsAreErrors) {

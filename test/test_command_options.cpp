@@ -1,4 +1,4 @@
-// A command's options declared once (settings/command_options.h): the
+// A command's options declared once (schema/command_options.h): the
 // command line read into the declared fields, the unknown-option error with
 // the nearest declared name, the range checks naming the option and its
 // range, the required options, and the usage listing every option with its
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "settings/command_options.h"
+#include "schema/command_options.h"
 #include "test/error_of.h"
 
 namespace llm {
@@ -146,6 +146,40 @@ TEST(CommandOptions, TheUsageListsEveryDeclaredOptionWithItsDoc) {
     EXPECT_NE(usage.find(line), std::string::npos) << line << "\nnot in\n" << usage;
   }
   EXPECT_EQ(spec.flags(), (std::vector<std::string>{"chat"}));
+}
+
+// A command that runs the words after -- as given, with a duration option.
+struct RelaunchArguments {
+  static constexpr const char* kName = "relaunch";
+  static constexpr const char* kAbout = "Runs a command again.";
+  static constexpr bool kTakesOverrides = false;
+  static constexpr const char* kAfterDashes = "COMMAND ...";
+
+  Duration wait{10};
+
+  template <class V>
+  void visit_fields(V&& v) {
+    v("wait", wait, "before each run");
+  }
+};
+
+TEST(CommandOptions, TheWordsAfterTwoDashesAreTakenOnlyWhereDeclared) {
+  CommandLine line;
+  line.command = "relaunch";
+  line.options = {{"wait", "1.5min"}};
+  line.after_dashes = {"sleep", "1"};
+  EXPECT_DOUBLE_EQ(parse_arguments<RelaunchArguments>(line).wait.seconds, 90);
+  line.after_dashes.clear();
+  EXPECT_EQ(error_of([&] { parse_arguments<RelaunchArguments>(line); }),
+            "./train relaunch: COMMAND ... goes after -- (see ./train --help)");
+  CommandLine sample = line_of({{"checkpoint", "x"}});
+  sample.after_dashes = {"sleep"};
+  EXPECT_EQ(error_of([&] { parse_arguments<SampleArguments>(sample); }),
+            "./train sample takes nothing after -- (see ./train --help)");
+  const std::string usage = command_usage(command_spec<RelaunchArguments>());
+  EXPECT_EQ(usage.substr(0, usage.find('\n')), "  ./train relaunch [options] -- COMMAND ...");
+  EXPECT_NE(usage.find("--wait DURATION         before each run (default 10s)"), std::string::npos)
+      << usage;
 }
 
 }  // namespace

@@ -11,8 +11,9 @@
 #include <map>
 #include <ostream>
 
-#include "runtime/error.h"
-#include "runtime/fp8.h"
+#include "base/error.h"
+#include "base/fp8.h"
+#include "model/block.h"
 #include "model/kernels/rope.h"
 #include "model/transformer.h"
 #include "parallel/sharding_engine.h"
@@ -232,30 +233,32 @@ TEST(Layout, UnitsAreContiguousAndTensorsHaveLlamaShapes) {
 }
 
 // The block offsets the model reads are where the named tensors sit, in every
-// block a layout holds, whole or sliced by tensor and pipeline parallelism.
+// block a layout holds, whole or sliced by tensor and pipeline parallelism,
+// with and without QK-norm's rows.
 TEST(Layout, BlockTensorsNameTheOffsetsOfEveryHeldBlock) {
-  Config c = tiny_config(false, 4, 2);
-  c.model.n_layers = 3;
-  c.model.vocab_size = 12;  // even, so two tensor ranks split it
-  for (ModelSlice slice :
-       {ModelSlice{}, ModelSlice{1, 2, 0, 1}, ModelSlice{0, 1, 1, 2}, ModelSlice{1, 2, 0, 2}}) {
-    SCOPED_TRACE(testing::Message() << "tp " << slice.tp_rank << "/" << slice.tp_size << " pp "
-                                    << slice.pp_rank << "/" << slice.pp_size);
-    const ParameterLayout layout = layout_build(c.model, slice);
-    ASSERT_GT(layout.layers.count(), 0);
-    for (int l = layout.layers.begin; l < layout.layers.end; ++l) {
-      const std::string p = "layers." + std::to_string(l);
-      auto offset = [&](const std::string& name) {
-        const TensorSpec& t = layout.tensors[layout.find(p + name)];
-        EXPECT_EQ(t.unit, layout.block_unit(l)) << name;
-        return t.offset;
-      };
-      EXPECT_EQ(layout.block.attn_norm, offset(".attn_norm.weight"));
-      EXPECT_EQ(layout.block.wqkv, offset(".attn.wqkv"));
-      EXPECT_EQ(layout.block.wo, offset(".attn.wo"));
-      EXPECT_EQ(layout.block.mlp_norm, offset(".mlp_norm.weight"));
-      EXPECT_EQ(layout.block.w13, offset(".mlp.w13"));
-      EXPECT_EQ(layout.block.w2, offset(".mlp.w2"));
+  for (bool qk_norm : {false, true}) {
+    Config c = tiny_config(false, 4, 2);
+    c.model.n_layers = 3;
+    c.model.vocab_size = 12;  // even, so two tensor ranks split it
+    c.model.qk_norm = qk_norm;
+    const std::vector<BlockTensorSpec> table = block_tensors(c.model);
+    for (ModelSlice slice :
+         {ModelSlice{}, ModelSlice{1, 2, 0, 1}, ModelSlice{0, 1, 1, 2}, ModelSlice{1, 2, 0, 2}}) {
+      SCOPED_TRACE(testing::Message() << "tp " << slice.tp_rank << "/" << slice.tp_size << " pp "
+                                      << slice.pp_rank << "/" << slice.pp_size);
+      const ParameterLayout layout = layout_build(c.model, slice);
+      ASSERT_GT(layout.layers.count(), 0);
+      for (int l = layout.layers.begin; l < layout.layers.end; ++l) {
+        const std::string p = "layers." + std::to_string(l);
+        auto offset = [&](const std::string& name) {
+          const TensorSpec& t = layout.tensors[layout.find(p + name)];
+          EXPECT_EQ(t.unit, layout.block_unit(l)) << name;
+          return t.offset;
+        };
+        ASSERT_EQ(layout.block.offsets.size(), table.size());
+        for (size_t row = 0; row < table.size(); ++row)
+          EXPECT_EQ(layout.block.offsets[row], offset("." + table[row].name));
+      }
     }
   }
 }

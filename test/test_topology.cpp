@@ -2,9 +2,10 @@
 // anything is allocated, with one line naming the key.
 #include <gtest/gtest.h>
 
-#include "settings/config.h"
-#include "runtime/error.h"
+#include "schema/config.h"
+#include "base/error.h"
 #include "test/error_of.h"
+#include "trainer/launch_validate.h"
 #include "trainer/trainer.h"
 #include "parallel/topology.h"
 
@@ -40,16 +41,25 @@ TEST(Topology, ModesArePresetsOfOneTuple) {
   EXPECT_EQ(hybrid.shard_group_size, 2);
 }
 
+// The config alone refuses a shard group without hybrid, and hybrid without
+// one; the launch (launch_validate) one that does not divide its world's
+// data-parallel ranks. Each names the key and where its value came from.
 TEST(Topology, InvalidCombinationsNameTheKey) {
-  auto message = [](const ParallelConfig& c, int world) {
-    return error_of([&] { sharding_plan(c, world); });
-  };
-  EXPECT_NE(
-      message(parallel("hybrid", 3), 4)
-          .find("parallel.shard_group_size (3) must be set and divide the data-parallel size (4)"),
-      std::string::npos);
-  EXPECT_NE(message(parallel("hybrid", 0), 4).find("parallel.shard_group_size"), std::string::npos);
-  EXPECT_NE(message(parallel("zero3", 2), 4).find("only used by mode hybrid"), std::string::npos);
+  EXPECT_NE(config_refusal({"parallel.mode=hybrid"})
+                .find("command line --parallel.mode=hybrid: parallel.mode = hybrid needs "
+                      "parallel.shard_group_size"),
+            std::string::npos);
+  EXPECT_NE(config_refusal({"parallel.mode=zero3", "parallel.shard_group_size=2"})
+                .find("command line --parallel.shard_group_size=2: parallel.shard_group_size is "
+                      "only used by mode hybrid"),
+            std::string::npos);
+  const Config hybrid =
+      config_load("configs/tiny.toml", {"parallel.mode=hybrid", "parallel.shard_group_size=3"});
+  EXPECT_NE(error_of([&] { launch_validate(hybrid, 4, nullptr, false); })
+                .find("command line --parallel.shard_group_size=3: parallel.shard_group_size (3) "
+                      "must divide the data-parallel size (4)"),
+            std::string::npos);
+  EXPECT_EQ(error_of([&] { launch_validate(hybrid, 6, nullptr, false); }), "");
 }
 
 // The mesh: tensor_parallel must divide the world, and split the model's

@@ -9,39 +9,44 @@
 #include <cmath>
 #include <filesystem>
 
-#include "runtime/build_info.h"
-#include "runtime/error.h"
-#include "runtime/file_io.h"
-#include "runtime/memory_usage.h"
-#include "runtime/stop_signal.h"
-#include "runtime/system.h"
-#include "runtime/targets.h"
+#include "base/build_info.h"
+#include "base/error.h"
+#include "base/file_io.h"
+#include "device/memory_usage.h"
+#include "base/stop_signal.h"
+#include "base/system.h"
+#include "data/targets.h"
 #include "tensorboard/metrics_events.h"
 #include "data/tokenizer.h"
-#include "model/device_setup.h"
 #include "model/flops.h"
 #include "model/generate.h"
 #include "parallel/pipeline_schedule.h"
 #include "interop/hf_llama.h"
-#include "runtime/cli_values.h"
-#include "runtime/fault_hooks.h"
-#include "runtime/watchdog.h"
-#include "checkpointing/background_save.h"
-#include "checkpointing/checkpoint.h"
-#include "checkpointing/config_diff.h"
-#include "checkpointing/run_directory.h"
+#include "base/cli_values.h"
+#include "base/fault_hooks.h"
+#include "collectives/watchdog.h"
+#include "persistence/background_save.h"
+#include "persistence/checkpoint.h"
+#include "persistence/config_diff.h"
+#include "persistence/run_directory.h"
 #include "parallel/collective_agreement.h"
 #include "parallel/comm.h"
-#include "parallel/comm_nccl.h"
-#include "parallel/comm_staged.h"
-#include "parallel/nccl_placement.h"
 #include "model/kernels/cpu_gemm_rate.h"
+#include "parallel/device_group.h"
 #include "trainer/hf_weights_source.h"
+#include "trainer/launch_validate.h"
 #include "trainer/save_log.h"
 #include "trainer/step_log.h"
 #include "trainer/step_progress.h"
 
 namespace llm {
+
+std::string tensorboard_dir(const Config& config) {
+  if (!config.logging.tensorboard.on) return "";
+  const std::string& named = config.logging.tensorboard.path;
+  return named.empty() ? (std::filesystem::path(config.run_dir()) / "tensorboard").string() : named;
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -50,18 +55,10 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// On a GPU: sets up this rank's device (model/device_setup.h) and wraps the
-// world for device buffers; on the CPU the world is used as is.
-std::unique_ptr<Group> device_group(const Config& config, Group& world) {
-  if (config.device() != Device::cuda) return nullptr;
-  device_setup(config, comm_local_rank());
-  if (config.comm() == CommBackend::nccl) {
-    const NcclPlacement placement = nccl_placement(cuda_device_count());
-    LLM_CHECK(placement.admitted, "{}: {}", config.path, placement.reason);
-    if (placement.shared_gpu && world.rank() == 0) spdlog::warn("{}", placement.reason);
-    return make_nccl_group(world);
-  }
-  return make_staged_group(world, cuda_memory());
+// data.tokenizer, when the config names one.
+std::optional<Tokenizer> load_tokenizer(const Config& config) {
+  if (config.data.tokenizer.empty()) return std::nullopt;
+  return Tokenizer::load(config.data.tokenizer);
 }
 
 // Where the metrics records go: <run dir>/metrics.jsonl and TensorBoard's
@@ -70,13 +67,11 @@ std::unique_ptr<Group> device_group(const Config& config, Group& world) {
 MetricsLog open_metrics(Config& config, int start_step) {
   const std::string run_dir = config.run_dir();
   std::vector<std::unique_ptr<MetricsSink>> sinks;
-  if (config.logging.tensorboard.on) {
-    const std::string& named = config.logging.tensorboard.path;
-    const std::string dir = named.empty() ? run_dir + "/tensorboard" : named;
+  if (const std::string dir = tensorboard_dir(config); !dir.empty()) {
     auto tensorboard =
         std::make_unique<TensorBoardMetrics>(dir, config_to_toml(config), start_step);
     spdlog::info("TensorBoard events in {} (view: tensorboard --logdir {})", tensorboard->path(),
-                 named.empty() ? run_dir : dir);
+                 config.logging.tensorboard.path.empty() ? run_dir : dir);
     sinks.push_back(std::move(tensorboard));
   }
   return MetricsLog(config.logging.metrics ? run_dir + "/metrics.jsonl" : "", start_step,
@@ -95,8 +90,13 @@ void slow_step_for_tests(int world_rank) {
 
 Trainer::Trainer(Config config, Group& world, const Backend* backend_override)
     : config_(std::move(config)),
+      tokenizer_(load_tokenizer(config_)),
       host_world_(world),
-      device_world_(device_group(config_, world)),
+      // Everything the run reads is checked before step 1, not after hours.
+      device_world_(
+          device_group(launch_validate(config_, world.size(), tokenizer_ ? &*tokenizer_ : nullptr,
+                                       world.rank() == 0),
+                       world)),
       topology_(device_world_ ? *device_world_ : world, config_.parallel),
       accumulation_steps_(micro_batches_per_step(config_.training, topology_.dp_size())),
       spike_guard_(config_.training.spike_loss_factor, config_.training.spike_grad_norm_factor,
@@ -108,24 +108,6 @@ Trainer::Trainer(Config config, Group& world, const Backend* backend_override)
   watchdog_configure({parse_duration_seconds(config_.parallel.timeout, "parallel.timeout"), "",
                       static_cast<size_t>(config_.parallel.flight_recorder_entries)});
   check_memory_fits(config_, topology_.plan, rank_memory_available(config_, comm_local_size()));
-  // Everything the run reads is checked before step 1, not after hours.
-  LLM_CHECK(t.sample_tokens == 0 || !config_.data.tokenizer.empty(),
-            "{}: training.sample_tokens = {} needs data.tokenizer (or set sample_tokens = 0)",
-            config_.path, t.sample_tokens);
-  if (!config_.data.tokenizer.empty()) {
-    tokenizer_.emplace(Tokenizer::load(config_.data.tokenizer));
-    const int pieces = tokenizer_->vocab_size(), rows = config_.model.vocab_size;
-    LLM_CHECK(pieces <= rows,
-              "{}: the tokenizer {} has {} ids but model.vocab_size is {}: ids {} and up have no "
-              "embedding row",
-              config_.path, tokenizer_->path(), pieces, rows, rows);
-    if (pieces < rows && topology_.world.rank() == 0) {
-      spdlog::warn(
-          "{}: model.vocab_size is {} but the tokenizer {} has {} pieces: {} embedding "
-          "rows will never see a token (set model.vocab_size = {})",
-          config_.path, rows, config_.data.tokenizer, pieces, rows - pieces, pieces);
-    }
-  }
   train_data_ =
       std::make_unique<DataLoader>(config_.data.train, t.seq_len, config_.model.vocab_size,
                                    static_cast<uint64_t>(t.seed), /*shuffle=*/true);
@@ -153,19 +135,10 @@ Trainer::Trainer(Config config, Group& world, const Backend* backend_override)
   if (config_.data.document_masking) {
     // Documents start at the tokenizer's BOS, which prepare writes first in
     // each, or after its EOS where it has no BOS.
-    LLM_CHECK(tokenizer_.has_value(),
-              "{}: data.document_masking needs data.tokenizer (its BOS or EOS marks where "
-              "documents meet)",
-              config_.path);
     const DocumentBoundary boundary = tokenizer_->document_boundary();
     model_->set_document_masking(boundary, config_.data.resets_positions());
     train_data_->set_document_boundary(boundary);
     if (val_data_) val_data_->set_document_boundary(boundary);
-  } else {
-    LLM_CHECK(!config_.data.resets_positions(),
-              "{}: data.reset_positions = true needs data.document_masking = true (positions "
-              "restart at the documents it finds)",
-              config_.path);
   }
   engine_ = std::make_unique<ShardingEngine>(model_->layout(), config_, backend, topology_);
   engine_->set_steps_per_epoch(

@@ -1,0 +1,135 @@
+// The linear layers in A or on FP8 codes (see linear_layers.h).
+#include "model/linear_layers.h"
+
+#include <algorithm>
+#include <type_traits>
+
+#include "model/block.h"
+#include "base/error.h"
+
+namespace llm {
+
+template <class A>
+LinearLayers<A>::LinearLayers(const Backend& backend, const ModelConfig& config,
+                              const ParameterLayout& layout, bool fp8)
+    : backend_(backend),
+      ops_(backend.ops<A>()),
+      f32_(backend.f32),
+      offsets_(layout.block.offsets),
+      fp8_(fp8) {
+  LLM_CHECK((!fp8_ || std::is_same_v<A, Bf16>), "transformer: fp8 runs on bf16 activations");
+  const int tp = layout.slice.tp_size;
+  const std::vector<BlockTensorSpec> table = block_tensors(config);
+  std::vector<Fp8Weight> matrices;  // a block's, this rank's slice of each
+  widest_input_ = widest_output_ = 0;
+  for (size_t row = 0; row < table.size(); ++row) {
+    const BlockTensorSpec& spec = table[row];
+    if (!spec.matrix()) continue;
+    const int64_t rows = spec.rows() / (spec.split == TensorParallelSplit::rows ? tp : 1);
+    const int64_t cols = spec.columns / (spec.split == TensorParallelSplit::columns ? tp : 1);
+    matrices.push_back({static_cast<int>(row), static_cast<int>(rows), static_cast<int>(cols)});
+    widest_input_ = std::max(widest_input_, static_cast<size_t>(cols));
+    widest_output_ = std::max(widest_output_, static_cast<size_t>(rows));
+  }
+  if (!fp8_) return;
+  weights_.assign(layout.layers.count(), matrices);
+  cast_version_.resize(layout.layers.count());
+}
+
+template <class A>
+void LinearLayers<A>::plan(BufferPlan& plan, size_t N) {
+  if (!fp8_) return;
+  plan.add(input_, N * widest_input_);
+  plan.add(grad_, N * widest_output_);
+  plan.add(grad_t_, N * widest_output_);
+  plan.add(scales_, kScales);
+  for (std::vector<Fp8Weight>& block : weights_) {
+    for (Fp8Weight& w : block) {
+      const size_t n = static_cast<size_t>(w.rows) * w.cols;
+      plan.add(w.codes, n);
+      plan.add(w.codes_t, n);
+      plan.add(w.scale, 1);
+    }
+  }
+}
+
+template <class A>
+typename LinearLayers<A>::Weight LinearLayers<A>::block_weight(int block, const A* params,
+                                                               int row) const {
+  Weight weight{params + offsets_[row]};
+  if (!fp8_) return weight;
+  for (const Fp8Weight& w : weights_[block]) {
+    if (w.row == row) weight.fp8 = &w;
+  }
+  LLM_CHECK(weight.fp8, "transformer: no FP8 codes for a matrix the block table does not hold");
+  return weight;
+}
+
+template <class A>
+void LinearLayers<A>::cast_block_weights(int block, const A* params, uint64_t version) {
+  if constexpr (std::is_same_v<A, Bf16>) {
+    if (!fp8_ || cast_version_[block] == version) return;
+    for (const Fp8Weight& w : weights_[block]) {
+      const Bf16* values = params + offsets_[w.row];
+      backend_.fp8_amax_scale(w.scale, values, static_cast<size_t>(w.rows) * w.cols,
+                              Fp8Format::e4m3);
+      backend_.fp8_cast_transpose(w.codes, w.codes_t, values, w.rows, w.cols, w.scale,
+                                  Fp8Format::e4m3);
+    }
+    cast_version_[block] = version;
+  }
+}
+
+template <class A>
+void LinearLayers<A>::quantize(uint8_t* codes, uint8_t* codes_t, const Bf16* x, int rows, int cols,
+                               ScaleSlot slot, Fp8Format format) {
+  Fp8Scale* scale = scales_ + slot;
+  backend_.fp8_amax_scale(scale, x, static_cast<size_t>(rows) * cols, format);
+  backend_.fp8_cast_transpose(codes, codes_t, x, rows, cols, scale, format);
+}
+
+template <class A>
+void LinearLayers<A>::forward(A* out, const A* inp, Weight weight, const A* residual, int N, int K,
+                              int OC) {
+  if constexpr (std::is_same_v<A, Bf16>) {
+    if (const Fp8Weight* w = weight.fp8) {
+      constexpr Fp8Format e4m3 = Fp8Format::e4m3;
+      quantize(input_, nullptr, inp, N, K, kInputScale, e4m3);
+      ops_.fp8_gemm(out, residual, input_, e4m3, scales_ + kInputScale, w->codes, e4m3, w->scale, N,
+                    OC, K);
+      return;
+    }
+  }
+  if (residual)
+    ops_.matmul_forward_residual(out, inp, weight.values, residual, N, K, OC);
+  else
+    ops_.matmul_forward(out, inp, weight.values, N, K, OC);
+}
+
+// FP8: the output gradient in e5m2 (its range: docs/training.md), the weight
+// and input in e4m3; dinp = dout @ W as (N, OC) . (K, OC)^T, dweight +=
+// dout^T inp as (OC, N) . (K, N)^T, both K-contiguous.
+template <class A>
+void LinearLayers<A>::backward(A* dinp, float* dweight, const A* dout, const A* inp, Weight weight,
+                               int N, int K, int OC) {
+  if constexpr (std::is_same_v<A, Bf16>) {
+    if (const Fp8Weight* w = weight.fp8) {
+      constexpr Fp8Format e4m3 = Fp8Format::e4m3, e5m2 = Fp8Format::e5m2;
+      quantize(grad_, grad_t_, dout, N, OC, kGradScale, e5m2);
+      if (dinp) {
+        ops_.fp8_gemm(dinp, nullptr, grad_, e5m2, scales_ + kGradScale, w->codes_t, e4m3, w->scale,
+                      N, K, OC);
+      }
+      quantize(nullptr, input_, inp, N, K, kInputScale, e4m3);
+      f32_.fp8_gemm(dweight, dweight, grad_t_, e5m2, scales_ + kGradScale, input_, e4m3,
+                    scales_ + kInputScale, OC, K, N);
+      return;
+    }
+  }
+  ops_.matmul_backward(dinp, dweight, dout, inp, weight.values, N, K, OC);
+}
+
+template class LinearLayers<float>;
+template class LinearLayers<Bf16>;
+
+}  // namespace llm

@@ -1,0 +1,59 @@
+// The block's two RMSNorms, each before its branch (attention, MLP): the
+// norm of this rank's rows of the residual stream, all rows all-gathered
+// (tensor_parallel_sites.h), with a gain held whole by every rank.
+#include "model/block_part.h"
+#include "model/tensor_parallel_sites.h"
+
+namespace llm {
+namespace {
+
+template <class A>
+class PreNorm final : public BlockPart<A> {
+ public:
+  explicit PreNorm(int row) : row_(row) {}
+  void plan(BlockActivations& activations, const RankShape& s) override {
+    activations.add(normed_, s.N * s.C, Keep::cheap);
+    activations.add(rstd_, s.n, Keep::cheap);
+  }
+  void pass(const BlockContext<A>& ctx, BlockFlow<A>& flow) const override {
+    flow.hidden = normed_.get(ctx.slot, ctx.block);
+  }
+  void forward(const BlockContext<A>& ctx, const BlockFlow<A>& in) override {
+    ctx.sites.norm_gathered(normed_.get(ctx.slot, ctx.block), rstd_.get(ctx.slot, ctx.block),
+                            in.stream, ctx.param(row_), ctx.N());
+  }
+  void recompute(const BlockContext<A>& ctx, const BlockFlow<A>& in) override { forward(ctx, in); }
+  const A* backward(const BlockContext<A>& ctx, const BlockFlow<A>& in, const A* dout) override {
+    const int n = ctx.N() / ctx.shape.tp, C = static_cast<int>(ctx.shape.C);
+    ctx.ops.rmsnorm_backward(ctx.sites.dres(), ctx.sites.gain_grad(ctx.grads, row_), dout,
+                             in.stream, ctx.param(row_), rstd_.get(ctx.slot, ctx.block), n, C);
+    return nullptr;
+  }
+
+ private:
+  int row_;
+  PerBlock<A> normed_;    // (N, C)
+  PerBlock<float> rstd_;  // (n)
+};
+
+std::vector<BlockTensorSpec> attention_norm_tensors(const ModelConfig& c) {
+  return {{"attn_norm.weight", {{"input_layernorm.weight", c.dim}}}};
+}
+std::vector<BlockTensorSpec> mlp_norm_tensors(const ModelConfig& c) {
+  return {{"mlp_norm.weight", {{"post_attention_layernorm.weight", c.dim}}}};
+}
+
+}  // namespace
+
+extern const BlockPartDeclaration kAttentionNorm = {
+    "attention_norm",          "the attention's norm",  nullptr, {}, attention_norm_tensors,
+    make_part<PreNorm, float>, make_part<PreNorm, Bf16>};
+extern const BlockPartDeclaration kMlpNorm = {"mlp_norm",
+                                              "the MLP's norm",
+                                              nullptr,
+                                              {},
+                                              mlp_norm_tensors,
+                                              make_part<PreNorm, float>,
+                                              make_part<PreNorm, Bf16>};
+
+}  // namespace llm

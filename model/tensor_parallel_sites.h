@@ -1,0 +1,100 @@
+// Where the transformer's tensor parallelism (transformer.h) communicates,
+// and the residual stream's gradient it moves: a norm's output all-gathered
+// before a column-parallel matmul, a row-parallel matmul's partial sums
+// reduce-scattered back to rows, the replicated gains' gradients summed over
+// the group. Each site is the plain op when the group is one rank.
+#pragma once
+
+#include <cstddef>
+
+#include "model/backend.h"
+#include "model/block.h"
+#include "model/linear_layers.h"
+#include "model/tensor_payload.h"
+#include "device/arena.h"
+#include "collectives/group.h"
+
+namespace llm {
+
+template <class A>
+class TensorParallelSites {
+ public:
+  using Weight = typename LinearLayers<A>::Weight;
+  // tensor: the group (null when tp = 1, or to plan memory only).
+  TensorParallelSites(const Backend& backend, const ModelConfig& config, const RankShape& shape,
+                      const ParameterLayout& layout, Group* tensor, LinearLayers<A>& linear);
+  // Its forward buffer (a row-parallel matmul's partial sums) into
+  // `activations`, the residual stream's gradient buffers into `backward`,
+  // for micro-batches of up to N tokens.
+  void plan(BufferPlan& activations, BufferPlan& backward, size_t N);
+  // Once the plans are bound.
+  void bound();
+
+  static WireType wire_type() { return std::is_same_v<A, Bf16> ? WireType::bf16 : WireType::f32; }
+  // The tensor group, its next collective tagged with what it carries.
+  Group& tensor(TensorPayload payload) const;
+  int rank() const { return rank_; }
+  // This rank's rows of an (N, C) buffer.
+  A* own_rows(A* full, int N) const {
+    return full + static_cast<size_t>(rank_) * (N / shape_.tp) * shape_.C;
+  }
+  // (N, C) partial sums of a row-parallel matmul (tp > 1; else null).
+  A* partial() const { return partial_; }
+
+  // --- forward --------------------------------------------------------------
+  // xn (N, C) = rmsnorm of this rank's rows x (n, C), all rows all-gathered.
+  void norm_gathered(A* xn, float* rstd, const A* x, const A* weight, int N);
+  // out (n, C) = residual + this rank's rows of inp (N, K) @ W^T summed over
+  // the group (a row-parallel matmul, reduce-scattered).
+  void row_parallel_forward(A* out, const A* inp, Weight weight, const A* residual, int N, int K);
+
+  // --- backward: the residual stream's gradient -----------------------------
+  // (n, C) this rank's rows of d(loss)/d(residual stream), set by start_backward.
+  A* dres() const { return dres_; }
+  // (N, C) every rank's dres rows, after gather_dres.
+  A* dres_full() const { return dres_full_; }
+  // (N, C) the gradient of a norm output (partial sums under tp > 1).
+  A* dxn() const { return dxn_; }
+  // Where the stage's backward of N tokens keeps dres (within dres_full).
+  void start_backward(int N) { dres_ = own_rows(dres_full_, N); }
+  // Every rank's dres rows into dres_full; returns it.
+  const A* gather_dres(int N);
+  // Returns dxn's rows, reduced: this rank's rows of dxn summed over the group.
+  const A* sum_norm_grad_rows(int N);
+  // A column-parallel matmul's backward: dxn = dout (N, out) @ W, summed to
+  // this rank's rows (returned), and dweight += dout^T inp.
+  const A* column_parallel_backward(float* dweight, const A* dout, const A* inp, Weight weight,
+                                    int N, int out);
+  // Where the gradient of the gain at block-table row `row` goes: into the
+  // unit's grads `gr`, or (tp > 1) into its place in the gains' buffer, for
+  // sum_block_gains.
+  float* gain_grad(float* gr, int row) const;
+  // tp > 1: the block's replicated gains' gradients (each rank's part of
+  // them, for its heads and rows), summed over the group by one collective,
+  // added into `gr`; the buffer is zeroed for its next use.
+  void sum_block_gains(float* gr);
+  // The final norm's gain gradient: into `gr`, through the buffer when tp > 1.
+  float* final_norm_grad(float* gr) const { return tp_ == 1 ? gr : dgains_; }
+  void sum_final_norm_gain(float* gr);
+
+ private:
+  size_t gains_width() const { return std::max<size_t>(shape_.C, gains_.width); }
+
+  const TypedOps<A>& ops_;
+  const TypedOps<float>& f32_;
+  const ModelConfig& config_;
+  const RankShape& shape_;
+  const std::vector<size_t>& offsets_;
+  Group* tensor_;
+  LinearLayers<A>& linear_;
+  int tp_, rank_;
+  const ReplicatedGains gains_;
+  A* partial_ = nullptr;
+  A* dres_full_ = nullptr;
+  A* dres_ = nullptr;
+  A* dxn_ = nullptr;
+  A* dxn_rows_ = nullptr;    // (n, C) dxn's reduced rows (tp > 1; else dxn itself)
+  float* dgains_ = nullptr;  // (max(C, gains' width)) replicated gains' gradients (tp > 1)
+};
+
+}  // namespace llm
