@@ -1,8 +1,7 @@
-// The command line, strict option values and name suggestions (see cli_values.h).
+// The command line, durations, comma lists and name suggestions (see cli_values.h).
 #include "base/cli_values.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdlib>
 #include <sstream>
 #include <string_view>
@@ -12,13 +11,22 @@
 
 namespace llm {
 
-CommandLine parse_command_line(int argc, const char* const* argv,
-                               std::span<const std::string_view> flags) {
+bool CommandLine::given(std::string_view option) const {
+  return std::any_of(options.begin(), options.end(),
+                     [&](const auto& name_value) { return name_value.first == option; });
+}
+
+CommandLine parse_command_line(int argc, const char* const* argv, const FlagsOf& flags_of) {
   CommandLine line;
   int i = 1;
   if (i < argc && argv[i][0] != '-') line.command = argv[i++];
+  const std::vector<std::string> flags = flags_of(line.command);
   for (; i < argc; ++i) {
     const std::string arg = argv[i];
+    if (arg == "--") {
+      line.after_dashes.assign(argv + i + 1, argv + argc);
+      break;
+    }
     LLM_CHECK(arg.rfind("--", 0) == 0, "unexpected argument '{}' (see ./train --help)", arg);
     const size_t eq = arg.find('=');
     const std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
@@ -39,48 +47,6 @@ CommandLine parse_command_line(int argc, const char* const* argv,
     }
   }
   return line;
-}
-
-long long parse_integer(const std::string& text, const std::string& option) {
-  size_t used = 0;
-  long long value = 0;
-  try {
-    value = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  LLM_CHECK(used == text.size() && !text.empty(), "--{}: expected an integer, got '{}'", option,
-            text);
-  return value;
-}
-
-namespace {
-
-// The whole text as a double, or NaN.
-double whole_number(const std::string& text) {
-  size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  return used == text.size() && !text.empty() ? value : NAN;
-}
-
-}  // namespace
-
-double parse_positive_number(const std::string& text, const std::string& option) {
-  const double value = whole_number(text);
-  LLM_CHECK(value > 0, "--{}: expected a positive number, got '{}'", option, text);
-  return value;
-}
-
-double parse_number(const std::string& text, const std::string& option, double min, double max) {
-  const double value = whole_number(text);
-  LLM_CHECK(value >= min && value <= max, "--{}: expected a number from {} to {}, got '{}'", option,
-            min, max, text);
-  return value;
 }
 
 std::vector<std::string> split_commas(const std::string& text) {

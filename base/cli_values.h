@@ -1,11 +1,11 @@
-// The command line and its option values: argv split into a subcommand,
-// options (--name value | --name=value) and config overrides
-// (--section.key=value | --section.key value); whole numbers, positive numbers
-// and comma lists parsed strictly; "did you mean" suggestions for misspelt
-// names. Errors name the option.
+// The command line: argv split into a subcommand, options (--name value |
+// --name=value) and config overrides (--section.key=value | --section.key
+// value); durations and comma lists; "did you mean" suggestions for misspelt
+// names. Errors name the option. The options' values are read as their
+// command declares them (schema/command_options.h).
 #pragma once
 
-#include <span>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -17,19 +17,20 @@ struct CommandLine {
   std::string command = "train";
   std::vector<std::pair<std::string, std::string>> options;  // --name value
   std::vector<std::string> overrides;                        // section.key=value
+  std::vector<std::string> after_dashes;                     // the words after "--", as given
+
+  // Whether --option was given (once or more).
+  bool given(std::string_view option) const;
 };
 
-// Splits argv: an optional first word is the subcommand; a name with a dot
-// before any '=' is a config override; `flags` are the options without value.
-CommandLine parse_command_line(int argc, const char* const* argv,
-                               std::span<const std::string_view> flags);
+// The options of `command` that take no value.
+using FlagsOf = std::function<std::vector<std::string>(const std::string& command)>;
 
-// The whole text as an integer, else an llm::Error naming --option.
-long long parse_integer(const std::string& text, const std::string& option);
-// The whole text as a number > 0, else an llm::Error naming --option.
-double parse_positive_number(const std::string& text, const std::string& option);
-// The whole text as a number in [min, max], else an llm::Error naming --option.
-double parse_number(const std::string& text, const std::string& option, double min, double max);
+// Splits argv: an optional first word is the subcommand; a name with a dot
+// before any '=' is a config override; the subcommand's flags_of() are the
+// options without value; the words after "--" are kept as given.
+CommandLine parse_command_line(int argc, const char* const* argv, const FlagsOf& flags_of);
+
 // A duration such as "90s", "10min", "1.5h" or "500ms" in seconds (> 0),
 // else an llm::Error naming `key`.
 double parse_duration_seconds(const std::string& text, const std::string& key);

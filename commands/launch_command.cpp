@@ -7,6 +7,7 @@
 
 #include "base/cli_values.h"
 #include "base/error.h"
+#include "schema/key_values.h"
 
 namespace llm {
 namespace {
@@ -44,7 +45,8 @@ LaunchCommand launch_command_read(const std::vector<std::string>& argv) {
   std::vector<const char*> trainer_argv = {"train"};
   for (size_t i = trainer; i < argv.size(); ++i) trainer_argv.push_back(argv[i].c_str());
   const CommandLine line =
-      parse_command_line(static_cast<int>(trainer_argv.size()), trainer_argv.data(), {});
+      parse_command_line(static_cast<int>(trainer_argv.size()), trainer_argv.data(),
+                         [](const std::string&) { return std::vector<std::string>{}; });
   for (const auto& [name, value] : line.options) {
     LLM_CHECK(name == "config",
               "./train supervise: the command after -- runs ./train with --{}; it must train "
@@ -55,7 +57,7 @@ LaunchCommand launch_command_read(const std::vector<std::string>& argv) {
   command.overrides = line.overrides;
   if (const size_t i = option_value_index(argv, trainer, kWorldSizeOptions); i < argv.size()) {
     const std::string name = argv[i - 1].substr(argv[i - 1].find_first_not_of('-'));
-    command.world_size = static_cast<int>(parse_integer(argv[i], name));
+    read_key_text(argv[i], command.world_size, "--" + name);
   }
   if (const size_t i = option_value_index(argv, trainer, kHostfileOptions); i < argv.size())
     command.hostfile = argv[i];

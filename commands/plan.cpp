@@ -254,8 +254,8 @@ int plan_command(const Config& config, const PlanOptions& o) {
       hardware_load(o.hardware.empty() ? plan_default_hardware(config) : o.hardware);
   const int ranks_per_node = hw.ranks_per_node(o.world);
   MemoryBudget budget = hw.rank_memory(ranks_per_node);
-  if (o.device_memory) budget.device = *o.device_memory;
-  if (o.reserved_memory) budget.reserved = *o.reserved_memory;
+  if (o.device_memory) budget.device = o.device_memory->bytes;
+  if (o.reserved_memory) budget.reserved = o.reserved_memory->bytes;
   LLM_CHECK(budget.reserved < budget.device, "--reserved ({}) must be less than the memory ({})",
             bytes(budget.reserved), bytes(budget.device));
   const int hybrid_group = o.hybrid_group > 0 ? o.hybrid_group : ranks_per_node;
@@ -270,6 +270,10 @@ int plan_command(const Config& config, const PlanOptions& o) {
   print_recommendation(ranked, best, o.world, usable);
   if (o.measure) measure_rows(ranked, best, o);
   return 0;
+}
+
+int run_plan(const PlanArguments& arguments, const CommandLine& line) {
+  return plan_command(command_config(arguments.config, line), arguments);
 }
 
 }  // namespace llm

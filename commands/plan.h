@@ -15,8 +15,10 @@
 #include <optional>
 #include <string>
 
+#include "commands/command.h"
 #include "commands/measure_run.h"
 #include "schema/config.h"
+#include "schema/key_values.h"
 
 namespace llm {
 
@@ -24,12 +26,51 @@ struct PlanOptions {
   int world = 1;
   int hybrid_group = 0;  // shard groups of hybrid rows; 0: a node's devices, at most world
   std::string hardware;  // profile path; empty: plan_default_hardware(config)
-  std::optional<size_t> device_memory;    // per rank; default the profile's
-  std::optional<size_t> reserved_memory;  // of it, the runtime's; default the profile's
-  int top = 0;                            // table rows printed; 0: every row
-  bool measure = false;                   // run the first `top` ranked rows here (3 when top is 0)
+  std::optional<ByteSize> device_memory;    // per rank; default the profile's
+  std::optional<ByteSize> reserved_memory;  // of it, the runtime's; default the profile's
+  int top = 0;                              // table rows printed; 0: every row
+  bool measure = false;  // run the first `top` ranked rows here (3 when top is 0)
   MeasureOptions run;
 };
+
+// `./train plan`'s command line: PlanOptions and the config, declared once
+// (command_options.h).
+struct PlanArguments : PlanOptions {
+  static constexpr const char* kName = "plan";
+  static constexpr const char* kAbout =
+      "What to run on N ranks: every mesh x parallel mode x activation recompute x precision x "
+      "offload with its memory per rank, the rows that fit ranked by the throughput model's "
+      "predicted step on the hardware profile, fastest first; the rows it could not rank and "
+      "why; and the fastest that fits with 10% to spare, as a command line with its predicted "
+      "step, the step's parts and the memory headroom.";
+  static constexpr bool kTakesOverrides = true;
+
+  std::string config;
+
+  template <class V>
+  void visit_fields(V&& v) {
+    v("config", config, kConfigOptionDoc, required("FILE"));
+    v("world", world, "ranks to plan for", kPositive);
+    v("hardware", hardware,
+      "the hardware profile (default: cost_models/hardware/h100_sxm.toml for a CUDA config, "
+      "cpu_dev_vm.toml for a CPU one)",
+      "FILE");
+    v("gpu-memory", device_memory, "memory per rank, e.g. 80GiB (default: the profile's)");
+    v("reserved", reserved_memory,
+      "of it, what the runtime keeps, e.g. 3GiB (default: the profile's)");
+    v("shard-group", hybrid_group, "hybrid rows' shard groups; 0: a node's devices",
+      OptionRule("G", kNonNegative));
+    v("top", top, "print the first K rows; 0: every row", OptionRule("K", kNonNegative));
+    v("measure", measure,
+      "also run the first rows here (3 without --top) and print the measured "
+      "order");
+    v("repeats", run.repeats, "with --measure: runs per row, the fastest counts",
+      OptionRule("R", kPositive));
+  }
+};
+
+// Runs `./train plan` as the command line asks.
+int run_plan(const PlanArguments& arguments, const CommandLine& line);
 
 // The profile a plan predicts on when --hardware names none: the H100
 // cluster for a CUDA config, this machine's calibrated profile for a CPU one.

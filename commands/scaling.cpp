@@ -1,5 +1,5 @@
 // `./train scale`: the sweep, its CSV and plot, validation against real runs,
-// and option parsing (see scaling.h).
+// and the choice among its modes (see scaling.h).
 #include "commands/scaling.h"
 
 #include <fmt/format.h>
@@ -11,9 +11,9 @@
 #include <optional>
 
 #include "commands/calibration.h"
-#include "base/cli_values.h"
 #include "base/error.h"
 #include "cost_models/hardware_profile.h"
+#include "cost_models/offload_report.h"
 #include "commands/measure_run.h"
 #include "base/system.h"
 #include "cost_models/throughput_model.h"
@@ -38,9 +38,6 @@ struct Curve {
   std::string recompute;  // none | selective | full; empty: the config's
 };
 
-const std::vector<std::string> kPaperStrategies = {"ddp", "full_replication", "hybrid",
-                                                   "full_shard"};
-
 // The FSDP paper's two figures (Zhao et al. 2023, section 5): T5 611M,
 // 2.28B and 11.3B under the four strategies at 8 sequences of 512 tokens per
 // GPU in bf16; and T5 11.3B under full sharding at batch 8 and 16 per GPU
@@ -49,8 +46,7 @@ const std::vector<std::string> kPaperStrategies = {"ddp", "full_replication", "h
 // recomputation to fit) for the 16- against 32-bit finding.
 std::vector<Curve> paper_curves() {
   std::vector<Curve> curves;
-  for (const char* config : {"configs/scaling/t5_611m.toml", "configs/scaling/t5_2.28b.toml",
-                             "configs/scaling/t5_11.3b.toml"}) {
+  for (const std::string& config : kPaperConfigs) {
     for (const std::string& strategy : kPaperStrategies) {
       curves.push_back({"model_scale", config, strategy, 8, "bf16", "none"});
     }
@@ -64,58 +60,21 @@ std::vector<Curve> paper_curves() {
   return curves;
 }
 
-struct ScaleOptions {
-  std::string hardware;
-  // A custom grid (any of --configs, --strategies, --batch-per-gpu,
-  // --precision given): configs x strategies x batches x precisions;
-  // otherwise the paper's curves.
-  bool custom = false;
-  std::vector<std::string> configs = {"configs/scaling/t5_611m.toml",
-                                      "configs/scaling/t5_2.28b.toml",
-                                      "configs/scaling/t5_11.3b.toml"};
-  std::vector<std::string> strategies = kPaperStrategies;
-  std::vector<int> batches = {0};
-  std::vector<std::string> precisions = {""};
-  std::vector<int> gpus = {8, 16, 32, 64, 128, 256, 512};
-  std::vector<int> ranks = {1, 2, 4};
-  std::vector<ParallelMode> modes = {ParallelMode::ddp, ParallelMode::zero1, ParallelMode::zero2,
-                                     ParallelMode::zero3, ParallelMode::hybrid};
-  std::string out;
+// The arguments with what the command line implies: the overrides, and
+// whether they name a custom grid.
+struct ScaleOptions : ScaleArguments {
   std::vector<std::string> overrides;  // section.key=value, for every config
-  bool measure = false, plot = true;
-  int measure_max_ranks = 4;
-  int hybrid_group = 0;
-  std::optional<double> rate_dispersion;  // replaces the profile's device.rate_dispersion
-  MeasureOptions run;
+  bool custom = false;  // any of --configs, --strategies, --batch-per-gpu, --precision given
 };
-
-int to_int(const std::string& text, const std::string& option) {
-  return static_cast<int>(parse_integer(text, option));
-}
-
-std::vector<int> int_list(const std::string& text, const std::string& option) {
-  std::vector<int> values;
-  for (const std::string& item : split_commas(text)) {
-    values.push_back(to_int(item, option));
-    LLM_CHECK(values.back() >= 1, "--{}: counts must be at least 1", option);
-  }
-  return values;
-}
-
-std::vector<ParallelMode> mode_list(const std::string& text) {
-  std::vector<ParallelMode> modes;
-  for (const std::string& item : split_commas(text))
-    modes.push_back(parse_enum<ParallelMode>(item, "--modes"));
-  return modes;
-}
 
 std::vector<Curve> curves_of(const ScaleOptions& o) {
   if (!o.custom) return paper_curves();
   std::vector<Curve> curves;
   for (const std::string& config : o.configs) {
     for (const std::string& strategy : o.strategies) {
-      for (int batch : o.batches) {
-        for (const std::string& precision : o.precisions) {
+      for (int batch : o.batches.empty() ? std::vector<int>{0} : o.batches) {
+        for (const std::string& precision :
+             o.precisions.empty() ? std::vector<std::string>{""} : o.precisions) {
           curves.push_back({"custom", config, strategy, batch, precision, ""});
         }
       }
@@ -349,7 +308,7 @@ void run_sweep(const ScaleOptions& o) {
   write_csv(csv, std::filesystem::path(o.hardware).stem().string(), hw.device.rate_dispersion,
             rows);
   fmt::print("\nwrote {}\n", csv);
-  if (o.plot)
+  if (!o.no_plot)
     plot(csv, (std::filesystem::path(o.out) / "scaling.png").string(), hw.device.shared_by_node);
 }
 
@@ -461,83 +420,45 @@ StrategyMode strategy_mode(const std::string& strategy, int gpus, int devices_pe
   LLM_FAIL("unknown strategy '{}' (ddp, full_replication, hybrid, full_shard)", strategy);
 }
 
-int scale_command(const std::vector<std::pair<std::string, std::string>>& options,
-                  const std::vector<std::string>& overrides) {
+int run_scale(const ScaleArguments& arguments, const CommandLine& line) {
+  LLM_CHECK(
+      arguments.validate + arguments.calibrate + arguments.offload + arguments.comm_bench <= 1,
+      "./train scale: choose one of --validate, --calibrate, --offload");
   ScaleOptions o;
-  o.overrides = overrides;
-  bool validate = false, calibrate = false, bench = false, configs_given = false;
-  std::string calibration_config, out;
-  for (const auto& [key, value] : options) {
-    if (key == "hardware")
-      o.hardware = value;
-    else if (key == "configs")
-      o.configs = split_commas(value), configs_given = true, o.custom = true;
-    else if (key == "strategies")
-      o.strategies = split_commas(value), o.custom = true;
-    else if (key == "batch-per-gpu")
-      o.batches = int_list(value, key), o.custom = true;
-    else if (key == "precision")
-      o.precisions = split_commas(value), o.custom = true;
-    else if (key == "gpus")
-      o.gpus = int_list(value, key);
-    else if (key == "ranks")
-      o.ranks = int_list(value, key);
-    else if (key == "modes")
-      o.modes = mode_list(value);
-    else if (key == "out")
-      out = value;
-    else if (key == "measure")
-      o.measure = true;
-    else if (key == "no-plot")
-      o.plot = false;
-    else if (key == "measure-max-ranks")
-      o.measure_max_ranks = to_int(value, key);
-    else if (key == "steps")
-      o.run.steps = to_int(value, key);
-    else if (key == "repeats")
-      o.run.repeats = to_int(value, key);
-    else if (key == "launcher")
-      o.run.launcher = value;
-    else if (key == "train-binary")
-      o.run.train_binary = value;
-    else if (key == "hybrid-group")
-      o.hybrid_group = to_int(value, key);
-    else if (key == "rate-dispersion")
-      o.rate_dispersion = parse_number(value, key, 0, 1);
-    else if (key == "validate")
-      validate = true;
-    else if (key == "calibrate")
-      calibrate = true;
-    else if (key == "config")
-      calibration_config = value;
-    else if (key == "comm-bench")
-      bench = true;
-    else
-      LLM_FAIL("./train scale: unknown option --{} (see ./train --help)", key);
-  }
-  LLM_CHECK(validate + calibrate + bench <= 1,
-            "./train scale: choose one of --validate, --calibrate");
-  if (bench) {
+  static_cast<ScaleArguments&>(o) = arguments;
+  o.overrides = line.overrides;
+  o.custom = line.given("configs") || line.given("strategies") || line.given("batch-per-gpu") ||
+             line.given("precision");
+  if (o.comm_bench) {
     comm_bench(comm_world());
     return 0;
   }
-  if (calibrate) {
+  if (o.calibrate) {
     CalibrationOptions c;
-    if (!out.empty()) c.out = out;
-    if (!calibration_config.empty()) c.config = calibration_config;
+    if (!o.out.empty()) c.out = o.out;
+    if (!o.config.empty()) c.config = o.config;
     c.measure = o.run;
     calibrate_machine(c);
     return 0;
   }
-  if (validate) {
+  if (o.offload) {
+    LLM_CHECK(!o.config.empty(), "./train scale --offload: --config FILE is required");
+    const HardwareProfile hardware = hardware_load(
+        o.hardware.empty() ? "cost_models/hardware/a100_80gb_pcie4x4.toml" : o.hardware);
+    const Config config = command_config(o.config, line);
+    offload_print_table(config, o.world.value_or(hardware.node.devices_per_node), hardware);
+    return 0;
+  }
+  if (o.validate) {
     if (o.hardware.empty()) o.hardware = "cost_models/hardware/cpu_dev_vm.toml";
-    if (!configs_given) o.configs = {"configs/tiny.toml", "configs/scale_cpu.toml"};
-    o.out = out.empty() ? "results/validation" : out;
+    if (o.configs.empty()) o.configs = {"configs/tiny.toml", "configs/scale_cpu.toml"};
+    if (o.out.empty()) o.out = "results/validation";
     run_validation(o);
     return 0;
   }
   if (o.hardware.empty()) o.hardware = "cost_models/hardware/a100_80gb_roce.toml";
-  o.out = out.empty() ? "results/scaling" : out;
+  if (o.configs.empty()) o.configs = kPaperConfigs;
+  if (o.out.empty()) o.out = "results/scaling";
   run_sweep(o);
   return 0;
 }

@@ -200,7 +200,7 @@ class Supervisor {
         redo_from = std::max(redo_from, *written);
     }
     record.backoff_seconds =
-        std::min(kLongestBackoffSeconds, options_.backoff_seconds * std::pow(2.0, restart - 1));
+        std::min(kLongestBackoffSeconds, options_.backoff.seconds * std::pow(2.0, restart - 1));
     record.time_lost_seconds = seconds_between(redo_from, Clock::now()) + record.backoff_seconds;
     return record;
   }

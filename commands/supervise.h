@@ -14,14 +14,16 @@
 #include <string>
 #include <vector>
 
+#include "schema/key_values.h"
+
 namespace llm {
 
 struct SuperviseOptions {
   int max_restarts = 3;
-  double backoff_seconds = 10;  // before the first restart; doubled each time, at most 5 min
-  std::string run_dir;          // "" : the config's (checkpoint.dir, else checkpoints/<name>)
-  int set_aside_after = 2;      // failures in a row naming a host that set it aside
-  int retry_after = 3;          // launches a host set aside sits out
+  Duration backoff{10};     // before the first restart; doubled each time, at most 5 min
+  std::string run_dir;      // "" : the config's (checkpoint.dir, else checkpoints/<name>)
+  int set_aside_after = 2;  // failures in a row naming a host that set it aside
+  int retry_after = 3;      // launches a host set aside sits out
 };
 
 // Runs the job until it finishes, fails for good or has used its restarts;

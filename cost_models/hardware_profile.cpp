@@ -10,7 +10,7 @@
 
 #include "schema/toml_tables.h"
 #include "base/error.h"
-#include "cost_models/planner.h"
+#include "schema/key_values.h"
 
 namespace llm {
 namespace {

@@ -122,31 +122,4 @@ std::vector<PlanRow> plan_memory(const Config& config, int world, int hybrid_gro
   return rows;
 }
 
-size_t parse_bytes(const std::string& text, const std::string& what) {
-  size_t end = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &end);
-  } catch (const std::exception&) {
-    end = 0;
-  }
-  std::string unit = text.substr(end);
-  double scale = 0;
-  LLM_CHECK(end == 0 || !unit.empty(),
-            "{}: '{}' has no unit; write it with one, e.g. {}GiB, {}GB or {}B", what, text, text,
-            text, text);
-  for (auto [name, factor] :
-       {std::pair{"B", 1.0}, std::pair{"KiB", 1024.0}, std::pair{"MiB", 1048576.0},
-        std::pair{"GiB", 1073741824.0}, std::pair{"TiB", 1099511627776.0}, std::pair{"KB", 1e3},
-        std::pair{"MB", 1e6}, std::pair{"GB", 1e9}, std::pair{"TB", 1e12}}) {
-    if (unit == name) scale = factor;
-  }
-  LLM_CHECK(end > 0 && scale > 0 && value > 0, "{}: expected a size like 80GiB or 40GB, got '{}'",
-            what, text);
-  // Converting a double beyond size_t's range is undefined (found by
-  // fuzz_hardware_toml): sizes stop at an exbibyte, far above any machine.
-  LLM_CHECK(value * scale <= 0x1p60, "{}: '{}' is larger than 1 EiB", what, text);
-  return static_cast<size_t>(value * scale);
-}
-
 }  // namespace llm

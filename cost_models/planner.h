@@ -48,8 +48,4 @@ struct PlanRow {
 std::vector<PlanRow> plan_memory(const Config& config, int world, int hybrid_group,
                                  size_t device_bytes, int devices_per_node);
 
-// Parses "80GiB", "40GB", "512MiB", "1000000B"; a bare number is refused (is
-// "80" bytes or GiB?); errors name `what`.
-size_t parse_bytes(const std::string& text, const std::string& what);
-
 }  // namespace llm

@@ -4,16 +4,15 @@
 
 #include <algorithm>
 #include <cmath>
-#include <charconv>
 #include <filesystem>
 #include <fstream>
-#include <limits>
 #include <set>
 #include <sstream>
 #include <utility>
 
 #include "schema/config_validate.h"
 #include "schema/key_origin.h"
+#include "schema/key_values.h"
 #include "schema/toml_tables.h"
 #include "base/cli_values.h"
 #include "base/error.h"
@@ -22,62 +21,6 @@ namespace llm {
 namespace {
 
 namespace fs = std::filesystem;
-
-// --- reading one value from override text ------------------------------------
-
-template <class T>
-std::string integer_range() {
-  return fmt::format("[{}, {}]", std::numeric_limits<T>::min(), std::numeric_limits<T>::max());
-}
-
-template <class T>
-T parse_number(const std::string& text, const std::string& key, const char* what) {
-  T value{};
-  const char* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  if constexpr (std::is_integral_v<T>) {
-    LLM_CHECK(ec != std::errc::result_out_of_range,
-              "{}: {} is out of range for a {}-bit integer {}", key, text, 8 * sizeof(T),
-              integer_range<T>());
-  }
-  LLM_CHECK(ec == std::errc() && ptr == end && !text.empty(), "{}: expected {}, got '{}'", key,
-            what, text);
-  return value;
-}
-
-void read_text(const std::string& text, int& out, const std::string& key) {
-  out = parse_number<int>(text, key, "an integer");
-}
-void read_text(const std::string& text, int64_t& out, const std::string& key) {
-  out = parse_number<int64_t>(text, key, "an integer");
-}
-void read_text(const std::string& text, double& out, const std::string& key) {
-  out = parse_number<double>(text, key, "a number");
-}
-void read_text(const std::string& text, bool& out, const std::string& key) {
-  LLM_CHECK(text == "true" || text == "false", "{}: expected true or false, got '{}'", key, text);
-  out = text == "true";
-}
-void read_text(const std::string& text, std::string& out, const std::string&) { out = text; }
-void read_text(const std::string& text, AutoCount& out, const std::string& key) {
-  if (text == "auto") {
-    out.value = 0;
-    return;
-  }
-  out.value = parse_number<int>(text, key, "a positive integer or auto");
-  LLM_CHECK(out.value >= 1, "{}: expected a positive integer or auto, got '{}'", key, text);
-}
-void read_text(const std::string& text, SwitchOrPath& out, const std::string& key) {
-  LLM_CHECK(!text.empty(), "{}: expected true, false or a directory", key);
-  if (text == "true" || text == "false")
-    out = {text == "true", ""};
-  else
-    out = {true, text};
-}
-template <NamedEnum E>
-void read_text(const std::string& text, E& out, const std::string& key) {
-  out = parse_enum<E>(text, key);
-}
 
 // --- walking the tables --------------------------------------------------------
 
@@ -106,43 +49,13 @@ void apply_override(Config& config, const std::string& assignment) {
     if (table_name != name) return;
     visit_keys(section, [&](const char* field_key, auto& field, const char*, const KeyRule&) {
       if (key != field_key) return;
-      read_text(text, field, fmt::format("command line --{}.{}", table_name, key));
+      read_key_text(text, field, fmt::format("command line --{}.{}", table_name, key));
       found = true;
     });
   });
   const std::string name = assignment.substr(0, eq);
   LLM_CHECK(found, "{}: unknown key '{}'{}", origin, name,
             unknown_key_hint(name, all_keys(config)));
-}
-
-void write_value(std::ostream& out, int value) { out << value; }
-void write_value(std::ostream& out, int64_t value) { out << value; }
-void write_value(std::ostream& out, bool value) { out << (value ? "true" : "false"); }
-// The shortest text that reads back as the same double (0.003, not
-// 0.0030000000000000001), always a TOML float (1.0, not 1).
-void write_value(std::ostream& out, double value) {
-  std::string text = fmt::format("{}", value);
-  if (text.find_first_of(".eEn") == std::string::npos) text += ".0";
-  out << text;
-}
-void write_value(std::ostream& out, AutoCount value) {
-  if (value.automatic())
-    out << "\"auto\"";
-  else
-    out << value.value;
-}
-void write_value(std::ostream& out, const std::string& value) {
-  out << toml::value<std::string>(value);
-}
-void write_value(std::ostream& out, const SwitchOrPath& value) {
-  if (value.path.empty())
-    write_value(out, value.on);
-  else
-    write_value(out, value.path);
-}
-template <NamedEnum E>
-void write_value(std::ostream& out, E value) {
-  out << toml::value<std::string>(to_string(value));
 }
 
 fs::path find_config_file(const std::string& path_or_name) {
@@ -214,7 +127,7 @@ void visit_key(Table& table, std::string_view key, Visit&& visit) {
 
 std::string config_model_value(const ModelConfig& model, std::string_view key) {
   std::ostringstream text;
-  visit_key(model, key, [&](const auto& value) { write_value(text, value); });
+  visit_key(model, key, [&](const auto& value) { write_key_value(text, value); });
   return text.str();
 }
 
@@ -284,7 +197,7 @@ std::string config_reference() {
     visit_keys(
         section, [&](const char* key, const auto& field, const char* doc, const KeyRule& rule) {
           std::ostringstream value;
-          write_value(value, field);
+          write_key_value(value, field);
           const std::string range = rule.range.unbounded() ? "" : rule.range.text();
           const OnResume on_resume =
               rule.has_on_resume ? rule.on_resume : std::decay_t<decltype(section)>::kOnResume;
@@ -302,7 +215,7 @@ std::string config_to_toml(const Config& config) {
     out << "[" << table_name << "]\n";
     visit_keys(section, [&](const char* key, const auto& field, const char*, const KeyRule&) {
       out << key << " = ";
-      write_value(out, field);
+      write_key_value(out, field);
       out << "\n";
     });
     out << "\n";

@@ -1,8 +1,6 @@
 // The config's own rules (see config_validate.h).
 #include "schema/config_validate.h"
 
-#include <cmath>
-
 #include "base/cli_values.h"
 #include "base/error.h"
 #include "schema/key_origin.h"
@@ -29,12 +27,8 @@ void config_validate(const Config& c) {
       using T = std::decay_t<decltype(field)>;
       if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
         const std::string name = fmt::format("{}.{}", table_name, key);
-        if constexpr (std::is_floating_point_v<T>) {
-          LLM_CHECK(std::isfinite(field), "{}: {} must be a finite number, got {}", at(name), name,
-                    field);
-        }
-        LLM_CHECK(rule.range.contains(static_cast<double>(field)), "{}: {} must be {}, got {}",
-                  at(name), name, rule.range.text(), field);
+        const std::string violation = range_violation(name, field, rule.range);
+        LLM_CHECK(violation.empty(), "{}: {}", at(name), violation);
       }
     });
   });

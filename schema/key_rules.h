@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 
@@ -35,6 +36,19 @@ struct Range {
     return fmt::format("in {}{}, {}{}", low_open ? '(' : '[', low, high, high_open ? ')' : ']');
   }
 };
+// What is wrong with `value` as the number called `name` under `range` ("name
+// must be a finite number, got inf", "name must be in [0, 1], got 2"); empty
+// when nothing is. Config keys and command options are checked by it alike.
+template <class T>
+std::string range_violation(std::string_view name, T value, const Range& range) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (!std::isfinite(value))
+      return fmt::format("{} must be a finite number, got {}", name, value);
+  }
+  if (range.contains(static_cast<double>(value))) return "";
+  return fmt::format("{} must be {}, got {}", name, range.text(), value);
+}
+
 inline constexpr double kInfinity = std::numeric_limits<double>::infinity();
 inline constexpr Range kPositive{0, kInfinity, true, true};
 inline constexpr Range kNonNegative{0, kInfinity, false, true};
@@ -42,6 +56,7 @@ inline constexpr Range kUnitClosed{0, 1, false, false};
 inline constexpr Range kUnitHalfOpen{0, 1, false, true};
 inline constexpr Range kUnitOpen{0, 1, true, true};
 constexpr Range at_least(double low) { return {low, kInfinity, false, true}; }
+constexpr Range between(double low, double high) { return {low, high, false, false}; }
 
 // What a changed value means to a run resumed from a checkpoint: another
 // model (refused), another trajectory (allowed, listed in the log), or
@@ -63,12 +78,14 @@ struct KeyRule {
 
 // Walks `table`'s keys as visit_fields() declares them, calling
 // visit(key, field, doc, rule) for each (the rule defaulted where the key
-// states none). On a const table every field is passed as const.
-template <class Table, class Visit>
+// states none). On a const table every field is passed as const. A
+// subcommand's options are walked alike, with their own Rule
+// (command_options.h).
+template <class Rule = KeyRule, class Table, class Visit>
 void visit_keys(Table& table, Visit&& visit) {
   using Mutable = std::remove_const_t<Table>;
   const_cast<Mutable&>(table).visit_fields(
-      [&](const char* key, auto& field, const char* doc, KeyRule rule = {}) {
+      [&](const char* key, auto& field, const char* doc, Rule rule = {}) {
         if constexpr (std::is_const_v<Table>)
           visit(key, std::as_const(field), doc, rule);
         else

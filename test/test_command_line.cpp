@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "cost_models/planner.h"
+#include "schema/key_values.h"
 #include "base/cli_values.h"
 #include "base/error.h"
 #include "test/error_of.h"
@@ -14,11 +14,11 @@
 namespace llm {
 namespace {
 
-constexpr std::string_view kFlags[] = {"quiet", "modes"};
-
 CommandLine parse(std::vector<const char*> words) {
   words.insert(words.begin(), "./train");
-  return parse_command_line(static_cast<int>(words.size()), words.data(), kFlags);
+  return parse_command_line(static_cast<int>(words.size()), words.data(), [](const std::string&) {
+    return std::vector<std::string>{"quiet", "modes"};
+  });
 }
 
 using test_support::error_of;
@@ -41,6 +41,18 @@ TEST(CommandLine, AnOptionValueWithADotIsNotAnOverride) {
   EXPECT_TRUE(line.overrides.empty());
   ASSERT_EQ(line.options.size(), 2u);
   EXPECT_EQ(line.options[0].second, "configs/tiny.toml");
+}
+
+// The launcher `./train supervise` runs: its words are not options.
+TEST(CommandLine, TheWordsAfterTwoDashesAreKeptAsGiven) {
+  CommandLine line = parse({"supervise", "--backoff", "1s", "--", "mpirun", "-np", "2", "./train",
+                            "--config", "tiny", "--training.steps=5"});
+  EXPECT_EQ(line.command, "supervise");
+  ASSERT_EQ(line.options.size(), 1u);
+  EXPECT_TRUE(line.overrides.empty());
+  EXPECT_EQ(line.after_dashes,
+            (std::vector<std::string>{"mpirun", "-np", "2", "./train", "--config", "tiny",
+                                      "--training.steps=5"}));
 }
 
 TEST(CommandLine, MissingValuesAndStrayWordsAreErrors) {
