@@ -16,7 +16,7 @@ DEB_PACKAGES := build-essential cmake pkg-config python3-pip \
   libopenmpi-dev openmpi-bin libdnnl-dev \
   libsentencepiece-dev libspdlog-dev libfmt-dev libtomlplusplus-dev nlohmann-json3-dev zlib1g-dev \
   libprotobuf-c-dev protobuf-c-compiler libgtest-dev fortunes python3-matplotlib clang-format \
-  clang libclang-rt-dev bc unicode-data bzip2
+  clang libclang-rt-dev bc unicode-data bzip2 python3-jinja2
 
 FORTUNES_DATA := data/fortunes/train_000.bin
 

@@ -105,10 +105,13 @@ constexpr const char* kUsage = R"(usage:
       and the parts: host AdamW, PCIe each way, exposed host time, GPU idle.
       Defaults: planning/hardware/a100_80gb_pcie4x4.toml, one node of it.
   ./train export --checkpoint DIR --out DIR [--dtype float32|bfloat16] [--force]
+                 [--chat-format llama3|chatml]
       Write a checkpoint (a step_N directory, or a run directory: its latest)
       as a Hugging Face Llama directory: model.safetensors, config.json,
       generation_config.json and, when the run had one, the tokenizer
-      (tokenizer.model or tokenizer.json, and tokenizer_config.json). The
+      (tokenizer.model or tokenizer.json, and tokenizer_config.json with
+      its special tokens and, where the tokenizer has one, the chat format
+      of prepare --chat as its chat template; --chat-format names another). The
       run directory's own copy of its tokenizer is used, so this works from
       any directory. A non-empty --out is refused
       unless --force. The reverse: [model] init_from = "DIR" starts training
@@ -235,7 +238,7 @@ llm::Group& join_world() {
 }
 
 int run_export(const Args& args) {
-  check_options(args, {"checkpoint", "out", "dtype", "force"});
+  check_options(args, {"checkpoint", "out", "dtype", "force", "chat-format"});
   LLM_CHECK(args.overrides.empty(), "./train export takes no config overrides");
   const std::string* checkpoint = find_option(args, "checkpoint");
   const std::string* out = find_option(args, "out");
@@ -243,12 +246,16 @@ int run_export(const Args& args) {
   llm::ExportRequest request{*checkpoint, *out};
   if (const std::string* dtype = find_option(args, "dtype")) request.dtype = *dtype;
   request.force = find_option(args, "force") != nullptr;
+  if (const std::string* format = find_option(args, "chat-format")) request.chat_format = *format;
   const llm::ExportResult result = llm::export_checkpoint(request);
+  const std::string chat =
+      result.chat_format.empty() ? "" : " (chat template: " + result.chat_format + ")";
   std::printf(
       "exported %s (%zu parameters, %s) to %s: model.safetensors, config.json, "
-      "generation_config.json%s\n",
+      "generation_config.json%s%s\n",
       result.checkpoint.c_str(), result.parameters, request.dtype.c_str(), out->c_str(),
-      result.tokenizer ? ", the tokenizer, tokenizer_config.json" : " (no tokenizer in the run)");
+      result.tokenizer ? ", the tokenizer, tokenizer_config.json" : " (no tokenizer in the run)",
+      chat.c_str());
   return 0;
 }
 

@@ -1,6 +1,9 @@
 // ChatTemplate: the special tokens are looked up once by their text; the
-// format is chosen from them unless named.
+// format is chosen from them unless named. Its Jinja form writes the same
+// parts in the same order as render, the special tokens as their text.
 #include "data/chat_template.h"
+
+#include <fmt/format.h>
 
 #include "data/tokenizer.h"
 #include "runtime/error.h"
@@ -10,6 +13,13 @@ namespace {
 
 constexpr const char* kLlama3Tokens[] = {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"};
 constexpr const char* kChatmlTokens[] = {"<|im_start|>", "<|im_end|>"};
+// What Llama 3's format strips from each message's content.
+constexpr const char* kAsciiSpace = " \t\n\r\v\f";
+// The text after Llama 3's <|end_header_id|>, after ChatML's role, and
+// after ChatML's <|im_end|>.
+constexpr const char* kLlama3AfterHeader = "\n\n";
+constexpr const char* kChatmlAfterRole = "\n";
+constexpr const char* kChatmlAfterTurn = "\n";
 
 template <size_t N>
 bool has_all(const Tokenizer& tokenizer, const char* const (&texts)[N]) {
@@ -27,10 +37,27 @@ std::string join(const char* const (&texts)[N]) {
 }
 
 std::string_view strip_ascii_space(std::string_view text) {
-  constexpr const char* kSpace = " \t\n\r\v\f";
-  const size_t first = text.find_first_not_of(kSpace);
+  const size_t first = text.find_first_not_of(kAsciiSpace);
   if (first == std::string_view::npos) return {};
-  return text.substr(first, text.find_last_not_of(kSpace) - first + 1);
+  return text.substr(first, text.find_last_not_of(kAsciiSpace) - first + 1);
+}
+
+// `text` as a Jinja string literal (Python's escapes).
+std::string jinja_literal(std::string_view text) {
+  std::string literal = "'";
+  for (const char c : text) {
+    if (c == '\\' || c == '\'') {
+      literal += '\\';
+      literal += c;
+    } else if (c == '\n') {
+      literal += "\\n";
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      literal += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
+    } else {
+      literal += c;
+    }
+  }
+  return literal + "'";
 }
 
 void append(const std::vector<int>& ids, bool kept, MaskedTokens& out) {
@@ -57,6 +84,10 @@ ChatTemplate ChatTemplate::for_tokenizer(const Tokenizer& tokenizer, const std::
   return ChatTemplate(tokenizer, ChatFormat::chatml);
 }
 
+bool ChatTemplate::has_format(const Tokenizer& tokenizer) {
+  return has_all(tokenizer, kLlama3Tokens) || has_all(tokenizer, kChatmlTokens);
+}
+
 ChatTemplate::ChatTemplate(const Tokenizer& tokenizer, ChatFormat format)
     : tokenizer_(&tokenizer), format_(format) {
   if (format == ChatFormat::llama3) {
@@ -79,10 +110,10 @@ void ChatTemplate::append_header(ChatRole role, MaskedTokens& out) const {
     append({start_of_header_}, false, out);
     append(tokenizer_->encode(role_text), false, out);
     append({end_of_header_}, false, out);
-    append(tokenizer_->encode("\n\n"), false, out);
+    append(tokenizer_->encode(kLlama3AfterHeader), false, out);
   } else {
     append({start_of_header_}, false, out);
-    append(tokenizer_->encode(role_text + "\n"), false, out);
+    append(tokenizer_->encode(role_text + kChatmlAfterRole), false, out);
   }
 }
 
@@ -93,7 +124,7 @@ void ChatTemplate::append_turn(const ChatMessage& message, MaskedTokens& out) co
       format_ == ChatFormat::llama3 ? strip_ascii_space(message.content) : message.content;
   append(tokenizer_->encode(content), kept, out);
   append({end_of_turn_}, kept, out);
-  if (format_ == ChatFormat::chatml) append(tokenizer_->encode("\n"), false, out);
+  if (format_ == ChatFormat::chatml) append(tokenizer_->encode(kChatmlAfterTurn), false, out);
 }
 
 void ChatTemplate::render(const std::vector<ChatMessage>& conversation, MaskedTokens& out) const {
@@ -111,6 +142,31 @@ std::vector<int> ChatTemplate::render_prompt(std::string_view prompt) const {
   append_turn({ChatRole::user, std::string(prompt)}, out);
   append_header(ChatRole::assistant, out);
   return out.ids;
+}
+
+std::string ChatTemplate::hf_chat_template() const {
+  const auto special = [&](int id) { return jinja_literal(tokenizer_->piece(id)); };
+  // The header of `role` (a Jinja expression), as append_header writes it.
+  const auto header = [&](const std::string& role) {
+    return format_ == ChatFormat::llama3
+               ? special(start_of_header_) + " + " + role + " + " + special(end_of_header_) +
+                     " + " + jinja_literal(kLlama3AfterHeader)
+               : special(start_of_header_) + " + " + role + " + " + jinja_literal(kChatmlAfterRole);
+  };
+  const std::string content =
+      format_ == ChatFormat::llama3
+          ? fmt::format("(message['content'] | trim({}))", jinja_literal(kAsciiSpace))
+          : "message['content']";
+  const int bos = tokenizer_->bos_id();
+  std::string jinja = bos >= 0 ? "{{- " + special(bos) + " }}" : "";
+  jinja += "{%- for message in messages %}{{- " + header("message['role']") + " + " + content +
+           " + " + special(end_of_turn_) +
+           (format_ == ChatFormat::chatml ? " + " + jinja_literal(kChatmlAfterTurn) : "") +
+           " }}{%- endfor %}";
+  jinja += "{%- if add_generation_prompt %}{{- " +
+           header(jinja_literal(to_string(ChatRole::assistant))) + " }}";
+  if (bos < 0) jinja += "{%- else %}{{- " + special(tokenizer_->eos_id()) + " }}";
+  return jinja + "{%- endif %}";
 }
 
 }  // namespace llm

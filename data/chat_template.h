@@ -10,7 +10,9 @@
 // BOS, EOS, headers, nor other roles' tokens. Invariant: ids and kept are
 // equally long, and every conversation is bracketed as a document is
 // (Tokenizer::encode_document): BOS first if the tokenizer has one, else EOS
-// last, so document masking finds its boundary.
+// last, so document masking finds its boundary. The same format as a Jinja
+// chat template (what transformers' apply_chat_template renders) gives the
+// text of these ids.
 // docs/data.md#conversations.
 #pragma once
 
@@ -39,6 +41,8 @@ class ChatTemplate {
   // one whose special tokens `tokenizer` has (Llama 3's first). Throws one
   // line when the tokenizer lacks the tokens. `tokenizer` must outlive it.
   static ChatTemplate for_tokenizer(const Tokenizer& tokenizer, const std::string& name);
+  // Whether `tokenizer` has the special tokens of either format.
+  static bool has_format(const Tokenizer& tokenizer);
 
   ChatFormat format() const { return format_; }
   const char* name() const;
@@ -49,6 +53,11 @@ class ChatTemplate {
   std::vector<int> render_prompt(std::string_view prompt) const;
   // Where the assistant's reply ends (<|eot_id|> or <|im_end|>).
   int end_of_turn_id() const { return end_of_turn_; }
+  // The format as a Hugging Face chat template (Jinja, for
+  // tokenizer_config.json): `messages` render to the text of render's ids
+  // (special tokens as their text), and one user message with
+  // add_generation_prompt to the text of render_prompt's.
+  std::string hf_chat_template() const;
 
  private:
   ChatTemplate(const Tokenizer& tokenizer, ChatFormat format);

@@ -428,8 +428,12 @@ void hf_export(const ModelConfig& config, const ParameterLayout& layout, const f
     json["mlp_bias"] = false;  // a LlamaConfig key, unknown to Qwen's configs
   }
   write_file_atomically((fs::path(out_dir) / kConfigFile).string(), json.dump(2) + "\n");
+  const nlohmann::ordered_json generation_eos =
+      options.end_of_turn_id >= 0
+          ? nlohmann::ordered_json{options.end_of_turn_id, options.eos_token_id}
+          : nlohmann::ordered_json(options.eos_token_id);
   const nlohmann::ordered_json generation = {{"bos_token_id", id_or_null(options.bos_token_id)},
-                                             {"eos_token_id", options.eos_token_id},
+                                             {"eos_token_id", generation_eos},
                                              {"max_length", options.max_position_embeddings},
                                              {"do_sample", true}};
   write_file_atomically((fs::path(out_dir) / "generation_config.json").string(),

@@ -36,6 +36,10 @@ struct HfExportOptions {
   int max_position_embeddings = 2048;
   int bos_token_id = 1;  // -1: written as null (a tokenizer without BOS)
   int eos_token_id = 2;
+  // Where a chat reply ends (-1: none): generation_config.json's
+  // eos_token_id lists it before eos_token_id, so that generation stops at
+  // either, as ./train generate does with and without --chat.
+  int end_of_turn_id = -1;
 };
 
 // Writes out_dir/model.safetensors, config.json and generation_config.json

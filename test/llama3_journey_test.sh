@@ -70,7 +70,7 @@ cd / || fail "cd /"
 grep -q '"tokenizer_class": "PreTrainedTokenizerFast"' "$work/hf/tokenizer_config.json" ||
   fail "tokenizer_config.json: $(cat "$work/hf/tokenizer_config.json")"
 grep -q '"bos_token": "<|begin_of_text|>"' "$work/hf/tokenizer_config.json" || fail "no Llama 3 BOS"
-grep -q '"eos_token_id": 2001' "$work/hf/generation_config.json" || fail "EOS id not 2001"
+grep -q '"eos_token_id": 2001' "$work/hf/config.json" || fail "EOS id not 2001"
 
 greedy=(--prompt "Record 7: the model" --temperature 0 --max-new-tokens 6)
 from_run=$("$train" generate --checkpoint "$work/moved_run" "${greedy[@]}" 2>&1) ||

@@ -101,8 +101,9 @@ std::string write_config_off_defaults(const TempDir& dir) {
 TEST(HfArchitecture, EveryModelKeyComesFromConfigJson) {
   TempDir dir(kTempPrefix);
   const std::string off_defaults = write_config_off_defaults(dir);
-  for (const std::string& checkpoint : {std::string("test/data/hf_tiny_llama"),
-                                        std::string("test/data/hf_tiny_qwen3"), off_defaults}) {
+  for (const std::string& checkpoint :
+       {std::string("test/data/hf_tiny_llama"), std::string("test/data/hf_tiny_llama32"),
+        std::string("test/data/hf_tiny_qwen3"), off_defaults}) {
     SCOPED_TRACE(checkpoint);
     const std::string config_json =
         fs::is_directory(checkpoint) ? checkpoint + "/config.json" : checkpoint;
@@ -181,9 +182,9 @@ TEST(HfArchitecture, AKeyTheUserSetThatAgreesIsKept) {
 // From a config without a model section: the weights load into the imported
 // architecture, a step trains, and the saved run resumes with the same model,
 // also once the download is gone, from the run's own resolved config.
-TEST(HfArchitecture, FineTuneTrainsAndResumes) {
+void expect_finetune_trains_and_resumes(const std::string& checkpoint) {
+  SCOPED_TRACE(checkpoint);
   TempDir dir(kTempPrefix);
-  const std::string checkpoint = "test/data/hf_tiny_qwen3";
   const int vocab = read_json(checkpoint + "/config.json")["vocab_size"].get<int>();
   std::vector<uint32_t> tokens(512);
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint32_t>((i * 7 + 3) % vocab);
@@ -227,6 +228,16 @@ TEST(HfArchitecture, FineTuneTrainsAndResumes) {
                   "model.init_from = '" + gone + "': no such file or directory");
   Trainer alone(config_load(resolved, {"model.init_from="}, hf_import_architecture), comm_world());
   EXPECT_EQ(alone.start_step(), 1);
+}
+
+TEST(HfArchitecture, FineTuneTrainsAndResumes) {
+  expect_finetune_trains_and_resumes("test/data/hf_tiny_qwen3");
+}
+
+// Llama 3.2's kind: tied embeddings and Llama 3.1's RoPE scaling, from
+// config.json alone.
+TEST(HfArchitecture, Llama32FineTuneTrainsAndResumes) {
+  expect_finetune_trains_and_resumes("test/data/hf_tiny_llama32");
 }
 
 // Shipped fine-tuning configs: no architecture of their own; with a checkpoint

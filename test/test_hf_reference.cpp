@@ -1,6 +1,7 @@
 // Our forward against transformers itself: test/data/hf_tiny_llama holds a
-// tiny LlamaForCausalLM, test/data/hf_tiny_qwen3 a tiny Qwen3ForCausalLM
-// (QK-norm, tied embeddings, RoPE theta 1e6), each saved by save_pretrained
+// tiny LlamaForCausalLM, hf_tiny_llama32 one as Llama 3.2 is (tied
+// embeddings, Llama 3.1's RoPE scaling), test/data/hf_tiny_qwen3 a tiny
+// Qwen3ForCausalLM (QK-norm, tied embeddings, RoPE theta 1e6), each saved by save_pretrained
 // with its fp32 logits on fixed tokens and its greedy continuation of a
 // prompt (tools/make_hf_reference.py made them; running this test needs
 // neither torch nor transformers). Importing those files and running our
@@ -8,14 +9,18 @@
 // which pins the Hugging Face semantics (q/k/v and gate/up splits, RoPE
 // layout, GQA grouping, RMSNorm, q/k norms, tied or untied head)
 // independently of our own export/import round trip. The exported config.json
-// must use transformers' key names and values.
+// must use transformers' key names and values, and the exported tensors be
+// transformers' own, bit for bit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "interop/hf_llama.h"
+#include "interop/safetensors.h"
 #include "model/generate.h"
 #include "model/transformer.h"
 #include "parallel/sharding_engine.h"
@@ -54,9 +59,11 @@ struct ImportedModel {
 
 // One reference directory and what its model is.
 struct Reference {
+  const char* name;
   const char* dir;
   bool qk_norm;
   bool tie_embeddings;
+  bool rope_scaling;
 };
 
 void PrintTo(const Reference& reference, std::ostream* os) { *os << reference.dir; }
@@ -67,18 +74,19 @@ class HfReference : public testing::TestWithParam<Reference> {
   nlohmann::json reference() const { return read_json(dir() + "/reference_logits.json"); }
 };
 
-INSTANTIATE_TEST_SUITE_P(Architectures, HfReference,
-                         testing::Values(Reference{"test/data/hf_tiny_llama", false, false},
-                                         Reference{"test/data/hf_tiny_qwen3", true, true}),
-                         [](const testing::TestParamInfo<Reference>& info) {
-                           return std::string(info.param.qk_norm ? "qwen3" : "llama");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Architectures, HfReference,
+    testing::Values(Reference{"llama", "test/data/hf_tiny_llama", false, false, false},
+                    Reference{"llama32", "test/data/hf_tiny_llama32", false, true, true},
+                    Reference{"qwen3", "test/data/hf_tiny_qwen3", true, true, false}),
+    [](const testing::TestParamInfo<Reference>& info) { return std::string(info.param.name); });
 
 // The config.json reads as the architecture it is.
 TEST_P(HfReference, ConfigReadsAsItsArchitecture) {
   const ModelConfig c = hf_read_config(dir());
   EXPECT_EQ(c.qk_norm, GetParam().qk_norm);
   EXPECT_EQ(c.tie_embeddings, GetParam().tie_embeddings);
+  EXPECT_EQ(c.rope_scaling_factor != 1, GetParam().rope_scaling);
 }
 
 // Every logit within 2e-5 + 2e-5 * |logit| of transformers' (both fp32; the
@@ -172,6 +180,31 @@ TEST_P(HfReference, ExportedConfigUsesTransformersKeyNames) {
     } else {
       EXPECT_EQ(ours[key], theirs[key]) << key;
     }
+  }
+  if (GetParam().rope_scaling) EXPECT_EQ(ours["rope_scaling"], theirs["rope_scaling"]);
+}
+
+// Imported and exported again, every tensor is transformers' own: the same
+// names, shapes and dtype, and the same bits.
+TEST_P(HfReference, ExportGivesBackTheSameTensors) {
+  ImportedModel imported(dir(), 1, 4);
+  test_support::TempDir out("llm_test_hf_reference_");
+  const std::vector<float> params = imported.engine->gather_all_params();
+  hf_export(imported.config.model, imported.model->layout(), params.data(), out.str(), {});
+  const SafetensorsFile theirs = SafetensorsFile::open(dir() + "/model.safetensors");
+  const SafetensorsFile ours = SafetensorsFile::open(out.file("model.safetensors"));
+  std::vector<std::string> their_names = theirs.names(), our_names = ours.names();
+  std::sort(their_names.begin(), their_names.end());
+  std::sort(our_names.begin(), our_names.end());
+  ASSERT_EQ(our_names, their_names);
+  for (const std::string& name : their_names) {
+    const TensorInfo &want = theirs.info(name), &got = ours.info(name);
+    EXPECT_EQ(got.dtype, want.dtype) << name;
+    ASSERT_EQ(got.shape, want.shape) << name;
+    std::vector<float> a(want.numel), b(got.numel);
+    theirs.read_f32(name, 0, a.size(), a.data());
+    ours.read_f32(name, 0, b.size(), b.data());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << name;
   }
 }
 

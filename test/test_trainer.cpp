@@ -329,6 +329,10 @@ TEST(Export, RunDirectoryBecomesAHuggingFaceDirectory) {
   EXPECT_EQ(tokenizer_config["tokenizer_class"], "LlamaTokenizer");
   EXPECT_EQ(tokenizer_config["bos_token"], tokenizer.piece(tokenizer.bos_id()));
   EXPECT_EQ(tokenizer_config["eos_token"], tokenizer.piece(tokenizer.eos_id()));
+  EXPECT_EQ(tokenizer_config["pad_token"], tokenizer.piece(tokenizer.eos_id()));
+  EXPECT_EQ(tokenizer_config["added_tokens_decoder"][std::to_string(tokenizer.bos_id())]["content"],
+            tokenizer.piece(tokenizer.bos_id()));
+  EXPECT_FALSE(tokenizer_config.contains("chat_template")) << "no chat tokens, no chat template";
   EXPECT_EQ(json("generation_config.json")["eos_token_id"], tokenizer.eos_id());
   EXPECT_EQ(json("config.json")["bos_token_id"], tokenizer.bos_id());
 

@@ -5,6 +5,7 @@ version, header[2] token count) followed by the tokens: magic 20240520 and
 version 1 for uint16 tokens, magic 20240801 and version 7 for uint32 tokens.
 """
 import array
+import pathlib
 import sys
 
 HEADER_INTS = 256
@@ -47,3 +48,20 @@ def write_shard(path, tokens, wide):
     with open(path, "wb") as f:
         f.write(header.tobytes())
         f.write(body.tobytes())
+
+
+def documents(tokens, boundary, boundary_starts):
+    """The documents of a token stream, in order, as lists: each starts at
+    `boundary` (a BOS) when boundary_starts, else ends with it (an EOS)."""
+    cut = [at + (0 if boundary_starts else 1) for at, t in enumerate(tokens) if t == boundary]
+    if boundary_starts:
+        return [list(tokens[a:b]) for a, b in zip(cut, cut[1:] + [len(tokens)])]
+    return [list(tokens[a:b]) for a, b in zip([0] + cut[:-1], cut)]
+
+
+def shard_documents(shard_dir, boundary, boundary_starts):
+    """The documents of every train_*.bin shard in shard_dir, in shard order
+    (as `prepare` wrote them, a document may cross into the next shard)."""
+    shards = sorted(pathlib.Path(shard_dir).glob("train_*.bin"))
+    tokens = [t for shard in shards for t in read_shard(str(shard))]
+    return documents(tokens, boundary, boundary_starts)

@@ -8,12 +8,19 @@ a prompt. Our importer loads the same files, our forward must reproduce the
 logits and our generation the tokens, so the test pins transformers'
 semantics (RoPE layout, q/k/v and gate/up split, RMSNorm eps placement, GQA
 head grouping, Qwen3's per-head q/k norms) rather than our own round trip.
-  --arch llama: LlamaForCausalLM, untied head, RoPE theta 1e4.
-  --arch qwen3: Qwen3ForCausalLM (QK-norm), tied embeddings, RoPE theta 1e6,
-               head_dim twice hidden_size / heads.
+  --arch llama:   LlamaForCausalLM, untied head, RoPE theta 1e4.
+  --arch llama32: LlamaForCausalLM as Llama 3.2 is: tied embeddings, RoPE
+                  theta 5e5 with Llama 3.1's scaling (rope_type llama3), its
+                  original context such that every band of the scaling
+                  (kept, smoothed, divided by the factor) has frequencies.
+  --arch qwen2:   Qwen2ForCausalLM as Qwen2.5 is: biases on q, k and v, tied
+                  embeddings, RoPE theta 1e6.
+  --arch qwen3:   Qwen3ForCausalLM (QK-norm), tied embeddings, RoPE theta 1e6,
+                  head_dim twice hidden_size / heads.
 
-Needs torch and transformers >= 4.51 (Qwen3), not part of `make test`, which
-only reads the committed output:
+Needs torch and transformers >= 4.51 (Qwen3), before 5 (whose config.json
+spells RoPE otherwise), not part of `make test`, which only reads the
+committed output:
     python3 -m venv /tmp/hfref && /tmp/hfref/bin/pip install torch transformers==4.51.3 safetensors
     /tmp/hfref/bin/python tools/make_hf_reference.py --arch qwen3 --out test/data/hf_tiny_qwen3
 """
@@ -43,6 +50,19 @@ def build_config(arch: str):
         # Qwen3-0.6B's (16 heads of 128 over a hidden size of 1024).
         return Qwen3Config(**SHAPE, head_dim=16, rms_norm_eps=1e-6, rope_theta=1000000.0,
                            tie_word_embeddings=True)
+    if arch == "qwen2":
+        # Qwen2Config has no attention_bias key: q, k and v always carry one.
+        return transformers.Qwen2Config(**SHAPE, rms_norm_eps=1e-6, rope_theta=1000000.0,
+                                        tie_word_embeddings=True, use_sliding_window=False)
+    if arch == "llama32":
+        # Llama 3.2's scaling (factor 32, frequency factors 1 and 4) over an
+        # original context of 256: with head_dim 8 the wavelengths (6.3, 167,
+        # 4.4e3, 1.2e5 positions) fall below the smoothed band (64 .. 256),
+        # in it and beyond it.
+        scaling = dict(rope_type="llama3", factor=32.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                       original_max_position_embeddings=256)
+        return LlamaConfig(**dict(SHAPE, max_position_embeddings=8192), rms_norm_eps=1e-5,
+                           rope_theta=500000.0, rope_scaling=scaling, tie_word_embeddings=True)
     return LlamaConfig(**SHAPE, rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False)
 
 
@@ -62,7 +82,7 @@ def build_model(arch: str):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--arch", choices=["llama", "qwen3"], default="llama")
+    parser.add_argument("--arch", choices=["llama", "llama32", "qwen2", "qwen3"], default="llama")
     parser.add_argument("--out", default="test/data/hf_tiny_llama")
     args = parser.parse_args()
     out = pathlib.Path(args.out)
