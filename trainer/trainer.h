@@ -85,7 +85,7 @@ class Trainer {
 
   Config config_;
   std::optional<Tokenizer> tokenizer_;  // data.tokenizer, loaded at start
-  Group& host_world_;  // the world as given: host buffers (MPI)
+  Group& host_world_;                   // the world as given: host buffers (MPI)
   // With training.device = cuda: the world as a group of device buffers
   // (NCCL, or MPI staged through host memory); null on the CPU.
   std::unique_ptr<Group> device_world_;
