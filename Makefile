@@ -81,13 +81,13 @@ bench: deps build
 
 # Scaling curves (docs/scaling.*): the FSDP paper's two figures on its A100
 # cluster (predicted: T5 611M / 2.28B / 11.3B x four strategies; 11.3B at
-# batch 8 and 16 per GPU), this machine calibrated (planning/hardware/
+# batch 8 and 16 per GPU), this machine calibrated (cost_models/hardware/
 # cpu_dev_vm.toml) and its measured step times against that profile, and the
 # validation table (docs/scaling_validation.csv). Timings want a quiet machine.
 scaling: deps build
 	./train scale --calibrate
-	./train scale --hardware planning/hardware/a100_80gb_roce.toml --out results/scaling --no-plot
-	./train scale --hardware planning/hardware/cpu_dev_vm.toml --configs configs/scale_cpu.toml --gpus 1,2,4 --measure --repeats 3 --out results/scaling_cpu --no-plot
+	./train scale --hardware cost_models/hardware/a100_80gb_roce.toml --out results/scaling --no-plot
+	./train scale --hardware cost_models/hardware/cpu_dev_vm.toml --configs configs/scale_cpu.toml --gpus 1,2,4 --measure --repeats 3 --out results/scaling_cpu --no-plot
 	./train scale --validate --repeats 3 --out results/validation
 	mkdir -p docs
 	cp results/scaling/scaling.csv docs/scaling.csv

@@ -1,5 +1,5 @@
 # Writes OUT, the header that names the commit the sources are built from
-# (included by runtime/build_info.cpp): `git rev-parse --short HEAD` of
+# (included by base/build_info.cpp): `git rev-parse --short HEAD` of
 # SOURCE_DIR, with "-dirty" when tracked files differ from it; "unknown" when
 # GIT is not set or SOURCE_DIR is not the top of a git work tree (a tarball, or
 # a copy inside another repository). Run by the build every time (a configure-

@@ -6,11 +6,11 @@
 #include <algorithm>
 #include <vector>
 
-#include "runtime/arena.h"
-#include "runtime/device.h"
-#include "runtime/error.h"
-#include "runtime/rng.h"
-#include "runtime/timeline.h"
+#include "device/arena.h"
+#include "device/device.h"
+#include "base/error.h"
+#include "base/rng.h"
+#include "device/timeline.h"
 #include "model/backend.h"
 #include "model/cudnn/attention_cudnn.h"
 #include "model/device_setup.h"

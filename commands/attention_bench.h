@@ -9,7 +9,7 @@
 // FlashAttention and cuDNN publish (the backward 2.5 forwards).
 #pragma once
 
-#include "settings/config.h"
+#include "schema/config.h"
 
 namespace llm {
 

@@ -13,10 +13,10 @@
 #include <memory>
 #include <vector>
 
-#include "runtime/progress.h"
-#include "runtime/rng.h"
-#include "runtime/system.h"
-#include "settings/config_validate.h"
+#include "base/progress.h"
+#include "base/rng.h"
+#include "base/system.h"
+#include "schema/config_validate.h"
 #include "trainer/trainer.h"
 #include "data/shard.h"
 #include "model/flops.h"
@@ -276,13 +276,13 @@ void benchmark_modes(Config config, Group& world, int steps) {
         "theory (ring, per rank): ddp all-reduce = 2 x model x (n-1)/n = {} per step; "
         "zero1/zero2 1x that with one micro-batch per step; zero3 1.5x (less when gathered "
         "units stay cached); T = 2 rows add the tensor group's per-layer all-gathers and "
-        "reduce-scatters of activations (planning/tensor_parallel_model.h) and move half "
+        "reduce-scatters of activations (cost_models/tensor_parallel_model.h) and move half "
         "the state over n / 2 data-parallel ranks\n",
         format_bytes(2 * model_bytes * (n - 1.0) / n));
     fmt::print(
         "P = 2 rows: bytes and memory are rank 0's (the first stage: the embedding and "
         "the most micro-batches in flight); sent adds the stage boundary's activations "
-        "and gradients (planning/pipeline_model.h); bubble = (P - 1) / (M + P - 1) of a "
+        "and gradients (cost_models/pipeline_model.h); bubble = (P - 1) / (M + P - 1) of a "
         "step, waited = rank 0's time blocked on the other stage's messages{}\n",
         pipelines ? ""
                   : " (no P rows: they need an even world and an untied LM head, "

@@ -5,7 +5,7 @@
 // tokens, plus the causal attention actually computed), never from timings.
 #pragma once
 
-#include "settings/config.h"
+#include "schema/config.h"
 #include "parallel/comm.h"
 
 namespace llm {

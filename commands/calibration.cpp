@@ -14,13 +14,13 @@
 
 #include "model/kernels/cpu_gemm.h"
 #include "model/kernels/cpu_gemm_rate.h"
-#include "settings/config.h"
+#include "schema/config.h"
 #include "model/kernels/adamw.h"
-#include "runtime/device_memory.h"
-#include "runtime/error.h"
-#include "planning/hardware_profile.h"
-#include "runtime/system.h"
-#include "planning/throughput_model.h"
+#include "device/device_memory.h"
+#include "base/error.h"
+#include "cost_models/hardware_profile.h"
+#include "base/system.h"
+#include "cost_models/throughput_model.h"
 
 namespace llm {
 namespace {

@@ -1,5 +1,5 @@
 // `./train scale --calibrate`: measures this machine and writes its hardware
-// profile (planning/hardware/cpu_dev_vm.toml by default), each number with a comment
+// profile (cost_models/hardware/cpu_dev_vm.toml by default), each number with a comment
 // saying how it was measured:
 //  - matmul peaks: fp32 and bf16 GEMM 2048^3 on all cores (bf16 natively
 //    where the CPU has bf16 dot products, else widened: the fp32 rate);
@@ -23,7 +23,7 @@
 namespace llm {
 
 struct CalibrationOptions {
-  std::string out = "planning/hardware/cpu_dev_vm.toml";
+  std::string out = "cost_models/hardware/cpu_dev_vm.toml";
   std::string config = "configs/scale_cpu.toml";
   MeasureOptions measure;
 };

@@ -11,10 +11,10 @@
 #include "data/chat_template.h"
 #include "data/tokenizer.h"
 #include "interop/hf_llama.h"
-#include "checkpointing/checkpoint.h"
-#include "checkpointing/run_directory.h"
-#include "runtime/error.h"
-#include "runtime/file_io.h"
+#include "persistence/checkpoint.h"
+#include "persistence/run_directory.h"
+#include "base/error.h"
+#include "base/file_io.h"
 
 namespace llm {
 namespace {

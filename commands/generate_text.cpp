@@ -9,9 +9,9 @@
 #include "data/tokenizer.h"
 #include "interop/hf_llama.h"
 #include "model/transformer.h"
-#include "checkpointing/checkpoint.h"
-#include "checkpointing/run_directory.h"
-#include "runtime/error.h"
+#include "persistence/checkpoint.h"
+#include "persistence/run_directory.h"
+#include "base/error.h"
 #include "commands/inference_params.h"
 
 namespace llm {

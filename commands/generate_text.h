@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "model/generate.h"
-#include "runtime/device.h"
+#include "device/device.h"
 
 namespace llm {
 

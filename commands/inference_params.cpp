@@ -2,8 +2,8 @@
 #include "commands/inference_params.h"
 
 #include "model/kernels/cast.h"
-#include "runtime/bf16.h"
-#include "runtime/error.h"
+#include "base/bf16.h"
+#include "base/error.h"
 
 namespace llm {
 

@@ -8,11 +8,11 @@
 
 #include <vector>
 
-#include "settings/config.h"
+#include "schema/config.h"
 #include "model/backend.h"
 #include "model/layout.h"
 #include "model/unit_provider.h"
-#include "runtime/arena.h"
+#include "device/arena.h"
 
 namespace llm {
 

@@ -12,7 +12,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace llm {
 namespace {

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "settings/config.h"
+#include "schema/config.h"
 
 namespace llm {
 

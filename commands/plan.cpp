@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "model/layout.h"
-#include "planning/hardware_profile.h"
-#include "planning/plan_ranking.h"
-#include "runtime/error.h"
-#include "runtime/system.h"
+#include "cost_models/hardware_profile.h"
+#include "cost_models/plan_ranking.h"
+#include "base/error.h"
+#include "base/system.h"
 
 namespace llm {
 namespace {
@@ -206,8 +206,8 @@ void measure_rows(const std::vector<RankedPlanRow>& ranked, const RankedPlanRow*
 }  // namespace
 
 std::string plan_default_hardware(const Config& config) {
-  return config.device() == Device::cuda ? "planning/hardware/h100_sxm.toml"
-                                         : "planning/hardware/cpu_dev_vm.toml";
+  return config.device() == Device::cuda ? "cost_models/hardware/h100_sxm.toml"
+                                         : "cost_models/hardware/cpu_dev_vm.toml";
 }
 
 int plan_command(const Config& config, const PlanOptions& o) {

@@ -16,7 +16,7 @@
 #include <string>
 
 #include "commands/measure_run.h"
-#include "settings/config.h"
+#include "schema/config.h"
 
 namespace llm {
 

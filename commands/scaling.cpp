@@ -11,12 +11,12 @@
 #include <optional>
 
 #include "commands/calibration.h"
-#include "runtime/cli_values.h"
-#include "runtime/error.h"
-#include "planning/hardware_profile.h"
+#include "base/cli_values.h"
+#include "base/error.h"
+#include "cost_models/hardware_profile.h"
 #include "commands/measure_run.h"
-#include "runtime/system.h"
-#include "planning/throughput_model.h"
+#include "base/system.h"
+#include "cost_models/throughput_model.h"
 #include "trainer/trainer.h"
 #include "model/layout.h"
 #include "parallel/comm.h"
@@ -530,13 +530,13 @@ int scale_command(const std::vector<std::pair<std::string, std::string>>& option
     return 0;
   }
   if (validate) {
-    if (o.hardware.empty()) o.hardware = "planning/hardware/cpu_dev_vm.toml";
+    if (o.hardware.empty()) o.hardware = "cost_models/hardware/cpu_dev_vm.toml";
     if (!configs_given) o.configs = {"configs/tiny.toml", "configs/scale_cpu.toml"};
     o.out = out.empty() ? "results/validation" : out;
     run_validation(o);
     return 0;
   }
-  if (o.hardware.empty()) o.hardware = "planning/hardware/a100_80gb_roce.toml";
+  if (o.hardware.empty()) o.hardware = "cost_models/hardware/a100_80gb_roce.toml";
   o.out = out.empty() ? "results/scaling" : out;
   run_sweep(o);
   return 0;

@@ -26,7 +26,7 @@
 #include <utility>
 #include <vector>
 
-#include "settings/config.h"
+#include "schema/config.h"
 
 namespace llm {
 

@@ -15,7 +15,7 @@
 
 #include "cuda_emulation/streams.h"
 #include "model/kernels/cpu_gemm.h"
-#include "runtime/fp8.h"
+#include "base/fp8.h"
 
 struct cublasLtContext {};  // no state: a handle only has to have been created
 

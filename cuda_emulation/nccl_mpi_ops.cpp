@@ -24,7 +24,7 @@
 #include "cuda_emulation/nccl_mpi.h"
 #include "cuda_emulation/graphs.h"
 #include "cuda_emulation/streams.h"
-#include "runtime/bf16.h"
+#include "base/bf16.h"
 
 #define NCCL_EMULATION_TRY(check)                                             \
   do {                                                                        \

@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "data/tokenizer.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace llm {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace llm {
 namespace {

@@ -15,7 +15,7 @@
 #include <utility>
 
 #include "data/utf8.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace llm {
 namespace fs = std::filesystem;

@@ -8,9 +8,9 @@
 #include <algorithm>
 #include <utility>
 
-#include "runtime/error.h"
-#include "runtime/rng.h"
-#include "runtime/targets.h"
+#include "base/error.h"
+#include "base/rng.h"
+#include "data/targets.h"
 
 namespace llm {
 namespace {

@@ -5,7 +5,7 @@
 // epoch e = j / num_samples visits every sample exactly once, in a Fisher-Yates
 // order seeded by (seed, e), so the trainer's step alone resumes it exactly.
 // A shard with a loss mask beside it (data/loss_mask.h) drops the targets its
-// mask drops: they read as kIgnoredTarget (runtime/targets.h), and so does,
+// mask drops: they read as kIgnoredTarget (data/targets.h), and so does,
 // with document masking, each target that starts a document (the prediction
 // across a boundary).
 #pragma once
@@ -17,7 +17,7 @@
 
 #include "data/loss_mask.h"
 #include "data/shard.h"
-#include "runtime/document_boundary.h"
+#include "data/document_boundary.h"
 
 namespace llm {
 

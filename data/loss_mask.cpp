@@ -11,8 +11,8 @@
 #include <filesystem>
 #include <limits>
 
-#include "runtime/error.h"
-#include "runtime/file_io.h"
+#include "base/error.h"
+#include "base/file_io.h"
 
 namespace llm {
 namespace {

@@ -5,7 +5,7 @@
 // the trainer is single-threaded and seeded, the shards do not depend on the
 // number of jobs, and every output file is written to a temporary name, synced
 // and renamed into place. Unless quiet, each phase shows its progress and
-// result on stdout (runtime/progress.h). Conversations (chat) go through the
+// result on stdout (base/progress.h). Conversations (chat) go through the
 // same reader, encoder and writers, with a mask beside each shard.
 #include "data/prepare.h"
 
@@ -19,11 +19,11 @@
 #include <optional>
 #include <unordered_map>
 
-#include "runtime/error.h"
-#include "runtime/file_io.h"
-#include "runtime/progress.h"
-#include "runtime/rng.h"
-#include "runtime/system.h"
+#include "base/error.h"
+#include "base/file_io.h"
+#include "base/progress.h"
+#include "base/rng.h"
+#include "base/system.h"
 #include "data/chat_template.h"
 #include "data/conversation.h"
 #include "data/document_reader.h"

@@ -14,8 +14,8 @@
 #include <limits>
 #include <utility>
 
-#include "runtime/error.h"
-#include "runtime/file_io.h"
+#include "base/error.h"
+#include "base/file_io.h"
 
 namespace llm {
 namespace {

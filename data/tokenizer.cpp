@@ -13,8 +13,8 @@
 #include "data/tokenizers/hf_tokenizer_json.h"
 #include "data/tokenizers/tiktoken_file.h"
 #include "data/utf8.h"
-#include "runtime/error.h"
-#include "runtime/file_io.h"
+#include "base/error.h"
+#include "base/file_io.h"
 
 namespace llm {
 namespace fs = std::filesystem;

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/document_boundary.h"
+#include "data/document_boundary.h"
 
 namespace llm {
 

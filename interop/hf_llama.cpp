@@ -13,8 +13,8 @@
 #include <set>
 
 #include "model/block.h"
-#include "runtime/error.h"
-#include "runtime/file_io.h"
+#include "base/error.h"
+#include "base/file_io.h"
 
 namespace llm {
 namespace {

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "settings/config.h"
+#include "schema/config.h"
 #include "model/layout.h"
 #include "interop/safetensors.h"
 

@@ -17,9 +17,9 @@
 #include <tuple>
 #include <utility>
 
-#include "runtime/bf16.h"
-#include "runtime/error.h"
-#include "runtime/file_io.h"
+#include "base/bf16.h"
+#include "base/error.h"
+#include "base/file_io.h"
 
 namespace llm {
 namespace {

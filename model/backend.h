@@ -14,9 +14,9 @@
 
 #include <type_traits>
 
-#include "runtime/device.h"
-#include "runtime/device_graphs.h"
-#include "runtime/storage_types.h"
+#include "device/device.h"
+#include "device/device_graphs.h"
+#include "base/storage_types.h"
 #include "model/kernels/adamw.h"
 #include "model/kernels/attention.h"
 #include "model/kernels/cast.h"
@@ -112,7 +112,7 @@ struct Backend {
 
 const Backend& backend_cpu();
 // The CUDA kernels of model/kernels/*.cu (throws in a build without CUDA),
-// with bf16 attention by `attention` (runtime/device.h): cuDNN's fused
+// with bf16 attention by `attention` (device/device.h): cuDNN's fused
 // attention (model/cudnn/) or the hand-written flash kernel.
 const Backend& backend_cuda(AttentionKernel attention = AttentionKernel::automatic);
 inline const Backend& backend_for(Device device,

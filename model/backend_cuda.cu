@@ -6,7 +6,7 @@
 // table each.
 #include "model/backend.h"
 #include "model/cudnn/attention_cudnn.h"
-#include "runtime/device_graphs.h"
+#include "device/device_graphs.h"
 
 namespace llm {
 

@@ -1,5 +1,5 @@
 // CPU-only build: there is no CUDA op table; asking for one says why.
-#include "runtime/error.h"
+#include "base/error.h"
 #include "model/backend.h"
 #include "model/cudnn/attention_cudnn.h"
 

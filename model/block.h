@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "model/block_part.h"
-#include "settings/config.h"
+#include "schema/config.h"
 
 namespace llm {
 

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "model/layout.h"
-#include "runtime/arena.h"
-#include "settings/config.h"
+#include "device/arena.h"
+#include "schema/config.h"
 
 namespace llm {
 

@@ -20,7 +20,7 @@
 #include "model/backend.h"
 #include "model/block_activations.h"
 #include "model/layout.h"
-#include "settings/config.h"
+#include "schema/config.h"
 
 namespace llm {
 

@@ -2,7 +2,7 @@
 // (captured_segments.h).
 #include "model/captured_segments.h"
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace llm {
 

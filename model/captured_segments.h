@@ -20,7 +20,7 @@
 #include <functional>
 #include <map>
 
-#include "runtime/device_graphs.h"
+#include "device/device_graphs.h"
 
 namespace llm {
 

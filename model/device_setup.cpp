@@ -3,8 +3,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include "runtime/device.h"
-#include "runtime/error.h"
+#include "device/device.h"
+#include "base/error.h"
 
 namespace llm {
 

@@ -7,7 +7,7 @@
 // --attention` both start here.
 #pragma once
 
-#include "settings/config.h"
+#include "schema/config.h"
 
 namespace llm {
 

@@ -10,7 +10,7 @@
 // really runs, so a fully recomputed block's backward adds its forward again.
 #pragma once
 
-#include "settings/config.h"
+#include "schema/config.h"
 #include "model/unit_provider.h"
 
 namespace llm {

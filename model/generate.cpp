@@ -6,9 +6,9 @@
 #include <numeric>
 #include <optional>
 
-#include "runtime/error.h"
-#include "runtime/rng.h"
-#include "runtime/system.h"
+#include "base/error.h"
+#include "base/rng.h"
+#include "base/system.h"
 
 namespace llm {
 

@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "runtime/error.h"
-#include "runtime/rng.h"
+#include "base/error.h"
+#include "base/rng.h"
 
 namespace llm {
 namespace {

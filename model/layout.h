@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "settings/config.h"
+#include "schema/config.h"
 
 namespace llm {
 

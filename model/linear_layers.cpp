@@ -5,7 +5,7 @@
 #include <type_traits>
 
 #include "model/block.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace llm {
 

@@ -14,9 +14,9 @@
 
 #include "model/backend.h"
 #include "model/layout.h"
-#include "runtime/arena.h"
-#include "runtime/fp8.h"
-#include "settings/config.h"
+#include "device/arena.h"
+#include "base/fp8.h"
+#include "schema/config.h"
 
 namespace llm {
 

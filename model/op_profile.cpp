@@ -9,7 +9,7 @@
 #include <tuple>
 #include <type_traits>
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace llm {
 namespace {

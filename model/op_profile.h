@@ -1,6 +1,6 @@
 // Where a training step's time goes, op by op (`./train bench --profile`): a
 // Backend whose every op calls the wrapped backend's op, then marks the time
-// on the device's timeline (runtime/timeline.h: an event on the compute
+// on the device's timeline (device/timeline.h: an event on the compute
 // stream of a GPU, the host clock on the CPU). An op's time runs from the
 // previous mark (the previous op's, or the step's start) to its own: its own
 // work plus any wait before it that the device saw (a launch gap, host work
@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/timeline.h"
+#include "device/timeline.h"
 #include "model/backend.h"
 
 namespace llm {

@@ -7,7 +7,7 @@
 
 #include <cstddef>
 
-#include "settings/config.h"
+#include "schema/config.h"
 #include "model/backend.h"
 #include "model/layout.h"
 

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace llm {
 

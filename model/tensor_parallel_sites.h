@@ -11,8 +11,8 @@
 #include "model/block.h"
 #include "model/linear_layers.h"
 #include "model/tensor_payload.h"
-#include "runtime/arena.h"
-#include "runtime/group.h"
+#include "device/arena.h"
+#include "collectives/group.h"
 
 namespace llm {
 

@@ -1,6 +1,6 @@
 // What each tensor-parallel collective of the transformer carries, tagged
 // where it is issued (Group::set_tag), so that the planner's recording
-// (planning/tensor_parallel_model.cpp) sizes it for the real model by what
+// (cost_models/tensor_parallel_model.cpp) sizes it for the real model by what
 // it is rather than recognizing it by its element count.
 #pragma once
 

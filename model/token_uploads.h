@@ -13,9 +13,9 @@
 #include <memory>
 #include <vector>
 
-#include "runtime/arena.h"
-#include "runtime/device_memory.h"
-#include "runtime/document_boundary.h"
+#include "device/arena.h"
+#include "device/device_memory.h"
+#include "data/document_boundary.h"
 
 namespace llm {
 

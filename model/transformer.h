@@ -36,14 +36,14 @@
 #include <string>
 #include <vector>
 
-#include "runtime/arena.h"
-#include "runtime/document_boundary.h"
-#include "settings/config.h"
+#include "device/arena.h"
+#include "data/document_boundary.h"
+#include "schema/config.h"
 #include "model/backend.h"
 #include "model/block_activations.h"
 #include "model/layout.h"
 #include "model/unit_provider.h"
-#include "runtime/group.h"
+#include "collectives/group.h"
 
 namespace llm {
 

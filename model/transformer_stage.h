@@ -14,7 +14,7 @@
 #include "model/lm_head.h"
 #include "model/stage_buffers.h"
 #include "model/transformer.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace llm {
 

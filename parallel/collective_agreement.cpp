@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "parallel/comm.h"
-#include "runtime/error.h"
-#include "runtime/watchdog.h"
+#include "base/error.h"
+#include "collectives/watchdog.h"
 
 namespace llm {
 namespace {

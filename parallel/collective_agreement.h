@@ -2,14 +2,14 @@
 // not compare sizes: on an H100 (2026-11-27) an all-reduce one element short
 // on one of two ranks completed, and training went on with that gradient
 // wrong. MPI checks only some mismatches. Each group keeps a fingerprint of
-// its collectives (runtime/watchdog.h's GroupTrace); the trainer compares
+// its collectives (collectives/watchdog.h's GroupTrace); the trainer compares
 // them once a step, before the optimizer's update, so a mismatch ends the job
 // before it reaches the weights. docs/failure.md says what the check costs.
 #pragma once
 
 #include <string>
 
-#include "runtime/group.h"
+#include "collectives/group.h"
 
 namespace llm {
 

@@ -1,4 +1,4 @@
-// The MPI world of this process: its Group (runtime/group.h) and its ranks,
+// The MPI world of this process: its Group (collectives/group.h) and its ranks,
 // and the abort paths that take every rank down with one message.
 // Invariant: MPI is initialized on first use and finalized at exit; without
 // mpirun the world is a world of one.
@@ -7,7 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/group.h"
+#include "collectives/group.h"
+#include "base/exit_status.h"
 
 namespace llm {
 
@@ -22,8 +23,9 @@ int comm_local_rank();
 int comm_local_size();
 const std::vector<std::string>& comm_local_nccl_host_ids();
 // Prints "rank R: error: <message>" to stderr and takes every rank down
-// (MPI_Abort) so that no rank waits forever on a dead peer.
-[[noreturn]] void comm_abort(const std::string& message);
+// (MPI_Abort) so that no rank waits forever on a dead peer; the job exits
+// with `status` (base/exit_status.h).
+[[noreturn]] void comm_abort(const std::string& message, int status = kExitError);
 // For an error every rank raises alike (command line, config): rank 0 prints
 // "error: <message>" once and every rank exits with status 1 after all have
 // arrived; if some rank has not within a few seconds (it did not fail alike),

@@ -16,13 +16,14 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/bf16.h"
-#include "runtime/device.h"
-#include "runtime/error.h"
-#include "runtime/fault_hooks.h"
+#include "base/bf16.h"
+#include "device/device.h"
+#include "base/error.h"
+#include "base/exit_status.h"
+#include "base/fault_hooks.h"
 #include "parallel/comm.h"
 #include "parallel/watchdog_mpi.h"
-#include "runtime/watchdog.h"
+#include "collectives/watchdog.h"
 
 namespace llm {
 namespace {
@@ -338,7 +339,7 @@ int comm_local_size() { return node_ranks().size; }
 
 const std::vector<std::string>& comm_local_nccl_host_ids() { return node_ranks().nccl_host_ids; }
 
-void comm_abort(const std::string& message) {
+void comm_abort(const std::string& message, int status) {
   int rank = 0, size = 1;
   bool active = mpi_active();
   if (active) {
@@ -354,8 +355,8 @@ void comm_abort(const std::string& message) {
     std::fprintf(stderr, "error: %s\n", message.c_str());
   std::fflush(stderr);
   watchdog_run_abort_hooks();  // NCCL's communicators, so the GPU is released
-  if (active && size > 1) MPI_Abort(MPI_COMM_WORLD, 1);
-  std::exit(1);
+  if (active && size > 1) MPI_Abort(MPI_COMM_WORLD, status);
+  std::exit(status);
 }
 
 void comm_abort_collective(const std::string& message) {
@@ -375,7 +376,7 @@ void comm_abort_collective(const std::string& message) {
     if (!done) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   if (!done) comm_abort(message);
-  std::exit(1);
+  std::exit(kExitError);
 }
 
 }  // namespace llm

@@ -17,7 +17,7 @@
 // in flight at once and is then reused, so steady-state calls create no
 // events; every collective adds the MPI group's ring-algorithm traffic to
 // stats_, every send its bytes; every operation is recorded and tracked by
-// the watchdog (runtime/watchdog.h) until its end event has passed, and an
+// the watchdog (collectives/watchdog.h) until its end event has passed, and an
 // expiry aborts the communicators (ncclCommAbort) before the job goes down.
 // A group of one member makes no communicator (one holds device memory, and
 // a mesh has many groups of one: with several ranks on one GPU they filled
@@ -33,9 +33,9 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/cuda_runtime.cuh"
-#include "runtime/fault_hooks.h"
-#include "runtime/watchdog.h"
+#include "device/cuda_runtime.cuh"
+#include "base/fault_hooks.h"
+#include "collectives/watchdog.h"
 #include "parallel/comm.h"
 #include "parallel/comm_nccl.h"
 
@@ -43,13 +43,17 @@ namespace llm {
 namespace {
 
 // Names the NCCL call, NCCL's error string and, when NCCL left one, its
-// detailed last-error message (which says what was actually wrong).
+// detailed last-error message (which says what was actually wrong). A bad
+// argument or use is ours; any other error (the system, a remote peer, the
+// network) is the machine's, and a restart can succeed.
 [[noreturn]] void throw_nccl_error(const char* call, ncclResult_t status, const char* file,
                                    int line) {
   std::string error = ncclGetErrorString(status);
   const char* detail = ncclGetLastError(nullptr);
   if (detail && *detail) error += std::string(" (") + detail + ")";
-  cuda::throw_cuda_error(call, error.c_str(), file, line);
+  if (status == ncclInvalidArgument || status == ncclInvalidUsage)
+    cuda::throw_cuda_error(call, error.c_str(), file, line);
+  cuda::throw_restartable_cuda_error(call, error.c_str(), file, line);
 }
 
 // A call on a communicator: polled while NCCL reports it in progress.

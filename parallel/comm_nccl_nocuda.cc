@@ -1,6 +1,6 @@
 // CPU-only build: there is no NCCL, and asking for an NCCL group says why.
 // Compiled only when CUDA is off (parallel/comm_nccl.cu otherwise).
-#include "runtime/error.h"
+#include "base/error.h"
 #include "parallel/comm_nccl.h"
 
 namespace llm {

@@ -13,7 +13,7 @@
 
 #include <memory>
 
-#include "runtime/device_memory.h"
+#include "device/device_memory.h"
 #include "parallel/comm.h"
 
 namespace llm {

@@ -8,8 +8,8 @@
 #include "parallel/comm_nccl.h"
 #include "parallel/comm_staged.h"
 #include "parallel/nccl_placement.h"
-#include "runtime/device.h"
-#include "runtime/error.h"
+#include "device/device.h"
+#include "base/error.h"
 
 namespace llm {
 

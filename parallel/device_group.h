@@ -5,8 +5,8 @@
 
 #include <memory>
 
-#include "runtime/group.h"
-#include "settings/config.h"
+#include "collectives/group.h"
+#include "schema/config.h"
 
 namespace llm {
 

@@ -1,7 +1,7 @@
 // The gradient stores (see grad_store.h for the contract).
 #include "parallel/grad_store.h"
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace llm {
 namespace {

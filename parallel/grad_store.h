@@ -21,7 +21,7 @@
 #include <memory>
 #include <vector>
 
-#include "runtime/bf16.h"
+#include "base/bf16.h"
 #include "parallel/comm.h"
 #include "parallel/unit_shards.h"
 

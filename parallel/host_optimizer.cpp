@@ -3,7 +3,7 @@
 
 #include <chrono>
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace llm {
 namespace {

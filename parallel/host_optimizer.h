@@ -29,13 +29,13 @@
 #include <cstdint>
 #include <vector>
 
-#include "settings/config.h"
+#include "schema/config.h"
 #include "model/optimizer.h"
 #include "parallel/grad_store.h"
 #include "parallel/param_store.h"
 #include "parallel/unit_shards.h"
-#include "runtime/arena.h"
-#include "runtime/worker_thread.h"
+#include "device/arena.h"
+#include "base/worker_thread.h"
 
 namespace llm {
 

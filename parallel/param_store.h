@@ -26,8 +26,8 @@
 #include <memory>
 #include <vector>
 
-#include "runtime/bf16.h"
-#include "settings/config.h"
+#include "base/bf16.h"
+#include "schema/config.h"
 #include "model/unit_provider.h"
 #include "parallel/comm.h"
 #include "parallel/unit_shards.h"

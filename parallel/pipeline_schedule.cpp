@@ -5,7 +5,7 @@
 #include <chrono>
 #include <optional>
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace llm {
 

@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <functional>
 
-#include "settings/config.h"
+#include "schema/config.h"
 #include "model/transformer.h"
 #include "model/unit_provider.h"
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace llm {
 namespace {

@@ -34,8 +34,8 @@
 #include <memory>
 #include <vector>
 
-#include "runtime/arena.h"
-#include "settings/config.h"
+#include "device/arena.h"
+#include "schema/config.h"
 #include "model/backend.h"
 #include "model/layout.h"
 #include "model/optimizer.h"

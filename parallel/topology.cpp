@@ -1,7 +1,7 @@
 // Mode presets and mesh group construction.
 #include "parallel/topology.h"
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace llm {
 

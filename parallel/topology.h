@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "settings/config.h"
+#include "schema/config.h"
 #include "parallel/comm.h"
 
 namespace llm {

@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "runtime/arena.h"
+#include "device/arena.h"
 #include "model/backend.h"
 #include "model/layout.h"
 #include "parallel/topology.h"

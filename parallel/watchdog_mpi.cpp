@@ -17,8 +17,9 @@
 
 #include <fmt/format.h>
 
-#include "runtime/stop_signal.h"
-#include "runtime/watchdog.h"
+#include "base/exit_status.h"
+#include "base/stop_signal.h"
+#include "collectives/watchdog.h"
 
 namespace llm {
 namespace {
@@ -80,8 +81,8 @@ Answer answer_for(const char* label) {
 [[noreturn]] void abort_job() {
   std::fflush(stderr);
   watchdog_run_abort_hooks();  // NCCL's communicators, so the GPU is released
-  MPI_Abort(MPI_COMM_WORLD, kWatchdogExitStatus);
-  std::_Exit(kWatchdogExitStatus);
+  MPI_Abort(MPI_COMM_WORLD, kExitRestartable);
+  std::_Exit(kExitRestartable);
 }
 
 void serve();

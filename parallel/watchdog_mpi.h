@@ -3,7 +3,7 @@
 // a rank whose wait outlived parallel.timeout asks the operation's members
 // where they stand, names those that never reached it, tells every rank it
 // is giving up (each that still can prints the operation it waits on), and
-// aborts the job with kWatchdogExitStatus. Ranks answer while they wait in a
+// aborts the job with kExitRestartable. Ranks answer while they wait in a
 // collective or a message; a rank that is stopped, hung elsewhere or cut
 // off does not answer, and is named for that.
 #pragma once
@@ -11,7 +11,7 @@
 namespace llm {
 
 // Duplicates the world communicator and plugs the handlers into
-// runtime/watchdog.h; called once, right after MPI_Init.
+// collectives/watchdog.h; called once, right after MPI_Init.
 void watchdog_mpi_install();
 
 }  // namespace llm

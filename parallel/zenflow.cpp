@@ -8,7 +8,7 @@
 #include <numeric>
 
 #include "model/kernels/columns.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace llm {
 namespace {

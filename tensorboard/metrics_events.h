@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/log.h"
+#include "base/log.h"
 #include "tensorboard/event_writer.h"
 
 namespace llm {

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace llm {
 namespace {

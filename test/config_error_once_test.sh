@@ -22,7 +22,7 @@ grep -qx 'error: command line --training.lr=inf: training.lr must be a finite nu
 ! grep -q '\.cpp:' "$tmp/out.txt" || fail "a source location without LLM_DEBUG"
 
 LLM_DEBUG=1 timeout 60 "$train" --config configs/tiny.toml --training.lr=inf > "$tmp/out.txt" 2>&1
-grep -q 'got inf (.*config\.cpp:[0-9]*)' "$tmp/out.txt" || fail "no source location with LLM_DEBUG=1"
+grep -q 'got inf (.*\.cpp:[0-9]*)' "$tmp/out.txt" || fail "no source location with LLM_DEBUG=1"
 timeout 60 "$mpiexec" -np 3 --oversubscribe "$train" bnech --config configs/tiny.toml > "$tmp/out.txt" 2>&1
 rc=$?
 [ $rc -ne 124 ] || fail "the job hung on an unknown command"

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/fp8.h"
+#include "base/fp8.h"
 
 namespace {
 

@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/cuda_runtime.cuh"
-#include "runtime/cuda_kernel_helpers.cuh"
+#include "device/cuda_runtime.cuh"
+#include "device/cuda_kernel_helpers.cuh"
 
 namespace {
 

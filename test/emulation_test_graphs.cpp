@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/cuda_runtime.cuh"
+#include "device/cuda_runtime.cuh"
 
 namespace {
 

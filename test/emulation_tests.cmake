@@ -53,7 +53,7 @@ gtest_discover_tests(llm_gpu_tests_emulated
 # never the repository's ./train), for the scripted runs: a stalled rank
 # over NCCL ends through the watchdog, a short all-reduce through the
 # collectives' agreement check (stalled_rank_test.sh, cases nccl_*).
-add_executable(train_emulated ${PROJECT_SOURCE_DIR}/train.cpp)
+add_executable(train_emulated ${PROJECT_SOURCE_DIR}/main.cpp)
 target_link_libraries(train_emulated PRIVATE llm_emulated)
 foreach(case nccl_ddp_np2 nccl_zero3_np2 nccl_kill_ddp_np2 nccl_short_np2)
   add_test(NAME emulated.mpi_stalled_rank_${case}
@@ -66,6 +66,34 @@ foreach(case nccl_ddp_np2 nccl_zero3_np2 nccl_kill_ddp_np2 nccl_short_np2)
     TIMEOUT 120
     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1")
 endforeach()
+
+# Supervised runs on the CUDA backend over NCCL (supervise_test.sh): three
+# kills (a stopped rank caught by the watchdog over the tracked NCCL
+# collectives), three restarts, the uninterrupted run's bits; and a failed
+# agreement check (an all-reduce one element short), never retried.
+foreach(case kills agreement)
+  add_test(NAME emulated.mpi_supervise_${case}
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/supervise_test.sh $<TARGET_FILE:train_emulated> ${MPIEXEC_EXECUTABLE} ${case}
+      -- --training.device=cuda --parallel.comm=nccl
+    WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(emulated.mpi_supervise_${case} PROPERTIES
+    LABELS "emulation;mpi"
+    TIMEOUT 300
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1")
+endforeach()
+# Alone: a stopped rank's watchdog bound has seconds to spare, not more.
+set_tests_properties(emulated.mpi_supervise_kills PROPERTIES RUN_SERIAL TRUE)
+# The elastic restart over NCCL on two namespace hosts (root only, else skipped).
+add_test(NAME emulated.mpi_supervise_elastic
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/supervise_elastic_test.sh $<TARGET_FILE:train_emulated> ${MPIEXEC_EXECUTABLE}
+    -- --training.device=cuda --parallel.comm=nccl
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(emulated.mpi_supervise_elastic PROPERTIES
+  LABELS "emulation;mpi"
+  RUN_SERIAL TRUE
+  TIMEOUT 300
+  SKIP_RETURN_CODE 77
+  ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1")
 
 # Several NCCL ranks on one (emulated) GPU: refused without per-rank host
 # ids, admitted through tools/one_gpu_ranks.sh in both of its forms; and the

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace llm::test_support {
 

@@ -15,9 +15,9 @@
 #include <random>
 #include <vector>
 
-#include "runtime/bf16.h"
-#include "runtime/device.h"
-#include "runtime/error.h"
+#include "base/bf16.h"
+#include "device/device.h"
+#include "base/error.h"
 #include "parallel/comm.h"
 #include "parallel/comm_nccl.h"
 #include "test/gpu_test_support.h"

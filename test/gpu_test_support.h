@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/device.h"
-#include "runtime/bf16.h"
+#include "device/device.h"
+#include "base/bf16.h"
 #include "model/backend.h"
 #include "test/kernel_test_support.h"
 

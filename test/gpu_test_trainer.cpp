@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/device.h"
+#include "device/device.h"
 #include "trainer/trainer.h"
 #include "parallel/comm.h"
 #include "test/gpu_test_support.h"

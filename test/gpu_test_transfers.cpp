@@ -1,4 +1,4 @@
-// The CUDA memory table's transfer queue (runtime/device_memory.h): a queued
+// The CUDA memory table's transfer queue (device/device_memory.h): a queued
 // copy runs behind the compute stream's work queued before it, a mark waits
 // for exactly the copies before it, and device_waits_for_transfers holds the
 // compute stream back until the queued uploads have landed. Large buffers

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/file_io.h"
+#include "base/file_io.h"
 #include "trainer/trainer.h"
 #include "parallel/comm.h"
 #include "test/mpi_runs.h"

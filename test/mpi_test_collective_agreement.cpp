@@ -12,7 +12,7 @@
 
 #include "parallel/collective_agreement.h"
 #include "parallel/comm.h"
-#include "runtime/watchdog.h"
+#include "collectives/watchdog.h"
 
 namespace llm {
 namespace {

@@ -15,9 +15,9 @@
 #include <tuple>
 #include <vector>
 
-#include "runtime/bf16.h"
-#include "runtime/device_memory.h"
-#include "runtime/error.h"
+#include "base/bf16.h"
+#include "device/device_memory.h"
+#include "base/error.h"
 #include "parallel/comm.h"
 #include "parallel/comm_staged.h"
 #include "test/error_of.h"

@@ -18,7 +18,7 @@
 
 #include "parallel/comm.h"
 #include "parallel/nccl_placement.h"
-#include "runtime/device.h"
+#include "device/device.h"
 #include "test/mpi_runs.h"
 
 namespace llm {

@@ -18,7 +18,7 @@
 
 #include "parallel/comm.h"
 #include "parallel/topology.h"
-#include "planning/tensor_parallel_model.h"
+#include "cost_models/tensor_parallel_model.h"
 #include "test/mpi_runs.h"
 #include "trainer/trainer.h"
 

@@ -5,16 +5,16 @@
 // layer's CommStats count while the real Trainer runs steps on this world;
 // with two pipeline stages, what the ranks of the stage it predicts for count
 // (both schedules; the embedding's stage and the head's); and the pipeline
-// stages' messages are what planning/pipeline_model.h says.
+// stages' messages are what cost_models/pipeline_model.h says.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <string>
 #include <vector>
 
-#include "planning/hardware_profile.h"
-#include "planning/pipeline_model.h"
-#include "planning/throughput_model.h"
+#include "cost_models/hardware_profile.h"
+#include "cost_models/pipeline_model.h"
+#include "cost_models/throughput_model.h"
 #include "trainer/trainer.h"
 #include "parallel/comm.h"
 
@@ -102,7 +102,7 @@ std::string name_of(const std::vector<std::string>& overrides) {
 TEST(ThroughputModelTraffic, EqualsWhatTheEngineCounts) {
   const int n = comm_world().size();
   if (12 % n != 0) GTEST_SKIP() << "12 sequences do not split over " << n << " ranks";
-  const HardwareProfile hw = hardware_load("planning/hardware/a100_80gb_roce.toml");
+  const HardwareProfile hw = hardware_load("cost_models/hardware/a100_80gb_roce.toml");
   for (const std::string model : {"tiny", "untied"}) {
     // One micro-batch per rank per step, and several (12 / n).
     for (int micro_batch : {12 / n, 1}) {
@@ -129,7 +129,7 @@ TEST(ThroughputModelTraffic, PipelineStageEqualsWhatItsEngineCounts) {
   if (n % 2 != 0 || 12 % (n / 2) != 0)
     GTEST_SKIP() << "two stages of 12 sequences do not split over " << n << " ranks";
   const int D = n / 2;
-  const HardwareProfile hw = hardware_load("planning/hardware/a100_80gb_roce.toml");
+  const HardwareProfile hw = hardware_load("cost_models/hardware/a100_80gb_roce.toml");
   const std::vector<std::pair<std::vector<std::string>, int>> stages = {
       {{"model.n_layers=2"}, 1}, {{"model.n_layers=3", "model.ffn_dim=200"}, 0}};
   for (const auto& [layers, stage] : stages) {

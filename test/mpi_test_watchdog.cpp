@@ -1,4 +1,4 @@
-// The watchdog over NCCL at two ranks (runtime/watchdog.h,
+// The watchdog over NCCL at two ranks (collectives/watchdog.h,
 // parallel/comm_nccl.cu): a collective that one member has not joined stays
 // tracked, and the other member's host wait on its device expires on it,
 // naming the collective; the watchdog's abort hook aborts the group's
@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "runtime/device.h"
-#include "runtime/device_memory.h"
-#include "runtime/error.h"
-#include "runtime/watchdog.h"
+#include "device/device.h"
+#include "device/device_memory.h"
+#include "base/error.h"
+#include "collectives/watchdog.h"
 #include "parallel/comm.h"
 #include "parallel/comm_nccl.h"
 

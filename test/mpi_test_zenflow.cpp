@@ -6,7 +6,7 @@
 // other modes' (mpi_test_training_step.cpp); single-process: test_zenflow.cpp.
 #include <gtest/gtest.h>
 
-#include "runtime/group.h"
+#include "collectives/group.h"
 #include "test/offload_runs.h"
 
 namespace llm {

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "settings/config.h"
+#include "schema/config.h"
 #include "model/layout.h"
 #include "parallel/sharding_engine.h"
 #include "test/reference_ops.h"

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/error.h"
+#include "base/error.h"
 #include "model/cudnn/attention_cudnn.h"
 #include "test/op_harness.h"
 

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/fp8.h"
+#include "base/fp8.h"
 #include "test/op_harness.h"
 
 namespace llm::op_test {

@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "runtime/targets.h"
+#include "data/targets.h"
 #include "test/op_harness.h"
 
 namespace llm::op_test {
@@ -546,7 +546,7 @@ void adamw_slices(const OpRow& row) {
 // The bf16 copy written in the update's pass: over several steps, with and
 // without it, from the same state. Writing it changes nothing else (params, m
 // and v the same bits as without), and it is exactly the updated params
-// rounded to nearest even: to_bf16 on the host (runtime/bf16.h, tested on
+// rounded to nearest even: to_bf16 on the host (base/bf16.h, tested on
 // its own against hand-made ties in test_bf16.cpp) and the bits the
 // backend's own cast_f32_to_bf16 gives, the separate pass it replaces. The
 // copy's buffer sits one element off alignment on cuda rows (offsets_for),

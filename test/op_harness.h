@@ -29,7 +29,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "runtime/bf16.h"
+#include "base/bf16.h"
 #include "model/backend.h"
 #include "test/gpu_test_support.h"
 #include "test/kernel_test_support.h"

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/rng.h"
+#include "base/rng.h"
 
 namespace llm {
 

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "settings/config.h"
+#include "schema/config.h"
 #include "data/loader.h"
 #include "parallel/comm.h"
 #include "test/naive_model.h"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A signal at any moment of a run never corrupts memory (docs/failure.md,
-# runtime/signal_thread.h). Each run trains a model with 256-wide layers and,
+# collectives/signal_thread.h). Each run trains a model with 256-wide layers and,
 # once it has trained 2 steps, this script sends it SIGQUIT (a recorder
 # request, which training takes without stopping) as fast as bash can for a
 # random 2-4 s, keeping one core busy, then SIGTERM: the run must stop at a

@@ -8,7 +8,7 @@
 # complete. The bound's arithmetic: the first rank to give up has waited
 # parallel.timeout, asks the others for 2 s (a stopped rank never answers),
 # then serves them for 3 s while NCCL's communicators are aborted (at most
-# 5 s, runtime/watchdog.h): parallel.timeout + 7 s, and the launcher's
+# 5 s, collectives/watchdog.h): parallel.timeout + 7 s, and the launcher's
 # teardown in the rest.
 # The two faults planted at a collective's count (skip_np2, nccl_short_np2)
 # save with checkpoint.async=false: a background save commits a few steps

@@ -30,7 +30,7 @@ import json, sys
 records = [r for r in map(json.loads, open(sys.argv[1])) if "slowest_rank" in r]
 assert [r["step"] for r in records] == [30, 60, 90], records
 assert all(r["slowest_rank"] == 1 and r["slowest_behind_ms_per_step"] >= 30 for r in records), records
-# The rate dispersion the reading implies (planning/slowest_rank.h): with two
+# The rate dispersion the reading implies (cost_models/slowest_rank.h): with two
 # ranks the lower median is the other rank, and E[max] - E[min] of two
 # standard normals is 2 / sqrt(pi).
 import math

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <random>
 
-#include "runtime/bf16.h"
+#include "base/bf16.h"
 
 namespace llm {
 namespace {

@@ -17,7 +17,7 @@
 #include "data/shard.h"
 #include "data/tokenizer.h"
 #include "error_of.h"
-#include "runtime/file_io.h"
+#include "base/file_io.h"
 #include "test/temp_dir.h"
 
 namespace llm {

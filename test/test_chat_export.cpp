@@ -16,7 +16,7 @@
 #include "data/chat_template.h"
 #include "data/conversation.h"
 #include "data/tokenizer.h"
-#include "runtime/file_io.h"
+#include "base/file_io.h"
 
 namespace llm {
 namespace {

@@ -11,13 +11,13 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "runtime/error.h"
-#include "runtime/file_io.h"
+#include "base/error.h"
+#include "base/file_io.h"
 #include "trainer/trainer.h"
 #include "interop/hf_llama.h"
-#include "checkpointing/checkpoint.h"
-#include "checkpointing/config_diff.h"
-#include "checkpointing/run_directory.h"
+#include "persistence/checkpoint.h"
+#include "persistence/config_diff.h"
+#include "persistence/run_directory.h"
 #include "parallel/comm.h"
 #include "error_of.h"
 

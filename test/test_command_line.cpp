@@ -6,9 +6,9 @@
 #include <string_view>
 #include <vector>
 
-#include "planning/planner.h"
-#include "runtime/cli_values.h"
-#include "runtime/error.h"
+#include "cost_models/planner.h"
+#include "base/cli_values.h"
+#include "base/error.h"
 #include "test/error_of.h"
 
 namespace llm {

@@ -9,8 +9,8 @@
 
 #include <fmt/format.h>
 
-#include "settings/config.h"
-#include "runtime/error.h"
+#include "schema/config.h"
+#include "base/error.h"
 #include "test/error_of.h"
 
 namespace llm {

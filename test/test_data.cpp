@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/error.h"
+#include "base/error.h"
 #include "data/loader.h"
 #include "data/prepare.h"
 #include "data/shard.h"

@@ -1,4 +1,4 @@
-// The fp8 formats of runtime/fp8.h against an independent reference: the
+// The fp8 formats of base/fp8.h against an independent reference: the
 // specification's landmark values, every code's value from the OCP formula
 // evaluated in double, and encoding checked against a brute-force search for
 // the nearest finite code (ties to the even code, beyond the largest value the
@@ -13,7 +13,7 @@
 #include <random>
 #include <vector>
 
-#include "runtime/fp8.h"
+#include "base/fp8.h"
 
 namespace llm {
 namespace {

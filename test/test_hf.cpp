@@ -16,8 +16,8 @@
 #include <set>
 #include <tuple>
 
-#include "runtime/bf16.h"
-#include "runtime/error.h"
+#include "base/bf16.h"
+#include "base/error.h"
 #include "interop/hf_llama.h"
 #include "interop/safetensors.h"
 #include "test/temp_dir.h"

@@ -12,7 +12,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "checkpointing/checkpoint.h"
+#include "persistence/checkpoint.h"
 #include "data/shard.h"
 #include "interop/hf_llama.h"
 #include "parallel/comm.h"

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/targets.h"
+#include "data/targets.h"
 #include "model/transformer.h"
 #include "parallel/sharding_engine.h"
 #include "test/random_tokens.h"

@@ -11,9 +11,9 @@
 #include "data/loader.h"
 #include "data/loss_mask.h"
 #include "data/shard.h"
-#include "runtime/error.h"
-#include "runtime/file_io.h"
-#include "runtime/targets.h"
+#include "base/error.h"
+#include "base/file_io.h"
+#include "data/targets.h"
 #include "test/temp_dir.h"
 
 namespace llm {

@@ -12,8 +12,8 @@
 #include <ostream>
 #include <random>
 
-#include "runtime/error.h"
-#include "runtime/fp8.h"
+#include "base/error.h"
+#include "base/fp8.h"
 #include "model/block.h"
 #include "model/kernels/rope.h"
 #include "model/transformer.h"

@@ -15,9 +15,9 @@
 #include <string>
 
 #include "commands/plan.h"
-#include "planning/offload_model.h"
-#include "planning/plan_ranking.h"
-#include "planning/throughput_model.h"
+#include "cost_models/offload_model.h"
+#include "cost_models/plan_ranking.h"
+#include "cost_models/throughput_model.h"
 #include "test/error_of.h"
 
 namespace llm {
@@ -27,11 +27,11 @@ using test_support::error_of;
 
 constexpr size_t kGiB = size_t{1} << 30;
 
-HardwareProfile cpu_profile() { return hardware_load("planning/hardware/cpu_dev_vm.toml"); }
+HardwareProfile cpu_profile() { return hardware_load("cost_models/hardware/cpu_dev_vm.toml"); }
 
 // This machine's profile with one figure given as 0 (not known), as text.
 std::string cpu_profile_text_without(const std::string& key) {
-  std::ifstream in("planning/hardware/cpu_dev_vm.toml");
+  std::ifstream in("cost_models/hardware/cpu_dev_vm.toml");
   std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   const size_t at = text.find("\n" + key + " = ");
   EXPECT_NE(at, std::string::npos) << key;
@@ -84,7 +84,7 @@ TEST(PlanRanking, RecommendsThePredictedFastest) {
 // the recomputation shows as its own part.
 TEST(PlanRanking, Llama8bZero3WithoutRecomputationBeatsZero2WithFull) {
   const Config config = config_load("configs/llama8b.toml", {});
-  const HardwareProfile h100 = hardware_load("planning/hardware/h100_sxm.toml");
+  const HardwareProfile h100 = hardware_load("cost_models/hardware/h100_sxm.toml");
   const PlanRow* zero3 = nullptr;
   const PlanRow* zero2_full = nullptr;
   const std::vector<PlanRow> rows = plan_memory(config, 16, 8, 77 * kGiB, 8);
@@ -148,7 +148,7 @@ TEST(PlanRanking, TopKPrintsTheFirstKRows) {
   PlanOptions options;
   options.world = 2;
   options.top = 3;
-  options.hardware = "planning/hardware/cpu_dev_vm.toml";
+  options.hardware = "cost_models/hardware/cpu_dev_vm.toml";
   const std::string out = plan_output(config, options);
   std::istringstream lines(out);
   std::string line;
@@ -216,7 +216,7 @@ TEST(PlanRanking, NearTiesAreTheFastestOfEachOtherKind) {
   PlanOptions options;
   options.world = 2;
   options.top = 1;
-  options.hardware = "planning/hardware/cpu_dev_vm.toml";
+  options.hardware = "cost_models/hardware/cpu_dev_vm.toml";
   const std::string out = plan_output(config, options);
   EXPECT_NE(out.find("a tie at the model's error (11%"), std::string::npos) << out;
   EXPECT_NE(out.find("offload cpu, recompute none"), std::string::npos) << out;

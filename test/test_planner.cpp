@@ -15,9 +15,9 @@
 #include <string>
 
 #include "model/transformer.h"
-#include "planning/hardware_profile.h"
-#include "planning/plan_ranking.h"
-#include "planning/planner.h"
+#include "cost_models/hardware_profile.h"
+#include "cost_models/plan_ranking.h"
+#include "cost_models/planner.h"
 
 namespace llm {
 namespace {
@@ -28,7 +28,7 @@ Config llama8b() { return config_load("configs/llama8b.toml", {}); }
 
 // An 80 GB GPU as the H100 profile describes it (80 GiB, 3 GiB reserved).
 MemoryBudget h100_memory() {
-  return hardware_load("planning/hardware/h100_sxm.toml").rank_memory(8);
+  return hardware_load("cost_models/hardware/h100_sxm.toml").rank_memory(8);
 }
 
 // configs/llama8b.toml: "mpirun -np 16 ... on 80 GB GPUs", zero3 + bf16,
@@ -49,7 +49,7 @@ TEST(Planner, ShippedLlama8bFitsSixteen80GiBGpusWithHeadroom) {
 // the next fastest within the headroom.
 TEST(Planner, RecommendationKeepsHeadroomAndFitsCountTheReserve) {
   const Config config = config_load("configs/scale_cpu.toml", {});
-  const HardwareProfile cpu = hardware_load("planning/hardware/cpu_dev_vm.toml");
+  const HardwareProfile cpu = hardware_load("cost_models/hardware/cpu_dev_vm.toml");
   const size_t fastest =
       plan_rank(plan_memory(config, 2, 2, 1 << 30, 8), 2, cpu).front().row.memory.total();
   const size_t usable = static_cast<size_t>(static_cast<double>(fastest) / 0.95);

@@ -1,4 +1,4 @@
-// The progress line (runtime/progress.h) on a memory stream with a clock the
+// The progress line (base/progress.h) on a memory stream with a clock the
 // test advances: plain output has no '\r' and a bounded number of lines; a
 // terminal gets throttled redraws, cut to its width, and a final newline (or
 // an erased line for a transient phase); a fast or disabled phase prints
@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "runtime/progress.h"
+#include "base/progress.h"
 #include "model/layout.h"
 #include "trainer/step_progress.h"
 

@@ -1,4 +1,4 @@
-// The slowest of N ranks (planning/slowest_rank.h): the expected maximum of
+// The slowest of N ranks (cost_models/slowest_rank.h): the expected maximum of
 // N standard normal draws against its closed forms (N = 2..5) and against a
 // seeded Monte Carlo draw (N = 8, 64, 512) within the draw's own error, the
 // other order statistics against their identities, the straggler meter's
@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "planning/hardware_profile.h"
-#include "planning/slowest_rank.h"
-#include "planning/throughput_model.h"
+#include "cost_models/hardware_profile.h"
+#include "cost_models/slowest_rank.h"
+#include "cost_models/throughput_model.h"
 #include "test/error_of.h"
 
 namespace llm {
@@ -144,7 +144,7 @@ TEST(SlowestRank, NoSpreadOrOneRankWaitsForNothing) {
 }
 
 std::string a100_text() {
-  std::ifstream in("planning/hardware/a100_80gb_roce.toml");
+  std::ifstream in("cost_models/hardware/a100_80gb_roce.toml");
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 

@@ -12,9 +12,9 @@
 #include <string>
 #include <tuple>
 
-#include "settings/config.h"
+#include "schema/config.h"
 #include "parallel/comm.h"
-#include "runtime/log.h"
+#include "base/log.h"
 #include "tensorboard/event_writer.h"
 #include "tensorboard/metrics_events.h"
 #include "tensorboard/tfrecord.h"

@@ -14,20 +14,20 @@
 #include <string>
 
 #include "model/flops.h"
-#include "runtime/error.h"
+#include "base/error.h"
 #include <fmt/format.h>
 
 #include "model/layout.h"
-#include "planning/collective_model.h"
-#include "planning/contention.h"
-#include "planning/hardware_profile.h"
-#include "planning/pipeline_model.h"
-#include "planning/slowest_rank.h"
+#include "cost_models/collective_model.h"
+#include "cost_models/contention.h"
+#include "cost_models/hardware_profile.h"
+#include "cost_models/pipeline_model.h"
+#include "cost_models/slowest_rank.h"
 #include "parallel/zenflow.h"
-#include "planning/offload_model.h"
+#include "cost_models/offload_model.h"
 #include "commands/scaling.h"
-#include "planning/step_trace.h"
-#include "planning/throughput_model.h"
+#include "cost_models/step_trace.h"
+#include "cost_models/throughput_model.h"
 #include "trainer/trainer.h"
 #include "parallel/topology.h"
 #include "test/error_of.h"
@@ -37,7 +37,7 @@ namespace {
 
 using test_support::error_of;
 
-HardwareProfile a100() { return hardware_load("planning/hardware/a100_80gb_roce.toml"); }
+HardwareProfile a100() { return hardware_load("cost_models/hardware/a100_80gb_roce.toml"); }
 
 Config with(const std::string& path, std::vector<std::string> overrides) {
   return config_load(path, overrides);
@@ -45,8 +45,8 @@ Config with(const std::string& path, std::vector<std::string> overrides) {
 
 TEST(HardwareProfile, EveryShippedProfileLoads) {
   for (const char* path :
-       {"planning/hardware/a100_80gb_roce.toml", "planning/hardware/h100_sxm.toml",
-        "planning/hardware/cpu_dev_vm.toml", "planning/hardware/a100_80gb_pcie4x4.toml"}) {
+       {"cost_models/hardware/a100_80gb_roce.toml", "cost_models/hardware/h100_sxm.toml",
+        "cost_models/hardware/cpu_dev_vm.toml", "cost_models/hardware/a100_80gb_pcie4x4.toml"}) {
     SCOPED_TRACE(path);
     HardwareProfile hw = hardware_load(path);
     EXPECT_GT(hw.rank_flops(Precision::bf16, 1), 0);
@@ -230,12 +230,12 @@ TEST(CollectiveModel, NcclPicksTheFastestAlgorithmAndProtocol) {
             0);
   EXPECT_EQ(collective_cost(CollectiveOp::all_gather, node, 6.5e4, hw).name(), "ring/LL");
   EXPECT_EQ(collective_cost(CollectiveOp::all_gather, node, 4e9, hw).name(), "ring/Simple");
-  const HardwareProfile pcie = hardware_load("planning/hardware/a100_80gb_pcie4x4.toml");
+  const HardwareProfile pcie = hardware_load("cost_models/hardware/a100_80gb_pcie4x4.toml");
   EXPECT_LT(nccl_cost(CollectiveOp::all_gather, {4, 1, 4}, 1e6, pcie, CollectiveAlgorithm::ring,
                       CollectiveProtocol::ll128)
                 .seconds,
             0);
-  const HardwareProfile h100 = hardware_load("planning/hardware/h100_sxm.toml");
+  const HardwareProfile h100 = hardware_load("cost_models/hardware/h100_sxm.toml");
   EXPECT_LT(nccl_cost(CollectiveOp::all_gather, node, 1e6, h100, CollectiveAlgorithm::ring,
                       CollectiveProtocol::ll128)
                 .seconds,
@@ -319,7 +319,7 @@ TEST(ThroughputModel, RecomputationIsWhatFullRecomputeAddsToCompute) {
   auto predict = [](const char* recompute) {
     return throughput_predict(
         with("configs/llama8b.toml", {fmt::format("training.recompute={}", recompute)}), 16,
-        hardware_load("planning/hardware/h100_sxm.toml"));
+        hardware_load("cost_models/hardware/h100_sxm.toml"));
   };
   const StepPrediction none = predict("none"), selective = predict("selective");
   const StepPrediction full = predict("full");
@@ -357,7 +357,7 @@ TEST(Contention, ComputeRunsOnTheUnitsCollectivesLeave) {
 // in them, so nothing overlaps and the contention term is exactly zero, in
 // every mode; NCCL overlaps and pays it.
 TEST(Contention, ZeroWhenNothingOverlaps) {
-  const HardwareProfile cpu = hardware_load("planning/hardware/cpu_dev_vm.toml");
+  const HardwareProfile cpu = hardware_load("cost_models/hardware/cpu_dev_vm.toml");
   for (const char* mode : {"ddp", "zero1", "zero2", "zero3"}) {
     SCOPED_TRACE(mode);
     const Config c = with("configs/scale_cpu.toml", {std::string("parallel.mode=") + mode});

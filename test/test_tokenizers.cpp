@@ -21,7 +21,7 @@
 #include "data/utf8.h"
 #include "error_of.h"
 #include "test/split_cases.h"
-#include "runtime/file_io.h"
+#include "base/file_io.h"
 #include "test/temp_dir.h"
 
 namespace llm {

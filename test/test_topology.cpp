@@ -2,8 +2,8 @@
 // anything is allocated, with one line naming the key.
 #include <gtest/gtest.h>
 
-#include "settings/config.h"
-#include "runtime/error.h"
+#include "schema/config.h"
+#include "base/error.h"
 #include "test/error_of.h"
 #include "trainer/launch_validate.h"
 #include "trainer/trainer.h"

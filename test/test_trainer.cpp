@@ -10,12 +10,12 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "runtime/error.h"
-#include "runtime/log.h"
+#include "base/error.h"
+#include "base/log.h"
 #include "test/temp_dir.h"
 #include "parallel/comm.h"
 #include "data/tokenizer.h"
-#include "runtime/file_io.h"
+#include "base/file_io.h"
 #include "commands/export.h"
 #include "trainer/step_meter.h"
 #include "test/tiny_trainer.h"

@@ -1,4 +1,4 @@
-// The watchdog's tracking of device operations (runtime/watchdog.h), with
+// The watchdog's tracking of device operations (collectives/watchdog.h), with
 // stand-in completion flags instead of CUDA events: a tracked operation is
 // retired once its flag says the device ran it, a host wait on device work
 // expires on the oldest tracked operation past the timeout, and a device that
@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/watchdog.h"
+#include "collectives/watchdog.h"
 
 namespace llm {
 namespace {

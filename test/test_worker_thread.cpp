@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "runtime/worker_thread.h"
+#include "base/worker_thread.h"
 
 namespace llm {
 namespace {

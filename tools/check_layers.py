@@ -12,26 +12,36 @@ import sys
 
 # Floor of each folder, ground floor first. model/kernels counts as model.
 FLOORS = {
-    "runtime": 0,
-    "settings": 1,
+    # The host basics: errors, logs, files, RNG, number formats, system
+    # facts, threads, signals' flag, child processes, exit statuses.
+    "base": 0,
+    # The collectives' interface (Group) with the watchdog and its flight
+    # recorder, which every implementation and the model's tensor
+    # parallelism share.
+    "collectives": 1,
     "tensorboard": 1,
-    "data": 2,
-    "model": 2,
-    "interop": 3,
-    "parallel": 3,
+    "data": 1,
+    # The device: arenas, device memory, the CUDA runtime and kernel helpers,
+    # timelines (a device wait reports to the watchdog).
+    "device": 2,
+    # The config's keys, their rules and where each value came from.
+    "schema": 3,
+    "model": 4,
+    "interop": 5,
+    "parallel": 5,
     # The CUDA runtime and libraries as stand-ins (the emulation build): seen
     # by the CUDA sources only as <cuda_runtime.h> and the like, as the
     # vendor's; built on the CPU GEMM and bf16 rounding of the floors below.
-    "cuda_emulation": 3,
+    "cuda_emulation": 5,
     # Cost models: what a config needs and how fast it runs, before a launch.
-    "planning": 4,
+    "cost_models": 6,
     # Sharded checkpoints: the engine's state on disk, and the run directory.
-    "checkpointing": 4,
-    "trainer": 5,
+    "persistence": 6,
+    "trainer": 7,
     # The subcommands beside ./train's training (bench, export, generate,
-    # the scaling and calibration experiments): each drives the floors below
-    # it; nothing below runs a command.
-    "commands": 6,
+    # the scaling and calibration experiments, the supervisor): each drives
+    # the floors below it; nothing below runs a command.
+    "commands": 8,
 }
 SOURCE_SUFFIXES = {".h", ".cpp", ".cu", ".cuh", ".cc"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

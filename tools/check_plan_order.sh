@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The CPU check of `./train plan`'s ranking: for configs/scale_cpu.toml
-# at 1, 2 and 4 ranks on this machine's profile (planning/hardware/
+# at 1, 2 and 4 ranks on this machine's profile (cost_models/hardware/
 # cpu_dev_vm.toml), the first K rows of the plan are run here under mpirun
 # (`./train plan --measure`), and the recommendation must measure fastest of
 # them or within the model's stated error of the fastest. Prints the
@@ -16,7 +16,7 @@ status=0
 for world in 1 2 4; do
   echo "== scale_cpu at $world rank(s)"
   out=$(./train plan --config configs/scale_cpu.toml --world "$world" \
-    --hardware planning/hardware/cpu_dev_vm.toml --top "$top" --measure --repeats "$repeats" 2>/dev/null)
+    --hardware cost_models/hardware/cpu_dev_vm.toml --top "$top" --measure --repeats "$repeats" 2>/dev/null)
   sed -n '/^recommended/,$p' <<<"$out"
   grep -q '^check passed' <<<"$out" || status=1
 done

@@ -70,7 +70,7 @@ MUTATIONS = [
      "return static_cast<float>(peak * (step + 1) / c.warmup_steps);",
      "return static_cast<float>(peak * step / c.warmup_steps);",
      "warmup starts at lr 0 (step instead of step + 1)"),
-    ("bf16_truncates", "runtime/bf16.h",
+    ("bf16_truncates", "base/bf16.h",
      "return static_cast<uint16_t>((bits + 0x7FFFu + lsb) >> 16);",
      "return static_cast<uint16_t>(bits >> 16);",
      "fp32 -> bf16 truncates instead of rounding to nearest even"),

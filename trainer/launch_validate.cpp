@@ -4,8 +4,9 @@
 #include <spdlog/spdlog.h>
 
 #include "parallel/topology.h"
-#include "runtime/error.h"
-#include "settings/key_origin.h"
+#include "cost_models/memory_plan.h"
+#include "base/error.h"
+#include "schema/key_origin.h"
 
 namespace llm {
 
@@ -14,6 +15,7 @@ const Config& launch_validate(const Config& config, int world_size, const Tokeni
   const KeyOrigin at(config);
   const ParallelConfig& p = config.parallel;
   const int dp = data_parallel_size(p, world_size);  // refused where the mesh does not divide
+  micro_batches_per_step(config.training, dp);       // refused where the batch does not
   LLM_CHECK(p.mode != ParallelMode::hybrid || dp % p.shard_group_size == 0,
             "{}: parallel.shard_group_size ({}) must divide the data-parallel size ({}) for mode "
             "hybrid",

@@ -1,18 +1,19 @@
 // The rules a run must keep that need more than its config (those are
-// settings/config_validate.h's): the world it was launched in and the
+// schema/config_validate.h's): the world it was launched in and the
 // tokenizer it reads. Each error names the key and where its value came
 // from, like the config's own.
 #pragma once
 
 #include "data/tokenizer.h"
-#include "settings/config.h"
+#include "schema/config.h"
 
 namespace llm {
 
 // Checks `config` for a world of `world_size` ranks and its tokenizer (null
-// when data.tokenizer is empty): hybrid sharding's groups divide the
-// data-parallel ranks (the mesh dividing the world is data_parallel_size's,
-// parallel/topology.h), every tokenizer id has
+// when data.tokenizer is empty): the mesh divides the world and the global
+// batch its micro-batches over the data-parallel ranks (checked where they
+// are computed: data_parallel_size, micro_batches_per_step), hybrid
+// sharding's groups divide the data-parallel ranks, every tokenizer id has
 // an embedding row (a warning, on `warn`, when rows go unused). Returns
 // config, so that a constructor can check before it builds.
 const Config& launch_validate(const Config& config, int world_size, const Tokenizer* tokenizer,

@@ -7,8 +7,8 @@
 // A blocking save's stall is its write time.
 #pragma once
 
-#include "checkpointing/background_save.h"
-#include "runtime/log.h"
+#include "persistence/background_save.h"
+#include "base/log.h"
 
 namespace llm {
 

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "model/flops.h"
-#include "runtime/system.h"
+#include "base/system.h"
 
 namespace llm {
 

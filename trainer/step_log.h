@@ -11,10 +11,10 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "runtime/group.h"
-#include "runtime/log.h"
-#include "runtime/memory_usage.h"
-#include "settings/config.h"
+#include "collectives/group.h"
+#include "base/log.h"
+#include "device/memory_usage.h"
+#include "schema/config.h"
 #include "trainer/step_meter.h"
 #include "trainer/straggler_meter.h"
 #include "trainer/step_result.h"

@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <string>
 
-#include "runtime/progress.h"
+#include "base/progress.h"
 #include "model/layout.h"
 #include "model/unit_provider.h"
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "planning/slowest_rank.h"
+#include "cost_models/slowest_rank.h"
 
 namespace llm {
 

@@ -1,6 +1,6 @@
 // Which rank holds the others back: at each log line, every rank's busy time
 // per step over the interval (its step time less the time it spent blocked
-// waiting for other ranks, runtime/watchdog.h) is gathered, and the slowest
+// waiting for other ranks, collectives/watchdog.h) is gathered, and the slowest
 // rank is the busiest one. How far behind it is: its busy time over the
 // (lower) median rank's, and the rate dispersion that implies for the
 // throughput model. A collective over the world, called by every rank at the
@@ -8,7 +8,7 @@
 // device group's buffers are device pointers.
 #pragma once
 
-#include "runtime/group.h"
+#include "collectives/group.h"
 
 namespace llm {
 
@@ -19,7 +19,7 @@ struct StragglerReport {
   double behind_ms = 0;        // over the median rank's
   double behind_fraction = 0;  // behind_ms / the median rank's busy time
   // The spread of the ranks' rates that behind_fraction implies (a hardware
-  // profile's device.rate_dispersion, planning/slowest_rank.h).
+  // profile's device.rate_dispersion, cost_models/slowest_rank.h).
   double rate_dispersion = 0;
 };
 

@@ -9,37 +9,40 @@
 #include <cmath>
 #include <filesystem>
 
-#include "runtime/build_info.h"
-#include "runtime/error.h"
-#include "runtime/file_io.h"
-#include "runtime/memory_usage.h"
-#include "runtime/stop_signal.h"
-#include "runtime/system.h"
-#include "runtime/targets.h"
+#include "base/error.h"
+#include "base/file_io.h"
+#include "device/memory_usage.h"
+#include "base/stop_signal.h"
+#include "base/system.h"
+#include "data/targets.h"
 #include "tensorboard/metrics_events.h"
 #include "data/tokenizer.h"
 #include "model/flops.h"
 #include "model/generate.h"
 #include "parallel/pipeline_schedule.h"
-#include "interop/hf_llama.h"
-#include "runtime/cli_values.h"
-#include "runtime/fault_hooks.h"
-#include "runtime/watchdog.h"
-#include "checkpointing/background_save.h"
-#include "checkpointing/checkpoint.h"
-#include "checkpointing/config_diff.h"
-#include "checkpointing/run_directory.h"
+#include "base/cli_values.h"
+#include "base/fault_hooks.h"
+#include "collectives/watchdog.h"
+#include "persistence/background_save.h"
+#include "persistence/checkpoint.h"
+#include "persistence/run_directory.h"
 #include "parallel/collective_agreement.h"
 #include "parallel/comm.h"
 #include "model/kernels/cpu_gemm_rate.h"
 #include "parallel/device_group.h"
-#include "trainer/hf_weights_source.h"
 #include "trainer/launch_validate.h"
 #include "trainer/save_log.h"
 #include "trainer/step_log.h"
 #include "trainer/step_progress.h"
 
 namespace llm {
+
+std::string tensorboard_dir(const Config& config) {
+  if (!config.logging.tensorboard.on) return "";
+  const std::string& named = config.logging.tensorboard.path;
+  return named.empty() ? (std::filesystem::path(config.run_dir()) / "tensorboard").string() : named;
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -60,13 +63,11 @@ std::optional<Tokenizer> load_tokenizer(const Config& config) {
 MetricsLog open_metrics(Config& config, int start_step) {
   const std::string run_dir = config.run_dir();
   std::vector<std::unique_ptr<MetricsSink>> sinks;
-  if (config.logging.tensorboard.on) {
-    const std::string& named = config.logging.tensorboard.path;
-    const std::string dir = named.empty() ? run_dir + "/tensorboard" : named;
+  if (const std::string dir = tensorboard_dir(config); !dir.empty()) {
     auto tensorboard =
         std::make_unique<TensorBoardMetrics>(dir, config_to_toml(config), start_step);
     spdlog::info("TensorBoard events in {} (view: tensorboard --logdir {})", tensorboard->path(),
-                 named.empty() ? run_dir : dir);
+                 config.logging.tensorboard.path.empty() ? run_dir : dir);
     sinks.push_back(std::move(tensorboard));
   }
   return MetricsLog(config.logging.metrics ? run_dir + "/metrics.jsonl" : "", start_step,
@@ -141,62 +142,6 @@ Trainer::Trainer(Config config, Group& world, const Backend* backend_override)
   inputs_.resize(static_cast<size_t>(t.micro_batch_size) * t.seq_len);
   targets_.resize(inputs_.size());
   restore_state();
-}
-
-void Trainer::restore_state() {
-  const std::string& resume = config_.checkpoint.resume;
-  std::string path;
-  if (resume == "auto") {
-    path = checkpoint_latest(config_.run_dir());
-  } else if (resume != "none") {
-    path = resume;
-  }
-  const std::string start_fresh =
-      "to start fresh instead, pass --checkpoint.resume=none or use a new checkpoint.dir";
-  if (!path.empty()) {
-    auto start = Clock::now();
-    start_step_ = checkpoint_load(path, *engine_, /*show_progress=*/topology_.world.rank() == 0);
-    load_seconds_ = seconds_since(start);
-    resumed_from_ = path;
-    const ConfigChanges changes = checkpoint_config_changes(path, config_);
-    std::string model_changes;
-    for (const std::string& change : changes.model) {
-      model_changes += (model_changes.empty() ? "" : ", ") + change;
-    }
-    LLM_CHECK(changes.model.empty(), "{}: cannot resume {}, saved with another model ({}); {}",
-              config_.path, path, model_changes, start_fresh);
-    for (const std::string& change : changes.schedule) {
-      spdlog::warn("resuming {} under a changed setting: {}", path, change);
-    }
-    resumed_changes_ = static_cast<int>(changes.schedule.size());
-    LLM_CHECK(start_step_ <= config_.training.steps,
-              "{}: checkpoint {} is at step {}, beyond training.steps ({})", config_.path, path,
-              start_step_, config_.training.steps);
-    const int stop_at = config_.training.stop_at_step;
-    LLM_CHECK(stop_at == 0 || stop_at > start_step_,
-              "{}: training.stop_at_step = {} but the run resumes from {} at step {}, already past "
-              "it; pass a later stop_at_step, or {}",
-              config_.path, stop_at, path, start_step_, start_fresh);
-    if (!config_.model.init_from.empty()) {
-      spdlog::info(
-          "resuming from {}: the weights of model.init_from ({}) only seed a fresh run and are "
-          "not read",
-          path, config_.model.init_from);
-    }
-  } else if (!config_.model.init_from.empty()) {
-    // Fine-tuning: parameters from Hugging Face weights, fresh AdamW moments.
-    // The engine asks for the whole model's units and offsets (a tensor slice
-    // or a pipeline stage reads its part of them).
-    if (tokenizer_) {
-      hf_check_document_tokens(config_.model.init_from, tokenizer_->path(), tokenizer_->bos_id(),
-                               tokenizer_->eos_id());
-    }
-    HfWeights weights =
-        HfWeights::open(config_.model.init_from, config_.model, layout_build(config_.model));
-    HfWeightsSource source(weights);
-    engine_->load_state(source, /*with_moments=*/false);
-  }
-  state_step_ = start_step_;
 }
 
 double Trainer::peak_flops_per_rank() const {
@@ -349,78 +294,6 @@ std::string Trainer::sample(int tokens) {
   // The token a document follows: its BOS, or the EOS ending the one before.
   const DocumentBoundary boundary = tokenizer.document_boundary();
   return tokenizer.decode(generate(*model_, *engine_, {boundary.token}, 1, options).front());
-}
-
-void Trainer::log_run_start(const StateBytes& state, size_t activations) {
-  const TrainingConfig& t = config_.training;
-  const int stages = topology_.pipeline->size();
-  spdlog::info(
-      "config {} | {} parameters | batch {} x {} tokens | {} ranks: tensor parallel {} x "
-      "pipeline parallel {} x data parallel {}, mode {} (shard group {}) | {} "
-      "micro-batches of {} per rank | commit {}",
-      config_.path, layout_build(config_.model).total_numel, t.batch_size, t.seq_len,
-      topology_.world.size(), topology_.tensor->size(), stages, topology_.dp_size(),
-      topology_.plan.mode, topology_.plan.shard_group_size, accumulation_steps_, t.micro_batch_size,
-      build_commit());
-  if (!config_.imported.empty()) {
-    std::string keys;
-    for (const auto& [key, origin] : config_.imported) keys += (keys.empty() ? "" : ", ") + key;
-    spdlog::info("model from {} (model.init_from): {}", config_.imported.begin()->second, keys);
-  }
-  if (config_.data.document_masking) {
-    const DocumentBoundary boundary = tokenizer_->document_boundary();
-    spdlog::info(
-        "document masking: attention stays inside each document (a document starts {} {}, id "
-        "{}), no loss on a target that crosses a boundary; RoPE positions {}; FLOP/s and MFU "
-        "count causal attention over whole sequences, so what the mask skips counts as done",
-        boundary.token_ends_document ? "after" : "at", tokenizer_->piece(boundary.token),
-        boundary.token,
-        config_.data.resets_positions() ? "restart at each document" : "run on across documents");
-  }
-  if (stages > 1) {
-    const LayerRange layers = model_->layout().layers;
-    spdlog::info(
-        "pipeline stage {} of {}: blocks {}..{}{}{} | schedule {}, {} micro-batches in "
-        "flight | bubble (P - 1) / (M + P - 1) = {:.1f}% of each step",
-        topology_.pipeline->rank(), stages, layers.begin, layers.end - 1,
-        model_->layout().slice.first_stage() ? " + embedding" : "",
-        model_->layout().slice.last_stage() ? " + head" : "", config_.parallel.pipeline_schedule,
-        model_->split().in_flight, 100 * pipeline_bubble_fraction(stages, accumulation_steps_));
-  }
-  spdlog::info(
-      "memory per rank: parameters {}, gradients {}, optimizer {}, buffers {}, "
-      "activations {} ({}, recompute {}); peak resident {}",
-      format_bytes(state.params), format_bytes(state.grads), format_bytes(state.optimizer),
-      format_bytes(state.buffers), format_bytes(activations), t.precision, t.recompute,
-      format_bytes(peak_resident_bytes()));
-  if (config_.offloads_optimizer()) {
-    spdlog::info(
-        "optimizer offloaded to the host{}: {} of host memory per rank (masters, moments, "
-        "gradient landing{})",
-        config_.zenflow.enabled ? " with ZenFlow" : "", format_bytes(state.host),
-        config_.zenflow.enabled ? ", accumulator" : "");
-  }
-  if (metrics_.is_open()) {
-    metrics_.write({{"event", "start"},
-                    {"step", start_step_},
-                    {"commit", build_commit()},
-                    {"world_size", topology_.world.size()},
-                    {"tensor_parallel", topology_.tensor->size()},
-                    {"pipeline_parallel", stages},
-                    {"data_parallel", topology_.dp_size()},
-                    {"mode", to_string(topology_.plan.mode)},
-                    {"precision", to_string(t.precision)},
-                    {"micro_batches", accumulation_steps_}});
-    metrics_.write({{"event", "memory"},
-                    {"step", start_step_},
-                    {"params_bytes", state.params},
-                    {"grads_bytes", state.grads},
-                    {"optimizer_bytes", state.optimizer},
-                    {"buffers_bytes", state.buffers},
-                    {"host_bytes", state.host},
-                    {"activations_bytes", activations},
-                    {"peak_rss_bytes", peak_resident_bytes()}});
-  }
 }
 
 void Trainer::run() {

@@ -11,22 +11,26 @@
 #include <string>
 #include <vector>
 
-#include "settings/config.h"
-#include "runtime/file_io.h"
-#include "runtime/log.h"
+#include "schema/config.h"
+#include "base/file_io.h"
+#include "base/log.h"
 #include "data/loader.h"
 #include "data/tokenizer.h"
 #include "model/transformer.h"
 #include "parallel/comm.h"
 #include "parallel/sharding_engine.h"
 #include "parallel/topology.h"
-#include "planning/memory_plan.h"
+#include "cost_models/memory_plan.h"
 #include "trainer/spike_guard.h"
 #include "trainer/step_result.h"
 
 namespace llm {
 
-class BackgroundSaver;  // checkpointing/background_save.h
+class BackgroundSaver;  // persistence/background_save.h
+
+// Where a run's TensorBoard event files go: logging.tensorboard's directory,
+// else <run dir>/tensorboard; "" when it is off.
+std::string tensorboard_dir(const Config& config);
 
 class Trainer {
  public:
@@ -38,7 +42,7 @@ class Trainer {
 
   // Runs from start_step() to training.steps with evaluation, logging and
   // checkpoints; then the sample. Returns early (after saving) on SIGTERM, SIGINT,
-  // SIGUSR1 or SIGUSR2 (runtime/stop_signal.h).
+  // SIGUSR1 or SIGUSR2 (base/stop_signal.h).
   void run();
   // Optimizer steps already done: the resumed checkpoint's step, else 0.
   int start_step() const { return start_step_; }

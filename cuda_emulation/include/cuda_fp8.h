@@ -2,12 +2,12 @@
 // float to e4m3 / e5m2, rounding to nearest even and saturating to the largest
 // finite value (__NV_SATFINITE, the only mode the project uses and so the only
 // one declared), a NaN to the canonical 0x7f.
-// Invariant: the bits of the CPU twin's conversion (runtime/fp8.h), which
+// Invariant: the bits of the CPU twin's conversion (base/fp8.h), which
 // matches CUDA's host implementation on every float checked (its header says
 // so); on a GPU the instruction cvt.rn.satfinite is the one run.
 #pragma once
 
-#include "runtime/fp8.h"
+#include "base/fp8.h"
 
 typedef unsigned char __nv_fp8_storage_t;
 

@@ -9,7 +9,7 @@
 #include <queue>
 
 #include "data/tokenizers/unicode_nfc.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace llm {
 namespace {

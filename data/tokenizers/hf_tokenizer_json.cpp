@@ -14,8 +14,8 @@
 
 #include "data/tokenizers/split_pattern.h"
 #include "data/utf8.h"
-#include "runtime/error.h"
-#include "runtime/file_io.h"
+#include "base/error.h"
+#include "base/file_io.h"
 
 namespace llm {
 namespace {

@@ -7,8 +7,8 @@
 #include <charconv>
 #include <unordered_map>
 
-#include "runtime/error.h"
-#include "runtime/file_io.h"
+#include "base/error.h"
+#include "base/file_io.h"
 
 namespace llm {
 namespace {

@@ -28,8 +28,8 @@
 #include <string>
 #include <unordered_map>
 
-#include "runtime/cuda_runtime.cuh"
-#include "runtime/error.h"
+#include "device/cuda_runtime.cuh"
+#include "base/error.h"
 #include "model/kernels/attention.h"
 
 namespace llm::cudnn {

@@ -12,8 +12,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "runtime/cuda_kernel_helpers.cuh"
-#include "runtime/cuda_runtime.cuh"
+#include "device/cuda_kernel_helpers.cuh"
+#include "device/cuda_runtime.cuh"
 #include "model/kernels/adamw.h"
 
 namespace llm::cuda {

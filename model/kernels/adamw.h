@@ -11,7 +11,7 @@
 
 #include <cstddef>
 
-#include "runtime/bf16.h"
+#include "base/bf16.h"
 
 namespace llm::cpu {
 

@@ -46,8 +46,8 @@
 #include <type_traits>
 #include <utility>
 
-#include "runtime/cuda_kernel_helpers.cuh"
-#include "runtime/cuda_runtime.cuh"
+#include "device/cuda_kernel_helpers.cuh"
+#include "device/cuda_runtime.cuh"
 #include "model/kernels/attention.h"
 
 namespace llm::cuda {

@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "runtime/storage_types.h"
+#include "base/storage_types.h"
 
 namespace llm::cpu {
 

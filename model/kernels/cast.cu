@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "runtime/cuda_kernel_helpers.cuh"
-#include "runtime/cuda_runtime.cuh"
+#include "device/cuda_kernel_helpers.cuh"
+#include "device/cuda_runtime.cuh"
 #include "model/kernels/cast.h"
 
 namespace llm::cuda {

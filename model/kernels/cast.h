@@ -6,7 +6,7 @@
 
 #include <cstddef>
 
-#include "runtime/bf16.h"
+#include "base/bf16.h"
 
 namespace llm::cpu {
 

@@ -9,8 +9,8 @@
 // cast_f32_to_bf16). Nothing waits for the host.
 #include <algorithm>
 
-#include "runtime/cuda_kernel_helpers.cuh"
-#include "runtime/cuda_runtime.cuh"
+#include "device/cuda_kernel_helpers.cuh"
+#include "device/cuda_runtime.cuh"
 #include "model/kernels/columns.h"
 
 namespace llm::cuda {

@@ -19,7 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "runtime/storage_types.h"
+#include "base/storage_types.h"
 
 namespace llm {
 

@@ -12,7 +12,7 @@
 // calling thread alone.
 #pragma once
 
-#include "runtime/bf16.h"
+#include "base/bf16.h"
 
 namespace llm::cpu {
 

@@ -23,7 +23,7 @@
 #include <type_traits>
 
 #include "model/kernels/cpu_gemm.h"
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace llm::cpu {
 

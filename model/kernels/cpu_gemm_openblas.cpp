@@ -18,7 +18,7 @@
 
 #include <cstddef>
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace llm::cpu {
 

@@ -5,8 +5,8 @@
 #include <chrono>
 #include <vector>
 
-#include "runtime/bf16.h"
-#include "runtime/rng.h"
+#include "base/bf16.h"
+#include "base/rng.h"
 #include "model/kernels/cpu_gemm.h"
 
 namespace llm {

@@ -11,7 +11,7 @@
 #include <cmath>
 
 #include "model/kernels/cpu_lane_sum.h"
-#include "runtime/bf16.h"
+#include "base/bf16.h"
 
 namespace llm::cpu {
 

@@ -16,8 +16,8 @@
 // reductions have a fixed order (same inputs, same bits).
 #include <cfloat>
 
-#include "runtime/cuda_kernel_helpers.cuh"
-#include "runtime/cuda_runtime.cuh"
+#include "device/cuda_kernel_helpers.cuh"
+#include "device/cuda_runtime.cuh"
 #include "model/kernels/cross_entropy.h"
 
 namespace llm::cuda {

@@ -9,7 +9,7 @@
 // One rank (ranks = 1, vocab_begin = 0, V_local = V) is the full cross-entropy.
 // Logits have storage type T (float or Bf16); partials and losses are fp32.
 // Invariants: every target lies in [0, V_total) (the whole vocabulary), so
-// exactly one rank's slice holds it, or is kIgnoredTarget (runtime/targets.h,
+// exactly one rank's slice holds it, or is kIgnoredTarget (data/targets.h,
 // negative): that row's loss is 0 and its gradient 0 on every rank; every logsumexp is
 // max-subtracted (the slice's max, then the max of the slices'), so logits of any magnitude give
 // finite losses; the partials are fp32, so the global logsumexp and the
@@ -19,7 +19,7 @@
 
 #include <cstdint>
 
-#include "runtime/storage_types.h"
+#include "base/storage_types.h"
 
 namespace llm::cpu {
 

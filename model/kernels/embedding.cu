@@ -15,8 +15,8 @@
 #include <cstdint>
 #include <cub/device/device_radix_sort.cuh>
 
-#include "runtime/cuda_kernel_helpers.cuh"
-#include "runtime/cuda_runtime.cuh"
+#include "device/cuda_kernel_helpers.cuh"
+#include "device/cuda_runtime.cuh"
 #include "model/kernels/embedding.h"
 
 namespace llm::cuda {

@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "runtime/storage_types.h"
+#include "base/storage_types.h"
 
 namespace llm::cpu {
 

@@ -1,7 +1,7 @@
 // CUDA twin of fill_zero: a memset queued on the compute stream.
 // Invariant: all-zero bits are +0 in both fp32 and bf16, so a byte memset is
 // the fill; it is ordered with the kernels around it and never blocks the host.
-#include "runtime/cuda_runtime.cuh"
+#include "device/cuda_runtime.cuh"
 #include "model/kernels/fill.h"
 
 namespace llm::cuda {

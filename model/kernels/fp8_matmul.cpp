@@ -2,7 +2,7 @@
 // against. The amax is a maximum over bf16 magnitude bits (an integer maximum:
 // its result does not depend on the order, and a NaN, whose bits exceed every
 // number's, makes the amax NaN and the scale 1); the cast is one fp32 multiply
-// by 2^k (exact) and the format's rounding (runtime/fp8.h); the GEMM decodes
+// by 2^k (exact) and the format's rounding (base/fp8.h); the GEMM decodes
 // the codes to fp32 (exact) chunk by chunk of a's rows, runs the fp32 GEMM
 // (cpu_gemm.h) and applies the inverse scales and c in one rounding, as
 // cuBLASLt's epilogue does: D = (a_inverse * b_inverse) * sum + c.

@@ -1,7 +1,7 @@
 // FP8 linear layers (training.precision = "fp8", docs/training.md#fp8): the
 // three steps of an FP8 GEMM on bf16 tensors, as Hopper's tensor cores run it.
 //   fp8_amax_scale      a tensor's largest magnitude and its power-of-two
-//                       scale (runtime/fp8.h fp8_scale_from_amax), into an
+//                       scale (base/fp8.h fp8_scale_from_amax), into an
 //                       Fp8Scale in the backend's memory;
 //   fp8_cast_transpose  the tensor's fp8 codes, fp8(x * scale), row-major
 //                       and/or transposed (cuBLASLt's FP8 GEMM reads both
@@ -20,8 +20,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "runtime/fp8.h"
-#include "runtime/storage_types.h"
+#include "base/fp8.h"
+#include "base/storage_types.h"
 
 namespace llm::cpu {
 

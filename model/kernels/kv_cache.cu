@@ -9,8 +9,8 @@
 // output element is written by one thread; all math fp32, stored once.
 #include <cmath>
 
-#include "runtime/cuda_kernel_helpers.cuh"
-#include "runtime/cuda_runtime.cuh"
+#include "device/cuda_kernel_helpers.cuh"
+#include "device/cuda_runtime.cuh"
 #include "model/kernels/kv_cache.h"
 
 namespace llm::cuda {

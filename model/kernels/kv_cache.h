@@ -12,7 +12,7 @@
 // up to fp32 summation order.
 #pragma once
 
-#include "runtime/storage_types.h"
+#include "base/storage_types.h"
 
 namespace llm::cpu {
 

@@ -37,7 +37,7 @@
 #include <mutex>
 #include <type_traits>
 
-#include "runtime/cuda_runtime.cuh"
+#include "device/cuda_runtime.cuh"
 #include "model/kernels/fp8_matmul.h"
 #include "model/kernels/matmul.h"
 
@@ -155,7 +155,7 @@ struct OperandScales {
 };
 
 // Points an FP8 plan's descriptor at a call's scales, which must be 16-byte
-// aligned (runtime/fp8.h: else Hopper's cuBLASLt refuses the GEMM). They are
+// aligned (base/fp8.h: else Hopper's cuBLASLt refuses the GEMM). They are
 // set before the heuristic too, as NVIDIA's FP8 sample sets them.
 void set_scale_pointers(const GemmPlan& plan, const OperandScales& scales) {
   LLM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,

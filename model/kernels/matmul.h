@@ -9,7 +9,7 @@
 // micro-batches and tied weights need no extra buffers; dinp is overwritten.
 #pragma once
 
-#include "runtime/storage_types.h"
+#include "base/storage_types.h"
 
 namespace llm::cpu {
 

@@ -19,8 +19,8 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "runtime/cuda_kernel_helpers.cuh"
-#include "runtime/cuda_runtime.cuh"
+#include "device/cuda_kernel_helpers.cuh"
+#include "device/cuda_runtime.cuh"
 #include "model/kernels/qk_norm.h"
 #include "model/kernels/rmsnorm_device.cuh"
 

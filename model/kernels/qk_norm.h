@@ -10,7 +10,7 @@
 // the shape alone.
 #pragma once
 
-#include "runtime/storage_types.h"
+#include "base/storage_types.h"
 
 namespace llm::cpu {
 

@@ -10,7 +10,7 @@
 
 #include <cstddef>
 
-#include "runtime/storage_types.h"
+#include "base/storage_types.h"
 
 namespace llm::cpu {
 

@@ -4,7 +4,7 @@
 // recomputes the row statistics; backward accumulates (+=) into its outputs.
 #pragma once
 
-#include "runtime/storage_types.h"
+#include "base/storage_types.h"
 
 namespace llm::cpu {
 

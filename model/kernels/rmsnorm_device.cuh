@@ -6,7 +6,7 @@
 // them are the same bits whatever the alignment.
 #pragma once
 
-#include "runtime/cuda_kernel_helpers.cuh"
+#include "device/cuda_kernel_helpers.cuh"
 
 namespace llm::cuda {
 

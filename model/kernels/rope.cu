@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "runtime/cuda_kernel_helpers.cuh"
-#include "runtime/cuda_runtime.cuh"
+#include "device/cuda_kernel_helpers.cuh"
+#include "device/cuda_runtime.cuh"
 #include "model/kernels/rope.h"
 
 namespace llm::cuda {

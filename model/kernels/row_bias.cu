@@ -6,8 +6,8 @@
 // Invariant: every sum's order depends on (N, C) alone, with no float atomics.
 #include <algorithm>
 
-#include "runtime/cuda_kernel_helpers.cuh"
-#include "runtime/cuda_runtime.cuh"
+#include "device/cuda_kernel_helpers.cuh"
+#include "device/cuda_runtime.cuh"
 #include "model/kernels/row_bias.h"
 
 namespace llm::cuda {

@@ -8,7 +8,7 @@
 // unchanged, so there is no op for it.
 #pragma once
 
-#include "runtime/storage_types.h"
+#include "base/storage_types.h"
 
 namespace llm::cpu {
 

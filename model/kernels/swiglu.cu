@@ -10,8 +10,8 @@
 #include <initializer_list>
 #include <type_traits>
 
-#include "runtime/cuda_kernel_helpers.cuh"
-#include "runtime/cuda_runtime.cuh"
+#include "device/cuda_kernel_helpers.cuh"
+#include "device/cuda_runtime.cuh"
 #include "model/kernels/swiglu.h"
 
 namespace llm::cuda {

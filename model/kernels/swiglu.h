@@ -3,7 +3,7 @@
 // Bf16), fp32 math rounded once on store.
 #pragma once
 
-#include "runtime/storage_types.h"
+#include "base/storage_types.h"
 
 namespace llm::cpu {
 

@@ -5,8 +5,8 @@
 // so that read must fail cleanly, naming them.
 #include "fuzz_support.h"
 #include "model/layout.h"
-#include "checkpointing/checkpoint.h"
-#include "checkpointing/run_directory.h"
+#include "persistence/checkpoint.h"
+#include "persistence/run_directory.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace llm;

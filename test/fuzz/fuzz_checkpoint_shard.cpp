@@ -4,8 +4,8 @@
 // through the records, their CRCs and the index, as resume and export do.
 #include "fuzz_support.h"
 #include "model/layout.h"
-#include "checkpointing/checkpoint.h"
-#include "runtime/file_io.h"
+#include "persistence/checkpoint.h"
+#include "base/file_io.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace llm;

@@ -4,7 +4,7 @@
 // line.
 #include <vector>
 
-#include "settings/config.h"
+#include "schema/config.h"
 #include "fuzz_support.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

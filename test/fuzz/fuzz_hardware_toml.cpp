@@ -1,7 +1,7 @@
-// Fuzz target: a hardware profile (planning/hardware/*.toml), parsed and
+// Fuzz target: a hardware profile (cost_models/hardware/*.toml), parsed and
 // validated, then its per-rank figures derived, as `./train scale` does.
 #include "fuzz_support.h"
-#include "planning/hardware_profile.h"
+#include "cost_models/hardware_profile.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace llm;

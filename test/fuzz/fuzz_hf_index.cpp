@@ -2,7 +2,7 @@
 // model.safetensors.index.json, opened for the tiny model's config beside
 // it, as init_from does; the files it names are absent, so a well-formed
 // index must fail cleanly, naming them.
-#include "settings/config.h"
+#include "schema/config.h"
 #include "fuzz_support.h"
 #include "interop/hf_llama.h"
 #include "model/layout.h"

@@ -16,7 +16,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "runtime/error.h"
+#include "base/error.h"
 
 namespace llm::fuzz {
 

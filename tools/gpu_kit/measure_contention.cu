@@ -2,7 +2,7 @@
 // a memory-streaming copy kernel runs beside it on another stream, as NCCL's
 // kernels do while FSDP overlaps its collectives with compute.
 //
-// Why: planning/contention.h assumes a GEMM beside a collective loses exactly
+// Why: cost_models/contention.h assumes a GEMM beside a collective loses exactly
 // the SMs the collective's blocks hold (rate = 1 - blocks / SMs) and that the
 // collective's HBM traffic costs the GEMM nothing. This program measures both
 // on the GPU it runs on, with a copy kernel standing in for NCCL's: B blocks

@@ -5,7 +5,7 @@
 // although cublasLtMatmulAlgoGetHeuristic had returned an algorithm, and
 // the emulated cuBLASLt accepts the same calls. This program sets up the
 // trainer's FP8 GEMM (TN, compute 32F, scale type 32F, A/B scale pointers
-// set before the heuristic and 16-byte aligned, as runtime/fp8.h's Fp8Scale
+// set before the heuristic and 16-byte aligned, as base/fp8.h's Fp8Scale
 // now keeps its inverse, bf16 D, the reduction-scheme mask and the alignment
 // preferences matmul.cu sets) and then changes one thing at a time, among
 // them the failing version's scale pointers (at +8 in the struct), so one

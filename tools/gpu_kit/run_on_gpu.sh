@@ -76,7 +76,7 @@
 #               ./train generate --device cuda: 8 samples x 256 tokens, tokens/s
 #   contention  nvcc tools/gpu_kit/measure_contention.cu (no CMake), then run it:
 #               a bf16 GEMM's slowdown beside a copy kernel of B blocks, the
-#               measurement behind planning/contention.h; CSV to
+#               measurement behind cost_models/contention.h; CSV to
 #               $OUT/contention.csv (else BUILD_DIR/contention.csv)
 # and, for a rehearsal without a GPU (tools/gpu_kit/rehearse.sh):
 #   cpu_tests   ctest -L cpu -R 'Config|DataPrepare|Bf16|Matmul' (toml++, SentencePiece,

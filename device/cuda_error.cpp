@@ -1,0 +1,19 @@
+// The thrower behind LLM_CUDA_CHECK (core/cuda_runtime.cuh), kept in a C++
+// source so CUDA sources never compile the formatting library.
+#include "base/error.h"
+#include "base/exit_status.h"
+
+namespace llm::cuda {
+
+[[noreturn]] void throw_cuda_error(const char* call, const char* error, const char* file,
+                                   int line) {
+  throw_error(file, line, fmt::format("CUDA error: {} failed: {}", call, error));
+}
+
+[[noreturn]] void throw_restartable_cuda_error(const char* call, const char* error,
+                                               const char* file, int line) {
+  throw RestartableError(fmt::format("CUDA error: {} failed: {}", call, error),
+                         fmt::format("{}:{}", file, line));
+}
+
+}  // namespace llm::cuda

@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# `./train supervise` (docs/failure.md#a-job-that-comes-back-train-supervise):
+#   kills: a 4-rank run of tiny under the supervisor has a rank killed three
+#     times at steps drawn from a fixed seed (SIGKILL, SIGSTOP, SIGKILL; the
+#     stopped rank is caught by the watchdog, parallel.timeout 3 s). Each time
+#     the supervisor runs the same command again, which resumes from `latest`;
+#     the run ends at its last step with every shard of its last checkpoint
+#     the same bits as an uninterrupted run's, and restarts.jsonl names each
+#     failure: its exit status, the rank killed, the step resumed from.
+#   bad_input: a misspelt config key is refused at once with its one line
+#     and no launch; bad data found by the launched job (exit status 1) is
+#     not retried either: one launch, no restarts.jsonl.
+#   stop: SIGUSR1 to the supervisor is passed on to mpirun, which forwards
+#     it to the ranks: the job saves the step it stopped at and exits 0, and
+#     nothing is restarted.
+#   agreement (the CUDA backend over NCCL only): one rank's all-reduce is an
+#     element short (LLM_FAULT_SHORT_ALL_REDUCE, after the first checkpoint);
+#     NCCL does not notice, the collectives' agreement check does and ends
+#     the job with 1, and the supervisor does not retry it.
+# usage: supervise_test.sh <path to train> <mpiexec> <case> [-- extra train flags]
+#   The emulated CUDA backend's run passes --training.device=cuda --parallel.comm=nccl.
+set -u
+train=$(realpath "$1")
+mpiexec=$2
+case=$3
+shift 3
+[ "${1:-}" = -- ] && shift
+fail() { echo "FAIL ($case): $*"; exit 1; }
+work=$(mktemp -d /tmp/supervise.XXXXXX)
+cleanup() {
+  [ -n "${supervisor:-}" ] && kill -KILL "$supervisor" 2>/dev/null
+  pkill -KILL -f "checkpoint.dir=$work/" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+flags=(--config configs/tiny.toml --training.steps=60 --training.eval_interval=0
+       --training.sample_tokens=0 --checkpoint.interval=5 --parallel.timeout=3s "$@")
+job=("$mpiexec" -np 4 --oversubscribe "$train" "${flags[@]}")
+
+bad_input() {
+  local t0=$SECONDS
+  "$train" supervise --backoff 0.1s -- "${job[@]}" --training.stpes=5 --checkpoint.dir="$work/bad" \
+    > "$work/bad.log" 2>&1
+  local status=$?
+  [ "$status" = 1 ] || fail "a misspelt key: exit status $status, not 1: $(cat "$work/bad.log")"
+  [ "$(wc -l < "$work/bad.log")" = 1 ] || fail "a misspelt key printed more than one line: $(cat "$work/bad.log")"
+  grep -q "^error: .*training.stpes.*did you mean" "$work/bad.log" || fail "the line does not name the key: $(cat "$work/bad.log")"
+  [ ! -e "$work/bad" ] || fail "a refused config left a run directory"
+  "$train" supervise --backoff 0.1s -- "${job[@]}" --data.train="$work/missing_*.bin" \
+    --checkpoint.dir="$work/data" > "$work/data.log" 2>&1
+  status=$?
+  [ "$status" = 1 ] || fail "missing data: exit status $status, not 1: $(tail -3 "$work/data.log")"
+  grep -q "missing_" "$work/data.log" || fail "no line names the missing data: $(tail -3 "$work/data.log")"
+  [ "$(grep -c "supervise: not restarted" "$work/data.log")" = 1 ] || fail "not one 'not restarted': $(tail -3 "$work/data.log")"
+  [ ! -e "$work/data/restarts.jsonl" ] || fail "restarted after bad data: $(cat "$work/data/restarts.jsonl")"
+  echo "PASS ($case): a bad key refused at once, bad data not retried ($(( SECONDS - t0 )) s)"
+}
+
+stop() {
+  "$train" supervise --backoff 0.1s -- "${job[@]}" --training.steps=100000 \
+    --checkpoint.dir="$work/stop" > "$work/stop.log" 2>&1 &
+  supervisor=$!
+  for _ in $(seq 600); do
+    [ "$(grep -o '"step":[0-9]*' "$work/stop/metrics.jsonl" 2>/dev/null | tail -1 | cut -d: -f2)" -ge 5 ] 2>/dev/null && break
+    sleep 0.1
+  done
+  kill -USR1 "$supervisor"
+  wait "$supervisor"
+  local status=$?
+  supervisor=
+  [ "$status" = 0 ] || fail "exit status $status after SIGUSR1: $(tail -5 "$work/stop.log")"
+  grep -q "stopped by a signal after step" "$work/stop.log" || fail "the job did not stop on the signal: $(tail -5 "$work/stop.log")"
+  [ -e "$work/stop/latest" ] || fail "no checkpoint of the step it stopped at"
+  [ ! -e "$work/stop/restarts.jsonl" ] || fail "restarted after a stop: $(cat "$work/stop/restarts.jsonl")"
+  echo "PASS ($case): SIGUSR1 passed on; the job saved $(cat "$work/stop/latest") and was not restarted"
+}
+
+agreement() {
+  LLM_FAULT_SHORT_ALL_REDUCE=1:115 "$train" supervise --backoff 0.1s -- "$mpiexec" -np 2 \
+    --oversubscribe -x LLM_FAULT_SHORT_ALL_REDUCE "$train" "${flags[@]}" --parallel.mode=ddp \
+    --checkpoint.dir="$work/agree" > "$work/agree.log" 2>&1
+  local status=$?
+  [ "$status" = 1 ] || fail "exit status $status, not 1: $(grep -i error "$work/agree.log" | head -3)"
+  grep -m1 "error: collectives disagree" "$work/agree.log" ||
+    fail "no line of the agreement check: $(grep -i error "$work/agree.log" | head -3)"
+  [ "$(grep -c "supervise: not restarted" "$work/agree.log")" = 1 ] || fail "not one 'not restarted'"
+  [ ! -e "$work/agree/restarts.jsonl" ] || fail "restarted: $(cat "$work/agree/restarts.jsonl")"
+  echo "PASS ($case): the agreement check's failure not retried"
+}
+
+# The rank's pid, from the rank each process was given.
+rank_pid() {
+  for pid in $(pgrep -f "checkpoint.dir=$work/run"); do
+    if tr '\0' '\n' < "/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1"; then
+      echo "$pid"
+      return
+    fi
+  done
+}
+last_step() { grep -o '"step":[0-9]*' "$work/run/metrics.jsonl" 2>/dev/null | tail -1 | cut -d: -f2; }
+restarts() { cat "$work/run/restarts.jsonl" 2>/dev/null | wc -l; }
+since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
+
+kills() {
+  local t0=$SECONDS
+  "${job[@]}" --checkpoint.dir="$work/straight" > "$work/straight.log" 2>&1 ||
+    fail "the uninterrupted run: $(tail -3 "$work/straight.log")"
+  "$train" supervise --max-restarts 5 --backoff 0.1s -- "${job[@]}" --checkpoint.dir="$work/run" \
+    > "$work/run.log" 2>&1 &
+  supervisor=$!
+  RANDOM=57  # the kills' steps and ranks
+  local signals=(KILL STOP KILL) killed=() step=0 resumed_lines=0 i target rank pid
+  for i in 0 1 2; do
+    # A step past any the previous launch logged: the relaunch has resumed and trained to it.
+    target=$(( step + 4 + RANDOM % 6 )) rank=$(( RANDOM % 4 ))
+    for _ in $(seq 600); do
+      step=$(last_step)
+      [ "${step:-0}" -ge "$target" ] && [ "$(restarts)" = "$i" ] && pid=$(rank_pid "$rank") && [ -n "$pid" ] && break
+      kill -0 "$supervisor" 2>/dev/null || fail "the supervisor ended before kill $((i + 1)): $(tail -5 "$work/run.log")"
+      sleep 0.1
+    done
+    kill -"${signals[$i]}" "$pid" || fail "no rank $rank to kill at step $target"
+    local killed_at
+    killed_at=$(date +%s.%N)
+    killed+=("$rank")
+    for _ in $(seq 400); do [ "$(restarts)" -gt "$i" ] && break; sleep 0.1; done
+    [ "$(restarts)" -gt "$i" ] || fail "no restart recorded after kill $((i + 1)): $(tail -5 "$work/run.log")"
+    local detected resumed back
+    detected=$(since "$killed_at")
+    # The relaunch has loaded its checkpoint when the trainer says so (a
+    # restart before the first checkpoint starts afresh: no such line).
+    resumed=$(tail -1 "$work/run/restarts.jsonl" | grep -o '"step":[0-9]*' | cut -d: -f2)
+    back=fresh
+    if [ "$resumed" -gt 0 ]; then
+      for _ in $(seq 300); do
+        [ "$(grep -c "resumed from" "$work/run.log")" -gt "$resumed_lines" ] && break
+        sleep 0.05
+      done
+      back="the relaunch resumed from step $resumed $(since "$killed_at") s after the kill"
+    fi
+    resumed_lines=$(grep -c "resumed from" "$work/run.log")
+    echo "kill $((i + 1)): SIG${signals[$i]} to rank $rank at step $step; restart recorded after $detected s, $back"
+  done
+  wait "$supervisor"
+  local status=$?
+  supervisor=
+  [ "$status" = 0 ] || fail "the supervisor ended with $status: $(tail -5 "$work/run.log")"
+  echo "restarts.jsonl:"; cat "$work/run/restarts.jsonl"
+  [ "$(restarts)" = 3 ] || fail "$(restarts) restarts recorded, not 3"
+  python3 - "$work/run/restarts.jsonl" "${killed[@]}" <<'PY' || fail "restarts.jsonl does not name each failure"
+import json, sys
+records = [json.loads(line) for line in open(sys.argv[1])]
+killed = [int(rank) for rank in sys.argv[2:]]
+statuses = [137, 75, 137]  # mpirun's for a rank killed by SIGKILL; the watchdog's
+for record, rank, status in zip(records, killed, statuses):
+    assert record["exit_status"] == status, (record, status)
+    assert record["rank"] == rank, (record, rank)
+    assert record["step"] >= 0 and record["time_lost_seconds"] > 0, record
+print("each failure named: ranks", killed, "statuses", statuses)
+PY
+  for f in "$work"/straight/step_60/shard_*.bin; do
+    cmp -s "$f" "$work/run/step_60/$(basename "$f")" || fail "$(basename "$f") of step_60 differs from the uninterrupted run's"
+  done
+  [ "$(cat "$work/run/latest")" = step_60 ] || fail "latest is $(cat "$work/run/latest"), not step_60"
+  echo "PASS ($case): 3 kills, 3 restarts, step_60 shards the uninterrupted run's bits ($(( SECONDS - t0 )) s)"
+}
+
+case $case in
+  kills) kills ;;
+  bad_input) bad_input ;;
+  agreement) agreement ;;
+  stop) stop ;;
+  *) fail "unknown case" ;;
+esac
