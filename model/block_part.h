@@ -110,7 +110,7 @@ class BlockPart {
   // Its forward from `in`, into the buffers pass() names.
   virtual void forward(const BlockContext<A>& ctx, const BlockFlow<A>& in) = 0;
   // Selective recomputation: its cheap outputs again (Keep::cheap).
-  virtual void recompute(const BlockContext<A>& ctx, const BlockFlow<A>& in) {}
+  virtual void recompute(const BlockContext<A>&, const BlockFlow<A>&) {}
   // Its backward: from the gradient of its output hidden (`dout`; the
   // residual stream's in the sites' dres), its parameters' gradients (+=);
   // returns the gradient of its input hidden (null: its input is the stream).

@@ -59,7 +59,9 @@ TEST(Topology, InvalidCombinationsNameTheKey) {
                 .find("command line --parallel.shard_group_size=3: parallel.shard_group_size (3) "
                       "must divide the data-parallel size (4)"),
             std::string::npos);
-  EXPECT_EQ(error_of([&] { launch_validate(hybrid, 6, nullptr, false); }), "");
+  const Config hybrid_pairs =
+      config_load("configs/tiny.toml", {"parallel.mode=hybrid", "parallel.shard_group_size=2"});
+  EXPECT_EQ(error_of([&] { launch_validate(hybrid_pairs, 4, nullptr, false); }), "");
 }
 
 // The mesh: tensor_parallel must divide the world, and split the model's
