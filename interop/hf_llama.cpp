@@ -1,5 +1,6 @@
 // Name/shape mapping between our parameter layout and transformers'
-// LlamaForCausalLM / Qwen3ForCausalLM, and the export/import built on it.
+// LlamaForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM, and the export/import
+// built on it.
 // Invariant: the HfTensors of a unit tile it exactly, in offset order, so an
 // element range of a unit is a concatenation of pieces of HF tensors.
 #include "interop/hf_llama.h"
@@ -25,14 +26,24 @@ constexpr const char* kIndexFile = "model.safetensors.index.json";
 constexpr const char* kConfigFile = "config.json";
 
 // The transformers architecture of a model: Llama's, or the one a block part
-// it has implies (its declaration's: Qwen3's for QK-norm).
+// it has implies (its declaration's: Qwen3's for QK-norm, Qwen2's for the q,
+// k and v biases). Two such parts make no architecture transformers has.
 constexpr HfArchitecture kLlama = {"llama", "LlamaForCausalLM"};
 
 HfArchitecture hf_architecture(const ModelConfig& c) {
+  const BlockPartDeclaration* found = nullptr;
   for (const PlacedPart& placed : block_parts(c)) {
-    if (placed.part->hf_architecture.model_type) return placed.part->hf_architecture;
+    if (!placed.part->hf_architecture.model_type) continue;
+    if (found) {
+      LLM_FAIL(
+          "hf_llama: no Hugging Face architecture has both {} (model.{}, {}) and {} (model.{}, "
+          "{})",
+          found->title, found->name, found->hf_architecture.model_type, placed.part->title,
+          placed.part->name, placed.part->hf_architecture.model_type);
+    }
+    found = placed.part;
   }
-  return kLlama;
+  return found ? found->hf_architecture : kLlama;
 }
 bool is_llama(const ModelConfig& c) { return hf_architecture(c).model_type == kLlama.model_type; }
 
@@ -375,6 +386,7 @@ void hf_export(const ModelConfig& config, const ParameterLayout& layout, const f
   LLM_CHECK(options.dtype == "float32" || options.dtype == "bfloat16",
             "hf_export: dtype '{}' is not float32 or bfloat16", options.dtype);
   const Dtype dtype = options.dtype == "float32" ? Dtype::f32 : Dtype::bf16;
+  const HfArchitecture architecture = hf_architecture(config);  // before anything is written
   std::error_code error;
   fs::create_directories(out_dir, error);
   LLM_CHECK(!error, "hf_export: cannot create {}: {}", out_dir, error.message());
@@ -391,28 +403,30 @@ void hf_export(const ModelConfig& config, const ParameterLayout& layout, const f
   }
   writer.write((fs::path(out_dir) / kWeightsFile).string());
 
-  const HfArchitecture architecture = hf_architecture(config);
-  nlohmann::ordered_json json = {
-      {"architectures", {architecture.class_name}},
-      {"model_type", architecture.model_type},
-      {"hidden_size", config.dim},
-      {"intermediate_size", config.ffn_dim},
-      {"num_hidden_layers", config.n_layers},
-      {"num_attention_heads", config.n_heads},
-      {"num_key_value_heads", config.n_kv_heads},
-      {"head_dim", config.resolved_head_dim()},
-      {"vocab_size", config.vocab_size},
-      {"rms_norm_eps", config.norm_eps},
-      {"rope_theta", config.rope_theta},
-      {"max_position_embeddings", options.max_position_embeddings},
-      {"tie_word_embeddings", config.tie_embeddings},
-      {"hidden_act", "silu"},
-      {"attention_bias", false},
-      {"torch_dtype", options.dtype},
-      {"bos_token_id", id_or_null(options.bos_token_id)},
-      {"eos_token_id", options.eos_token_id},
-      {"initializer_range", config.init_std},
-  };
+  // Without a head_dim key (Qwen2) the heads are hidden_size / num_attention_heads
+  // wide; transformers reads head_dim where it is written, so other widths keep it.
+  const bool llama_keys = architecture.head_dim_and_attention_bias_keys;
+  const bool derived_head_dim = config.dim == config.n_heads * config.resolved_head_dim();
+  nlohmann::ordered_json json;  // keys in the order written
+  json["architectures"] = nlohmann::ordered_json::array({architecture.class_name});
+  json["model_type"] = architecture.model_type;
+  json["hidden_size"] = config.dim;
+  json["intermediate_size"] = config.ffn_dim;
+  json["num_hidden_layers"] = config.n_layers;
+  json["num_attention_heads"] = config.n_heads;
+  json["num_key_value_heads"] = config.n_kv_heads;
+  if (llama_keys || !derived_head_dim) json["head_dim"] = config.resolved_head_dim();
+  json["vocab_size"] = config.vocab_size;
+  json["rms_norm_eps"] = config.norm_eps;
+  json["rope_theta"] = config.rope_theta;
+  json["max_position_embeddings"] = options.max_position_embeddings;
+  json["tie_word_embeddings"] = config.tie_embeddings;
+  json["hidden_act"] = "silu";
+  if (llama_keys) json["attention_bias"] = false;  // q, k and v have one in Qwen2, always
+  json["torch_dtype"] = options.dtype;
+  json["bos_token_id"] = id_or_null(options.bos_token_id);
+  json["eos_token_id"] = options.eos_token_id;
+  json["initializer_range"] = config.init_std;
   if (config.rope_scaling_factor != 1) {
     json["rope_scaling"] = {{"rope_type", "llama3"},
                             {"factor", config.rope_scaling_factor},

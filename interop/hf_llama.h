@@ -1,9 +1,11 @@
-// Interoperability with Hugging Face transformers' LlamaForCausalLM, and
+// Interoperability with Hugging Face transformers' LlamaForCausalLM,
+// Qwen2ForCausalLM for a model with q, k and v biases (model.qkv_bias), and
 // Qwen3ForCausalLM for a model with QK-norm (model.qk_norm): export of
 // our parameters as model.safetensors + config.json, and import of such a
 // checkpoint slice by slice (what `[model] init_from` reads on every rank).
 // Invariant: our fused tensors are row concatenations of HF tensors (wqkv =
-// [q_proj | k_proj | v_proj], w13 = [gate_proj | up_proj]) and both use the
+// [q_proj | k_proj | v_proj], bqkv likewise of their biases, w13 = [gate_proj
+// | up_proj]) and both use the
 // "rotate half" RoPE, so every HF tensor is one contiguous element range of
 // one of our units, copied without permutation.
 #pragma once
@@ -53,10 +55,10 @@ void hf_export(const ModelConfig& config, const ParameterLayout& layout, const f
 // finds the config.json beside the weights (its absence is an error naming it).
 
 // The ModelConfig described by a checkpoint's transformers config.json:
-// model_type llama, or qwen3 (model.qk_norm), with Llama 3.1's RoPE scaling
-// (rope_type llama3) as model.rope_*. Rejects what we cannot represent
-// (biases, other RoPE scalings, sliding windows, ...); a head_dim other
-// than hidden_size / num_attention_heads is model.head_dim. Errors name the
+// model_type llama, qwen2 (model.qkv_bias) or qwen3 (model.qk_norm), with
+// Llama 3.1's RoPE scaling (rope_type llama3) as model.rope_*. Rejects what we
+// cannot represent (Llama's attention_bias and mlp_bias, other RoPE scalings, sliding windows,
+// ...); a head_dim other than hidden_size / num_attention_heads is model.head_dim. Errors name the
 // file and key.
 ModelConfig hf_read_config(const std::string& checkpoint);
 // model.init_from's architecture into `config` (nothing without it): every

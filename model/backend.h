@@ -31,6 +31,7 @@
 #include "model/kernels/residual.h"
 #include "model/kernels/rmsnorm.h"
 #include "model/kernels/rope.h"
+#include "model/kernels/row_bias.h"
 #include "model/kernels/swiglu.h"
 
 namespace llm {
@@ -45,6 +46,8 @@ namespace llm {
   X(rmsnorm_backward)        \
   X(qk_norm_forward)         \
   X(qk_norm_backward)        \
+  X(row_bias_forward)        \
+  X(row_bias_backward)       \
   X(rope_forward)            \
   X(rope_backward)           \
   X(attention_forward)       \

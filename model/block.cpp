@@ -4,12 +4,12 @@
 namespace llm {
 
 // Each declared in its file of model/parts/.
-extern const BlockPartDeclaration kAttentionNorm, kQkvProjection, kQkNorm, kAttention, kMlpNorm,
-    kSwigluFfn;
+extern const BlockPartDeclaration kAttentionNorm, kQkvProjection, kQkvBias, kQkNorm, kAttention,
+    kMlpNorm, kSwigluFfn;
 
 const std::vector<const BlockPartDeclaration*>& all_block_parts() {
   static const std::vector<const BlockPartDeclaration*> parts = {
-      &kAttentionNorm, &kQkvProjection, &kQkNorm, &kAttention, &kMlpNorm, &kSwigluFfn};
+      &kAttentionNorm, &kQkvProjection, &kQkvBias, &kQkNorm, &kAttention, &kMlpNorm, &kSwigluFfn};
   return parts;
 }
 

@@ -1,6 +1,6 @@
 // A transformer block as a sequence of parts (block.cpp lists them in order:
-// the attention's norm, the qkv projection, QK-norm, attention, the MLP's
-// norm, the SwiGLU FFN). Each part declares in its own file (model/parts/)
+// the attention's norm, the qkv projection, its biases, QK-norm, attention,
+// the MLP's norm, the SwiGLU FFN). Each part declares in its own file (model/parts/)
 // its rows of the block table (parameters, Hugging Face names,
 // tensor-parallel split), its activation buffers and its forward and backward
 // as calls into the op table; the transformer walks the parts
@@ -32,7 +32,7 @@ class TensorParallelSites;
 // How a block tensor splits across a tensor-parallel group of T ranks.
 enum class TensorParallelSplit {
   replicated,  // held whole by every rank (norm gains)
-  rows,        // column-parallel: each part's rows split evenly (heads, ffn columns)
+  rows,        // column-parallel: each part's rows split evenly (heads, ffn columns, biases)
   columns,     // row-parallel: its columns (the input features) split evenly
 };
 
@@ -45,14 +45,15 @@ struct TensorPart {
 // One row of the block table: a block tensor.
 struct BlockTensorSpec {
   std::string name;               // after "layers.<l>.", e.g. "attn.wqkv"
-  std::vector<TensorPart> parts;  // its rows, top to bottom (a vector: one part)
-  int64_t columns = 0;            // 0: a vector (a norm gain, initialized to ones)
+  std::vector<TensorPart> parts;  // its rows, top to bottom
+  int64_t columns = 0;            // 0: a vector (a norm gain, a bias)
   TensorParallelSplit split = TensorParallelSplit::replicated;
   // Adds to the residual stream: initialized with init_std / sqrt(2 n_layers).
   bool output_projection = false;
   // Its matmul runs again when full recomputation redoes the block's forward
   // (everything up to the last projection, whose output is not needed).
   bool recomputed = true;
+  TensorInit init = TensorInit::normal;  // gains start at ones, biases at zeros
 
   int64_t rows() const;
   bool matrix() const { return columns > 0; }
@@ -132,6 +133,8 @@ struct HfArchitecture {
   const char* model_type = nullptr;
   const char* class_name = nullptr;
   int default_head_dim = 0;  // a config.json without head_dim means this (0: dim / heads)
+  // Its config class has LlamaConfig's head_dim and attention_bias keys.
+  bool head_dim_and_attention_bias_keys = true;
 };
 
 // What a part is, whatever the storage type: its rows, what turns it on,

@@ -47,7 +47,7 @@ class LayoutBuilder {
     t.offset = unit.numel;
     t.shape = std::move(shape);
     t.numel = numel;
-    t.weight_decay = global_shape.size() == 2;  // matrices decay, norm gains do not
+    t.weight_decay = global_shape.size() == 2;  // matrices decay, gains and biases do not
     // Units are the whole model's on every rank; offsets in the whole unit
     // add up global shapes.
     t.global_index = global_index;
@@ -62,25 +62,29 @@ class LayoutBuilder {
     layout_.total_numel += numel;
     return offset;
   }
-  // Marks the tensor just added (when its unit is held) as an output projection.
-  void mark_output_projection(bool output_projection) {
-    if (held_) layout_.tensors.back().output_projection = output_projection;
+  // Sets how the tensor just added (when its unit is held) starts.
+  void mark_init(TensorInit init, bool output_projection) {
+    if (!held_) return;
+    layout_.tensors.back().init = init;
+    layout_.tensors.back().output_projection = output_projection;
   }
   size_t add_whole(const std::string& name, std::vector<int64_t> shape) {
     return add(name, shape, shape, {});
   }
   // Rows [begin, begin + count) of each (begin, count) of a (rows, cols)
-  // matrix, stacked in that order.
+  // matrix, or entries of a (rows) vector when cols is 0, stacked in that order.
   size_t add_rows(const std::string& name, int64_t rows, int64_t cols,
                   std::vector<std::pair<int64_t, int64_t>> ranges) {
+    const int64_t width = cols > 0 ? cols : 1;  // elements per row
     std::vector<SliceRun> runs;
     int64_t local_rows = 0;
     for (auto [begin, count] : ranges) {
-      const size_t length = static_cast<size_t>(count * cols);
-      runs.push_back({static_cast<size_t>(local_rows * cols), static_cast<size_t>(begin * cols),
+      const size_t length = static_cast<size_t>(count * width);
+      runs.push_back({static_cast<size_t>(local_rows * width), static_cast<size_t>(begin * width),
                       length, 1, length});
       local_rows += count;
     }
+    if (cols == 0) return add(name, {local_rows}, {rows}, std::move(runs));
     return add(name, {local_rows, cols}, {rows, cols}, std::move(runs));
   }
   // Columns [begin, begin + count) of a (rows, cols) matrix.
@@ -163,13 +167,14 @@ ParameterLayout layout_build(const ModelConfig& c, ModelSlice slice) {
           offset = b.add_columns(name, rows, columns, t * (columns / T), columns / T);
           break;
       }
-      b.mark_output_projection(spec.output_projection);
+      b.mark_init(spec.init, spec.output_projection);
       block.offsets.push_back(offset);
     }
     if (held) layout.block = block;
   }
   b.begin_unit("head", slice.last_stage());
   b.add_whole("norm.weight", {C});
+  b.mark_init(TensorInit::ones, false);
   if (!c.tie_embeddings) b.add_rows("lm_head.weight", V, C, {{t * v, v}});
   return layout;
 }
@@ -219,8 +224,8 @@ void layout_init_params(const ParameterLayout& layout, const ModelConfig& config
     const TensorSpec& t = layout.tensors[run.tensor];
     float* dst = out + run.local;
     const size_t n = run.length * run.repeats;
-    if (t.shape.size() == 1) {
-      std::fill(dst, dst + n, 1.0f);
+    if (t.init != TensorInit::normal) {
+      std::fill(dst, dst + n, t.init == TensorInit::ones ? 1.0f : 0.0f);
       continue;
     }
     double std = config.init_std;

@@ -7,8 +7,9 @@
 // first stage, the head on the last) and its other units are empty (numel 0,
 // no tensors), so unit indices are the whole model's on every stage; a
 // tensor-parallel rank holds a slice of each of its tensors: heads (kv heads included) and ffn
-// columns split whole across ranks, column-parallel wqkv / w13 and row-parallel wo / w2, the
-// vocabulary split for the embedding and the LM head, norm gains replicated.
+// columns split whole across ranks, column-parallel wqkv / w13 (and the qkv bias, split as
+// wqkv's rows) and row-parallel wo / w2, the vocabulary split for the embedding and the LM
+// head, norm gains replicated.
 // Every local tensor knows where its elements sit in the whole model's
 // tensor of the same name (SliceRun), which is how initialization,
 // checkpoints and Hugging Face weights stay global.
@@ -54,13 +55,21 @@ struct SliceRun {
   size_t local = 0, global = 0, length = 0, repeats = 1, global_stride = 0;
 };
 
+// How a tensor's elements start (layout_init_params).
+enum class TensorInit {
+  normal,  // normal(0, init_std); an output projection's std scaled by 1 / sqrt(2 n_layers)
+  ones,    // norm gains
+  zeros,   // biases
+};
+
 struct TensorSpec {
   std::string name;            // e.g. "layers.3.attn.wqkv"
   int unit;                    // index into ParameterLayout::units
   size_t offset;               // first element within the unit
   std::vector<int64_t> shape;  // row-major (this slice's)
   size_t numel;
-  bool weight_decay;  // matrices decay, norm gains do not
+  bool weight_decay;  // matrices decay, vectors (norm gains, biases) do not
+  TensorInit init = TensorInit::normal;
   // The whole model's tensor of the same name: its index, unit, offset in its
   // unit and shape in layout_build(config), and how this slice maps onto it.
   int global_index = 0;
@@ -123,9 +132,8 @@ struct GlobalRun {
 std::vector<GlobalRun> layout_global_runs(const ParameterLayout& layout, int unit, size_t begin,
                                           size_t count);
 
-// Fills elements [begin, end) of `unit` with their initial values: normal(0,
-// init_std) for matrices (output projections scaled by 1/sqrt(2 L)), ones for
-// norm gains. The value of an element depends only on (seed, global tensor,
+// Fills elements [begin, end) of `unit` with their initial values, each
+// tensor's by its TensorInit. The value of an element depends only on (seed, global tensor,
 // global element index), so a rank can initialize just its slice and every
 // tensor-parallel slicing initializes the same model.
 void layout_init_params(const ParameterLayout& layout, const ModelConfig& config, uint64_t seed,

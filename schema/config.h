@@ -219,6 +219,7 @@ struct ModelConfig {
   double norm_eps = 1e-5;
   bool tie_embeddings = true;
   bool qk_norm = false;
+  bool qkv_bias = false;
   double init_std = 0.02;
   std::string init_from = "";
 
@@ -257,9 +258,10 @@ struct ModelConfig {
     v("norm_eps", norm_eps, "epsilon inside RMSNorm", kUnitOpen);
     v("tie_embeddings", tie_embeddings, "share the token embedding with the LM head");
     v("qk_norm", qk_norm, "RMSNorm of each query and key head before RoPE (Qwen3, OLMo-2)");
+    v("qkv_bias", qkv_bias, "a bias on the query, key and value projections (Qwen2, Qwen2.5)");
     v("init_std", init_std, "std of the normal init of weight matrices", kPositive);
     v("init_from", init_from,
-      "start from Hugging Face Llama or Qwen3 weights: their directory, config.json, "
+      "start from Hugging Face Llama, Qwen2 or Qwen3 weights: their directory, config.json, "
       ".safetensors file or model.safetensors.index.json; its config.json gives every model key "
       "left unset, and one set must agree",
       OnResume::same_trajectory);

@@ -125,6 +125,7 @@ TEST(TensorParallelTraffic, EqualsTheThroughputModel) {
                                      {"training.recompute=selective"},
                                      {"model.qk_norm=true"},
                                      {"model.qk_norm=true", "model.head_dim=12"},
+                                     {"model.qkv_bias=true"},
                                      {"training.loss_chunk_tokens=5"}}) {
     SCOPED_TRACE(o.empty() ? "fp32" : o[0]);
     o.push_back("parallel.tensor_parallel=2");
@@ -207,6 +208,25 @@ TEST(TensorParallelQkNorm, MatchesTheSingleProcess) {
                          "training.recompute=" + recompute});
       expect_same_curve(train(comm_world(), "ragged", o), ref, kCurveTolerance);
     }
+  }
+}
+
+// The q, k and v biases: each rank holds and adds its heads' biases and sums
+// their gradients over its heads' columns alone (no collective), with
+// recomputation too; the biases start at zero and the steps after the first
+// run with the trained ones, so the run follows the single process's only if
+// both the addition and the gradient are right.
+TEST(TensorParallelQkvBias, MatchesTheSingleProcess) {
+  REQUIRE_EVEN_WORLD();
+  std::unique_ptr<Group> alone = comm_world().split(comm_world().rank(), 0);
+  const std::vector<std::string> model = {"model.qkv_bias=true"};
+  const RunResult ref = train(*alone, "ragged", model);
+  for (std::string recompute : {"none", "full", "selective"}) {
+    SCOPED_TRACE(recompute);
+    std::vector<std::string> o = model;
+    o.insert(o.end(), {"parallel.tensor_parallel=2", "parallel.mode=zero3",
+                       "training.recompute=" + recompute});
+    expect_same_curve(train(comm_world(), "ragged", o), ref, kCurveTolerance);
   }
 }
 

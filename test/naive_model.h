@@ -79,6 +79,7 @@ inline double loss(const ModelConfig& m, const NamedParams& p, const std::vector
     std::string pre = "layers." + std::to_string(l);
     Vec xn1 = r::rmsnorm_forward(x, p.at(pre + ".attn_norm.weight"), N, C, m.norm_eps);
     Vec qkv = r::matmul_forward(xn1, p.at(pre + ".attn.wqkv"), N, C, QKV);
+    if (m.qkv_bias) qkv = r::row_bias_forward(qkv, p.at(pre + ".attn.bqkv"), N, QKV);
     if (m.qk_norm) {
       qkv = r::qk_norm_forward(qkv, p.at(pre + ".attn.q_norm.weight"),
                                p.at(pre + ".attn.k_norm.weight"), N, H, KV, D, m.norm_eps);

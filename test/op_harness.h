@@ -100,6 +100,7 @@ struct OpCase {
 std::vector<OpCase> cast_fill_residual_cases();   // op_cases_elementwise.cpp
 std::vector<OpCase> embedding_rmsnorm_cases();    // op_cases_embedding_rmsnorm.cpp
 std::vector<OpCase> qk_norm_cases();              // op_cases_qk_norm.cpp
+std::vector<OpCase> row_bias_cases();             // op_cases_row_bias.cpp
 std::vector<OpCase> rope_swiglu_cases();          // op_cases_rope_swiglu.cpp
 std::vector<OpCase> attention_cases();            // op_cases_attention.cpp
 std::vector<OpCase> matmul_cases();               // op_cases_matmul.cpp

@@ -178,6 +178,22 @@ inline Vec matmul_forward(const Vec& inp, const Vec& weight, int N, int C, int O
 }
 
 // out = a + b elementwise.
+// x (N, C) with bias (C) added to every row.
+inline Vec row_bias_forward(const Vec& x, const Vec& bias, int N, int C) {
+  Vec out = x;
+  for (int n = 0; n < N; n++)
+    for (int c = 0; c < C; c++) out[(size_t)n * C + c] += bias[c];
+  return out;
+}
+
+// The bias's gradient: column sums of dout (N, C).
+inline Vec row_bias_backward(const Vec& dout, int N, int C) {
+  Vec dbias(C, 0.0);
+  for (int n = 0; n < N; n++)
+    for (int c = 0; c < C; c++) dbias[c] += dout[(size_t)n * C + c];
+  return dbias;
+}
+
 inline Vec residual_forward(const Vec& a, const Vec& b) {
   Vec out(a.size());
   for (size_t i = 0; i < a.size(); i++) out[i] = a[i] + b[i];

@@ -312,15 +312,16 @@ TEST_F(CheckpointFiles, ScheduleAndDataChangesAreReportedNotRefused) {
 // A checkpoint saved by an older build resumes with no change listed: its
 // training.activation_checkpointing and training.checkpoint_every are today's
 // training.recompute and training.recompute_every, and a key it did not have
-// (model.qk_norm) is no change at its default.
+// (model.qk_norm, model.qkv_bias) is no change at its default.
 TEST_F(CheckpointFiles, AnOlderBuildsConfigIsNoChange) {
   const std::string ckpt = save_after(1);
   const std::string meta_path = ckpt + "/meta.json";
   nlohmann::json meta = nlohmann::json::parse(read_file(meta_path));
   std::string saved = meta["config"].get<std::string>();
-  for (auto [now, before] : {std::pair{"\nrecompute = ", "\nactivation_checkpointing = "},
-                             std::pair{"\nrecompute_every = ", "\ncheckpoint_every = "},
-                             std::pair{"\nqk_norm = false", ""}}) {
+  for (auto [now, before] :
+       {std::pair{"\nrecompute = ", "\nactivation_checkpointing = "},
+        std::pair{"\nrecompute_every = ", "\ncheckpoint_every = "},
+        std::pair{"\nqk_norm = false", ""}, std::pair{"\nqkv_bias = false", ""}}) {
     const size_t at = saved.find(now);
     ASSERT_NE(at, std::string::npos) << now;
     saved.replace(at, std::string(now).size(), before);

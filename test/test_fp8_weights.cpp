@@ -66,8 +66,7 @@ constexpr int kB = 2, kT = 6, kN = kB * kT;
 // Per micro-batch, each block casts 4 inputs in the forward and, in the
 // backward, each of its 4 matrices' output gradient and input: 12 casts;
 // its 4 weights are cast once per parameter version.
-TEST(Fp8Weights, CastOncePerParameterVersion) {
-  const Config c = fp8_config();
+void expect_casts_once_per_parameter_version(const Config& c) {
   const int L = c.model.n_layers, M = 3;
   const Backend backend = counting_backend();
   const std::unique_ptr<Transformer> model =
@@ -94,6 +93,18 @@ TEST(Fp8Weights, CastOncePerParameterVersion) {
   casts = 0;  // evaluation at the same version casts only its inputs
   model->forward(engine, inputs.data(), targets.data(), kB, kT);
   EXPECT_EQ(casts, 4 * L);
+}
+
+TEST(Fp8Weights, CastOncePerParameterVersion) {
+  expect_casts_once_per_parameter_version(fp8_config());
+}
+
+// The q, k and v biases are added to the bf16 output of the FP8 GEMM: a
+// model with them casts what one without them casts, nothing more.
+TEST(Fp8Weights, QkvBiasesAreAddedInBf16AfterTheGemm) {
+  Config c = fp8_config();
+  c.model.qkv_bias = true;
+  expect_casts_once_per_parameter_version(c);
 }
 
 // Kept codes are the codes a cast at every use gives: the same gradients,

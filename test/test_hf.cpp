@@ -241,9 +241,10 @@ TEST(Safetensors, BadReadsAndWritesAreErrors) {
 
 // ---- the Llama mapping --------------------------------------------------------
 
-ModelConfig tiny_model(bool tied, bool qk_norm = false, int head_dim = 0) {
+ModelConfig tiny_model(bool tied, bool qk_norm = false, int head_dim = 0, bool qkv_bias = false) {
   ModelConfig c;
-  c.qk_norm = qk_norm;  // exported as Qwen3
+  c.qk_norm = qk_norm;    // exported as Qwen3
+  c.qkv_bias = qkv_bias;  // exported as Qwen2
   c.head_dim = head_dim;
   c.dim = 16;
   c.n_layers = 2;
@@ -265,8 +266,8 @@ struct TinyModel {
   std::vector<float> params;  // all units concatenated
   std::vector<size_t> unit_begin;
 
-  explicit TinyModel(bool tied, bool qk_norm = false, int head_dim = 0)
-      : config(tiny_model(tied, qk_norm, head_dim)), layout(layout_build(config)) {
+  explicit TinyModel(bool tied, bool qk_norm = false, int head_dim = 0, bool qkv_bias = false)
+      : config(tiny_model(tied, qk_norm, head_dim, qkv_bias)), layout(layout_build(config)) {
     params = random_floats(layout.total_numel, tied ? 11 : 12);
     size_t begin = 0;
     for (const UnitSpec& u : layout.units) {
@@ -300,17 +301,20 @@ std::vector<float> hf_row(const SafetensorsFile& file, const std::string& name, 
   return out;
 }
 
-void expect_export_round_trips(bool tied, bool qk_norm = false, int head_dim = 0) {
+void expect_export_round_trips(bool tied, bool qk_norm = false, int head_dim = 0,
+                               bool qkv_bias = false) {
   TempDir dir(kTempPrefix);
-  TinyModel model(tied, qk_norm, head_dim);
+  TinyModel model(tied, qk_norm, head_dim, qkv_bias);
   hf_export(model.config, model.layout, model.params.data(), dir.file("hf"), {});
 
   SafetensorsFile file = SafetensorsFile::open(dir.file("hf/model.safetensors"));
   std::set<std::string> names;
   for (const std::string& n : file.names()) names.insert(n);
-  EXPECT_EQ(names.size(), 2 + (qk_norm ? 11 : 9) * 2 + (tied ? 0 : 1));
+  EXPECT_EQ(names.size(), 2 + (9 + (qk_norm ? 2 : 0) + (qkv_bias ? 3 : 0)) * 2 + (tied ? 0 : 1));
   EXPECT_EQ(names.count("model.layers.1.self_attn.q_norm.weight"), qk_norm ? 1u : 0u);
   EXPECT_EQ(names.count("model.layers.1.self_attn.k_norm.weight"), qk_norm ? 1u : 0u);
+  for (const char* bias : {"q_proj.bias", "k_proj.bias", "v_proj.bias"})
+    EXPECT_EQ(names.count(std::string("model.layers.1.self_attn.") + bias), qkv_bias ? 1u : 0u);
   EXPECT_EQ(names.count("lm_head.weight"), tied ? 0u : 1u);
   EXPECT_EQ(file.metadata().at("format"), "pt");
 
@@ -337,6 +341,11 @@ void expect_export_round_trips(bool tied, bool qk_norm = false, int head_dim = 0
 
 TEST(HfExport, TiedModelRoundTripsExactly) { expect_export_round_trips(true); }
 TEST(HfExport, UntiedModelRoundTripsExactly) { expect_export_round_trips(false); }
+// Qwen2's q, k and v biases: three HF vectors stacked in one of ours.
+TEST(HfExport, QkvBiasModelRoundTripsExactly) {
+  expect_export_round_trips(true, false, 0, true);
+  expect_export_round_trips(false, false, 8, true);
+}
 TEST(HfExport, QkNormModelRoundTripsExactly) {
   expect_export_round_trips(true, true);
   expect_export_round_trips(false, true);
@@ -452,6 +461,37 @@ TEST(HfConfig, QkNormModelExportsAsQwen3) {
   EXPECT_TRUE(json["sliding_window"].is_null());
   EXPECT_EQ(json["max_window_layers"], 2);
   EXPECT_FALSE(json.contains("mlp_bias"));
+}
+
+// A model with q, k and v biases is a Qwen2ForCausalLM, whose config has no
+// head_dim (its heads are hidden_size / num_attention_heads wide) and no
+// attention_bias (it always has the biases); heads of another width keep
+// head_dim, which transformers reads. It reads back with the biases. A model
+// with QK-norm too is no architecture transformers has: its export is refused.
+TEST(HfConfig, QkvBiasModelExportsAsQwen2) {
+  for (int head_dim : {0, 8}) {
+    SCOPED_TRACE(testing::Message() << "head_dim " << head_dim);
+    TempDir dir(kTempPrefix);
+    TinyModel model(true, false, head_dim, true);
+    hf_export(model.config, model.layout, model.params.data(), dir.str(), {});
+    const ModelConfig back = hf_read_config(dir.str());
+    EXPECT_TRUE(back.qkv_bias);
+    EXPECT_FALSE(back.qk_norm);
+    EXPECT_EQ(back.resolved_head_dim(), model.config.resolved_head_dim());
+    const nlohmann::json json = nlohmann::json::parse(read_bytes(dir.file("config.json")));
+    EXPECT_EQ(json["architectures"], nlohmann::json({"Qwen2ForCausalLM"}));
+    EXPECT_EQ(json["model_type"], "qwen2");
+    EXPECT_EQ(json.contains("head_dim"), head_dim != 0);
+    EXPECT_FALSE(json.contains("attention_bias"));
+    EXPECT_FALSE(json.contains("mlp_bias"));
+    EXPECT_EQ(json["use_sliding_window"], false);
+  }
+  TempDir dir(kTempPrefix);
+  TinyModel both(true, true, 0, true);
+  EXPECT_CONTAINS(
+      error_of([&] { hf_export(both.config, both.layout, both.params.data(), dir.str(), {}); }),
+      "no Hugging Face architecture has both q, k and v biases (model.qkv_bias, qwen2) and "
+      "QK-norm (model.qk_norm, qwen3)");
 }
 
 // Qwen3's config as transformers writes it: a window size kept but unused

@@ -60,13 +60,16 @@ void expect_model_is(const ModelConfig& m, const nlohmann::json& json) {
   EXPECT_EQ(m.n_layers, json["num_hidden_layers"].get<int>());
   EXPECT_EQ(m.n_heads, json["num_attention_heads"].get<int>());
   EXPECT_EQ(m.n_kv_heads, json["num_key_value_heads"].get<int>());
-  EXPECT_EQ(m.resolved_head_dim(), json["head_dim"].get<int>());
+  // Without head_dim (Qwen2's config), heads are hidden_size / num_attention_heads wide.
+  EXPECT_EQ(m.resolved_head_dim(),
+            json.contains("head_dim") ? json["head_dim"].get<int>() : m.dim / m.n_heads);
   EXPECT_EQ(m.ffn_dim, json["intermediate_size"].get<int>());
   EXPECT_EQ(m.vocab_size, json["vocab_size"].get<int>());
   EXPECT_EQ(m.rope_theta, json["rope_theta"].get<double>());
   EXPECT_EQ(m.norm_eps, json["rms_norm_eps"].get<double>());
   EXPECT_EQ(m.tie_embeddings, json["tie_word_embeddings"].get<bool>());
   EXPECT_EQ(m.qk_norm, json["model_type"] == "qwen3");
+  EXPECT_EQ(m.qkv_bias, json["model_type"] == "qwen2");
   const nlohmann::json& scaling = json["rope_scaling"];
   if (scaling.is_null()) {
     EXPECT_EQ(m.rope_scaling_factor, 1.0);
@@ -103,7 +106,8 @@ TEST(HfArchitecture, EveryModelKeyComesFromConfigJson) {
   const std::string off_defaults = write_config_off_defaults(dir);
   for (const std::string& checkpoint :
        {std::string("test/data/hf_tiny_llama"), std::string("test/data/hf_tiny_llama32"),
-        std::string("test/data/hf_tiny_qwen3"), off_defaults}) {
+        std::string("test/data/hf_tiny_qwen2"), std::string("test/data/hf_tiny_qwen3"),
+        off_defaults}) {
     SCOPED_TRACE(checkpoint);
     const std::string config_json =
         fs::is_directory(checkpoint) ? checkpoint + "/config.json" : checkpoint;
@@ -117,12 +121,15 @@ TEST(HfArchitecture, EveryModelKeyComesFromConfigJson) {
     const Config saved = config_parse(config_to_toml(c), "saved.toml", {});
     EXPECT_EQ(config_to_toml(saved), config_to_toml(c));
   }
-  // Every key of the last one is off its default, so none could pass unread.
+  // Every key of the last one is off its default, so none could pass unread,
+  // but for the part of another model_type (Qwen2's biases; hf_tiny_qwen2
+  // above has them on).
   const Config c = finetune(kFinetune, {"model.init_from=" + off_defaults});
   const ModelConfig defaults;
-  EXPECT_EQ(c.imported.size(), 15u);
+  EXPECT_EQ(c.imported.size(), 16u);
   for (const auto& [key, origin] : c.imported) {
     const std::string name = key.substr(std::string("model.").size());
+    if (name == "qkv_bias") continue;
     EXPECT_NE(config_model_value(c.model, name), config_model_value(defaults, name)) << key;
   }
 }
@@ -232,6 +239,11 @@ void expect_finetune_trains_and_resumes(const std::string& checkpoint) {
 
 TEST(HfArchitecture, FineTuneTrainsAndResumes) {
   expect_finetune_trains_and_resumes("test/data/hf_tiny_qwen3");
+}
+
+// Qwen2.5's kind: q, k and v biases, and no head_dim key, from config.json alone.
+TEST(HfArchitecture, Qwen2FineTuneTrainsAndResumes) {
+  expect_finetune_trains_and_resumes("test/data/hf_tiny_qwen2");
 }
 
 // Llama 3.2's kind: tied embeddings and Llama 3.1's RoPE scaling, from

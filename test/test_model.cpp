@@ -10,6 +10,7 @@
 #include <cstring>
 #include <map>
 #include <ostream>
+#include <random>
 
 #include "base/error.h"
 #include "base/fp8.h"
@@ -17,8 +18,9 @@
 #include "model/kernels/rope.h"
 #include "model/transformer.h"
 #include "parallel/sharding_engine.h"
-#include "test/random_tokens.h"
 #include "test/naive_model.h"
+#include "test/random_tokens.h"
+#include "test/vector_source.h"
 
 namespace llm {
 namespace {
@@ -59,6 +61,7 @@ struct ModelCase {
   double norm_eps;
   bool qk_norm = false;
   int head_dim = 0;  // 0: dim / n_heads
+  bool qkv_bias = false;
 };
 
 // One kv head cannot tell a query head's kv head h / (H / KV) from h % KV;
@@ -73,7 +76,28 @@ const ModelCase kModelCases[] = {
     {"UntiedGroupedQueryAttentionQkNorm", false, 4, 2, 1e-5, true},
     // Qwen3-0.6B's kind: heads wider than dim / n_heads (4 x 6 = 24 > dim 8).
     {"HeadDimApartFromDimQkNorm", false, 4, 2, 1e-5, true, 6},
+    // Qwen2's kind: q, k and v biases (set to random values below, so that
+    // the forward's addition matters too), and before QK-norm when both are on.
+    {"UntiedGroupedQueryAttentionQkvBias", false, 4, 2, 1e-5, false, 0, true},
+    {"TiedQkvBiasBeforeQkNorm", true, 4, 2, 1e-5, true, 0, true},
 };
+
+// Every q, k and v bias set to a random value (they start at zero).
+void randomize_qkv_biases(const ParameterLayout& layout, ShardingEngine& engine) {
+  std::vector<float> params = engine.gather_all_params();
+  std::vector<size_t> unit_begin(layout.units.size(), 0);
+  for (size_t u = 1; u < layout.units.size(); ++u)
+    unit_begin[u] = unit_begin[u - 1] + layout.units[u - 1].numel;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 0.3f);  // init_std's scale
+  for (const TensorSpec& t : layout.tensors) {
+    if (!t.name.ends_with(".attn.bqkv")) continue;
+    float* bias = params.data() + unit_begin[t.unit] + t.offset;
+    for (size_t i = 0; i < t.numel; ++i) bias[i] = normal(rng);
+  }
+  test_support::VectorSource source(layout, params);
+  engine.load_state(source, /*with_moments=*/false);
+}
 
 void PrintTo(const ModelCase& c, std::ostream* out) { *out << c.name; }
 
@@ -88,10 +112,12 @@ TEST_P(ModelVsNaive, LossAndEveryParameterGradientMatch) {
   c.model.norm_eps = shape.norm_eps;
   c.model.qk_norm = shape.qk_norm;
   c.model.head_dim = shape.head_dim;
+  c.model.qkv_bias = shape.qkv_bias;
   const int B = 2, T = 5, N = B * T;
   const std::unique_ptr<Transformer> model = Transformer::create(c.model, B, T, backend_cpu());
   Topology topology(comm_world(), c.parallel);
   ShardingEngine engine(model->layout(), c, backend_cpu(), topology);
+  if (shape.qkv_bias) randomize_qkv_biases(model->layout(), engine);
   std::vector<int32_t> inputs = random_tokens(N, c.model.vocab_size, 1);
   std::vector<int32_t> targets = random_tokens(N, c.model.vocab_size, 2);
 
@@ -234,13 +260,16 @@ TEST(Layout, UnitsAreContiguousAndTensorsHaveLlamaShapes) {
 
 // The block offsets the model reads are where the named tensors sit, in every
 // block a layout holds, whole or sliced by tensor and pipeline parallelism,
-// with and without QK-norm's rows.
+// with and without QK-norm's rows and the q, k and v biases' row.
 TEST(Layout, BlockTensorsNameTheOffsetsOfEveryHeldBlock) {
-  for (bool qk_norm : {false, true}) {
+  for (auto [qk_norm, qkv_bias] :
+       {std::pair{false, false}, std::pair{true, false}, std::pair{false, true}}) {
+    SCOPED_TRACE(testing::Message() << "qk_norm " << qk_norm << " qkv_bias " << qkv_bias);
     Config c = tiny_config(false, 4, 2);
     c.model.n_layers = 3;
     c.model.vocab_size = 12;  // even, so two tensor ranks split it
     c.model.qk_norm = qk_norm;
+    c.model.qkv_bias = qkv_bias;
     const std::vector<BlockTensorSpec> table = block_tensors(c.model);
     for (ModelSlice slice :
          {ModelSlice{}, ModelSlice{1, 2, 0, 1}, ModelSlice{0, 1, 1, 2}, ModelSlice{1, 2, 0, 2}}) {
@@ -260,6 +289,40 @@ TEST(Layout, BlockTensorsNameTheOffsetsOfEveryHeldBlock) {
           EXPECT_EQ(layout.block.offsets[row], offset("." + table[row].name));
       }
     }
+  }
+}
+
+// The q, k and v biases (model.qkv_bias): one vector stacked as wqkv's rows
+// are, split across tensor ranks as those rows are (each rank its heads'
+// entries), starting at zero and never decayed.
+TEST(Layout, QkvBiasSplitsAsWqkvRowsAndStartsAtZero) {
+  Config c = tiny_config(false, 4, 2);
+  c.model.vocab_size = 12;
+  c.model.qkv_bias = true;
+  const int64_t C = c.model.dim, rows = (4 + 2 * 2) * (C / 4);
+  for (int rank : {0, 1}) {
+    SCOPED_TRACE(testing::Message() << "tensor rank " << rank);
+    const ParameterLayout layout = layout_build(c.model, {rank, 2, 0, 1});
+    const TensorSpec& bias = layout.tensors[layout.find("layers.1.attn.bqkv")];
+    const TensorSpec& weight = layout.tensors[layout.find("layers.1.attn.wqkv")];
+    EXPECT_EQ(bias.shape, std::vector<int64_t>{rows / 2});
+    EXPECT_EQ(bias.global_shape, std::vector<int64_t>{rows});
+    EXPECT_FALSE(bias.weight_decay);
+    EXPECT_FALSE(bias.replicated);
+    EXPECT_EQ(bias.init, TensorInit::zeros);
+    // Run by run, the bias entries are the rows of wqkv's run.
+    ASSERT_EQ(bias.runs.size(), weight.runs.size());
+    ASSERT_EQ(bias.runs.size(), 3u);  // its q heads, its k heads, its v heads
+    for (size_t i = 0; i < bias.runs.size(); ++i) {
+      EXPECT_EQ(bias.runs[i].local * C, weight.runs[i].local) << i;
+      EXPECT_EQ(bias.runs[i].global * C, weight.runs[i].global) << i;
+      EXPECT_EQ(bias.runs[i].length * C, weight.runs[i].length) << i;
+    }
+    const int unit = layout.block_unit(1);
+    std::vector<float> values(layout.units[unit].numel, 1.0f);
+    layout_init_params(layout, c.model, 5, unit, 0, values.size(), values.data());
+    for (size_t i = 0; i < bias.numel; ++i) ASSERT_EQ(values[bias.offset + i], 0.0f) << i;
+    EXPECT_NE(values[weight.offset], 0.0f);
   }
 }
 

@@ -4,11 +4,11 @@
 // step's update, while the same injection without the guard changes them.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <filesystem>
 
 #include "trainer/spike_guard.h"
 #include "trainer/trainer.h"
+#include "test/vector_source.h"
 
 namespace llm {
 namespace {
@@ -41,26 +41,6 @@ TEST(SpikeGuard, GradNormFactorAndOffSwitch) {
   EXPECT_FALSE(off.check(1e6, 1e6));
 }
 
-// Parameters from a vector (all units concatenated); moments start at zero.
-class VectorSource : public StateSource {
- public:
-  VectorSource(const ParameterLayout& layout, const std::vector<float>& params) : params_(params) {
-    size_t offset = 0;
-    for (const UnitSpec& unit : layout.units) {
-      unit_offsets_.push_back(offset);
-      offset += unit.numel;
-    }
-  }
-  void read(int unit, size_t begin, size_t count, float* params, float*, float*) override {
-    if (params)
-      std::memcpy(params, params_.data() + unit_offsets_[unit] + begin, count * sizeof(float));
-  }
-
- private:
-  const std::vector<float>& params_;
-  std::vector<size_t> unit_offsets_;
-};
-
 // Trains 12 steps, scales the last unit (final norm gains) by 30, then runs one
 // more step; returns whether that step was skipped and whether it changed the
 // parameters.
@@ -76,7 +56,7 @@ std::pair<bool, bool> inject_spike(const std::string& guard_factor) {
   const ParameterLayout& layout = trainer.model().layout();
   const size_t last_unit = layout.total_numel - layout.units.back().numel;
   for (size_t i = last_unit; i < params.size(); ++i) params[i] *= 30.0f;
-  VectorSource source(layout, params);
+  test_support::VectorSource source(layout, params);
   trainer.engine().load_state(source, /*with_moments=*/false);
   const StepResult spiked = trainer.train_step(12);
   const std::vector<float> after = trainer.engine().gather_all_params();

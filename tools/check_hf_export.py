@@ -9,8 +9,9 @@ trainer computes it for inputs ids[:-1] and targets ids[1:].
 (BOS first, as `./train generate` encodes a prompt); prints the new token ids
 and their text, to compare with
     ./train generate --checkpoint RUN --prompt TEXT --temperature 0 --max-new-tokens N
-Either architecture the export writes loads (LlamaForCausalLM, or
-Qwen3ForCausalLM for a model with QK-norm).
+Every architecture the export writes loads (LlamaForCausalLM,
+Qwen2ForCausalLM for a model with q, k and v biases, or Qwen3ForCausalLM for
+a model with QK-norm).
 
 Usage (needs torch and transformers >= 4.51, which the trainer itself does
 not; sentencepiece too for a tokenizer.model):

@@ -46,10 +46,14 @@ class PreNorm final : public BlockPart<A> {
 };
 
 std::vector<BlockTensorSpec> attention_norm_tensors(const ModelConfig& c) {
-  return {{"attn_norm.weight", {{"input_layernorm.weight", c.dim}}}};
+  return {{.name = "attn_norm.weight",
+           .parts = {{"input_layernorm.weight", c.dim}},
+           .init = TensorInit::ones}};
 }
 std::vector<BlockTensorSpec> mlp_norm_tensors(const ModelConfig& c) {
-  return {{"mlp_norm.weight", {{"post_attention_layernorm.weight", c.dim}}}};
+  return {{.name = "mlp_norm.weight",
+           .parts = {{"post_attention_layernorm.weight", c.dim}},
+           .init = TensorInit::ones}};
 }
 
 }  // namespace

@@ -46,8 +46,12 @@ class QkNorm final : public BlockPart<A> {
 
 std::vector<BlockTensorSpec> qk_norm_tensors(const ModelConfig& c) {
   const int64_t D = c.resolved_head_dim();
-  return {{"attn.q_norm.weight", {{"self_attn.q_norm.weight", D}}},
-          {"attn.k_norm.weight", {{"self_attn.k_norm.weight", D}}}};
+  return {{.name = "attn.q_norm.weight",
+           .parts = {{"self_attn.q_norm.weight", D}},
+           .init = TensorInit::ones},
+          {.name = "attn.k_norm.weight",
+           .parts = {{"self_attn.k_norm.weight", D}},
+           .init = TensorInit::ones}};
 }
 
 }  // namespace
