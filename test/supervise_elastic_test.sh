@@ -32,9 +32,8 @@ t0=$SECONDS
   --checkpoint.dir="$work/run" > "$work/run.log" 2>&1 &
 supervisor=$!
 
-last_step() { grep -o '"step":[0-9]*' "$work/run/metrics.jsonl" 2>/dev/null | tail -1 | cut -d: -f2; }
-restarts() { cat "$work/run/restarts.jsonl" 2>/dev/null | wc -l; }
-since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
+# shellcheck source=supervised_run.sh
+source "$(dirname "$0")/supervised_run.sh"
 # Host B's ranks: the trainer's processes in its namespace.
 host_b_ranks() {
   for pid in $(ip netns pids "$ns_b" 2>/dev/null); do
@@ -54,22 +53,8 @@ for i in 0 1; do
   [ -n "$pid" ] || fail "no rank on host B to kill at step $target"
   kill -KILL "$pid"
   killed_at=$(date +%s.%N)
-  for _ in $(seq 600); do [ "$(restarts)" -gt "$i" ] && break; sleep 0.1; done
-  [ "$(restarts)" -gt "$i" ] || fail "no restart recorded after kill $((i + 1)): $(tail -5 "$work/run.log")"
-  detected=$(since "$killed_at")
-  # The relaunch has loaded its checkpoint when the trainer says so (a
-  # restart before the first checkpoint starts afresh: no such line).
-  resumed=$(tail -1 "$work/run/restarts.jsonl" | grep -o '"step":[0-9]*' | cut -d: -f2)
-  back=fresh
-  if [ "$resumed" -gt 0 ]; then
-    for _ in $(seq 300); do
-      [ "$(grep -c "resumed from" "$work/run.log")" -gt "$resumed_lines" ] && break
-      sleep 0.05
-    done
-    back="the relaunch resumed from step $resumed $(since "$killed_at") s after the kill"
-  fi
-  resumed_lines=$(grep -c "resumed from" "$work/run.log")
-  echo "kill $((i + 1)): SIGKILL to a rank of host B at step $step; restart recorded after $detected s, $back"
+  await_recovery "$i" "$killed_at" 600
+  echo "kill $((i + 1)): SIGKILL to a rank of host B at step $step; $recovery"
 done
 for _ in $(seq 1200); do kill -0 "$supervisor" 2>/dev/null || break; sleep 0.1; done
 kill -0 "$supervisor" 2>/dev/null && { kill -KILL "$supervisor"; fail "the supervised job still runs: $(tail -5 "$work/run.log")"; }

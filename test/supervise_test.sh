@@ -98,9 +98,8 @@ rank_pid() {
     fi
   done
 }
-last_step() { grep -o '"step":[0-9]*' "$work/run/metrics.jsonl" 2>/dev/null | tail -1 | cut -d: -f2; }
-restarts() { cat "$work/run/restarts.jsonl" 2>/dev/null | wc -l; }
-since() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
+# shellcheck source=supervised_run.sh
+source "$(dirname "$0")/supervised_run.sh"
 
 kills() {
   local t0=$SECONDS
@@ -124,23 +123,8 @@ kills() {
     local killed_at
     killed_at=$(date +%s.%N)
     killed+=("$rank")
-    for _ in $(seq 400); do [ "$(restarts)" -gt "$i" ] && break; sleep 0.1; done
-    [ "$(restarts)" -gt "$i" ] || fail "no restart recorded after kill $((i + 1)): $(tail -5 "$work/run.log")"
-    local detected resumed back
-    detected=$(since "$killed_at")
-    # The relaunch has loaded its checkpoint when the trainer says so (a
-    # restart before the first checkpoint starts afresh: no such line).
-    resumed=$(tail -1 "$work/run/restarts.jsonl" | grep -o '"step":[0-9]*' | cut -d: -f2)
-    back=fresh
-    if [ "$resumed" -gt 0 ]; then
-      for _ in $(seq 300); do
-        [ "$(grep -c "resumed from" "$work/run.log")" -gt "$resumed_lines" ] && break
-        sleep 0.05
-      done
-      back="the relaunch resumed from step $resumed $(since "$killed_at") s after the kill"
-    fi
-    resumed_lines=$(grep -c "resumed from" "$work/run.log")
-    echo "kill $((i + 1)): SIG${signals[$i]} to rank $rank at step $step; restart recorded after $detected s, $back"
+    await_recovery "$i" "$killed_at" 400
+    echo "kill $((i + 1)): SIG${signals[$i]} to rank $rank at step $step; $recovery"
   done
   wait "$supervisor"
   local status=$?
