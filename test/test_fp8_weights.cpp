@@ -9,26 +9,13 @@
 
 #include "model/transformer.h"
 #include "parallel/sharding_engine.h"
+#include "test/fp8_test_config.h"
 #include "test/random_tokens.h"
 
 namespace llm {
 namespace {
 
-Config fp8_config() {
-  Config c;
-  c.path = "test";
-  c.model.dim = 32;
-  c.model.n_layers = 3;
-  c.model.n_heads = 2;
-  c.model.n_kv_heads = 1;
-  c.model.ffn_dim = 48;
-  c.model.vocab_size = 29;
-  c.model.init_std = 0.3;
-  c.training.seed = 5;
-  c.training.precision = Precision::fp8;
-  c.data.train = "unused";
-  return c;
-}
+Config fp8_config() { return test_support::fp8_test_config(5); }
 
 // The CPU backend, counting its FP8 casts.
 int casts = 0;
