@@ -397,19 +397,19 @@ void rmsnorm_backward(const OpRow& row) {
       Buffer<T> d_dinp(be, stored<T>(dinp_prefill), offset);
       Buffer<float> d_rstd(be, rstd, offset), d_dweight(be, dweight_prefill, offset);
       be.ops<T>().rmsnorm_backward(d_dinp.get(), d_dweight.get(), d_dout.get(), d_inp.get(),
-                                   d_weight.get(), d_rstd.get(), N, C);
+                                   d_weight.get(), d_rstd.get(), N, C, nullptr);
       const std::vector<T> dinp = d_dinp.download();
       const Floats dweight = d_dweight.download();
       EXPECT_TRUE(d_dinp.guards_intact() && d_dweight.guards_intact());
       Floats dinp32 = dinp_prefill, dweight32 = dweight_prefill;  // the fp32 twin
       backend_cpu().f32.rmsnorm_backward(dinp32.data(), dweight32.data(), dout.data(), inp.data(),
-                                         weight.data(), rstd.data(), N, C);
+                                         weight.data(), rstd.data(), N, C, nullptr);
       if (row.cuda()) {
         std::vector<T> dinp_twin = stored<T>(dinp_prefill);
         Floats dweight_twin = dweight_prefill;
         backend_cpu().ops<T>().rmsnorm_backward(dinp_twin.data(), dweight_twin.data(),
                                                 dout_t.data(), inp_t.data(), weight_t.data(),
-                                                rstd.data(), N, C);
+                                                rstd.data(), N, C, nullptr);
         expect_matches_cpu_twins(dinp, dinp32, dinp_twin, "dinp");
         // dweight[c] sums N terms dy * x * s of both signs over the rows (the
         // kernel by row chunks, the twin row by row): bounded by their sum of
@@ -471,7 +471,7 @@ void rmsnorm_deterministic(const OpRow& row) {
       be.ops<T>().rmsnorm_forward(d_out.get(), d_rstd.get(), d_inp.get(), d_weight.get(), N, C,
                                   kRmsnormEps, nullptr);
       be.ops<T>().rmsnorm_backward(d_dinp.get(), d_dweight.get(), d_dout.get(), d_inp.get(),
-                                   d_weight.get(), d_rstd.get(), N, C);
+                                   d_weight.get(), d_rstd.get(), N, C, nullptr);
       Floats all = d_rstd.download();
       append(all, to_floats(d_out.download()));
       append(all, to_floats(d_dinp.download()));

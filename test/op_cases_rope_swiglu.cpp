@@ -221,7 +221,7 @@ void swiglu(const OpRow& row, bool forward) {
       if (forward)
         be.ops<T>().swiglu_forward(d_result.get(), d_h13.get(), N, F, nullptr);
       else
-        be.ops<T>().swiglu_backward(d_result.get(), d_dout.get(), d_h13.get(), N, F);
+        be.ops<T>().swiglu_backward(d_result.get(), d_dout.get(), d_h13.get(), N, F, nullptr);
       const std::vector<T> result = d_result.download();
       EXPECT_TRUE(d_result.guards_intact());
       auto run_cpu = [&](auto zero, const auto& h, const auto& dy) {
@@ -230,7 +230,7 @@ void swiglu(const OpRow& row, bool forward) {
         if (forward)
           ops.swiglu_forward(r.data(), h.data(), N, F, nullptr);
         else
-          ops.swiglu_backward(r.data(), dy.data(), h.data(), N, F);
+          ops.swiglu_backward(r.data(), dy.data(), h.data(), N, F, nullptr);
         return r;
       };
       const Floats result32 = run_cpu(0.0f, h13, dout);  // the fp32 twin

@@ -4,7 +4,8 @@
 // double, rounded once on store), one row per work item.
 // Invariant: dweight is summed over rows in row order inside fixed column
 // blocks, so its bits do not depend on the thread count; dinp and dweight
-// accumulate (+=). A row's amax is read back from the row just written.
+// accumulate (+=). A row's amax is read back from the row just written
+// (backward: after its +=).
 #include "model/kernels/rmsnorm.h"
 
 #include <cstddef>
@@ -27,12 +28,13 @@ void rmsnorm_forward(T* out, float* rstd, const T* inp, const T* weight, int N, 
 
 template <class T>
 void rmsnorm_backward(T* dinp, float* dweight, const T* dout, const T* inp, const T* weight,
-                      const float* rstd, int N, int C) {
+                      const float* rstd, int N, int C, float* row_amax) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; n++) {
     const size_t row = (size_t)n * C;
     rmsnorm_row_backward</*kAccumulate=*/true>(dinp + row, dout + row, inp + row, weight, rstd[n],
                                                C);
+    if (row_amax) row_amax[n] = fp8_amax_of(dinp + row, C);
   }
   accumulate_gain_gradient<T>(dweight, N, C, [&](int n) {
     return NormRow<T>{inp + (size_t)n * C, dout + (size_t)n * C, rstd[n]};

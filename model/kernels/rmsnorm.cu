@@ -6,7 +6,8 @@
 // magnitude bits of what it stored (fp8_amax_device.cuh) into the row's amax.
 // Backward: one block per chunk of consecutive
 // rows; for each row it reduces sum(w * dy * x) over the block, adds the row's
-// dinp, and keeps per-column dweight partial sums of its rows in shared memory
+// dinp (and, with row_amax, reduces the row's amax of dinp as stored), and
+// keeps per-column dweight partial sums of its rows in shared memory
 // (each column owned by one thread, rows in order); a second kernel sums the
 // chunks' partials per column in chunk order and adds them to dweight.
 // Why not one thread per column over all rows: that is only C-way parallel
@@ -89,12 +90,14 @@ __global__ void rmsnorm_forward_kernel(T* out, float* rstd, const T* inp, const 
 // One block per chunk of rows_per_chunk consecutive rows. For each row:
 //   dinp += s * (w * dy - x * coeff), coeff = sum_c(w * dy * x) * s^2 / C,
 // and the chunk's dweight partial, partials[chunk][c] = sum over its rows (in
-// order) of dy * x * s. Dynamic shared memory holds the partial row (C floats);
-// each thread reads and writes only its own columns of it, so it needs no barrier.
+// order) of dy * x * s; when row_amax is not null, row_amax[n] = the largest
+// |dinp| stored in row n (columns past C left out). Dynamic shared memory
+// holds the partial row (C floats); each thread reads and writes only its own
+// columns of it, so it needs no barrier.
 template <class T, bool kAligned>
 __global__ void rmsnorm_backward_kernel(T* dinp, float* partials, const T* dout, const T* inp,
                                         const T* weight, const float* rstd, int N, int C,
-                                        int rows_per_chunk) {
+                                        int rows_per_chunk, float* row_amax) {
   LLM_DYNAMIC_SHARED(float, partial);
   const int row_begin = blockIdx.x * rows_per_chunk;
   const int row_end = min(N, row_begin + rows_per_chunk);
@@ -122,6 +125,7 @@ __global__ void rmsnorm_backward_kernel(T* dinp, float* partials, const T* dout,
     dot = block_sum(dot);
     const float coeff = dot * s * s / C;
 
+    uint32_t largest = 0;
     for (int c0 = threadIdx.x * kPack<T>; c0 < C; c0 += step) {
       float xv[kPack<T>], dyv[kPack<T>], wv[kPack<T>], dxv[kPack<T>];
       load_pack<T, kAligned>(xv, x, c0, C);
@@ -134,7 +138,13 @@ __global__ void rmsnorm_backward_kernel(T* dinp, float* partials, const T* dout,
         partial[c0 + k] += dyv[k] * xv[k] * s;
       }
       store_pack<T, kAligned>(dx, c0, C, dxv);
+      if (row_amax) {
+#pragma unroll
+        for (int k = 0; k < kPack<T>; k++)
+          if (c0 + k < C) largest = MaxBits{}(largest, stored_magnitude_bits<T>(dxv[k]));
+      }
     }
+    if (row_amax) write_block_amax(row_amax + n, largest);  // the same for every thread
   }
 
   float* out = partials + (size_t)blockIdx.x * C;
@@ -193,7 +203,7 @@ void rmsnorm_forward(T* out, float* rstd, const T* inp, const T* weight, int N, 
 
 template <class T>
 void rmsnorm_backward(T* dinp, float* dweight, const T* dout, const T* inp, const T* weight,
-                      const float* rstd, int N, int C) {
+                      const float* rstd, int N, int C, float* row_amax) {
   if (N <= 0 || C <= 0) return;
   // The chunking depends on N only, so the dweight sums have one order per shape.
   const int rows_per_chunk = (N + kMaxRowChunks - 1) / kMaxRowChunks;
@@ -212,7 +222,7 @@ void rmsnorm_backward(T* dinp, float* dweight, const T* dout, const T* inp, cons
                                           (int)shared_bytes));
     }
     launch(kernel, n_chunks, threads, shared_bytes, compute_stream(), dinp, partials, dout, inp,
-           weight, rstd, N, C, rows_per_chunk);
+           weight, rstd, N, C, rows_per_chunk, row_amax);
     LLM_CUDA_CHECK_LAUNCH();
   };
   if (aligned) {

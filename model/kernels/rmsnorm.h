@@ -2,7 +2,7 @@
 // storage type T (float or Bf16); rstd and dweight are fp32 in both.
 // Invariant: forward saves rstd (one float per row) so backward never
 // recomputes the row statistics; backward accumulates (+=) into its outputs.
-// The forward can write each output row's amax beside it (row_amax), so an
+// Either pass can write each output row's amax beside it (row_amax), so an
 // FP8 matmul that reads the output skips its own amax pass (base/fp8.h).
 #pragma once
 
@@ -19,10 +19,12 @@ void rmsnorm_forward(T* out, float* rstd, const T* inp, const T* weight, int N, 
 
 // dinp (N, C) += d(loss)/d(inp); dweight (C) += d(loss)/d(weight), summed over
 // rows in row order (deterministic); dout (N, C) is d(loss)/d(out). In bf16,
-// each dinp element is read, added to in fp32 and rounded once.
+// each dinp element is read, added to in fp32 and rounded once. row_amax
+// (N), when not null: each row's largest |dinp| as stored after the +=
+// (fp8_amax_of of the row: NaN if the row holds one).
 template <class T>
 void rmsnorm_backward(T* dinp, float* dweight, const T* dout, const T* inp, const T* weight,
-                      const float* rstd, int N, int C);
+                      const float* rstd, int N, int C, float* row_amax);
 
 }  // namespace llm::cpu
 
@@ -34,6 +36,6 @@ void rmsnorm_forward(T* out, float* rstd, const T* inp, const T* weight, int N, 
                      float* row_amax);
 template <class T>
 void rmsnorm_backward(T* dinp, float* dweight, const T* dout, const T* inp, const T* weight,
-                      const float* rstd, int N, int C);
+                      const float* rstd, int N, int C, float* row_amax);
 
 }  // namespace llm::cuda

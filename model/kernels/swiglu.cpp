@@ -1,7 +1,7 @@
 // SwiGLU gating on the CPU: out = silu(gate) * up over rows of [gate | up],
 // one template over the storage type (float or Bf16); the math is fp32.
 // Invariant: purely elementwise per row; backward overwrites dh13; a row's
-// amax is read back from the row just written.
+// amax (either pass) is read back from the row just written.
 #include "model/kernels/swiglu.h"
 
 #include <cstddef>
@@ -29,7 +29,7 @@ void swiglu_forward(T* out, const T* h13, int N, int F, float* row_amax) {
 }
 
 template <class T>
-void swiglu_backward(T* dh13, const T* dout, const T* h13, int N, int F) {
+void swiglu_backward(T* dh13, const T* dout, const T* h13, int N, int F, float* row_amax) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; n++) {
     const T* gate = h13 + (size_t)n * 2 * F;
@@ -46,6 +46,7 @@ void swiglu_backward(T* dh13, const T* dout, const T* h13, int N, int F) {
       store(dgate + i, di * u * sigmoid * (1.0f + g * (1.0f - sigmoid)));
       store(dup + i, di * silu);
     }
+    if (row_amax) row_amax[n] = fp8_amax_of(dgate, 2 * (size_t)F);
   }
 }
 

@@ -2,8 +2,8 @@
 // fp32 math rounded once on store, for float or Bf16 storage. One block per
 // row; each thread takes 16 bytes of storage at a time (4 fp32 or 8 bf16
 // elements) when F and the buffers are aligned for it, one element otherwise;
-// with row_amax, the block also reduces the magnitude bits of what it stored
-// (fp8_amax_device.cuh) into the row's amax.
+// with row_amax (either pass), the block also reduces the magnitude bits of
+// what it stored (fp8_amax_device.cuh) into the row's amax.
 // Invariant: purely elementwise per row, the same expressions as the CPU twin
 // (which uses its own vectorizable exp, within 2 ulp of expf); backward
 // overwrites dh13.
@@ -54,9 +54,11 @@ __global__ void swiglu_forward_kernel(T* out, const T* h13, int F, float* row_am
 }
 
 // Row n: d gate = dout * up * silu'(gate), d up = dout * silu(gate), with
-// silu'(g) = sigmoid(g) * (1 + g * (1 - sigmoid(g))).
+// silu'(g) = sigmoid(g) * (1 + g * (1 - sigmoid(g))); row_amax[n] = the
+// largest |d gate|, |d up| stored, when row_amax is not null.
 template <class T, int kWidth>
-__global__ void swiglu_backward_kernel(T* dh13, const T* dout, const T* h13, int F) {
+__global__ void swiglu_backward_kernel(T* dh13, const T* dout, const T* h13, int F,
+                                       float* row_amax) {
   using Elems = Pack<T, kWidth>;
   const int n = blockIdx.x;
   const T* gate = h13 + (size_t)n * 2 * F;
@@ -64,6 +66,7 @@ __global__ void swiglu_backward_kernel(T* dh13, const T* dout, const T* h13, int
   const T* d = dout + (size_t)n * F;
   T* dgate = dh13 + (size_t)n * 2 * F;
   T* dup = dgate + F;
+  uint32_t largest = 0;
   for (int i = threadIdx.x * kWidth; i < F; i += blockDim.x * kWidth) {
     const Elems g = *reinterpret_cast<const Elems*>(gate + i);
     const Elems u = *reinterpret_cast<const Elems*>(up + i);
@@ -76,10 +79,12 @@ __global__ void swiglu_backward_kernel(T* dh13, const T* dout, const T* h13, int
       const float silu = gv * sig;
       store_f32(&dg.v[k], di * uv * sig * (1.0f + gv * (1.0f - sig)));
       store_f32(&du.v[k], di * silu);
+      largest = MaxBits{}(largest, MaxBits{}(magnitude_bits(dg.v[k]), magnitude_bits(du.v[k])));
     }
     *reinterpret_cast<Elems*>(dgate + i) = dg;
     *reinterpret_cast<Elems*>(dup + i) = du;
   }
+  if (row_amax) write_block_amax(row_amax + n, largest);  // the same for every thread
 }
 
 // ---- launchers ------------------------------------------------------------------
@@ -113,11 +118,11 @@ void swiglu_forward(T* out, const T* h13, int N, int F, float* row_amax) {
 }
 
 template <class T>
-void swiglu_backward(T* dh13, const T* dout, const T* h13, int N, int F) {
+void swiglu_backward(T* dh13, const T* dout, const T* h13, int N, int F, float* row_amax) {
   if (N <= 0 || F <= 0) return;
   launch_rows<T>(F, {dh13, dout, h13}, [&](auto width, unsigned threads) {
     launch(swiglu_backward_kernel<T, decltype(width)::value>, N, threads, 0, compute_stream(), dh13,
-           dout, h13, F);
+           dout, h13, F, row_amax);
   });
 }
 

@@ -14,9 +14,10 @@ namespace llm::cpu {
 template <class T>
 void swiglu_forward(T* out, const T* h13, int N, int F, float* row_amax);
 
-// dh13 (N, 2F) is overwritten with [d gate | d up]; dout (N, F).
+// dh13 (N, 2F) is overwritten with [d gate | d up]; dout (N, F); row_amax
+// (N), when not null: each row's largest |dh13| as stored, as the forward's.
 template <class T>
-void swiglu_backward(T* dh13, const T* dout, const T* h13, int N, int F);
+void swiglu_backward(T* dh13, const T* dout, const T* h13, int N, int F, float* row_amax);
 
 }  // namespace llm::cpu
 
@@ -26,6 +27,6 @@ namespace llm::cuda {
 template <class T>
 void swiglu_forward(T* out, const T* h13, int N, int F, float* row_amax);
 template <class T>
-void swiglu_backward(T* dh13, const T* dout, const T* h13, int N, int F);
+void swiglu_backward(T* dh13, const T* dout, const T* h13, int N, int F, float* row_amax);
 
 }  // namespace llm::cuda

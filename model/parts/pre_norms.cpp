@@ -30,7 +30,8 @@ class PreNorm final : public BlockPart<A> {
   const A* backward(const BlockContext<A>& ctx, const BlockFlow<A>& in, const A* dout) override {
     const int n = ctx.N() / ctx.shape.tp, C = static_cast<int>(ctx.shape.C);
     ctx.ops.rmsnorm_backward(ctx.sites.dres(), ctx.sites.gain_grad(ctx.grads, row_), dout,
-                             in.stream, ctx.param(row_), rstd_.get(ctx.slot, ctx.block), n, C);
+                             in.stream, ctx.param(row_), rstd_.get(ctx.slot, ctx.block), n, C,
+                             nullptr);
     return nullptr;
   }
 

@@ -46,7 +46,7 @@ class SwigluFfn final : public BlockPart<A> {
     const A* dres_full = ctx.sites.gather_dres(N);
     ctx.linear.backward(dg_, ctx.grad(w2_row_), dres_full, g_.get(ctx.slot, ctx.block),
                         weight(ctx, w2_row_), N, F, C);
-    ctx.ops.swiglu_backward(dh13_, dg_, h13_.get(ctx.slot, ctx.block), N, F);
+    ctx.ops.swiglu_backward(dh13_, dg_, h13_.get(ctx.slot, ctx.block), N, F, nullptr);
     return ctx.sites.column_parallel_backward(ctx.grad(w13_row_), dh13_, in.hidden,
                                               weight(ctx, w13_row_), N, 2 * F);
   }
