@@ -37,30 +37,33 @@ LinearLayers<A>::LinearLayers(const Backend& backend, const ModelConfig& config,
 }
 
 template <class A>
-void LinearLayers<A>::plan(BufferPlan& plan, size_t N) {
+void LinearLayers<A>::plan(BufferPlan& plan, size_t N, int slots) {
   if (!fp8_) return;
+  rows_ = N;
   plan.add(input_, N * widest_input_);
   plan.add(grad_, N * widest_output_);
   plan.add(grad_t_, N * widest_output_);
   plan.add(scales_, kScales);
   plan.add(input_row_amax_, N);
+  plan.add(grad_row_amax_, 2 * N);
   for (std::vector<Fp8Weight>& block : weights_) {
     for (Fp8Weight& w : block) {
       const size_t n = static_cast<size_t>(w.rows) * w.cols;
       plan.add(w.codes, n);
       plan.add(w.codes_t, n);
       plan.add(w.scale, 1);
+      plan.add(w.input_scales, static_cast<size_t>(slots));
     }
   }
 }
 
 template <class A>
-typename LinearLayers<A>::Weight LinearLayers<A>::block_weight(int block, const A* params,
+typename LinearLayers<A>::Weight LinearLayers<A>::block_weight(int slot, int block, const A* params,
                                                                int row) const {
   Weight weight{params + offsets_[row]};
   if (!fp8_) return weight;
   for (const Fp8Weight& w : weights_[block]) {
-    if (w.row == row) weight.fp8 = &w;
+    if (w.row == row) weight = {weight.values, &w, w.input_scales + slot};
   }
   LLM_CHECK(weight.fp8, "transformer: no FP8 codes for a matrix the block table does not hold");
   return weight;
@@ -83,8 +86,7 @@ void LinearLayers<A>::cast_block_weights(int block, const A* params, uint64_t ve
 
 template <class A>
 void LinearLayers<A>::quantize(uint8_t* codes, uint8_t* codes_t, const Bf16* x, int rows, int cols,
-                               ScaleSlot slot, Fp8Format format, const float* x_row_amax) {
-  Fp8Scale* scale = scales_ + slot;
+                               Fp8Scale* scale, Fp8Format format, const float* x_row_amax) {
   if (x_row_amax)
     backend_.fp8_scale_from_row_amax(scale, x_row_amax, rows, format);
   else
@@ -98,8 +100,8 @@ void LinearLayers<A>::forward(A* out, const A* inp, Weight weight, const A* resi
   if constexpr (std::is_same_v<A, Bf16>) {
     if (const Fp8Weight* w = weight.fp8) {
       constexpr Fp8Format e4m3 = Fp8Format::e4m3;
-      quantize(input_, nullptr, inp, N, K, kInputScale, e4m3, inp_row_amax);
-      ops_.fp8_gemm(out, residual, input_, e4m3, scales_ + kInputScale, w->codes, e4m3, w->scale, N,
+      quantize(input_, nullptr, inp, N, K, weight.input_scale, e4m3, inp_row_amax);
+      ops_.fp8_gemm(out, residual, input_, e4m3, weight.input_scale, w->codes, e4m3, w->scale, N,
                     OC, K, forward_accumulation_);
       return;
     }
@@ -112,21 +114,28 @@ void LinearLayers<A>::forward(A* out, const A* inp, Weight weight, const A* resi
 
 // FP8: the output gradient in e5m2 (its range: docs/training.md), the weight
 // and input in e4m3; dinp = dout @ W as (N, OC) . (K, OC)^T, dweight +=
-// dout^T inp as (OC, N) . (K, N)^T, both K-contiguous.
+// dout^T inp as (OC, N) . (K, N)^T, both K-contiguous. The input's scale is
+// the forward's: the input is the same tensor, bit for bit (the activation
+// the forward read, kept or recomputed by the same kernels, under tensor
+// parallelism each rank's own, under pipeline parallelism per slot); with
+// the fused amax off, an amax pass makes it again.
 template <class A>
 void LinearLayers<A>::backward(A* dinp, float* dweight, const A* dout, const A* inp, Weight weight,
-                               int N, int K, int OC) {
+                               int N, int K, int OC, const float* dout_row_amax) {
   if constexpr (std::is_same_v<A, Bf16>) {
     if (const Fp8Weight* w = weight.fp8) {
       constexpr Fp8Format e4m3 = Fp8Format::e4m3, e5m2 = Fp8Format::e5m2;
-      quantize(grad_, grad_t_, dout, N, OC, kGradScale, e5m2);
+      Fp8Scale* grad_scale = scales_ + kGradScale;
+      quantize(grad_, grad_t_, dout, N, OC, grad_scale, e5m2, dout_row_amax);
       if (dinp) {
-        ops_.fp8_gemm(dinp, nullptr, grad_, e5m2, scales_ + kGradScale, w->codes_t, e4m3, w->scale,
-                      N, K, OC, Fp8Accumulation::promoted);
+        ops_.fp8_gemm(dinp, nullptr, grad_, e5m2, grad_scale, w->codes_t, e4m3, w->scale, N, K, OC,
+                      Fp8Accumulation::promoted);
       }
-      quantize(nullptr, input_, inp, N, K, kInputScale, e4m3);
-      f32_.fp8_gemm(dweight, dweight, grad_t_, e5m2, scales_ + kGradScale, input_, e4m3,
-                    scales_ + kInputScale, OC, K, N, Fp8Accumulation::promoted);
+      Fp8Scale* input_scale = fused_amax_ ? weight.input_scale : scales_ + kInputScale;
+      if (!fused_amax_) backend_.fp8_amax_scale(input_scale, inp, static_cast<size_t>(N) * K, e4m3);
+      backend_.fp8_cast_transpose(nullptr, input_, inp, N, K, input_scale, e4m3);
+      f32_.fp8_gemm(dweight, dweight, grad_t_, e5m2, grad_scale, input_, e4m3, input_scale, OC, K,
+                    N, Fp8Accumulation::promoted);
       return;
     }
   }

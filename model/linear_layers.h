@@ -9,7 +9,10 @@
 // unless told), the backward's always promoted (fp8_matmul.h). A forward
 // input's scale comes from the amaxes of its rows when the kernel that wrote
 // it (RMSNorm, SwiGLU) left them in input_row_amax(), else from an amax pass
-// over it: the same scale either way (base/fp8.h).
+// over it: the same scale either way (base/fp8.h). The backward casts that
+// input again with the scale its forward kept (Weight::input_scale), and an
+// output gradient's scale comes from its rows' amaxes where its writer left
+// them (dout_row_amax), else from an amax pass (docs/training.md, "FP8").
 #pragma once
 
 #include <cstddef>
@@ -32,27 +35,34 @@ struct Fp8Weight {
   uint8_t* codes = nullptr;    // (rows, cols)
   uint8_t* codes_t = nullptr;  // (cols, rows)
   Fp8Scale* scale = nullptr;
+  // [activation slot] the scale the forward of that slot's micro-batch cast
+  // its input with, kept for its backward.
+  Fp8Scale* input_scales = nullptr;
 };
 
 template <class A>
 class LinearLayers {
  public:
-  // A weight (OC, K) and, for a block matrix under fp8, its FP8 codes.
+  // A weight (OC, K) and, for a block matrix under fp8, its FP8 codes and
+  // where the forward keeps its input's scale for the backward of the same
+  // micro-batch.
   struct Weight {
     const A* values;
     const Fp8Weight* fp8 = nullptr;
+    Fp8Scale* input_scale = nullptr;
   };
 
   // Block matrices at the layout's offsets, for the stage's blocks `layers`.
   LinearLayers(const Backend& backend, const ModelConfig& config, const ParameterLayout& layout,
                bool fp8);
   // precision fp8: the codes of micro-batches of up to N tokens' activations
-  // and of every block weight, with their scales (none otherwise).
-  void plan(BufferPlan& plan, size_t N);
+  // and of every block weight, with their scales, and each weight's input
+  // scale for `slots` micro-batches in flight (none otherwise).
+  void plan(BufferPlan& plan, size_t N, int slots);
 
   // Block `block`'s (of the stage) matrix at table row `row`, in its unit's
-  // parameters `params`.
-  Weight block_weight(int block, const A* params, int row) const;
+  // parameters `params`, for the micro-batch in activation slot `slot`.
+  Weight block_weight(int slot, int block, const A* params, int row) const;
   // precision fp8: block `block`'s matrices cast from `params`, unless cast
   // at `version` already.
   void cast_block_weights(int block, const A* params, uint64_t version);
@@ -64,8 +74,18 @@ class LinearLayers {
   // amax of each of its N rows, for forward's inp_row_amax (N floats): null
   // unless precision fp8 with the fused amax on (the default).
   float* input_row_amax() const { return fused_amax_ ? input_row_amax_ : nullptr; }
-  // Off: every FP8 input's scale from its own amax pass, as before the
-  // fusion (Transformer::set_fp8_fused_amax).
+  // The same for the kernels that write a block matmul's output gradient,
+  // for backward's dout_row_amax: one buffer for the residual stream's
+  // gradient (RMSNorm's backward, tensor_parallel_sites.h), another for the
+  // hidden gradients (SwiGLU's backward), so that neither writer overwrites
+  // the other's amaxes before their matmul reads them.
+  float* residual_grad_row_amax() const { return fused_amax_ ? grad_row_amax_ : nullptr; }
+  float* hidden_grad_row_amax() const {
+    return fused_amax_ && grad_row_amax_ ? grad_row_amax_ + rows_ : nullptr;
+  }
+  // Off: every FP8 input's and output gradient's scale from its own amax
+  // pass, forward and backward, as before the fusion
+  // (Transformer::set_fp8_fused_amax).
   void set_fused_amax(bool on) { fused_amax_ = on; }
 
   // out (N, OC) = inp (N, K) @ weight (OC, K)^T (+ residual when not null).
@@ -74,17 +94,21 @@ class LinearLayers {
   void forward(A* out, const A* inp, Weight weight, const A* residual, int N, int K, int OC,
                const float* inp_row_amax = nullptr);
   // dinp (N, K) = dout (N, OC) @ weight (when dinp is not null), dweight
-  // (OC, K) += dout^T inp.
+  // (OC, K) += dout^T inp. inp is the forward's input, bit for bit (also
+  // when recomputed), so under FP8 it is cast with the scale the forward
+  // kept (with the fused amax on). dout_row_amax (N), when not null: the
+  // amax of each row of dout, which its writer left in one of the
+  // *_grad_row_amax() buffers.
   void backward(A* dinp, float* dweight, const A* dout, const A* inp, Weight weight, int N, int K,
-                int OC);
+                int OC, const float* dout_row_amax = nullptr);
 
  private:
   enum ScaleSlot { kInputScale, kGradScale, kScales };
-  // The FP8 codes of x (rows, cols) scaled into scale slot `slot`: row-major
-  // into codes and/or transposed into codes_t (either may be null); the
-  // scale from x's row amaxes when given (x_row_amax), else from x.
-  void quantize(uint8_t* codes, uint8_t* codes_t, const Bf16* x, int rows, int cols, ScaleSlot slot,
-                Fp8Format format, const float* x_row_amax = nullptr);
+  // The FP8 codes of x (rows, cols) scaled into `scale`: row-major into
+  // codes and/or transposed into codes_t (either may be null); the scale
+  // from x's row amaxes when given (x_row_amax), else from x.
+  void quantize(uint8_t* codes, uint8_t* codes_t, const Bf16* x, int rows, int cols,
+                Fp8Scale* scale, Fp8Format format, const float* x_row_amax = nullptr);
 
   const Backend& backend_;
   const TypedOps<A>& ops_;
@@ -94,16 +118,18 @@ class LinearLayers {
   Fp8Accumulation forward_accumulation_ = Fp8Accumulation::promoted;
   bool fused_amax_ = true;
   size_t widest_input_, widest_output_;  // of the block matmuls: K and OC
+  size_t rows_ = 0;                      // N of the plan
   // precision fp8: one matmul's activation codes (forward: the input
   // row-major; backward: the output gradient both ways and the input
-  // transposed), their scales, the input's row amaxes as its writer left
-  // them, every block weight's codes, and the
+  // transposed), their scales, the input's and the output gradients' row
+  // amaxes as their writers left them, every block weight's codes, and the
   // parameter version each block's were cast at.
   uint8_t* input_ = nullptr;   // (N, K) forward, (K, N) backward
   uint8_t* grad_ = nullptr;    // (N, OC) the output gradient (e5m2)
   uint8_t* grad_t_ = nullptr;  // (OC, N)
   Fp8Scale* scales_ = nullptr;
   float* input_row_amax_ = nullptr;              // (N)
+  float* grad_row_amax_ = nullptr;               // (2, N) residual's, then hidden's
   std::vector<std::vector<Fp8Weight>> weights_;  // [block of the stage][its matrix]
   std::vector<std::optional<uint64_t>> cast_version_;
 };

@@ -51,8 +51,7 @@ void LmHead<A>::backward(const SlotBuffers<A>& slot, const A* stream, const A* g
   }
   const A* dxn_rows = sites_.sum_norm_grad_rows(N);
   ops_.fill_zero(sites_.dres(), static_cast<size_t>(n) * C);
-  ops_.rmsnorm_backward(sites_.dres(), sites_.final_norm_grad(gain_grad), dxn_rows, stream, gain,
-                        slot.rstd_f, n, C, nullptr);
+  sites_.norm_backward(sites_.final_norm_grad(gain_grad), dxn_rows, stream, gain, slot.rstd_f, N);
   sites_.sum_final_norm_gain(gain_grad);
 }
 

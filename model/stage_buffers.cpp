@@ -67,7 +67,7 @@ BufferPlan plan_stage(const ModelConfig& c, int B, int T, ModelSlice slice, int 
   plan.append(backward);
   plan.append(activations.backward());
   bytes.backward_scratch = role_bytes();
-  pieces.linear.plan(plan, N);
+  pieces.linear.plan(plan, N, in_flight);
   bytes.fp8_copies = role_bytes();
   bytes.total = plan.bytes();
   return plan;

@@ -95,10 +95,20 @@ const A* TensorParallelSites<A>::sum_norm_grad_rows(int N) {
 }
 
 template <class A>
+void TensorParallelSites<A>::norm_backward(float* dgain, const A* dxn_rows, const A* x,
+                                           const A* gain, const float* rstd, int N) {
+  float* row_amax = tp_ == 1 ? linear_.residual_grad_row_amax() : nullptr;
+  ops_.rmsnorm_backward(dres_, dgain, dxn_rows, x, gain, rstd, N / tp_, static_cast<int>(shape_.C),
+                        row_amax);
+  dres_row_amax_ = row_amax;
+}
+
+template <class A>
 const A* TensorParallelSites<A>::column_parallel_backward(float* dweight, const A* dout,
                                                           const A* inp, Weight weight, int N,
-                                                          int out) {
-  linear_.backward(dxn_, dweight, dout, inp, weight, N, static_cast<int>(shape_.C), out);
+                                                          int out, const float* dout_row_amax) {
+  linear_.backward(dxn_, dweight, dout, inp, weight, N, static_cast<int>(shape_.C), out,
+                   dout_row_amax);
   return sum_norm_grad_rows(N);
 }
 

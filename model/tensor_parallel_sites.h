@@ -65,16 +65,37 @@ class TensorParallelSites {
   A* dres_full() const { return dres_full_; }
   // (N, C) the gradient of a norm output (partial sums under tp > 1).
   A* dxn() const { return dxn_; }
-  // Where the stage's backward of N tokens keeps dres (within dres_full).
-  void start_backward(int N) { dres_ = own_rows(dres_full_, N); }
+  // Where the stage's backward of N tokens keeps dres (within dres_full);
+  // what is there (the next stage's gradient) has no row amaxes.
+  void start_backward(int N) {
+    dres_ = own_rows(dres_full_, N);
+    dres_row_amax_ = nullptr;
+  }
+  // dres += the gradient of rmsnorm(x) (N tokens, this rank's n rows) from
+  // its output's gradient dxn_rows (this rank's rows), its gain's into dgain;
+  // under precision fp8 with tp = 1 (the fused amax on) it leaves the amax of
+  // each row of dres in dres_row_amax().
+  void norm_backward(float* dgain, const A* dxn_rows, const A* x, const A* gain, const float* rstd,
+                     int N);
+  // The amax of each of dres_full's N rows, for the FP8 matmul whose output
+  // gradient it is (the row-parallel projections): what the last
+  // norm_backward left; null after start_backward and unless precision fp8,
+  // the fused amax on and tp = 1 (each rank has its own rows' amaxes only,
+  // and all-gathering them would cost a collective per matmul). Host state:
+  // a replayed device-graph segment does not set it, so a segment run
+  // eagerly after one takes the amax pass (the same scale), while a replayed
+  // one reads the buffer, which the norm backward before it writes on every
+  // run, replayed or not.
+  const float* dres_row_amax() const { return dres_row_amax_; }
   // Every rank's dres rows into dres_full; returns it.
   const A* gather_dres(int N);
   // Returns dxn's rows, reduced: this rank's rows of dxn summed over the group.
   const A* sum_norm_grad_rows(int N);
   // A column-parallel matmul's backward: dxn = dout (N, out) @ W, summed to
-  // this rank's rows (returned), and dweight += dout^T inp.
+  // this rank's rows (returned), and dweight += dout^T inp; dout_row_amax
+  // as LinearLayers::backward's (dout is this rank's columns of every row).
   const A* column_parallel_backward(float* dweight, const A* dout, const A* inp, Weight weight,
-                                    int N, int out);
+                                    int N, int out, const float* dout_row_amax = nullptr);
   // Where the gradient of the gain at block-table row `row` goes: into the
   // unit's grads `gr`, or (tp > 1) into its place in the gains' buffer, for
   // sum_block_gains.
@@ -102,6 +123,7 @@ class TensorParallelSites {
   A* partial_ = nullptr;
   A* dres_full_ = nullptr;
   A* dres_ = nullptr;
+  const float* dres_row_amax_ = nullptr;  // (N) or null: see dres_row_amax()
   A* dxn_ = nullptr;
   A* dxn_rows_ = nullptr;    // (n, C) dxn's reduced rows (tp > 1; else dxn itself)
   float* dgains_ = nullptr;  // (max(C, gains' width)) replicated gains' gradients (tp > 1)

@@ -46,10 +46,13 @@ Outcome run(std::vector<std::string> overrides) {
 TEST(GpuCudaGraphs, StepsAndEvaluationGiveTheEagerBits) {
   LLM_SKIP_WITHOUT_GPU();
   // zero3 gathers each unit into a rotating pool: the segments are keyed by
-  // the buffers they were handed, as ddp's fixed ones are.
+  // the buffers they were handed, as ddp's fixed ones are. fp8: the row
+  // amaxes one segment leaves for the next (a block's backward reads the
+  // residual gradient's, written by the head's or the next block's).
   for (std::vector<std::string> variant :
        std::vector<std::vector<std::string>>{{"training.precision=fp32"},
                                              {"training.precision=bf16"},
+                                             {"training.precision=fp8"},
                                              {"training.precision=fp32", "parallel.mode=zero3"}}) {
     SCOPED_TRACE(variant.back());
     const Outcome eager = run(variant);

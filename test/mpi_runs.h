@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -57,8 +58,11 @@ struct RunResult {
   CommStats tensor_comm;  // the tensor group, over the steps
 };
 
-inline RunResult run_steps(Group& world, const Config& config, int steps) {
+// `prepare`, when given, sees the trainer before its first step.
+inline RunResult run_steps(Group& world, const Config& config, int steps,
+                           const std::function<void(Trainer&)>& prepare = {}) {
   Trainer trainer(config, world);
+  if (prepare) prepare(trainer);
   RunResult r;
   for (int s = 0; s < steps; ++s) {
     StepResult step = trainer.train_step(s);

@@ -6,8 +6,8 @@
 // give the same bits; evaluation runs through the stages; checkpoints saved
 // at (T, P) = (2, 2) resume bit-identically and load into zero3 over four
 // ranks and into a single process; Hugging Face weights load into every stage
-// and tensor slice. Each test names the world it needs and skips elsewhere,
-// saying so.
+// and tensor slice; fp8 with its fused amaxes gives the unfused bits. Each
+// test names the world it needs and skips elsewhere, saying so.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -20,6 +20,7 @@
 #include "interop/hf_llama.h"
 #include "parallel/comm.h"
 #include "parallel/topology.h"
+#include "test/fp8_counting_backend.h"
 #include "test/mpi_runs.h"
 #include "trainer/trainer.h"
 
@@ -197,6 +198,60 @@ TEST(PipelineSchedules, ActivationSlotsEvaluationAndSampling) {
   Trainer reference_run(single, *alone);
   EXPECT_NEAR(a.evaluate(), reference_run.evaluate(), 1e-6f);
   EXPECT_EQ(a.sample(4), reference_run.sample(4)) << "the same tokens on every stage";
+}
+
+// precision fp8, its amaxes fused into their producers (the forward's
+// inputs' and the backward's output gradients') and the backward's input
+// scales kept from the forward, gives the bits of the unfused amax passes
+// where the fusion steps back: at a stage boundary (the gradient the next
+// stage sends has no row amaxes), with recomputation, and under tensor
+// parallelism (the residual stream's gradient all-gathered without them).
+TEST(PipelineParallelFp8, FusedAmaxGivesTheUnfusedBits) {
+  REQUIRE_WORLD(2);
+  for (std::vector<std::string> mesh : {std::vector<std::string>{stages(2)},
+                                        {stages(2), "training.recompute=full"},
+                                        {"parallel.tensor_parallel=2"}}) {
+    SCOPED_TRACE(mesh.back());
+    mesh.push_back("training.precision=fp8");
+    const Config config = make_config("tiny", mpi_temp_dir("pp", "runs"), mesh);
+    auto run = [&](bool fused) {
+      return run_steps(comm_world(), config, 2,
+                       [&](Trainer& t) { t.model().set_fp8_fused_amax(fused); });
+    };
+    const RunResult fused = run(true), unfused = run(false);
+    EXPECT_EQ(fused.losses, unfused.losses);
+    EXPECT_EQ(fused.grad_norms, unfused.grad_norms);
+    ASSERT_EQ(fused.params.size(), unfused.params.size());
+    EXPECT_EQ(0, std::memcmp(fused.params.data(), unfused.params.data(),
+                             fused.params.size() * sizeof(float)));
+  }
+}
+
+// Where the fusion steps back, counted per rank and micro-batch: the scales
+// made from row amaxes, 6 per block on one rank (3 forward inputs, 3
+// backward output gradients: test_fp8_fused_amax.cpp), less one on the first
+// of two stages (its last block's w2 gets the next stage's gradient, which
+// comes without amaxes), 2 per block under tensor parallelism (SwiGLU's,
+// forward and backward; the norms' rows are split across the ranks).
+TEST(PipelineParallelFp8, RowAmaxesWhereTheRowsAreWhole) {
+  REQUIRE_WORLD(2);
+  const Backend backend = test_support::fp8_counting_backend();
+  const int rank = comm_world().rank();
+  struct Mesh {
+    std::string key;
+    int row_amax_scales;  // per micro-batch on this rank
+  };
+  for (const Mesh& mesh : {Mesh{stages(2), rank == 0 ? 2 * 6 - 1 : 2 * 6},
+                           Mesh{"parallel.tensor_parallel=2", 4 * 2}}) {
+    SCOPED_TRACE(mesh.key);
+    Trainer trainer(
+        make_config("tiny", mpi_temp_dir("pp", "runs"), {mesh.key, "training.precision=fp8"}),
+        comm_world(), &backend);
+    test_support::fp8_scale_counts = {};
+    trainer.train_step(0);
+    EXPECT_EQ(test_support::fp8_scale_counts.row_amax_scales,
+              mesh.row_amax_scales * trainer.accumulation_steps());
+  }
 }
 
 // Checkpoints: saved at (T, P, D) = (2, 2, 1), a resume at the same mesh

@@ -56,7 +56,7 @@ class Attention final : public BlockPart<A> {
     const A* att = att_.get(ctx.slot, ctx.block);
     const A* dres_full = ctx.sites.gather_dres(N);
     ctx.linear.backward(datt_, ctx.grad(row_), dres_full, att, weight(ctx), N, H * D,
-                        static_cast<int>(s.C));
+                        static_cast<int>(s.C), ctx.sites.dres_row_amax());
     ctx.ops.attention_backward(dqkv_, datt_, in.hidden, att, lse_.get(ctx.slot, ctx.block),
                                ctx.doc_start, B, T, H, KV, D);
     ctx.ops.rope_backward(dqkv_, ctx.rope_cos, ctx.rope_sin, ctx.positions, N, T, H + KV, D,
@@ -66,7 +66,7 @@ class Attention final : public BlockPart<A> {
 
  private:
   typename LinearLayers<A>::Weight weight(const BlockContext<A>& ctx) const {
-    return ctx.linear.block_weight(ctx.block, ctx.params, row_);
+    return ctx.linear.block_weight(ctx.slot, ctx.block, ctx.params, row_);
   }
   int row_;
   PerBlock<A> att_;      // (N, H * D) attention output before the projection

@@ -2,7 +2,9 @@
 // norm of this rank's rows of the residual stream, all rows all-gathered
 // (tensor_parallel_sites.h), with a gain held whole by every rank; under
 // precision fp8 with tp = 1 it writes each row's amax beside it, for the
-// matmul the next part runs on it (the qkv projection, the FFN's w13).
+// matmul the next part runs on it (the qkv projection, the FFN's w13), and
+// its backward each row's amax of the residual stream's gradient, for the
+// row-parallel projection before it (the previous block's w2, attention's wo).
 #include "model/block_part.h"
 #include "model/tensor_parallel_sites.h"
 
@@ -28,10 +30,8 @@ class PreNorm final : public BlockPart<A> {
     norm(ctx, in, nullptr);
   }
   const A* backward(const BlockContext<A>& ctx, const BlockFlow<A>& in, const A* dout) override {
-    const int n = ctx.N() / ctx.shape.tp, C = static_cast<int>(ctx.shape.C);
-    ctx.ops.rmsnorm_backward(ctx.sites.dres(), ctx.sites.gain_grad(ctx.grads, row_), dout,
-                             in.stream, ctx.param(row_), rstd_.get(ctx.slot, ctx.block), n, C,
-                             nullptr);
+    ctx.sites.norm_backward(ctx.sites.gain_grad(ctx.grads, row_), dout, in.stream, ctx.param(row_),
+                            rstd_.get(ctx.slot, ctx.block), ctx.N());
     return nullptr;
   }
 

@@ -28,7 +28,7 @@ class QkvProjection final : public BlockPart<A> {
 
  private:
   typename LinearLayers<A>::Weight weight(const BlockContext<A>& ctx) const {
-    return ctx.linear.block_weight(ctx.block, ctx.params, row_);
+    return ctx.linear.block_weight(ctx.slot, ctx.block, ctx.params, row_);
   }
   int row_;
   PerBlock<A> qkv_;  // (N, (H + 2 KV) D): this rank's q heads, then its k and v heads

@@ -1,8 +1,9 @@
 // The SwiGLU feed-forward network: the fused gate and up projection
 // (column-parallel), silu(gate) * up, and the down projection (row-parallel)
 // added to the residual stream into the block's output. Under precision fp8
-// SwiGLU writes its rows' amaxes for w2's matmul (any tensor-parallel size:
-// each rank's matmul quantizes its own columns of g).
+// SwiGLU writes its rows' amaxes for w2's matmul, and its backward those of
+// dh13 for w13's (any tensor-parallel size: each rank's matmul quantizes its
+// own columns of g and dh13).
 #include "model/block_part.h"
 #include "model/tensor_parallel_sites.h"
 
@@ -45,15 +46,16 @@ class SwigluFfn final : public BlockPart<A> {
     const int N = ctx.N(), C = static_cast<int>(ctx.shape.C), F = static_cast<int>(ctx.shape.F);
     const A* dres_full = ctx.sites.gather_dres(N);
     ctx.linear.backward(dg_, ctx.grad(w2_row_), dres_full, g_.get(ctx.slot, ctx.block),
-                        weight(ctx, w2_row_), N, F, C);
-    ctx.ops.swiglu_backward(dh13_, dg_, h13_.get(ctx.slot, ctx.block), N, F, nullptr);
+                        weight(ctx, w2_row_), N, F, C, ctx.sites.dres_row_amax());
+    float* dh13_row_amax = ctx.linear.hidden_grad_row_amax();
+    ctx.ops.swiglu_backward(dh13_, dg_, h13_.get(ctx.slot, ctx.block), N, F, dh13_row_amax);
     return ctx.sites.column_parallel_backward(ctx.grad(w13_row_), dh13_, in.hidden,
-                                              weight(ctx, w13_row_), N, 2 * F);
+                                              weight(ctx, w13_row_), N, 2 * F, dh13_row_amax);
   }
 
  private:
   typename LinearLayers<A>::Weight weight(const BlockContext<A>& ctx, int row) const {
-    return ctx.linear.block_weight(ctx.block, ctx.params, row);
+    return ctx.linear.block_weight(ctx.slot, ctx.block, ctx.params, row);
   }
   int w13_row_, w2_row_;
   PerBlock<A> h13_;    // (N, 2F) [gate | up]
