@@ -3,9 +3,10 @@
 // its rotated value.
 // Invariant: the rotation is one explicit fmaf over a rounded product, which
 // no compiler contracts further, so both kernels give the same bits whatever
-// the context they are inlined into (it is the form nvcc's contraction of
-// lo cos - hi sine gives; the CPU twin rounds the two products apart, so the
-// twins differ by the last bit at most).
+// they are inlined into. (The emulated build, which contracts, computed the
+// plain expression in this form: its training bits did not change; nvcc's
+// choice is not yet checked on a GPU.) The CPU twin rounds both products, so
+// the twins may differ in the last bit.
 #pragma once
 
 #include "device/cuda_kernel_helpers.cuh"
