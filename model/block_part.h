@@ -68,12 +68,17 @@ struct BlockFlow {
   // (N) the amax of each row of hidden, when the forward that wrote it wrote
   // them too (precision fp8: LinearLayers::input_row_amax); else null.
   const float* hidden_row_amax = nullptr;
+  // hidden's q and k heads (fused qkv rows) carry RoPE already: the part that
+  // wrote them rotated them as it wrote (QK-norm), so attention does not
+  // rotate them in its forward nor turn their gradient back in its backward.
+  bool qk_rotated = false;
 
-  // hidden and its row amaxes always set together, so no part sees another
-  // tensor's amaxes.
-  void set_hidden(A* activation, const float* row_amax = nullptr) {
+  // hidden, its row amaxes and whether it is rotated always set together, so
+  // no part sees another tensor's amaxes or rotation.
+  void set_hidden(A* activation, const float* row_amax = nullptr, bool rotated = false) {
     hidden = activation;
     hidden_row_amax = row_amax;
+    qk_rotated = rotated;
   }
 };
 
@@ -91,8 +96,9 @@ struct BlockContext {
   int B = 0, T = 0;
   const A* params = nullptr;  // the block's unit
   float* grads = nullptr;     // its gradients (backward)
-  // Attention's inputs: per token its document's start and RoPE position
-  // (null: unmasked / positions 0..T-1), the RoPE tables.
+  // Attention's inputs (and RoPE's, wherever it runs: rope_angles()): per
+  // token its document's start and RoPE position (null: unmasked / positions
+  // 0..T-1), the RoPE tables.
   const int32_t* doc_start = nullptr;
   const int32_t* positions = nullptr;
   const float* rope_cos = nullptr;
@@ -104,6 +110,14 @@ struct BlockContext {
   int kv_capacity = 0;
 
   int N() const { return B * T; }
+  // RoPE's angles for the rows (rope.h): decoding, row t of each sequence
+  // is at position decode_start + t (the tables from there, no document
+  // positions); else each token's position.
+  RopeAngles rope_angles() const {
+    const size_t first = static_cast<size_t>(decode_start >= 0 ? decode_start : 0) *
+                         static_cast<size_t>(shape.D / 2);
+    return {rope_cos + first, rope_sin + first, decode_start >= 0 ? nullptr : positions, T};
+  }
   const A* param(int row) const { return params + offsets[row]; }
   float* grad(int row) const { return grads + offsets[row]; }
 };

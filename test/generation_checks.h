@@ -20,7 +20,9 @@ namespace llm::test_support {
 inline constexpr int kGenerationContext = 24;
 inline const std::vector<int32_t> kGenerationPrompt = {3, 17, 42, 8, 8, 60};
 
-inline Config generation_config(Precision precision) {
+// qk_norm: Qwen3's kind, whose QK-norm applies RoPE (from the decode
+// position when decoding) in its own pass.
+inline Config generation_config(Precision precision, bool qk_norm = false) {
   Config c;
   c.path = "test";
   c.model.dim = 32;
@@ -32,6 +34,7 @@ inline Config generation_config(Precision precision) {
   c.model.init_std = 0.2;  // logits spread enough that argmaxes are not near-ties
   c.training.seed = 11;
   c.training.precision = precision;
+  c.model.qk_norm = qk_norm;
   c.data.train = "unused";
   return c;
 }
@@ -50,8 +53,9 @@ struct Generator {
   std::unique_ptr<Transformer> model;
   InferenceParams params;
 
-  explicit Generator(const Backend& backend, Precision precision = Precision::fp32)
-      : config(generation_config(precision)),
+  explicit Generator(const Backend& backend, Precision precision = Precision::fp32,
+                     bool qk_norm = false)
+      : config(generation_config(precision, qk_norm)),
         model(Transformer::create(config.model, 2, kGenerationContext, backend, {}, precision)),
         params(model->layout(), initial_params(config), backend, precision) {
     model->reserve_kv_cache(2, kGenerationContext);
@@ -75,8 +79,8 @@ struct Generator {
 // logits (of the second sample) are within tolerance x max |logit| of the
 // full forward's.
 inline void expect_decode_matches_forward(const Backend& backend, Precision precision,
-                                          double tolerance) {
-  Generator g(backend, precision);
+                                          double tolerance, bool qk_norm = false) {
+  Generator g(backend, precision, qk_norm);
   std::vector<int32_t> tokens = kGenerationPrompt;
   std::vector<int32_t> batch(tokens);
   batch.insert(batch.end(), tokens.begin(), tokens.end());

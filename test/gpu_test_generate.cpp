@@ -1,7 +1,7 @@
 // Generation on the GPU (skips where there is no CUDA device): the key/value
 // cache's decode gives forward()'s logits over the whole sequence on CUDA in
-// fp32 and bf16 (the tolerances of test_generate.cpp), and greedy decoding
-// on CUDA picks the CPU's tokens.
+// fp32 and bf16 (the tolerances of test_generate.cpp), with QK-norm too, and
+// greedy decoding on CUDA picks the CPU's tokens.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -23,6 +23,12 @@ TEST(GpuGenerate, CachedDecodeLogitsEqualTheFullForward) {
 TEST(GpuGenerate, CachedDecodeLogitsEqualTheFullForwardInBf16) {
   LLM_SKIP_WITHOUT_GPU();
   expect_decode_matches_forward(backend_cuda(), Precision::bf16, 2e-2);
+}
+
+// QK-norm applies RoPE in its own kernel, from the decode position when decoding.
+TEST(GpuGenerate, CachedDecodeLogitsEqualTheFullForwardWithQkNormInBf16) {
+  LLM_SKIP_WITHOUT_GPU();
+  expect_decode_matches_forward(backend_cuda(), Precision::bf16, 2e-2, /*qk_norm=*/true);
 }
 
 TEST(GpuGenerate, GreedyTokensAreTheCpus) {

@@ -2,12 +2,15 @@
 // rows, v heads passed through): forward with rstd, backward (dinp
 // overwritten, both gain gradients accumulated), on every row (see
 // op_harness.h), plus their determinism: bits independent of the CPU thread
-// count, and on CUDA the same bits on a repeat and at any alignment.
+// count, and on CUDA the same bits on a repeat and at any alignment; with
+// RoPE in the same pass, the bits of the composition with rope_forward /
+// rope_backward, for token positions, packed documents and a decode offset.
 // Invariant: the v heads are bits copied on every row (out from inp, dinp
 // from dout); the q and k heads are RMSNorm's math, whose reductions differ
 // between rows only in summation order, so the tolerances are rmsnorm's
 // (op_cases_embedding_rmsnorm.cpp), with the gain gradients bounded by the
 // length of their sums over rows and heads.
+#include <cstring>
 #include <random>
 #include <string>
 #include <type_traits>
@@ -93,7 +96,7 @@ void qk_norm_forward(const OpRow& row) {
       Buffer<T> d_out(be, nan_filled<T>(s.values()), offset);
       Buffer<float> d_rstd(be, Floats(s.normed_heads(), kNaN), offset);
       be.ops<T>().qk_norm_forward(d_out.get(), d_rstd.get(), d_inp.get(), d_q_weight.get(),
-                                  d_k_weight.get(), N, H, KV, D, kQkNormEps);
+                                  d_k_weight.get(), N, H, KV, D, kQkNormEps, {});
       const std::vector<T> out = d_out.download();
       const Floats rstd = d_rstd.download();
       EXPECT_TRUE(d_out.guards_intact() && d_rstd.guards_intact());
@@ -102,13 +105,13 @@ void qk_norm_forward(const OpRow& row) {
       Floats out32(s.values()), rstd32(s.normed_heads());  // the fp32 twin on the same values
       backend_cpu().f32.qk_norm_forward(out32.data(), rstd32.data(), in.inp.data(),
                                         in.q_weight.data(), in.k_weight.data(), N, H, KV, D,
-                                        kQkNormEps);
+                                        kQkNormEps, {});
       if (row.cuda()) {
         std::vector<T> out_twin(s.values());
         Floats rstd_twin(s.normed_heads());
         backend_cpu().ops<T>().qk_norm_forward(out_twin.data(), rstd_twin.data(), inp_t.data(),
                                                q_weight_t.data(), k_weight_t.data(), N, H, KV, D,
-                                               kQkNormEps);
+                                               kQkNormEps, {});
         expect_matches_cpu_twins(out, out32, out_twin, "out");
         expect_close(rstd, rstd_twin, kReassociation, "rstd");
       } else if (bf16) {
@@ -170,7 +173,7 @@ void qk_norm_backward(const OpRow& row) {
       Floats out32(s.values()), rstd(s.normed_heads());
       backend_cpu().f32.qk_norm_forward(out32.data(), rstd.data(), in.inp.data(),
                                         in.q_weight.data(), in.k_weight.data(), N, H, KV, D,
-                                        kQkNormEps);
+                                        kQkNormEps, {});
       const std::vector<T> inp_t = stored<T>(in.inp), q_weight_t = stored<T>(in.q_weight),
                            k_weight_t = stored<T>(in.k_weight), dout_t = stored<T>(dout);
       const Backend& be = row.backend();
@@ -180,7 +183,8 @@ void qk_norm_backward(const OpRow& row) {
       Buffer<float> d_rstd(be, rstd, offset), d_dq(be, dq_prefill, offset),
           d_dk(be, dk_prefill, offset);
       be.ops<T>().qk_norm_backward(d_dinp.get(), d_dq.get(), d_dk.get(), d_dout.get(), d_inp.get(),
-                                   d_q_weight.get(), d_k_weight.get(), d_rstd.get(), N, H, KV, D);
+                                   d_q_weight.get(), d_k_weight.get(), d_rstd.get(), N, H, KV, D,
+                                   {});
       const std::vector<T> dinp = d_dinp.download();
       const Floats dq = d_dq.download(), dk = d_dk.download();
       EXPECT_TRUE(d_dinp.guards_intact() && d_dq.guards_intact() && d_dk.guards_intact());
@@ -189,13 +193,13 @@ void qk_norm_backward(const OpRow& row) {
       Floats dinp32(s.values()), dq32 = dq_prefill, dk32 = dk_prefill;  // the fp32 twin
       backend_cpu().f32.qk_norm_backward(dinp32.data(), dq32.data(), dk32.data(), dout.data(),
                                          in.inp.data(), in.q_weight.data(), in.k_weight.data(),
-                                         rstd.data(), N, H, KV, D);
+                                         rstd.data(), N, H, KV, D, {});
       if (row.cuda()) {
         std::vector<T> dinp_twin(s.values());
         Floats dq_twin = dq_prefill, dk_twin = dk_prefill;
         backend_cpu().ops<T>().qk_norm_backward(dinp_twin.data(), dq_twin.data(), dk_twin.data(),
                                                 dout_t.data(), inp_t.data(), q_weight_t.data(),
-                                                k_weight_t.data(), rstd.data(), N, H, KV, D);
+                                                k_weight_t.data(), rstd.data(), N, H, KV, D, {});
         expect_matches_cpu_twins(dinp, dinp32, dinp_twin, "dinp");
         expect_within(
             to_doubles(dq), to_doubles(dq_twin),
@@ -258,9 +262,10 @@ void qk_norm_deterministic(const OpRow& row) {
       Buffer<float> d_rstd(be, Floats(s.normed_heads()), offset), d_dq(be, Floats(D), offset),
           d_dk(be, Floats(D), offset);
       be.ops<T>().qk_norm_forward(d_out.get(), d_rstd.get(), d_inp.get(), d_q_weight.get(),
-                                  d_k_weight.get(), N, H, KV, D, kQkNormEps);
+                                  d_k_weight.get(), N, H, KV, D, kQkNormEps, {});
       be.ops<T>().qk_norm_backward(d_dinp.get(), d_dq.get(), d_dk.get(), d_dout.get(), d_inp.get(),
-                                   d_q_weight.get(), d_k_weight.get(), d_rstd.get(), N, H, KV, D);
+                                   d_q_weight.get(), d_k_weight.get(), d_rstd.get(), N, H, KV, D,
+                                   {});
       Floats all = d_rstd.download();
       append(all, to_floats(d_out.download()));
       append(all, to_floats(d_dinp.download()));
@@ -271,6 +276,180 @@ void qk_norm_deterministic(const OpRow& row) {
     expect_repeatable(
         row, [&] { return run(0); }, "rstd, out, dinp, dq_weight and dk_weight");
     if (row.cuda() && D % 8 == 0) expect_identical(run(1), run(0), "one element off alignment");
+  }
+}
+
+// ---- QK-norm with RoPE in the same pass -------------------------------------
+
+// B sequences of T rows of s's heads.
+struct QkRopeShape {
+  int B, T, H, KV, D;
+
+  QkShape qk() const { return {B * T, H, KV, D}; }
+};
+
+// cpu rows: D = 64 and 128, grouped and not, odd D (its last value is in no
+// pair), one pair. cuda rows: the vector path (D/2 a multiple of the pack),
+// D = 24 whose halves are off the bf16 pack while the head is on it, odd D,
+// D = 300 (several packs per lane, element-wise), N = 2051 rows (backward's
+// row chunks, the last short).
+constexpr QkRopeShape kCpuQkRopeShapes[] = {
+    {2, 5, 4, 2, 64}, {1, 4, 2, 2, 128}, {3, 3, 3, 1, 13}, {2, 2, 1, 1, 2}};
+constexpr QkRopeShape kCudaQkRopeShapes[] = {{2, 5, 4, 2, 64},  {3, 3, 2, 1, 24},
+                                             {2, 3, 3, 1, 13},  {1, 4, 1, 1, 300},
+                                             {293, 7, 2, 1, 8}, {1, 3, 2, 2, 128}};
+
+constexpr float kQkRopeTheta = 10000.0f;
+
+// Where the rows' angles come from: each row n at position n % T; packed
+// documents (random positions in [0, T)); decoding from position 7 (the
+// tables from row 7, no positions).
+enum class AngleSource { sequence, documents, decoding };
+constexpr AngleSource kAngleSources[] = {AngleSource::sequence, AngleSource::documents,
+                                         AngleSource::decoding};
+constexpr int kDecodeStart = 7;
+
+// The tables (kDecodeStart + T rows) and the two descriptions of one
+// source's angles on a backend: `fused`, as the parts give it to QK-norm
+// (rope_angles: the decode offset in the table pointers), and for the
+// composition the whole tables with each row's position spelled out
+// (decoding: kDecodeStart + n % T), so the offset is checked, not shared.
+struct QkRopeAngles {
+  Buffer<float> cos, sin;
+  Buffer<int32_t> positions;
+  RopeAngles fused;
+  const int32_t* composed_positions;
+
+  QkRopeAngles(const Backend& be, const QkRopeShape& s, AngleSource source, size_t offset,
+               std::mt19937& rng)
+      : cos(be, table(s, /*cosine=*/true), offset),
+        sin(be, table(s, /*cosine=*/false), offset),
+        positions(be, row_positions(s, source, rng)) {
+    const size_t decode_first = (size_t)kDecodeStart * (s.D / 2);
+    fused = source == AngleSource::decoding
+                ? RopeAngles{cos.get() + decode_first, sin.get() + decode_first, nullptr, s.T}
+                : RopeAngles{cos.get(), sin.get(),
+                             source == AngleSource::documents ? positions.get() : nullptr, s.T};
+    composed_positions = source == AngleSource::sequence ? nullptr : positions.get();
+  }
+
+  static Floats table(const QkRopeShape& s, bool cosine) {
+    const size_t count = (size_t)(kDecodeStart + s.T) * (s.D / 2);
+    Floats cos(count), sin(count);
+    backend_cpu().rope_table(cos.data(), sin.data(), kDecodeStart + s.T, s.D, kQkRopeTheta,
+                             RopeScaling{});
+    return cosine ? cos : sin;
+  }
+  static Ints row_positions(const QkRopeShape& s, AngleSource source, std::mt19937& rng) {
+    Ints positions(s.B * s.T);
+    std::uniform_int_distribution<int> draw(0, s.T - 1);
+    for (int n = 0; n < s.B * s.T; n++)
+      positions[n] = source == AngleSource::documents  ? draw(rng)
+                     : source == AngleSource::decoding ? kDecodeStart + n % s.T
+                                                       : n % s.T;
+    return positions;
+  }
+};
+
+const char* angle_source_name(AngleSource source) {
+  return source == AngleSource::sequence    ? "sequence"
+         : source == AngleSource::documents ? "documents"
+                                            : "decoding";
+}
+
+// Forward with RoPE against qk_norm_forward without it, then rope_forward on
+// its out, on the same backend: out and rstd the same bits (the fused pass
+// rounds y to T where the composition stores it, then rotates it with
+// rope's products). out also differs from the unrotated out somewhere, so
+// the angles were applied.
+template <class T>
+void qk_norm_rope_forward(const OpRow& row) {
+  constexpr bool bf16 = std::is_same_v<T, Bf16>;
+  std::mt19937 rng(304);
+  for (const QkRopeShape& rs : shapes_for(row, kCpuQkRopeShapes, kCudaQkRopeShapes)) {
+    const QkShape s = rs.qk();
+    const auto [N, H, KV, D] = s;
+    for (AngleSource source : kAngleSources) {
+      for (size_t offset : offsets_for(row)) {
+        SCOPED_TRACE(testing::Message()
+                     << "B=" << rs.B << " T=" << rs.T << " H=" << H << " KV=" << KV << " D=" << D
+                     << " angles=" << angle_source_name(source) << " offset=" << offset);
+        const QkInputs in = random_qk_inputs(s, rng, 2.0f, bf16 || row.cuda());
+        const Backend& be = row.backend();
+        const QkRopeAngles angles(be, rs, source, offset, rng);
+        Buffer<T> d_inp(be, stored<T>(in.inp), offset), d_q(be, stored<T>(in.q_weight), offset),
+            d_k(be, stored<T>(in.k_weight), offset);
+        Buffer<T> d_fused(be, nan_filled<T>(s.values()), offset),
+            d_composed(be, nan_filled<T>(s.values()), offset);
+        Buffer<float> d_rstd(be, Floats(s.normed_heads(), kNaN), offset),
+            d_rstd_composed(be, Floats(s.normed_heads(), kNaN), offset);
+        be.ops<T>().qk_norm_forward(d_fused.get(), d_rstd.get(), d_inp.get(), d_q.get(), d_k.get(),
+                                    N, H, KV, D, kQkNormEps, angles.fused);
+        be.ops<T>().qk_norm_forward(d_composed.get(), d_rstd_composed.get(), d_inp.get(), d_q.get(),
+                                    d_k.get(), N, H, KV, D, kQkNormEps, {});
+        const std::vector<T> unrotated = d_composed.download();
+        be.ops<T>().rope_forward(d_composed.get(), angles.cos.get(), angles.sin.get(),
+                                 angles.composed_positions, N, rs.T, H + KV, D, s.row_width());
+        const std::vector<T> fused = d_fused.download();
+        EXPECT_TRUE(d_fused.guards_intact() && d_rstd.guards_intact());
+        expect_identical(fused, d_composed.download(), "out vs qk_norm then rope_forward");
+        expect_identical(d_rstd.download(), d_rstd_composed.download(), "rstd");
+        if (D > 1) {
+          EXPECT_NE(std::memcmp(fused.data(), unrotated.data(), fused.size() * sizeof(T)), 0)
+              << "out is the unrotated out";
+        }
+      }
+    }
+  }
+}
+
+// Backward with RoPE against rope_backward on dout, then qk_norm_backward
+// without RoPE, on the same backend: dinp and both (prefilled, +=) gain
+// gradients the same bits; dout is left as it was.
+template <class T>
+void qk_norm_rope_backward(const OpRow& row) {
+  constexpr bool bf16 = std::is_same_v<T, Bf16>;
+  std::mt19937 rng(305);
+  for (const QkRopeShape& rs : shapes_for(row, kCpuQkRopeShapes, kCudaQkRopeShapes)) {
+    const QkShape s = rs.qk();
+    const auto [N, H, KV, D] = s;
+    for (AngleSource source : kAngleSources) {
+      for (size_t offset : offsets_for(row)) {
+        SCOPED_TRACE(testing::Message()
+                     << "B=" << rs.B << " T=" << rs.T << " H=" << H << " KV=" << KV << " D=" << D
+                     << " angles=" << angle_source_name(source) << " offset=" << offset);
+        const QkInputs in = random_qk_inputs(s, rng, 2.0f, bf16 || row.cuda());
+        const std::vector<T> dout = stored<T>(random_values(s.values(), rng, -1.0f, 1.0f, true));
+        const Floats dq_prefill = random_floats(D, rng), dk_prefill = random_floats(D, rng);
+        const Backend& be = row.backend();
+        const QkRopeAngles angles(be, rs, source, offset, rng);
+        Buffer<T> d_inp(be, stored<T>(in.inp), offset), d_q(be, stored<T>(in.q_weight), offset),
+            d_k(be, stored<T>(in.k_weight), offset), d_dout(be, dout, offset),
+            d_dout_turned(be, dout, offset);
+        Buffer<T> d_dinp(be, nan_filled<T>(s.values()), offset),
+            d_dinp_composed(be, nan_filled<T>(s.values()), offset);
+        Buffer<float> d_rstd(be, Floats(s.normed_heads()), offset), d_dq(be, dq_prefill, offset),
+            d_dk(be, dk_prefill, offset), d_dq_composed(be, dq_prefill, offset),
+            d_dk_composed(be, dk_prefill, offset);
+        Buffer<T> d_out(be, nan_filled<T>(s.values()), offset);  // the forward, for rstd
+        be.ops<T>().qk_norm_forward(d_out.get(), d_rstd.get(), d_inp.get(), d_q.get(), d_k.get(), N,
+                                    H, KV, D, kQkNormEps, angles.fused);
+        be.ops<T>().qk_norm_backward(d_dinp.get(), d_dq.get(), d_dk.get(), d_dout.get(),
+                                     d_inp.get(), d_q.get(), d_k.get(), d_rstd.get(), N, H, KV, D,
+                                     angles.fused);
+        be.ops<T>().rope_backward(d_dout_turned.get(), angles.cos.get(), angles.sin.get(),
+                                  angles.composed_positions, N, rs.T, H + KV, D, s.row_width());
+        be.ops<T>().qk_norm_backward(d_dinp_composed.get(), d_dq_composed.get(),
+                                     d_dk_composed.get(), d_dout_turned.get(), d_inp.get(),
+                                     d_q.get(), d_k.get(), d_rstd.get(), N, H, KV, D, {});
+        EXPECT_TRUE(d_dinp.guards_intact() && d_dq.guards_intact() && d_dk.guards_intact());
+        expect_identical(d_dout.download(), dout, "dout after backward");
+        expect_identical(d_dinp.download(), d_dinp_composed.download(),
+                         "dinp vs rope_backward then qk_norm");
+        expect_identical(d_dq.download(), d_dq_composed.download(), "dq_weight (+=)");
+        expect_identical(d_dk.download(), d_dk_composed.download(), "dk_weight (+=)");
+      }
+    }
   }
 }
 
@@ -289,6 +468,16 @@ std::vector<OpCase> qk_norm_cases() {
        kAllRows,
        {"qk_norm_forward", "qk_norm_backward"},
        LLM_BY_DTYPE(qk_norm_deterministic)},
+      {"qk_norm",
+       "rope_forward_is_the_composition",
+       kAllRows,
+       {"qk_norm_forward", "rope_forward"},
+       LLM_BY_DTYPE(qk_norm_rope_forward)},
+      {"qk_norm",
+       "rope_backward_is_the_composition",
+       kAllRows,
+       {"qk_norm_backward", "rope_backward"},
+       LLM_BY_DTYPE(qk_norm_rope_backward)},
   };
 }
 

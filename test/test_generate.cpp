@@ -40,6 +40,12 @@ TEST(Generate, CachedDecodeLogitsEqualTheFullForwardInBf16) {
   expect_decode_matches_forward(backend_cpu(), Precision::bf16, 2e-2);
 }
 
+// With QK-norm, which applies RoPE in its own pass (from the decode position
+// when decoding, from each token's when not), with the same bound.
+TEST(Generate, CachedDecodeLogitsEqualTheFullForwardWithQkNorm) {
+  expect_decode_matches_forward(backend_cpu(), Precision::fp32, 1e-4, /*qk_norm=*/true);
+}
+
 TEST(Generate, GreedyWithTheCacheIsGreedyWithoutIt) {
   Generator g(backend_cpu());
   SamplingOptions greedy;

@@ -155,48 +155,56 @@ TEST_P(ModelVsNaive, LossAndEveryParameterGradientMatch) {
 // several documents (token 1 is the BOS that starts one, or the EOS that
 // ends one, Qwen's way; a sequence's first tokens are a document too), the
 // targets that cross a boundary dropped as the data loader drops them, with
-// positions reset and not. Loss and every gradient as above; and the masked
-// loss differs from the unmasked one, so the mask is not a no-op in any form.
+// positions reset and not, with and without QK-norm (which applies RoPE at
+// the reset positions in its own pass). Loss and every gradient as above; and
+// the masked loss differs from the unmasked one, so the mask is not a no-op in
+// any form.
 TEST(DocumentMasking, LossAndEveryGradientMatchTheNaiveModel) {
   Config c = tiny_config(false, 4, 2);
   const int B = 2, T = 12, N = B * T;
   const int32_t marker = 1;
-  for (bool ends : {false, true}) {
-    for (bool reset : {true, false}) {
-      SCOPED_TRACE(ends ? "1 ends a document" : "1 starts a document");
-      SCOPED_TRACE(reset ? "positions reset" : "positions run on");
-      std::vector<int32_t> inputs = random_tokens(N, c.model.vocab_size, 3);
-      for (int32_t& token : inputs) token = token == marker ? marker + 1 : token;  // set below only
-      for (int at : {4, 9, T + 6}) inputs[ends ? at - 1 : at] = marker;
-      std::vector<int32_t> targets = random_tokens(N, c.model.vocab_size, 4);
-      for (int n = 0; n + 1 < N; ++n) {
-        if ((n + 1) % T != 0) targets[n] = inputs[n + 1];  // next tokens, as in the data
-        // The target that crosses a boundary.
-        if ((ends ? inputs[n] : targets[n]) == marker) targets[n] = -1;
-      }
-      const std::unique_ptr<Transformer> model = Transformer::create(c.model, B, T, backend_cpu());
-      model->set_document_masking({marker, ends}, reset);
-      Topology topology(comm_world(), c.parallel);
-      ShardingEngine engine(model->layout(), c, backend_cpu(), topology);
-      int kept = 0;
-      for (int32_t target : targets) kept += target >= 0;
-      engine.zero_grads();
-      const float loss = forward_backward(*model, engine, inputs, targets, B, T, 1.0f / kept);
-      NamedParams params = naive::named_params(model->layout(), engine);
-      const naive::Documents documents{marker, reset, ends};
-      const double expected = naive::loss(c.model, params, inputs, targets, B, T, documents);
-      EXPECT_NEAR(loss * N / kept, expected, 1e-5 * std::abs(expected));  // loss: sum over N
-      const double unmasked = naive::loss(c.model, params, inputs, targets, B, T);
-      EXPECT_GT(std::abs(expected - unmasked), 1e-3 * std::abs(expected));
-      const NamedParams grads =
-          naive::gradient(c.model, params, inputs, targets, B, T, 1e-5, documents);
-      for (const TensorSpec& t : model->layout().tensors) {
-        std::vector<float> unit_grads(model->layout().units[t.unit].numel);
-        engine.gather_grads(t.unit, unit_grads.data());
-        const Vec& fd = grads.at(t.name);
-        for (size_t i = 0; i < t.numel; ++i) {
-          ASSERT_NEAR(unit_grads[t.offset + i], fd[i], 2e-5 + 1e-3 * std::abs(fd[i]))
-              << t.name << "[" << i << "]";
+  for (bool qk_norm : {false, true}) {
+    SCOPED_TRACE(qk_norm ? "QK-norm" : "no QK-norm");
+    c.model.qk_norm = qk_norm;
+    for (bool ends : {false, true}) {
+      for (bool reset : {true, false}) {
+        SCOPED_TRACE(ends ? "1 ends a document" : "1 starts a document");
+        SCOPED_TRACE(reset ? "positions reset" : "positions run on");
+        std::vector<int32_t> inputs = random_tokens(N, c.model.vocab_size, 3);
+        for (int32_t& token : inputs)
+          token = token == marker ? marker + 1 : token;  // set below only
+        for (int at : {4, 9, T + 6}) inputs[ends ? at - 1 : at] = marker;
+        std::vector<int32_t> targets = random_tokens(N, c.model.vocab_size, 4);
+        for (int n = 0; n + 1 < N; ++n) {
+          if ((n + 1) % T != 0) targets[n] = inputs[n + 1];  // next tokens, as in the data
+          // The target that crosses a boundary.
+          if ((ends ? inputs[n] : targets[n]) == marker) targets[n] = -1;
+        }
+        const std::unique_ptr<Transformer> model =
+            Transformer::create(c.model, B, T, backend_cpu());
+        model->set_document_masking({marker, ends}, reset);
+        Topology topology(comm_world(), c.parallel);
+        ShardingEngine engine(model->layout(), c, backend_cpu(), topology);
+        int kept = 0;
+        for (int32_t target : targets) kept += target >= 0;
+        engine.zero_grads();
+        const float loss = forward_backward(*model, engine, inputs, targets, B, T, 1.0f / kept);
+        NamedParams params = naive::named_params(model->layout(), engine);
+        const naive::Documents documents{marker, reset, ends};
+        const double expected = naive::loss(c.model, params, inputs, targets, B, T, documents);
+        EXPECT_NEAR(loss * N / kept, expected, 1e-5 * std::abs(expected));  // loss: sum over N
+        const double unmasked = naive::loss(c.model, params, inputs, targets, B, T);
+        EXPECT_GT(std::abs(expected - unmasked), 1e-3 * std::abs(expected));
+        const NamedParams grads =
+            naive::gradient(c.model, params, inputs, targets, B, T, 1e-5, documents);
+        for (const TensorSpec& t : model->layout().tensors) {
+          std::vector<float> unit_grads(model->layout().units[t.unit].numel);
+          engine.gather_grads(t.unit, unit_grads.data());
+          const Vec& fd = grads.at(t.name);
+          for (size_t i = 0; i < t.numel; ++i) {
+            ASSERT_NEAR(unit_grads[t.offset + i], fd[i], 2e-5 + 1e-3 * std::abs(fd[i]))
+                << t.name << "[" << i << "]";
+          }
         }
       }
     }

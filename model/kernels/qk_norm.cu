@@ -1,6 +1,10 @@
 // QK-norm on the GPU: RMSNorm of each q and k head of the fused qkv rows (the
 // math of rmsnorm.cu, pieces shared through rmsnorm_device.cuh), v heads
 // copied bit for bit; fp32 math rounded once on store, for float or Bf16.
+// With RoPE (RopeAngles), forward rotates each q and k head before its store
+// and backward turns dout's q and k heads back as it loads them: a lane reads
+// its columns' partners (c +- D/2) from memory beside its own, so every lane
+// keeps the columns and the sums' order of the pass without RoPE.
 // A head (D values, D = 64 or 128 in practice) is one warp's work: a block's
 // threads over a row, as rmsnorm.cu does, would leave most of them idle.
 // Forward: one warp per head of the N * (H + 2 KV). Backward: one block per
@@ -15,7 +19,10 @@
 // fmaf, so the aligned and element-wise instantiations round alike whatever
 // the compiler would contract: the same inputs give the same bits run after
 // run and at any alignment, with no float atomics; backward overwrites dinp and accumulates (+=)
-// the gain gradients. The partials scratch grows only for a larger shape.
+// the gain gradients. With RoPE the bits are those of rope.cu after (forward)
+// or before (backward) the pass without it: the same products (the rotation of
+// rope_device.cuh), each value rounded to T where the composition stores it.
+// The partials scratch grows only for a larger shape.
 #include <algorithm>
 #include <cstdio>
 
@@ -23,6 +30,7 @@
 #include "device/cuda_runtime.cuh"
 #include "model/kernels/qk_norm.h"
 #include "model/kernels/rmsnorm_device.cuh"
+#include "model/kernels/rope_device.cuh"
 
 namespace llm::cuda {
 
@@ -50,15 +58,80 @@ __device__ void copy_head(T* dst, const T* src, int D, int lane) {
   }
 }
 
+// v rounded to T, as storing it in T and loading it back rounds it.
+template <class T>
+__device__ __forceinline__ float stored_value(float v) {
+  T stored;
+  store_f32(&stored, v);
+  return load_f32(&stored);
+}
+
+// The partners (rope_partner) of the kPack<T> columns from c0 of a head of
+// D, as load_pack loads those columns (0 past D or past the last pair): one
+// 16-byte load when kAligned (then D/2 is a multiple of kPack, so the pack
+// lies in one half).
+template <class T, bool kAligned>
+__device__ void load_partner_pack(float (&out)[kPack<T>], const T* head, int c0, int D) {
+  const int half = D / 2;
+  if constexpr (kAligned) {
+    load_pack<T, true>(out, head, rope_partner(c0, half), D);
+  } else {
+#pragma unroll
+    for (int k = 0; k < kPack<T>; k++) {
+      const int c = c0 + k;
+      out[k] = c < 2 * half ? load_f32(head + rope_partner(c, half)) : 0.0f;
+    }
+  }
+}
+
+// own (the columns from c0 of a head of D) rotated with their partners'
+// values by the angles of a table row (cos, sin; sine sign * sin), as
+// rope.cu rotates them; a column past the last pair (odd D) keeps its value.
+template <class T>
+__device__ void rotate_pack(float (&own)[kPack<T>], const float (&partner)[kPack<T>],
+                            const float* cos, const float* sin, float sign, int c0, int D) {
+  const int half = D / 2;
+#pragma unroll
+  for (int k = 0; k < kPack<T>; k++) {
+    const int c = c0 + k;
+    if (c >= 2 * half) continue;
+    const int i = c < half ? c : c - half;
+    own[k] = rope_rotated(own[k], partner[k], c >= half, cos[i], sign * sin[i]);
+  }
+}
+
+// The table row of fused-qkv row n's angles (null without RoPE).
+__device__ __forceinline__ size_t rope_row(const RopeAngles& rope, size_t n, int D) {
+  const size_t position = rope.positions ? (size_t)rope.positions[n] : n % rope.T;
+  return position * (D / 2);
+}
+
+// The gradient of a normed head's columns from c0: dout's (dy), or, with a
+// table row (cos set), dy's turned back with their partners and rounded to T
+// as rope_backward stores them.
+template <class T, bool kAligned>
+__device__ void load_normed_gradient(float (&out)[kPack<T>], const T* dy, int c0, int D,
+                                     const float* cos, const float* sin) {
+  load_pack<T, kAligned>(out, dy, c0, D);
+  if (!cos) return;
+  float partner[kPack<T>];
+  load_partner_pack<T, kAligned>(partner, dy, c0, D);
+  rotate_pack<T>(out, partner, cos, sin, -1.0f, c0, D);
+#pragma unroll
+  for (int k = 0; k < kPack<T>; k++) out[k] = stored_value<T>(out[k]);
+}
+
 // ---- kernels --------------------------------------------------------------------
 
 // Warp w of block b takes head i = b * warps + w of the N * (H + 2 KV) heads
 // (row i / (H + 2 KV)); its D values start at i * D. q and k heads: rstd from
-// the double sum of squares, y = x * s * w; v heads copied. No block barrier,
-// so the warps past the last head leave at once.
+// the double sum of squares, y = x * s * w, with RoPE rounded to T and
+// rotated with its partner's y; v heads copied. No block barrier, so the
+// warps past the last head leave at once.
 template <class T, bool kAligned>
 __global__ void qk_norm_forward_kernel(T* out, float* rstd, const T* inp, const T* q_weight,
-                                       const T* k_weight, int N, int H, int KV, int D, float eps) {
+                                       const T* k_weight, int N, int H, int KV, int D, float eps,
+                                       RopeAngles rope) {
   const int heads = H + 2 * KV;
   const size_t i = (size_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
   if (i >= (size_t)N * heads) return;
@@ -81,19 +154,32 @@ __global__ void qk_norm_forward_kernel(T* out, float* rstd, const T* inp, const 
   }
   const float s = rmsnorm_rstd(warp_sum(sum_sq), D, eps);
 
+  const size_t angles = rope.cos ? rope_row(rope, i / heads, D) : 0;
   for (int c0 = lane * kPack<T>; c0 < D; c0 += step) {
     float xv[kPack<T>], wv[kPack<T>], yv[kPack<T>];
     load_pack<T, kAligned>(xv, x, c0, D);
     load_pack<T, kAligned>(wv, w, c0, D);
 #pragma unroll
     for (int k = 0; k < kPack<T>; k++) yv[k] = xv[k] * s * wv[k];
+    if (rope.cos) {
+      float xp[kPack<T>], wp[kPack<T>], yp[kPack<T>];  // the partners'
+      load_partner_pack<T, kAligned>(xp, x, c0, D);
+      load_partner_pack<T, kAligned>(wp, w, c0, D);
+#pragma unroll
+      for (int k = 0; k < kPack<T>; k++) {
+        yv[k] = stored_value<T>(yv[k]);
+        yp[k] = stored_value<T>(xp[k] * s * wp[k]);
+      }
+      rotate_pack<T>(yv, yp, rope.cos + angles, rope.sin + angles, 1.0f, c0, D);
+    }
     store_pack<T, kAligned>(y, c0, D, yv);
   }
   if (lane == 0) rstd[(i / heads) * (H + KV) + h] = s;
 }
 
 // One block per chunk of rows_per_chunk consecutive rows; warp w takes the
-// chunk's heads w, w + warps, ... in order. For a q or k head:
+// chunk's heads w, w + warps, ... in order. For a q or k head, with dy
+// dout's turned back by RoPE when rope.cos is set (load_normed_gradient):
 //   dinp = s * (w * dy - x * coeff), coeff = sum_c(w * dy * x) * s^2 / D,
 // and its warp's partial (q or k) gains dy * x * s per column; v heads copy
 // dout. Dynamic shared memory holds each warp's two partial rows (padded_D
@@ -102,7 +188,8 @@ __global__ void qk_norm_forward_kernel(T* out, float* rstd, const T* inp, const 
 template <class T, bool kAligned>
 __global__ void qk_norm_backward_kernel(T* dinp, float* partials, const T* dout, const T* inp,
                                         const T* q_weight, const T* k_weight, const float* rstd,
-                                        int N, int H, int KV, int D, int rows_per_chunk) {
+                                        int N, int H, int KV, int D, int rows_per_chunk,
+                                        RopeAngles rope) {
   LLM_DYNAMIC_SHARED(float, warp_partials);
   const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int padded_D = (D + kPack<T> - 1) / kPack<T> * kPack<T>;
@@ -129,12 +216,15 @@ __global__ void qk_norm_backward_kernel(T* dinp, float* partials, const T* dout,
     const T* w = h < H ? q_weight : k_weight;
     float* partial = h < H ? q_partial : k_partial;
     const float s = rstd[(i / heads) * (H + KV) + h];
+    const size_t angles = rope.cos ? rope_row(rope, i / heads, D) : 0;
+    const float* cos = rope.cos ? rope.cos + angles : nullptr;
+    const float* sin = rope.cos ? rope.sin + angles : nullptr;
 
     float dot = 0.0f;  // sum_c w * dy * x
     for (int c0 = lane * kPack<T>; c0 < D; c0 += step) {
       float xv[kPack<T>], dyv[kPack<T>], wv[kPack<T>];
       load_pack<T, kAligned>(xv, x, c0, D);
-      load_pack<T, kAligned>(dyv, dy, c0, D);
+      load_normed_gradient<T, kAligned>(dyv, dy, c0, D, cos, sin);
       load_pack<T, kAligned>(wv, w, c0, D);
 #pragma unroll
       for (int k = 0; k < kPack<T>; k++) dot = fmaf(wv[k] * dyv[k], xv[k], dot);
@@ -144,7 +234,7 @@ __global__ void qk_norm_backward_kernel(T* dinp, float* partials, const T* dout,
     for (int c0 = lane * kPack<T>; c0 < D; c0 += step) {
       float xv[kPack<T>], dyv[kPack<T>], wv[kPack<T>], dxv[kPack<T>];
       load_pack<T, kAligned>(xv, x, c0, D);
-      load_pack<T, kAligned>(dyv, dy, c0, D);
+      load_normed_gradient<T, kAligned>(dyv, dy, c0, D, cos, sin);
       load_pack<T, kAligned>(wv, w, c0, D);
 #pragma unroll
       for (int k = 0; k < kPack<T>; k++) {
@@ -167,7 +257,14 @@ __global__ void qk_norm_backward_kernel(T* dinp, float* partials, const T* dout,
   }
 }
 
-// ---- scratch --------------------------------------------------------------------
+// ---- scratch and launch geometry (host) ------------------------------------------
+
+// Whether a head's packs suit 16-byte accesses (given aligned pointers): D a
+// multiple of the pack, and with RoPE each half of the head too.
+template <class T>
+bool pack_aligned(int D, const RopeAngles& rope) {
+  return D % kPack<T> == 0 && (!rope.cos || (D / 2) % kPack<T> == 0);
+}
 
 // The gain partials of backward, (2 * chunks, D) floats: 8 MiB at most for D = 1024.
 float* partials_scratch(size_t floats) {
@@ -181,14 +278,14 @@ float* partials_scratch(size_t floats) {
 
 template <class T>
 void qk_norm_forward(T* out, float* rstd, const T* inp, const T* q_weight, const T* k_weight, int N,
-                     int H, int KV, int D, float eps) {
+                     int H, int KV, int D, float eps, RopeAngles rope) {
   if (N <= 0 || D <= 0) return;
   const unsigned blocks = blocks_for((size_t)N * (H + 2 * KV), kWarpsPerBlock);
-  const bool aligned = D % kPack<T> == 0 && is_aligned(out, 16) && is_aligned(inp, 16) &&
+  const bool aligned = pack_aligned<T>(D, rope) && is_aligned(out, 16) && is_aligned(inp, 16) &&
                        is_aligned(q_weight, 16) && is_aligned(k_weight, 16);
   auto launch_forward = [&](auto kernel) {
     launch(kernel, blocks, kWarpsPerBlock * 32, 0, compute_stream(), out, rstd, inp, q_weight,
-           k_weight, N, H, KV, D, eps);
+           k_weight, N, H, KV, D, eps, rope);
     LLM_CUDA_CHECK_LAUNCH();
   };
   if (aligned) {
@@ -201,7 +298,7 @@ void qk_norm_forward(T* out, float* rstd, const T* inp, const T* q_weight, const
 template <class T>
 void qk_norm_backward(T* dinp, float* dq_weight, float* dk_weight, const T* dout, const T* inp,
                       const T* q_weight, const T* k_weight, const float* rstd, int N, int H, int KV,
-                      int D) {
+                      int D, RopeAngles rope) {
   if (N <= 0 || D <= 0) return;
   // Warps per block by D only, as many as the default shared memory holds.
   const int padded_D = (D + kPack<T> - 1) / kPack<T> * kPack<T>;
@@ -219,11 +316,11 @@ void qk_norm_backward(T* dinp, float* dq_weight, float* dk_weight, const T* dout
   const int n_chunks = (N + rows_per_chunk - 1) / rows_per_chunk;
   float* partials = partials_scratch((size_t)2 * n_chunks * D);
 
-  const bool aligned = D % kPack<T> == 0 && is_aligned(dinp, 16) && is_aligned(dout, 16) &&
+  const bool aligned = pack_aligned<T>(D, rope) && is_aligned(dinp, 16) && is_aligned(dout, 16) &&
                        is_aligned(inp, 16) && is_aligned(q_weight, 16) && is_aligned(k_weight, 16);
   auto launch_backward = [&](auto kernel) {
     launch(kernel, n_chunks, warps * 32, warps * warp_bytes, compute_stream(), dinp, partials, dout,
-           inp, q_weight, k_weight, rstd, N, H, KV, D, rows_per_chunk);
+           inp, q_weight, k_weight, rstd, N, H, KV, D, rows_per_chunk, rope);
     LLM_CUDA_CHECK_LAUNCH();
   };
   if (aligned) {

@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <numbers>
 
+#include "model/kernels/cpu_rope_head.h"
+
 namespace llm {
 
 double rope_frequency(int i, int D, double theta, const RopeScaling& scaling) {
@@ -30,27 +32,18 @@ namespace llm::cpu {
 
 namespace {
 
-// Rotates the pairs (x[i], x[i + D/2]) of the first n_heads heads of every row
-// by the angle whose cosine is cos and whose sine is sign * sin.
+// Rotates the first n_heads heads of every row by the angle whose cosine is
+// cos and whose sine is sign * sin.
 template <class Storage>
 void rope_rotate(Storage* x, const float* cos, const float* sin, float sign,
                  const int32_t* positions, int N, int T, int n_heads, int D, int row_stride) {
   const int half = D / 2;
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; n++) {
-    const int position = positions ? positions[n] : n % T;
-    const float* c = cos + (size_t)position * half;
-    const float* s = sin + (size_t)position * half;
-    for (int h = 0; h < n_heads; h++) {
-      Storage* lo = x + (size_t)n * row_stride + (size_t)h * D;
-      Storage* hi = lo + half;
-#pragma omp simd
-      for (int i = 0; i < half; i++) {
-        const float a = to_float(lo[i]), b = to_float(hi[i]), si = sign * s[i];
-        store(lo + i, a * c[i] - b * si);
-        store(hi + i, b * c[i] + a * si);
-      }
-    }
+    const size_t angles = (size_t)rope_position(positions, n, T) * half;
+    for (int h = 0; h < n_heads; h++)
+      rope_rotate_head(x + (size_t)n * row_stride + (size_t)h * D, cos + angles, sin + angles, sign,
+                       D);
   }
 }
 

@@ -2,7 +2,8 @@
 // pairing: element i of a head pairs with element i + D/2. One block per row;
 // its threads take the row's (head, pair) slots, four pairs per thread with
 // vector loads when the layout is aligned for them. fp32 rotation, rounded
-// once on store for bf16.
+// once on store for bf16; the rotation is rope_device.cuh's, which QK-norm's
+// kernel shares.
 // Invariants: every element is read and written by one thread only, so the
 // in-place rotation needs no barrier; backward is the inverse rotation
 // (same cos, negated sin); the table is the CPU twin's, bit for bit (it is
@@ -14,6 +15,7 @@
 #include "device/cuda_kernel_helpers.cuh"
 #include "device/cuda_runtime.cuh"
 #include "model/kernels/rope.h"
+#include "model/kernels/rope_device.cuh"
 
 namespace llm::cuda {
 
@@ -54,8 +56,8 @@ __global__ void rope_rotate_kernel(Storage* x, const float* cos, const float* si
 #pragma unroll
     for (int k = 0; k < kWidth; k++) {
       const float av = load_f32(&a.v[k]), bv = load_f32(&b.v[k]), sk = sign * si.v[k];
-      store_f32(&new_lo.v[k], av * ci.v[k] - bv * sk);
-      store_f32(&new_hi.v[k], bv * ci.v[k] + av * sk);
+      store_f32(&new_lo.v[k], rope_rotated(av, bv, /*second=*/false, ci.v[k], sk));
+      store_f32(&new_hi.v[k], rope_rotated(bv, av, /*second=*/true, ci.v[k], sk));
     }
     *reinterpret_cast<Elems*>(lo) = new_lo;
     *reinterpret_cast<Elems*>(hi) = new_hi;

@@ -30,6 +30,18 @@ struct RopeScaling {
 // f_i, the angle per position of pair i of a head of D.
 double rope_frequency(int i, int D, double theta, const RopeScaling& scaling);
 
+// The angles of a kernel that rotates heads as it writes them (qk_norm.h):
+// row n takes row positions[n] of the tables when positions is set (documents
+// packed in a sequence restart theirs), else row n % T; cos and sin are
+// rope_table's (D/2 per row), from the decode position's row when decoding.
+// cos null: no rotation.
+struct RopeAngles {
+  const float* cos = nullptr;
+  const float* sin = nullptr;
+  const int32_t* positions = nullptr;
+  int T = 0;
+};
+
 }  // namespace llm
 
 namespace llm::cpu {

@@ -1,9 +1,8 @@
 // Causal grouped-query attention on this rank's heads: RoPE on the queries
-// and keys (in place), the attention (document-masked when the slot's
+// and keys (in place, unless the part before rotated them as it wrote them:
+// BlockFlow::qk_rotated), the attention (document-masked when the slot's
 // tokens say so; from the key/value cache when decoding), and the output
 // projection, row-parallel, added to the residual stream.
-#include <algorithm>
-
 #include "model/block_part.h"
 #include "model/tensor_parallel_sites.h"
 
@@ -31,13 +30,12 @@ class Attention final : public BlockPart<A> {
     const int KV = static_cast<int>(s.KV), D = static_cast<int>(s.D);
     A* qkv = in.hidden;
     A* att = att_.get(ctx.slot, ctx.block);
-    // Decoding, row t is at position decode_start + t: the tables from there.
-    const bool decoding = ctx.decode_start >= 0;  // one sequence: no document mask
-    const size_t first_angle = static_cast<size_t>(std::max(ctx.decode_start, 0)) * (D / 2);
-    ctx.ops.rope_forward(qkv, ctx.rope_cos + first_angle, ctx.rope_sin + first_angle,
-                         decoding ? nullptr : ctx.positions, N, T, H + KV, D,
-                         static_cast<int>(s.QKV));
-    if (decoding) {
+    if (!in.qk_rotated) {
+      const RopeAngles rope = ctx.rope_angles();
+      ctx.ops.rope_forward(qkv, rope.cos, rope.sin, rope.positions, N, T, H + KV, D,
+                           static_cast<int>(s.QKV));
+    }
+    if (ctx.decode_start >= 0) {  // one sequence: no document mask
       ctx.ops.kv_cache_write(ctx.kv_cache, qkv, B, T, ctx.decode_start, H, KV, D, ctx.kv_capacity);
       ctx.ops.attention_cached(att, qkv, ctx.kv_cache, B, T, ctx.decode_start, H, KV, D,
                                ctx.kv_capacity);
@@ -48,7 +46,8 @@ class Attention final : public BlockPart<A> {
     ctx.sites.row_parallel_forward(x_mid_.get(ctx.slot, ctx.block), att, weight(ctx), in.stream, N,
                                    H * D);
   }
-  // From the residual stream's gradient (dres) to the rotated qkv's.
+  // From the residual stream's gradient (dres) to qkv's: the rotated heads'
+  // when the part before rotated them, else the unrotated ones'.
   const A* backward(const BlockContext<A>& ctx, const BlockFlow<A>& in, const A*) override {
     const RankShape& s = ctx.shape;
     const int B = ctx.B, T = ctx.T, N = ctx.N(), H = static_cast<int>(s.H);
@@ -59,8 +58,11 @@ class Attention final : public BlockPart<A> {
                         static_cast<int>(s.C), ctx.sites.dres_row_amax());
     ctx.ops.attention_backward(dqkv_, datt_, in.hidden, att, lse_.get(ctx.slot, ctx.block),
                                ctx.doc_start, B, T, H, KV, D);
-    ctx.ops.rope_backward(dqkv_, ctx.rope_cos, ctx.rope_sin, ctx.positions, N, T, H + KV, D,
-                          static_cast<int>(s.QKV));
+    if (!in.qk_rotated) {
+      const RopeAngles rope = ctx.rope_angles();
+      ctx.ops.rope_backward(dqkv_, rope.cos, rope.sin, rope.positions, N, T, H + KV, D,
+                            static_cast<int>(s.QKV));
+    }
     return dqkv_;
   }
 
