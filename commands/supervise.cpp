@@ -186,6 +186,7 @@ class Supervisor {
     record.restart = restart;
     record.time = utc_now();
     record.why = ending.why;
+    record.error = culprit.error;
     record.exit_status = ending.exit_status;
     record.rank = culprit.rank;
     record.host = culprit.host;

@@ -70,8 +70,10 @@ endforeach()
 # Supervised runs on the CUDA backend over NCCL (supervise_test.sh): three
 # kills (a stopped rank caught by the watchdog over the tracked NCCL
 # collectives), three restarts, the uninterrupted run's bits; and a failed
-# agreement check (an all-reduce one element short), never retried.
-foreach(case kills agreement)
+# agreement check (an all-reduce one element short), never retried; an NCCL
+# error (injected) ends the job with 75 and is retried, ending with the
+# uninterrupted run's bits.
+foreach(case kills agreement nccl_error)
   add_test(NAME emulated.mpi_supervise_${case}
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/supervise_test.sh $<TARGET_FILE:train_emulated> ${MPIEXEC_EXECUTABLE} ${case}
       -- --training.device=cuda --parallel.comm=nccl
