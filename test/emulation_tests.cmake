@@ -85,12 +85,17 @@ foreach(case kills agreement nccl_error)
 endforeach()
 # Alone: a stopped rank's watchdog bound has seconds to spare, not more.
 set_tests_properties(emulated.mpi_supervise_kills PROPERTIES RUN_SERIAL TRUE)
-# The elastic restart over NCCL on two namespace hosts (root only, else skipped).
+# The elastic restart over NCCL on two namespace hosts (root only, else
+# skipped): a host set aside, or kept where the other alone fits no world.
 add_test(NAME emulated.mpi_supervise_elastic
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/supervise_elastic_test.sh $<TARGET_FILE:train_emulated> ${MPIEXEC_EXECUTABLE}
-    -- --training.device=cuda --parallel.comm=nccl
+    shrink -- --training.device=cuda --parallel.comm=nccl
   WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-set_tests_properties(emulated.mpi_supervise_elastic PROPERTIES
+add_test(NAME emulated.mpi_supervise_elastic_memory
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/supervise_elastic_test.sh $<TARGET_FILE:train_emulated> ${MPIEXEC_EXECUTABLE}
+    memory -- --training.device=cuda --parallel.comm=nccl
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(emulated.mpi_supervise_elastic emulated.mpi_supervise_elastic_memory PROPERTIES
   LABELS "emulation;mpi"
   RUN_SERIAL TRUE
   TIMEOUT 300

@@ -17,6 +17,10 @@
 #     element short (LLM_FAULT_SHORT_ALL_REDUCE, after the first checkpoint);
 #     NCCL does not notice, the collectives' agreement check does and ends
 #     the job with 1, and the supervisor does not retry it.
+#   memory: on a hostfile of one slot, zero3 with parallel.memory_per_rank
+#     between what a rank needs at world size 2 and at 1: no world fits, so
+#     the supervisor refuses at once, exit status 1, one line naming the
+#     world it tried and both figures, nothing launched.
 #   nccl_error (the CUDA backend over NCCL only): rank 1's 115th NCCL call
 #     fails as NCCL fails when its transport does (LLM_FAULT_NCCL_ERROR,
 #     ncclSystemError, after the checkpoint of step 25). Alone, the job ends
@@ -94,6 +98,24 @@ agreement() {
   [ "$(grep -c "supervise: not restarted" "$work/agree.log")" = 1 ] || fail "not one 'not restarted'"
   [ ! -e "$work/agree/restarts.jsonl" ] || fail "restarted: $(cat "$work/agree/restarts.jsonl")"
   echo "PASS ($case): the agreement check's failure not retried"
+}
+
+memory() {
+  flags+=(--parallel.mode=zero3)
+  # shellcheck source=memory_per_rank.sh
+  source "$(dirname "$0")/memory_per_rank.sh"
+  local limit
+  limit=$(memory_between_worlds 1 2) || fail "$limit"
+  printf 'localhost slots=1\n' > "$work/one_slot"
+  "$train" supervise --backoff 0.1s -- "$mpiexec" --hostfile "$work/one_slot" -np 1 "$train" \
+    "${flags[@]}" --parallel.memory_per_rank="$limit" --checkpoint.dir="$work/run" > "$work/run.log" 2>&1
+  local status=$?
+  [ "$status" = 1 ] || fail "exit status $status, not 1: $(tail -3 "$work/run.log")"
+  [ "$(wc -l < "$work/run.log")" = 1 ] || fail "more than one line: $(cat "$work/run.log")"
+  grep "^error: .*one_slot: no world size up to 1 fits the hosts' 1 slots (at 1 rank(s) on localhost: .*needs .* per rank in mode zero3 .* but parallel.memory_per_rank gives .* available per rank)$" \
+    "$work/run.log" || fail "the line does not say which world and why: $(cat "$work/run.log")"
+  [ ! -e "$work/run/metrics.jsonl" ] && [ ! -e "$work/run/restarts.jsonl" ] || fail "something was launched"
+  echo "PASS ($case): no world fits $limit per rank: refused at once, nothing launched"
 }
 
 nccl_error() {
@@ -203,6 +225,7 @@ case $case in
   bad_input) bad_input ;;
   agreement) agreement ;;
   nccl_error) nccl_error ;;
+  memory) memory ;;
   stop) stop ;;
   *) fail "unknown case" ;;
 esac
