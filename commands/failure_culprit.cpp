@@ -14,8 +14,10 @@ FailureCulprit failure_culprit(const std::string& output) {
       std::regex(R"(other ranks not answering: (\d+))"),
       std::regex(R"((?:^|\n)rank (\d+): error:)"),
   };
+  static const std::regex rank_error(R"((?:^|\n)rank \d+: error: ([^\n]*))");
   FailureCulprit culprit;
   std::smatch match;
+  if (std::regex_search(output, match, rank_error)) culprit.error = match[1];
   if (std::regex_search(output, match, signal_death)) {
     culprit.rank = std::stoi(match[1]);
     culprit.host = match[2];

@@ -27,6 +27,7 @@ nlohmann::json record_json(const RestartRecord& record) {
                          {"step", record.resumed_from_step},
                          {"time_lost_seconds", record.time_lost_seconds},
                          {"backoff_seconds", record.backoff_seconds}};
+  if (!record.error.empty()) json["error"] = record.error;
   if (record.rank >= 0) json["rank"] = record.rank;
   if (!record.host.empty()) json["host"] = record.host;
   if (record.world_size > 0) json["world_size"] = record.world_size;

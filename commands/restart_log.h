@@ -17,6 +17,7 @@ struct RestartRecord {
   int restart = 0;               // 1 for the first restart
   std::string time;              // UTC, ISO 8601, when the failure was seen
   std::string why;               // e.g. "killed by signal 9 (Killed)"
+  std::string error;             // the failing rank's own message, "" when none
   int exit_status = 0;           // the launcher's, 128 + N for a signal N
   int rank = -1;                 // named in the job's output, -1 when none
   std::string host;              // named or placed, "" when unknown

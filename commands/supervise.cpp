@@ -38,15 +38,23 @@ using Clock = std::chrono::system_clock;
 constexpr size_t kOutputTailBytes = 256 * 1024;
 constexpr double kLongestBackoffSeconds = 300;
 
-// Whether the config runs on `world` ranks: the trainer's own rules for a
-// world (launch_validate).
-bool world_fits(const Config& config, int world) {
+// Why the config does not run on `world` ranks by the trainer's own rules
+// for a world (launch_validate: the mesh, the batch, the memory plan against
+// parallel.memory_per_rank); "" when it does.
+std::string world_refusal(const Config& config, int world) {
   try {
     launch_validate(config, world, /*tokenizer=*/nullptr, /*warn=*/false);
-    return true;
-  } catch (const Error&) {
-    return false;
+    return "";
+  } catch (const Error& e) {
+    return e.what();
   }
+}
+
+// "hosta, hostb" (fmt::join trips a GCC 12 false warning).
+std::string host_names(const std::vector<Host>& hosts) {
+  std::string names;
+  for (const Host& host : hosts) names += (names.empty() ? "" : ", ") + host.name;
+  return names;
 }
 
 // One launch: the command line, and on a hostfile its hosts and world size.
@@ -93,7 +101,7 @@ std::string culprit_text(const FailureCulprit& culprit) {
   return culprit.host.empty() ? text : text + " on " + culprit.host;
 }
 
-// " on 2 rank(s), hosts set aside: hostb" (fmt::join trips a GCC 12 false warning).
+// " on 2 rank(s), hosts set aside: hostb".
 std::string hosts_text(const Launch& launch, const std::vector<std::string>& set_aside) {
   std::string names;
   for (const std::string& name : set_aside) names += (names.empty() ? "" : ", ") + name;
@@ -164,15 +172,25 @@ class Supervisor {
   Launch next_launch() {
     Launch launch{command_.argv, {}, command_.world_size};
     if (!pool_) return launch;
+    std::string refusal;  // why the largest world on the hosts last tried does not fit
     auto world_on = [&](const std::vector<Host>& hosts) {
-      return largest_fitting_world(std::min(full_world_, total_slots(hosts)),
-                                   [&](int world) { return world_fits(config_, world); });
+      const int limit = std::min(full_world_, total_slots(hosts));
+      const int world = largest_fitting_world(
+          limit, [&](int world) { return world_refusal(config_, world).empty(); });
+      if (world == 0)
+        refusal = fmt::format("at {} rank(s) on {}: {}", limit, host_names(hosts),
+                              world_refusal(config_, limit));
+      return world;
     };
-    launch.hosts =
-        pool_->next_launch([&](const std::vector<Host>& hosts) { return world_on(hosts) > 0; });
+    launch.hosts = pool_->next_launch([&](const std::vector<Host>& hosts) {
+      if (world_on(hosts) > 0) return true;
+      spdlog::warn("supervise: a host that keeps failing is kept: without it no world fits ({})",
+                   refusal);
+      return false;
+    });
     launch.world_size = world_on(launch.hosts);
-    LLM_CHECK(launch.world_size > 0, "{}: no world size up to {} fits the hosts' {} slots",
-              command_.hostfile, full_world_, total_slots(launch.hosts));
+    LLM_CHECK(launch.world_size > 0, "{}: no world size up to {} fits the hosts' {} slots ({})",
+              command_.hostfile, full_world_, total_slots(launch.hosts), refusal);
     fs::create_directories(run_dir_);
     const std::string hostfile = (fs::path(run_dir_) / "hostfile").string();
     hostfile_write(hostfile, launch.hosts);
@@ -186,6 +204,7 @@ class Supervisor {
     record.restart = restart;
     record.time = utc_now();
     record.why = ending.why;
+    record.error = culprit.error;
     record.exit_status = ending.exit_status;
     record.rank = culprit.rank;
     record.host = culprit.host;

@@ -9,6 +9,7 @@
 #include "model/layout.h"
 #include "parallel/pipeline_schedule.h"
 #include "model/transformer.h"
+#include "schema/key_values.h"
 
 namespace llm {
 
@@ -37,13 +38,24 @@ MemoryPlan memory_plan(const Config& config, const ShardingPlan& sharding) {
   return plan;
 }
 
+RankMemory rank_memory_declared(const Config& config) {
+  const std::string& limit = config.parallel.memory_per_rank;
+  if (limit.empty()) return {0, ""};
+  return {parse_bytes(limit, "parallel.memory_per_rank"), "parallel.memory_per_rank gives"};
+}
+
 RankMemory rank_memory_available(const Config& config, int ranks_per_node) {
   const int ranks = std::max(ranks_per_node, 1);
-  if (config.device() != Device::cuda)
-    return {memory_available_bytes() / ranks, "this machine has"};
-  const int gpus = std::max(cuda_device_count(), 1);
-  const int ranks_per_gpu = (ranks + gpus - 1) / gpus;
-  return {cuda_free_bytes() / ranks_per_gpu, "this GPU has"};
+  RankMemory measured{memory_available_bytes() / ranks, "this machine has"};
+  if (config.device() == Device::cuda) {
+    const int gpus = std::max(cuda_device_count(), 1);
+    const int ranks_per_gpu = (ranks + gpus - 1) / gpus;
+    measured = {cuda_free_bytes() / ranks_per_gpu, "this GPU has"};
+  }
+  const RankMemory declared = rank_memory_declared(config);
+  const bool declared_less =
+      declared.bytes > 0 && (measured.bytes == 0 || declared.bytes < measured.bytes);
+  return declared_less ? declared : measured;
 }
 
 void check_memory_fits(const Config& config, const ShardingPlan& sharding,

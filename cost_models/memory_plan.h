@@ -27,13 +27,16 @@ MemoryPlan memory_plan(const Config& config, const ShardingPlan& plan);
 
 // Memory one rank may use, and where it is ("this machine has", "this GPU
 // has"): the host's available memory (or, with training.device = cuda, this
-// GPU's free memory) shared by `ranks_per_node` processes; 0 bytes when
-// unknown.
+// GPU's free memory) shared by `ranks_per_node` processes, or
+// parallel.memory_per_rank when that is less; 0 bytes when unknown.
 struct RankMemory {
   size_t bytes;
   std::string where;
 };
 RankMemory rank_memory_available(const Config& config, int ranks_per_node);
+// parallel.memory_per_rank: what the config says a rank of any host may use,
+// known without running there (0 bytes when unset).
+RankMemory rank_memory_declared(const Config& config);
 
 // Throws, with one line naming the config and both figures, when the plan
 // exceeds what is available (0 bytes, unknown, passes).

@@ -6,15 +6,19 @@
 // not inside a live allocation fails as an illegal address, and one whose
 // host side is is an invalid value; a copy from pageable host memory reads
 // the source before returning and one to it returns when done, as CUDA's.
+// An asynchronous copy into page-locked memory may be made to read its
+// source late (LLM_CUDA_EMULATION_COPY_LATENCY_US), so that a stream that
+// overwrites the source without waiting for the copy is caught.
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cuda_emulation/graphs.h"
@@ -39,8 +43,8 @@ constexpr size_t kAllocationAlignment = 256;       // cudaMalloc's
 
 struct Allocations {
   std::mutex mutex;
-  std::map<const char*, size_t> device;  // start -> bytes
-  std::set<void*> page_locked;
+  std::map<const char*, size_t> device;       // start -> bytes
+  std::map<const char*, size_t> page_locked;  // start -> bytes
   size_t device_bytes = 0;
 };
 Allocations& allocations() {
@@ -60,10 +64,28 @@ bool touches_device_allocation(const void* p, size_t bytes) {
   return it->first + it->second > begin;
 }
 
+// Whether p is inside a page-locked allocation (anywhere in it, as CUDA
+// recognises a pointer into a cudaMallocHost block).
 bool is_page_locked(const void* p) {
   Allocations& a = allocations();
   std::lock_guard<std::mutex> lock(a.mutex);
-  return a.page_locked.count(const_cast<void*>(p)) > 0;
+  const char* at = static_cast<const char*>(p);
+  auto it = a.page_locked.upper_bound(at);
+  if (it == a.page_locked.begin()) return false;
+  --it;
+  return at < it->first + it->second;
+}
+
+// LLM_CUDA_EMULATION_COPY_LATENCY_US (default 0): how late an asynchronous
+// copy from the device into page-locked memory reads its source on its
+// stream. Tests that check that nothing overwrites a source before its copy
+// has read it set it.
+std::chrono::microseconds copy_latency() {
+  static const std::chrono::microseconds latency = [] {
+    const char* value = std::getenv("LLM_CUDA_EMULATION_COPY_LATENCY_US");
+    return std::chrono::microseconds(value ? std::strtol(value, nullptr, 10) : 0);
+  }();
+  return latency;
 }
 
 void* allocate_device(size_t bytes) {
@@ -228,7 +250,7 @@ cudaError_t cudaMallocHost(void** p, size_t bytes) {
   if (posix_memalign(p, kAllocationAlignment, bytes) != 0) return record(cudaErrorMemoryAllocation);
   Allocations& a = allocations();
   std::lock_guard<std::mutex> lock(a.mutex);
-  a.page_locked.insert(*p);
+  a.page_locked.emplace(static_cast<const char*>(*p), bytes);
   return cuda_emulation::sticky_error();
 }
 
@@ -239,7 +261,7 @@ cudaError_t cudaFreeHost(void* p) {
   {
     Allocations& a = allocations();
     std::lock_guard<std::mutex> lock(a.mutex);
-    if (a.page_locked.erase(p) == 0) return record(cudaErrorInvalidValue);
+    if (a.page_locked.erase(static_cast<const char*>(p)) == 0) return record(cudaErrorInvalidValue);
   }
   std::free(p);
   return cuda_emulation::sticky_error();
@@ -271,8 +293,12 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
     return record(cuda_emulation::enqueue(
         stream, [dst, copy] { std::memcpy(dst, copy->data(), copy->size()); }));
   }
-  cudaError_t queued =
-      cuda_emulation::enqueue(stream, [dst, src, bytes] { std::memcpy(dst, src, bytes); });
+  const std::chrono::microseconds late =
+      kind == cudaMemcpyDeviceToHost ? copy_latency() : std::chrono::microseconds(0);
+  cudaError_t queued = cuda_emulation::enqueue(stream, [dst, src, bytes, late] {
+    if (late.count() > 0) std::this_thread::sleep_for(late);
+    std::memcpy(dst, src, bytes);
+  });
   if (queued == cudaSuccess && kind == cudaMemcpyDeviceToHost && !is_page_locked(dst))
     return cudaStreamSynchronize(stream);  // pageable destination: done on return
   return record(queued);

@@ -30,6 +30,10 @@ namespace llm::cuda {
 // The same for a failure of the machine or the network (RestartableError).
 [[noreturn]] void throw_restartable_cuda_error(const char* call, const char* error,
                                                const char* file, int line);
+// "NCCL error: <what> failed: <error>", restartable (RestartableError) or
+// not (a bad argument or use of NCCL is ours).
+[[noreturn]] void throw_nccl_failure(const char* what, const char* error, bool restartable,
+                                     const char* file, int line);
 
 // The stream every kernel and device copy of the backend is queued on, and the
 // three communication uses: one for gathers and broadcasts (what compute waits

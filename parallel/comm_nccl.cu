@@ -42,28 +42,51 @@
 namespace llm {
 namespace {
 
-// Names the NCCL call, NCCL's error string and, when NCCL left one, its
-// detailed last-error message (which says what was actually wrong). A bad
-// argument or use is ours; any other error (the system, a remote peer, the
-// network) is the machine's, and a restart can succeed.
-[[noreturn]] void throw_nccl_error(const char* call, ncclResult_t status, const char* file,
-                                   int line) {
+// Names the NCCL call (its function name), the operation it serves (when
+// known: "all_reduce #115 on group 'world'"), NCCL's error string and, when
+// NCCL left one, its detailed last-error message (which says what was
+// actually wrong). A bad argument or use is ours; any other error (the
+// system, a remote peer, the network) is the machine's, and a restart can
+// succeed. main() adds the rank.
+[[noreturn]] void throw_nccl_error(const char* call, ncclResult_t status, const OpRecord* op,
+                                   const char* detail, const char* file, int line) {
+  std::string what(call);
+  what = what.substr(0, what.find('('));
+  if (op)
+    what += std::string(" (") + op->op + " #" + std::to_string(op->seq) + " on group '" +
+            op->group + "')";
   std::string error = ncclGetErrorString(status);
-  const char* detail = ncclGetLastError(nullptr);
+  if (!detail) detail = ncclGetLastError(nullptr);
   if (detail && *detail) error += std::string(" (") + detail + ")";
-  if (status == ncclInvalidArgument || status == ncclInvalidUsage)
-    cuda::throw_cuda_error(call, error.c_str(), file, line);
-  cuda::throw_restartable_cuda_error(call, error.c_str(), file, line);
+  const bool ours = status == ncclInvalidArgument || status == ncclInvalidUsage;
+  cuda::throw_nccl_failure(what.c_str(), error.c_str(), /*restartable=*/!ours, file, line);
 }
 
-// A call on a communicator: polled while NCCL reports it in progress.
-#define LLM_NCCL_SETTLE(comm, call) settle((comm), (call), #call, __FILE__, __LINE__)
+// The test hook of docs/testing.md: LLM_FAULT_NCCL_ERROR=R:N has world rank
+// R's N-th call on a communicator (a collective or a message of a group of
+// more than one member) fail as NCCL fails when its transport does: the call
+// returns ncclSystemError, and the peers are left waiting for this rank.
+bool nccl_error_injected() {
+  static const RankFault fault = rank_fault_from_env("LLM_FAULT_NCCL_ERROR");
+  static int64_t calls = 0;
+  return fault.rank >= 0 && comm_world().rank() == fault.rank && ++calls == fault.value;
+}
 
-#define LLM_NCCL_CHECK(call)                                                \
-  do {                                                                      \
-    ncclResult_t llm_nccl_status_ = (call);                                 \
-    if (llm_nccl_status_ != ncclSuccess)                                    \
-      ::llm::throw_nccl_error(#call, llm_nccl_status_, __FILE__, __LINE__); \
+// A call on a communicator for the operation `op`: polled while NCCL reports
+// it in progress; not made, and failed as the test hook says, when
+// LLM_FAULT_NCCL_ERROR aims at it.
+#define LLM_NCCL_SETTLE(comm, op, call)                                                            \
+  do {                                                                                             \
+    const bool llm_nccl_injected_ = ::llm::nccl_error_injected();                                  \
+    settle((comm), llm_nccl_injected_ ? ncclSystemError : (call), #call, &(op),                    \
+           llm_nccl_injected_ ? "injected by LLM_FAULT_NCCL_ERROR" : nullptr, __FILE__, __LINE__); \
+  } while (0)
+
+#define LLM_NCCL_CHECK(call)                                                                  \
+  do {                                                                                        \
+    ncclResult_t llm_nccl_status_ = (call);                                                   \
+    if (llm_nccl_status_ != ncclSuccess)                                                      \
+      ::llm::throw_nccl_error(#call, llm_nccl_status_, nullptr, nullptr, __FILE__, __LINE__); \
   } while (0)
 
 // A bad argument to a collective. CUDA sources cannot format (no fmt), so it
@@ -180,10 +203,11 @@ class NcclGroup : public Group {
     count_all_reduce(count, type);
     if (count == 0) return {};
     return enqueue(cuda::reduce_stream(), issue("all_reduce", count, type),
-                   [&](cudaStream_t stream) {
+                   [&](cudaStream_t stream, const OpRecord& issued) {
                      if (size_ == 1) return;
-                     LLM_NCCL_SETTLE(reduce_comm_, ncclAllReduce(data, data, count, nccl_type(type),
-                                                                 ncclSum, reduce_comm_, stream));
+                     LLM_NCCL_SETTLE(reduce_comm_, issued,
+                                     ncclAllReduce(data, data, count, nccl_type(type), ncclSum,
+                                                   reduce_comm_, stream));
                    });
   }
 
@@ -195,9 +219,9 @@ class NcclGroup : public Group {
     count_reduce_scatter(recv_count, type);
     if (recv_count == 0) return {};
     return enqueue(cuda::reduce_stream(), issue("reduce_scatter", size_ * recv_count, type),
-                   [&](cudaStream_t stream) {
+                   [&](cudaStream_t stream, const OpRecord& issued) {
                      if (size_ == 1) return copy_alone(recv, send, chunk, stream);
-                     LLM_NCCL_SETTLE(reduce_comm_,
+                     LLM_NCCL_SETTLE(reduce_comm_, issued,
                                      ncclReduceScatter(send, recv, recv_count, nccl_type(type),
                                                        ncclSum, reduce_comm_, stream));
                    });
@@ -217,9 +241,9 @@ class NcclGroup : public Group {
     count_all_gather(send_count, type);
     if (send_count == 0) return {};
     return enqueue(cuda::gather_stream(), issue("all_gather", size_ * send_count, type),
-                   [&](cudaStream_t stream) {
+                   [&](cudaStream_t stream, const OpRecord& issued) {
                      if (size_ == 1) return copy_alone(recv, send, chunk, stream);
-                     LLM_NCCL_SETTLE(gather_comm_,
+                     LLM_NCCL_SETTLE(gather_comm_, issued,
                                      ncclAllGather(send, recv, send_count, nccl_type(type),
                                                    gather_comm_, stream));
                    });
@@ -231,10 +255,11 @@ class NcclGroup : public Group {
     count_broadcast(count, type);
     if (count == 0) return {};
     return enqueue(cuda::gather_stream(), issue("broadcast", count, type),
-                   [&](cudaStream_t stream) {
+                   [&](cudaStream_t stream, const OpRecord& issued) {
                      if (size_ == 1) return;
-                     LLM_NCCL_SETTLE(gather_comm_, ncclBroadcast(data, data, count, nccl_type(type),
-                                                                 root, gather_comm_, stream));
+                     LLM_NCCL_SETTLE(gather_comm_, issued,
+                                     ncclBroadcast(data, data, count, nccl_type(type), root,
+                                                   gather_comm_, stream));
                    });
   }
 
@@ -249,17 +274,23 @@ class NcclGroup : public Group {
     check_peer("send", peer);
     count_send(count, type);
     if (count == 0) return {};
-    return enqueue(cuda::p2p_stream(), issue("send", count, type, peer), [&](cudaStream_t stream) {
-      LLM_NCCL_SETTLE(p2p_comm_, ncclSend(data, count, nccl_type(type), peer, p2p_comm_, stream));
-    });
+    return enqueue(cuda::p2p_stream(), issue("send", count, type, peer),
+                   [&](cudaStream_t stream, const OpRecord& issued) {
+                     LLM_NCCL_SETTLE(
+                         p2p_comm_, issued,
+                         ncclSend(data, count, nccl_type(type), peer, p2p_comm_, stream));
+                   });
   }
 
   CommHandle recv_async(void* data, size_t count, WireType type, int peer) override {
     check_peer("recv", peer);
     if (count == 0) return {};
-    return enqueue(cuda::p2p_stream(), issue("recv", count, type, peer), [&](cudaStream_t stream) {
-      LLM_NCCL_SETTLE(p2p_comm_, ncclRecv(data, count, nccl_type(type), peer, p2p_comm_, stream));
-    });
+    return enqueue(cuda::p2p_stream(), issue("recv", count, type, peer),
+                   [&](cudaStream_t stream, const OpRecord& issued) {
+                     LLM_NCCL_SETTLE(
+                         p2p_comm_, issued,
+                         ncclRecv(data, count, nccl_type(type), peer, p2p_comm_, stream));
+                   });
   }
 
   // One NCCL group, so the send and the receive progress together: issued
@@ -275,7 +306,7 @@ class NcclGroup : public Group {
     if (send_count == 0 && recv_count == 0) return {};
     const OpRecord& op =
         issue("send_recv", send_count + recv_count, type, send_count > 0 ? send_peer : recv_peer);
-    return enqueue(cuda::p2p_stream(), op, [&](cudaStream_t stream) {
+    return enqueue(cuda::p2p_stream(), op, [&](cudaStream_t stream, const OpRecord& issued) {
       LLM_NCCL_CHECK(ncclGroupStart());
       ncclResult_t queued = ncclSuccess;
       if (send_count > 0)
@@ -285,8 +316,8 @@ class NcclGroup : public Group {
       // Ended even after a failure, so that NCCL is not left inside the group.
       ncclResult_t ended = ncclGroupEnd();
       if (queued != ncclSuccess)
-        throw_nccl_error("ncclSend / ncclRecv", queued, __FILE__, __LINE__);
-      LLM_NCCL_SETTLE(p2p_comm_, ended);
+        throw_nccl_error("ncclSend / ncclRecv", queued, &issued, nullptr, __FILE__, __LINE__);
+      settle(p2p_comm_, ended, "ncclGroupEnd", &issued, nullptr, __FILE__, __LINE__);
     });
   }
 
@@ -329,7 +360,7 @@ class NcclGroup : public Group {
     }
     if (status != ncclSuccess) {
       if (comm) ncclCommAbort(comm);
-      throw_nccl_error("ncclCommInitRankConfig", status, __FILE__, __LINE__);
+      throw_nccl_error("ncclCommInitRankConfig", status, nullptr, nullptr, __FILE__, __LINE__);
     }
     return comm;
   }
@@ -337,15 +368,15 @@ class NcclGroup : public Group {
   // A call on a non-blocking communicator may return ncclInProgress (NCCL
   // connecting to a peer, say): it is polled to its end under the watchdog
   // before anything else is called on `comm`.
-  static void settle(ncclComm_t comm, ncclResult_t status, const char* call, const char* file,
-                     int line) {
+  static void settle(ncclComm_t comm, ncclResult_t status, const char* call, const OpRecord* op,
+                     const char* detail, const char* file, int line) {
     if (status == ncclInProgress) {
       watchdog_wait_device("an NCCL call", [&] {
         ncclCommGetAsyncError(comm, &status);
         return status != ncclInProgress;
       });
     }
-    if (status != ncclSuccess) throw_nccl_error(call, status, file, line);
+    if (status != ncclSuccess) throw_nccl_error(call, status, op, detail, file, line);
   }
 
   // The test hook of docs/testing.md: LLM_FAULT_SHORT_ALL_REDUCE=R:N has
@@ -385,7 +416,7 @@ class NcclGroup : public Group {
     events_->release(inputs_ready);  // the wait has captured the record
     LLM_CUDA_CHECK(status);
 
-    nccl_call(comm);
+    nccl_call(comm, op);
 
     cudaEvent_t end = events_->acquire();
     status = cudaEventRecord(end, comm);

@@ -1,10 +1,17 @@
 // Saves written while training goes on (checkpoint.async; docs/checkpoints.md,
-// "Saving in the background"). At a save the step loop copies this rank's
-// share of the state into host buffers the saver owns and hands them to a
-// background thread, which writes and syncs the shard while the next steps
-// run; once every rank's shard is durable, world rank 0's thread writes
-// meta.json, renames the directory and moves `latest`.
+// "Saving in the background"). At a save the step loop queues copies of this
+// rank's share of the state into staging buffers the saver owns (page-locked
+// on CUDA, allocated once), on the device's transfer queue behind the
+// optimizer step that produced the state; the next step's forward and
+// backward run while they copy, and its optimizer update waits for them
+// (before_update). At the next step boundary the copies are done and a
+// background thread writes and syncs the shard while the next steps run; once
+// every rank's shard is durable, world rank 0's thread writes meta.json,
+// renames the directory and moves `latest`.
 // Invariants:
+//  - The state is not overwritten before it is copied: an update waits for
+//    the copies queued before it (before_update, on the device's queue), and
+//    the write starts only once the host has seen them done.
 //  - At most one save in flight: a save that finds the previous one still
 //    being written waits for it, and reports how long it waited.
 //  - `latest` moves only after every writer's shard is synced: the ranks
@@ -23,8 +30,9 @@
 #include <string>
 #include <vector>
 
-#include "persistence/checkpoint.h"
 #include "base/worker_thread.h"
+#include "device/arena.h"
+#include "persistence/checkpoint.h"
 
 namespace llm {
 
@@ -43,21 +51,25 @@ size_t background_save_host_bytes(const ShardingEngine& engine, const Topology& 
 
 class BackgroundSaver {
  public:
-  // The engine and topology outlive the saver. Allocates the host buffers
-  // now, not in the first save's stall.
+  // The engine and topology outlive the saver. Allocates the staging
+  // buffers now, not in the first save's stall.
   BackgroundSaver(ShardingEngine& engine, Topology& topology);
-  // Waits for the background thread's jobs; never moves `latest` itself.
+  // Waits for the background thread's jobs and the queued copies; never
+  // moves `latest` itself.
   ~BackgroundSaver();
   BackgroundSaver(const BackgroundSaver&) = delete;
   BackgroundSaver& operator=(const BackgroundSaver&) = delete;
 
-  // Completes the save in flight (waiting for it), then copies the state
-  // after `step` steps aside and starts writing it; returns the completed
-  // save's report, if any. stall_seconds() then holds the new save's stall.
+  // Completes the save in flight (waiting for it), then queues the copies of
+  // the state after `step` steps; returns the completed save's report, if
+  // any. stall_seconds() then holds the new save's stall.
   std::optional<SaveReport> start(const std::string& run_dir, int step, const Config& config);
-  // At a step boundary: when every rank's shard of the save in flight is
-  // written, rank 0 commits it in the background; returns its report once
-  // `latest` names it.
+  // Right before an optimizer update: the device runs the update only after
+  // the copies queued by start() (without blocking the host).
+  void before_update();
+  // At a step boundary: starts writing the copied state; when every rank's shard of the save in
+  // flight is written, rank 0 commits it in the background; returns its report once `latest` names
+  // it.
   std::optional<SaveReport> poll();
   // Waits for the save in flight to be written and committed (the end of a
   // run, a stop signal); returns its report.
@@ -72,20 +84,32 @@ class BackgroundSaver {
   struct Flight {
     CheckpointSave save;
     SaveReport report;
-    uint64_t job = 0;     // the last background job of this save
-    bool agreed = false;  // every rank's shard is written; rank 0 commits
+    std::vector<OwnedSlice> slices;  // the staged copies the write reads
+    uint64_t job = 0;                // the last background job of this save
+    bool writing = false;            // the write is queued (the copies were done)
+    bool agreed = false;             // every rank's shard is written; rank 0 commits
   };
 
   // Every rank's shard is written: rank 0 queues the commit, the others are done.
   void agree();
   // Rank 0: the commit has run; rethrows its error, else reports.
   SaveReport complete();
-  // This rank's owned state, copied into buffers_.
-  std::vector<OwnedSlice> copy_state();
+  // Queues the copies of this rank's owned state into the staging buffers;
+  // returns the slices as they will read from there.
+  std::vector<OwnedSlice> queue_copies();
+  // Waits (host) for the queued copies, then queues the shard's write.
+  void start_write();
 
   ShardingEngine& engine_;
   Topology& topology_;
-  std::vector<std::array<std::vector<float>, 3>> buffers_;  // params, m, v per owned slice
+  // Per owned slice, in its memory's staging memory: params, m and v
+  // (count floats each).
+  std::vector<Arena> staging_;
+  std::vector<std::array<float*, 3>> buffers_;
+  // The memories whose transfer queues hold copies the host has not waited
+  // for, with their marks; whether an update must still wait for them.
+  std::vector<std::pair<const DeviceMemory*, uint64_t>> copies_;
+  bool update_waits_ = false;
   std::unique_ptr<Flight> flight_;
   int started_step_ = -1;
   double stall_seconds_ = 0, waited_seconds_ = 0;

@@ -4,6 +4,7 @@
 #include "base/cli_values.h"
 #include "base/error.h"
 #include "schema/key_origin.h"
+#include "schema/key_values.h"
 
 namespace llm {
 
@@ -105,6 +106,8 @@ void config_validate(const Config& c) {
             at({"parallel.mode", "parallel.shard_group_size"}));
 
   parse_duration_seconds(c.parallel.timeout, at("parallel.timeout") + ": parallel.timeout");
+  if (!p.memory_per_rank.empty())
+    parse_bytes(p.memory_per_rank, at("parallel.memory_per_rank") + ": parallel.memory_per_rank");
   // Tensor parallelism splits heads (whole, kv heads included), ffn columns
   // and the vocabulary; sequence parallelism splits each micro-batch's rows.
   const int tp = c.parallel.tensor_parallel;

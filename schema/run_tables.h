@@ -72,6 +72,7 @@ struct ParallelConfig {
   CommBackend comm = CommBackend::automatic;
   std::string timeout = "10min";
   int flight_recorder_entries = 2000;
+  std::string memory_per_rank = "";
 
   template <class V>
   void visit_fields(V&& v) {
@@ -100,6 +101,10 @@ struct ParallelConfig {
       "the last N collectives and messages each rank records, written as JSON under the run "
       "directory when the job fails (docs/failure.md)",
       at_least(1));
+    v("memory_per_rank", memory_per_rank,
+      "memory one rank may use (e.g. 70GiB: its GPU's, or on cpu its share of the host's); '' = "
+      "only what a rank finds free at start. A world whose plan needs more is refused, at the "
+      "launch and by `./train supervise` before a relaunch on fewer hosts (docs/failure.md)");
   }
 };
 

@@ -67,11 +67,28 @@ foreach(case nccl_ddp_np2 nccl_zero3_np2 nccl_kill_ddp_np2 nccl_short_np2)
     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1")
 endforeach()
 
+# Saves in the background on the CUDA backend: copies on the transfer stream
+# into page-locked buffers, the update waiting for them; the blocking saves'
+# bytes, and a resume to the same bits (async_save_test.sh).
+add_test(NAME emulated.mpi_async_save
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/async_save_test.sh $<TARGET_FILE:train_emulated> ${MPIEXEC_EXECUTABLE}
+    -- --training.device=cuda
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+# Each copy from the device into page-locked memory reads its source 20 ms
+# late: an update that did not wait for a save's copies would overwrite the
+# state they read, and the saved bytes would differ from the blocking save's.
+set_tests_properties(emulated.mpi_async_save PROPERTIES
+  LABELS "emulation;mpi"
+  TIMEOUT 300
+  ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1;LLM_CUDA_EMULATION_COPY_LATENCY_US=20000")
+
 # Supervised runs on the CUDA backend over NCCL (supervise_test.sh): three
 # kills (a stopped rank caught by the watchdog over the tracked NCCL
 # collectives), three restarts, the uninterrupted run's bits; and a failed
-# agreement check (an all-reduce one element short), never retried.
-foreach(case kills agreement)
+# agreement check (an all-reduce one element short), never retried; an NCCL
+# error (injected) ends the job with 75 and is retried, ending with the
+# uninterrupted run's bits.
+foreach(case kills agreement nccl_error)
   add_test(NAME emulated.mpi_supervise_${case}
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/supervise_test.sh $<TARGET_FILE:train_emulated> ${MPIEXEC_EXECUTABLE} ${case}
       -- --training.device=cuda --parallel.comm=nccl
@@ -83,12 +100,17 @@ foreach(case kills agreement)
 endforeach()
 # Alone: a stopped rank's watchdog bound has seconds to spare, not more.
 set_tests_properties(emulated.mpi_supervise_kills PROPERTIES RUN_SERIAL TRUE)
-# The elastic restart over NCCL on two namespace hosts (root only, else skipped).
+# The elastic restart over NCCL on two namespace hosts (root only, else
+# skipped): a host set aside, or kept where the other alone fits no world.
 add_test(NAME emulated.mpi_supervise_elastic
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/supervise_elastic_test.sh $<TARGET_FILE:train_emulated> ${MPIEXEC_EXECUTABLE}
-    -- --training.device=cuda --parallel.comm=nccl
+    shrink -- --training.device=cuda --parallel.comm=nccl
   WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-set_tests_properties(emulated.mpi_supervise_elastic PROPERTIES
+add_test(NAME emulated.mpi_supervise_elastic_memory
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/supervise_elastic_test.sh $<TARGET_FILE:train_emulated> ${MPIEXEC_EXECUTABLE}
+    memory -- --training.device=cuda --parallel.comm=nccl
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(emulated.mpi_supervise_elastic emulated.mpi_supervise_elastic_memory PROPERTIES
   LABELS "emulation;mpi"
   RUN_SERIAL TRUE
   TIMEOUT 300

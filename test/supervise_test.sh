@@ -17,6 +17,17 @@
 #     element short (LLM_FAULT_SHORT_ALL_REDUCE, after the first checkpoint);
 #     NCCL does not notice, the collectives' agreement check does and ends
 #     the job with 1, and the supervisor does not retry it.
+#   memory: on a hostfile of one slot, zero3 with parallel.memory_per_rank
+#     between what a rank needs at world size 2 and at 1: no world fits, so
+#     the supervisor refuses at once, exit status 1, one line naming the
+#     world it tried and both figures, nothing launched.
+#   nccl_error (the CUDA backend over NCCL only): rank 1's 115th NCCL call
+#     fails as NCCL fails when its transport does (LLM_FAULT_NCCL_ERROR,
+#     ncclSystemError, after the checkpoint of step 25). Alone, the job ends
+#     with 75 within seconds, its one error line naming rank 1 and the
+#     collective; under the supervisor, with the fault in the first launch
+#     only, it is restarted once from `latest`, restarts.jsonl records the
+#     NCCL error, and step_60's shards are the uninterrupted run's bits.
 # usage: supervise_test.sh <path to train> <mpiexec> <case> [-- extra train flags]
 #   The emulated CUDA backend's run passes --training.device=cuda --parallel.comm=nccl.
 set -u
@@ -89,6 +100,65 @@ agreement() {
   echo "PASS ($case): the agreement check's failure not retried"
 }
 
+memory() {
+  flags+=(--parallel.mode=zero3)
+  # shellcheck source=memory_per_rank.sh
+  source "$(dirname "$0")/memory_per_rank.sh"
+  local limit
+  limit=$(memory_between_worlds 1 2) || fail "$limit"
+  printf 'localhost slots=1\n' > "$work/one_slot"
+  "$train" supervise --backoff 0.1s -- "$mpiexec" --hostfile "$work/one_slot" -np 1 "$train" \
+    "${flags[@]}" --parallel.memory_per_rank="$limit" --checkpoint.dir="$work/run" > "$work/run.log" 2>&1
+  local status=$?
+  [ "$status" = 1 ] || fail "exit status $status, not 1: $(tail -3 "$work/run.log")"
+  [ "$(wc -l < "$work/run.log")" = 1 ] || fail "more than one line: $(cat "$work/run.log")"
+  grep "^error: .*one_slot: no world size up to 1 fits the hosts' 1 slots (at 1 rank(s) on localhost: .*needs .* per rank in mode zero3 .* but parallel.memory_per_rank gives .* available per rank)$" \
+    "$work/run.log" || fail "the line does not say which world and why: $(cat "$work/run.log")"
+  [ ! -e "$work/run/metrics.jsonl" ] && [ ! -e "$work/run/restarts.jsonl" ] || fail "something was launched"
+  echo "PASS ($case): no world fits $limit per rank: refused at once, nothing launched"
+}
+
+nccl_error() {
+  local t0=$SECONDS ddp=("${flags[@]}" --parallel.mode=ddp)
+  "$mpiexec" -np 2 --oversubscribe "$train" "${ddp[@]}" --checkpoint.dir="$work/straight" \
+    > "$work/straight.log" 2>&1 || fail "the uninterrupted run: $(tail -3 "$work/straight.log")"
+  # Alone: 75 (restartable), one line naming the rank and the collective, and
+  # no rank left waiting (the job ends well within the test's limit).
+  local started=$SECONDS
+  LLM_FAULT_NCCL_ERROR=1:115 timeout 120 "$mpiexec" -np 2 --oversubscribe -x LLM_FAULT_NCCL_ERROR \
+    "$train" "${ddp[@]}" --checkpoint.dir="$work/alone" > "$work/alone.log" 2>&1
+  local status=$? took=$(( SECONDS - started ))
+  [ "$status" != 124 ] || fail "the job hung after the NCCL error: $(grep -i error "$work/alone.log" | head -3)"
+  [ "$status" = 75 ] || fail "exit status $status, not 75: $(grep -i error "$work/alone.log" | head -3)"
+  grep -m1 "^rank 1: error: NCCL error: ncclAllReduce (all_reduce #[0-9]* on group '[a-z]*') failed: unhandled system error" \
+    "$work/alone.log" || fail "no line names rank 1 and the collective: $(grep -i error "$work/alone.log" | head -3)"
+  [ "$(grep -c "error:" "$work/alone.log")" = 1 ] || fail "not one error line: $(grep "error:" "$work/alone.log")"
+  # Supervised: this launcher injects the fault into its first launch only.
+  printf '%s\n' '#!/usr/bin/env bash' \
+    "if mkdir '$work/faulted' 2>/dev/null; then" \
+    "  LLM_FAULT_NCCL_ERROR=1:115 exec '$mpiexec' -x LLM_FAULT_NCCL_ERROR \"\$@\"" \
+    'fi' "exec '$mpiexec' \"\$@\"" > "$work/mpirun_fault_once"
+  chmod +x "$work/mpirun_fault_once"
+  "$train" supervise --backoff 0.1s -- "$work/mpirun_fault_once" -np 2 --oversubscribe "$train" \
+    "${ddp[@]}" --checkpoint.dir="$work/run" > "$work/run.log" 2>&1
+  status=$?
+  [ "$status" = 0 ] || fail "the supervisor ended with $status: $(tail -5 "$work/run.log")"
+  echo "restarts.jsonl:"; cat "$work/run/restarts.jsonl"
+  [ "$(restarts)" = 1 ] || fail "$(restarts) restarts recorded, not 1"
+  python3 - "$work/run/restarts.jsonl" <<'PY' || fail "restarts.jsonl does not record the NCCL error"
+import json, sys
+record = json.loads(open(sys.argv[1]).readline())
+assert record["exit_status"] == 75 and record["rank"] == 1, record
+assert record["error"].startswith("NCCL error: ncclAllReduce (all_reduce #"), record
+assert "unhandled system error" in record["error"] and record["step"] >= 5, record
+PY
+  grep -q "resumed from" "$work/run.log" || fail "the relaunch did not resume: $(tail -5 "$work/run.log")"
+  for f in "$work"/straight/step_60/shard_*.bin; do
+    cmp -s "$f" "$work/run/step_60/$(basename "$f")" || fail "$(basename "$f") of step_60 differs from the uninterrupted run's"
+  done
+  echo "PASS ($case): exit 75 in $took s naming rank 1; restarted once, step_60 the uninterrupted run's bits ($(( SECONDS - t0 )) s)"
+}
+
 # The rank's pid, from the rank each process was given.
 rank_pid() {
   for pid in $(pgrep -f "checkpoint.dir=$work/run"); do
@@ -154,6 +224,8 @@ case $case in
   kills) kills ;;
   bad_input) bad_input ;;
   agreement) agreement ;;
+  nccl_error) nccl_error ;;
+  memory) memory ;;
   stop) stop ;;
   *) fail "unknown case" ;;
 esac

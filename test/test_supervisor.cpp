@@ -98,7 +98,14 @@ TEST(FailureCulprit, NamesTheRankAndHostTheJobsOutputNames) {
       "collective, or its host is lost)\n");
   EXPECT_EQ(stalled.rank, 3);
   EXPECT_EQ(stalled.host, "");
-  EXPECT_EQ(failure_culprit("x\nrank 1: error: CUDA error: ncclAllReduce failed\n").rank, 1);
+  EXPECT_EQ(stalled.error.substr(0, 30), "watchdog: all_reduce_sum #5 on");
+  const FailureCulprit nccl = failure_culprit(
+      "x\nrank 1: error: NCCL error: ncclAllReduce (all_reduce #118 on group 'replicate') "
+      "failed: unhandled system error\nrank 0: error: watchdog: ...\n");
+  EXPECT_EQ(nccl.rank, 1);
+  EXPECT_EQ(nccl.error,
+            "NCCL error: ncclAllReduce (all_reduce #118 on group 'replicate') failed: unhandled "
+            "system error");
   EXPECT_EQ(failure_culprit("Segmentation fault\n").rank, -1);
 }
 
@@ -107,6 +114,7 @@ TEST(RestartLog, AppendsOneLinePerRestart) {
   RestartRecord record;
   record.restart = 1;
   record.why = "exit status 75";
+  record.error = "NCCL error: ncclAllReduce (all_reduce #3 on group 'world') failed: x";
   record.exit_status = 75;
   record.rank = 3;
   record.host = "hostb";
@@ -123,6 +131,7 @@ TEST(RestartLog, AppendsOneLinePerRestart) {
   const nlohmann::json second = nlohmann::json::parse(text.substr(newline + 1));
   EXPECT_EQ(first["restart"], 1);
   EXPECT_EQ(first["rank"], 3);
+  EXPECT_EQ(first["error"], record.error);
   EXPECT_EQ(first["host"], "hostb");
   EXPECT_EQ(first["step"], 20);
   EXPECT_EQ(second["hosts_set_aside"], nlohmann::json::array({"hostb"}));

@@ -5,6 +5,8 @@
 #include "schema/config.h"
 #include "base/error.h"
 #include "test/error_of.h"
+#include "commands/host_pool.h"
+#include "cost_models/memory_plan.h"
 #include "trainer/launch_validate.h"
 #include "trainer/trainer.h"
 #include "parallel/topology.h"
@@ -62,6 +64,40 @@ TEST(Topology, InvalidCombinationsNameTheKey) {
   const Config hybrid_pairs =
       config_load("configs/tiny.toml", {"parallel.mode=hybrid", "parallel.shard_group_size=2"});
   EXPECT_EQ(error_of([&] { launch_validate(hybrid_pairs, 4, nullptr, false); }), "");
+}
+
+// parallel.memory_per_rank is a rule of the world (zero3 shards the state
+// over more ranks, so a larger world needs less per rank): the launch and
+// the supervisor's choice of world (largest_fitting_world over the same
+// launch_validate) refuse a world whose plan exceeds it, naming the figures.
+TEST(Topology, AWorldWhosePlanExceedsMemoryPerRankIsRefused) {
+  const Config zero3 = config_load("configs/tiny.toml", {"parallel.mode=zero3"});
+  const size_t one = memory_plan(zero3, sharding_plan(zero3.parallel, 1)).total();
+  const size_t two = memory_plan(zero3, sharding_plan(zero3.parallel, 2)).total();
+  ASSERT_LT(two, one);
+  auto with_limit = [](size_t bytes) {
+    return config_load(
+        "configs/tiny.toml",
+        {"parallel.mode=zero3", "parallel.memory_per_rank=" + std::to_string(bytes) + "B"});
+  };
+  const Config between = with_limit((one + two) / 2);
+  const std::string refusal = error_of([&] { launch_validate(between, 1, nullptr, false); });
+  EXPECT_NE(refusal.find("needs"), std::string::npos) << refusal;
+  EXPECT_NE(refusal.find("in mode zero3"), std::string::npos) << refusal;
+  EXPECT_NE(refusal.find("but parallel.memory_per_rank gives"), std::string::npos) << refusal;
+  EXPECT_EQ(error_of([&] { launch_validate(between, 2, nullptr, false); }), "");
+  auto largest = [](const Config& config) {
+    return largest_fitting_world(2, [&](int world) {
+      return error_of([&] { launch_validate(config, world, nullptr, false); }).empty();
+    });
+  };
+  EXPECT_EQ(largest(between), 2);
+  EXPECT_EQ(largest(with_limit(two)), 2);  // exactly enough
+  EXPECT_EQ(largest(with_limit(two - 1)), 0);
+  // The rank's own check takes the smaller of the limit and what it finds.
+  EXPECT_EQ(rank_memory_available(with_limit(1000), 1).bytes, 1000u);
+  EXPECT_NE(config_refusal({"parallel.memory_per_rank=70"}).find("parallel.memory_per_rank"),
+            std::string::npos);
 }
 
 // The mesh: tensor_parallel must divide the world, and split the model's

@@ -20,6 +20,7 @@ const Config& launch_validate(const Config& config, int world_size, const Tokeni
             "{}: parallel.shard_group_size ({}) must divide the data-parallel size ({}) for mode "
             "hybrid",
             at("parallel.shard_group_size"), p.shard_group_size, dp);
+  check_memory_fits(config, sharding_plan(p, dp), rank_memory_declared(config));
   if (!tokenizer) return config;
   const int pieces = tokenizer->vocab_size(), rows = config.model.vocab_size;
   LLM_CHECK(pieces <= rows,

@@ -155,6 +155,8 @@ Trainer::Trainer(Config config, Group& world, const Backend* backend_override)
   restore_state();
 }
 
+Trainer::~Trainer() = default;
+
 double Trainer::peak_flops_per_rank() const {
   if (config_.logging.peak_tflops > 0) return config_.logging.peak_tflops * 1e12;
   if (config_.device() == Device::cuda) return 0;  // unknown: no MFU
@@ -265,6 +267,8 @@ StepResult Trainer::train_step(int step, bool show_progress) {
   // before they can change the weights (NCCL does not compare sizes).
   check_collective_agreement(comm_world());
   if (!result.skipped) {
+    // A save's copies of the state this update overwrites come first.
+    if (saver_) saver_->before_update();
     engine_->optimizer_step(
         {result.lr, clip_scale(result.grad_norm, static_cast<float>(t.grad_clip)), step + 1});
   }
@@ -352,14 +356,14 @@ void Trainer::run() {
   const CheckpointConfig& policy = config_.checkpoint;
   auto run_start = Clock::now();
   int last_saved = resumed_from_.empty() ? -1 : start_step_;
-  std::unique_ptr<BackgroundSaver> saver = background_saver();
+  saver_ = background_saver();
   auto save = [&](int done) {
     last_saved = done;
-    if (saver) {
+    if (saver_) {
       check_save_step(done);
-      if (auto previous = saver->start(run_dir, done, config_))
+      if (auto previous = saver_->start(run_dir, done, config_))
         log_save_completed(*previous, /*background=*/true, metrics_);
-      log_save_started(*saver);
+      log_save_started(*saver_);
       return;
     }
     auto start = Clock::now();
@@ -369,8 +373,8 @@ void Trainer::run() {
   };
   // The save in flight, waited for: a run ends only once `latest` names it.
   auto finish_saves = [&] {
-    if (!saver) return;
-    if (auto report = saver->finish()) log_save_completed(*report, /*background=*/true, metrics_);
+    if (!saver_) return;
+    if (auto report = saver_->finish()) log_save_completed(*report, /*background=*/true, metrics_);
   };
   // The arenas' bytes on the device (on the CPU the offloaded optimizer's
   // host memory is the same memory).
@@ -392,8 +396,8 @@ void Trainer::run() {
     const int done = step + 1;
     bool last = done == t.steps;
     if ((t.eval_interval > 0 && done % t.eval_interval == 0) || last) log_eval(done);
-    if (saver) {
-      if (auto report = saver->poll()) log_save_completed(*report, /*background=*/true, metrics_);
+    if (saver_) {
+      if (auto report = saver_->poll()) log_save_completed(*report, /*background=*/true, metrics_);
     }
     if (policy.interval > 0 && done % policy.interval == 0) save(done);
     // Every rank learns of a signal that reached any of them, at the same step.

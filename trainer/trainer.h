@@ -39,6 +39,7 @@ class Trainer {
   // trainer: `./train bench --profile` passes a profiled one), else of
   // backend_for(training.device, training.attention).
   Trainer(Config config, Group& world, const Backend* backend = nullptr);
+  ~Trainer();
 
   // Runs from start_step() to training.steps with evaluation, logging and
   // checkpoints; then the sample. Returns early (after saving) on SIGTERM, SIGINT,
@@ -105,6 +106,9 @@ class Trainer {
   std::unique_ptr<ShardingEngine> engine_;
   std::unique_ptr<DataLoader> train_data_;
   std::unique_ptr<DataLoader> val_data_;
+  // run()'s saves in the background (checkpoint.async), null otherwise; after
+  // the engine, which its copies read.
+  std::unique_ptr<BackgroundSaver> saver_;
   std::vector<int32_t> inputs_, targets_;   // (micro_batch_size, seq_len)
   std::unique_ptr<FileLock> run_dir_lock_;  // rank 0, during run()
   MetricsLog metrics_;
