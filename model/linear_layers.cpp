@@ -31,8 +31,12 @@ LinearLayers<A>::LinearLayers(const Backend& backend, const ModelConfig& config,
     widest_input_ = std::max(widest_input_, static_cast<size_t>(cols));
     widest_output_ = std::max(widest_output_, static_cast<size_t>(rows));
   }
+  matrices_per_block_ = matrices.size();
   if (!fp8_) return;
   weights_.assign(layout.layers.count(), matrices);
+  for (size_t block = 0; block < weights_.size(); ++block)
+    for (size_t m = 0; m < matrices.size(); ++m)
+      weights_[block][m].input = static_cast<int>(block * matrices.size() + m);
   cast_version_.resize(layout.layers.count());
 }
 
@@ -44,6 +48,8 @@ void LinearLayers<A>::plan(BufferPlan& plan, size_t N) {
   plan.add(grad_t_, N * widest_output_);
   plan.add(scales_, kScales);
   plan.add(input_row_amax_, N);
+  plan.add(input_scales_, static_cast<size_t>(delayed_inputs()));
+  plan.add(step_amax_, static_cast<size_t>(delayed_inputs()));
   for (std::vector<Fp8Weight>& block : weights_) {
     for (Fp8Weight& w : block) {
       const size_t n = static_cast<size_t>(w.rows) * w.cols;
@@ -64,6 +70,39 @@ typename LinearLayers<A>::Weight LinearLayers<A>::block_weight(int block, const 
   }
   LLM_CHECK(weight.fp8, "transformer: no FP8 codes for a matrix the block table does not hold");
   return weight;
+}
+
+template <class A>
+Fp8InputCast LinearLayers<A>::input_cast(int block, int row) const {
+  Fp8InputCast cast{input_row_amax()};
+  if (!cast.row_amax || !delayed_scales_) return cast;
+  for (const Fp8Weight& w : weights_[block]) {
+    if (w.row <= row) continue;
+    cast.codes = input_;
+    cast.scale = input_scales_ + w.input;
+    return cast;
+  }
+  LLM_FAIL("transformer: no block matrix after table row {} reads an FP8 input", row);
+}
+
+template <class A>
+void LinearLayers<A>::begin_delayed_step(const float* amax) {
+  if (!fp8_) return;
+  const size_t n = static_cast<size_t>(delayed_inputs());
+  delayed_ = true;
+  delayed_scales_ = amax != nullptr;
+  if (delayed_scales_) {
+    std::vector<Fp8Scale> scales(n);
+    for (size_t i = 0; i < n; ++i) scales[i] = fp8_scale_from_amax(amax[i], Fp8Format::e4m3);
+    backend_.memory->to_device(input_scales_, scales.data(), n * sizeof(Fp8Scale));
+  }
+  f32_.fill_zero(step_amax_, n);
+}
+
+template <class A>
+void LinearLayers<A>::read_step_amax(float* out) const {
+  if (!fp8_) return;
+  backend_.memory->to_host(out, step_amax_, static_cast<size_t>(delayed_inputs()) * sizeof(float));
 }
 
 template <class A>
@@ -98,9 +137,21 @@ void LinearLayers<A>::forward(A* out, const A* inp, Weight weight, const A* resi
   if constexpr (std::is_same_v<A, Bf16>) {
     if (const Fp8Weight* w = weight.fp8) {
       constexpr Fp8Format e4m3 = Fp8Format::e4m3;
-      quantize(input_, nullptr, inp, N, K, kInputScale, e4m3, inp_row_amax);
-      ops_.fp8_gemm(out, residual, input_, e4m3, scales_ + kInputScale, w->codes, e4m3, w->scale, N,
-                    OC, K, forward_accumulation_);
+      const Fp8Scale* scale = scales_ + kInputScale;
+      float* step_amax = step_amax_ + w->input;
+      if (delayed_scales_) {
+        // Row amaxes come with the codes under delayed scaling (input_cast).
+        scale = input_scales_ + w->input;
+        if (inp_row_amax)
+          backend_.fp8_amax_fold(step_amax, inp_row_amax, N);
+        else
+          backend_.fp8_cast_amax(input_, step_amax, inp, static_cast<size_t>(N) * K, scale, e4m3);
+      } else {
+        quantize(input_, nullptr, inp, N, K, kInputScale, e4m3, inp_row_amax);
+        if (delayed_) backend_.fp8_amax_fold(step_amax, &scales_[kInputScale].amax, 1);
+      }
+      ops_.fp8_gemm(out, residual, input_, e4m3, scale, w->codes, e4m3, w->scale, N, OC, K,
+                    forward_accumulation_);
       return;
     }
   }

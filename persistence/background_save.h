@@ -54,7 +54,8 @@ class BackgroundSaver {
   // Completes the save in flight (waiting for it), then copies the state
   // after `step` steps aside and starts writing it; returns the completed
   // save's report, if any. stall_seconds() then holds the new save's stall.
-  std::optional<SaveReport> start(const std::string& run_dir, int step, const Config& config);
+  std::optional<SaveReport> start(const std::string& run_dir, int step, const Config& config,
+                                  const TrainerState& state = {});
   // At a step boundary: when every rank's shard of the save in flight is
   // written, rank 0 commits it in the background; returns its report once
   // `latest` names it.
