@@ -9,7 +9,10 @@
 // RMSNorm or SwiGLU forward wrote (fp8_scale_from_row_amax). Maxima of
 // magnitude bits (fp8_amax_device.cuh) are exact in any order, so the result
 // is the CPU's bits, and a NaN (bits above every number's) gives the CPU's
-// NaN amax.
+// NaN amax. Delayed scaling's fp8_cast_amax is the amax pass's first kernel
+// writing each element's code beside its maximum (16-byte loads, 8-byte
+// stores where aligned); a one-block kernel then folds the partials into the
+// running amax (fp8_amax_fold, which also folds a producer's row amaxes).
 // The cast reads each tile of x once, converts it (one fp32 multiply by the
 // power-of-two scale, then cvt.rn.satfinite: __nv_cvt_float_to_fp8), writes
 // the row-major codes and, through shared memory, the transposed ones, so
@@ -77,14 +80,26 @@ __global__ void amax_scale_kernel(Fp8Scale* scale, const float* amaxes, size_t c
   if (threadIdx.x == 0) *scale = fp8_scale_from_amax(__uint_as_float(largest), format);
 }
 
-// codes[i] = fp8(x[i] * scale) over a grid-stride share of x (n), and
-// partials[blockIdx.x] = the largest magnitude of that share.
+// codes[i] = fp8(x[i] * scale) over a grid-stride share of x (n), the first
+// `packs` 16-byte packs of x (8-byte packs of codes) and then the elements
+// after them, and partials[blockIdx.x] = the largest magnitude of that share.
 __global__ void cast_amax_kernel(uint8_t* codes, float* partials, const Bf16* x, size_t n,
-                                 const Fp8Scale* scale, Fp8Format format) {
+                                 size_t packs, const Fp8Scale* scale, Fp8Format format) {
+  using Codes = Pack<uint8_t, kPack<Bf16>>;
   const float s = scale->scale;
   uint32_t largest = 0;
+  const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
   const size_t stride = (size_t)gridDim.x * blockDim.x;
-  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+  const auto* packed = reinterpret_cast<const Pack<Bf16>*>(x);
+  for (size_t i = first; i < packs; i += stride) {
+    const Pack<Bf16> in = packed[i];
+    Codes out;
+#pragma unroll
+    for (int j = 0; j < kPack<Bf16>; j++) out.v[j] = fp8_code(load_f32(&in.v[j]), s, format);
+    reinterpret_cast<Codes*>(codes)[i] = out;
+    largest = max_magnitude_bits(largest, in);
+  }
+  for (size_t i = packs * kPack<Bf16> + first; i < n; i += stride) {
     largest = MaxBits{}(largest, magnitude_bits(x[i]));
     codes[i] = fp8_code(load_f32(&x[i]), s, format);
   }
@@ -194,10 +209,13 @@ void fp8_cast_transpose(uint8_t* codes, uint8_t* codes_t, const Bf16* x, int row
 void fp8_cast_amax(uint8_t* codes, float* amax, const Bf16* x, size_t n, const Fp8Scale* scale,
                    Fp8Format format) {
   if (n == 0) return;
-  const unsigned blocks = std::min(blocks_for(n, kThreads), kAmaxBlocks);
+  const bool aligned = is_aligned(x, sizeof(Pack<Bf16>)) && is_aligned(codes, kPack<Bf16>);
+  const size_t packs = aligned ? n / kPack<Bf16> : 0;
+  const unsigned blocks =
+      std::min(blocks_for(packs + (n - packs * kPack<Bf16>), kThreads), kAmaxBlocks);
   auto* partials = static_cast<float*>(amax_partials().reserve(kAmaxBlocks * sizeof(float)));
-  launch(cast_amax_kernel, blocks, kThreads, 0, compute_stream(), codes, partials, x, n, scale,
-         format);
+  launch(cast_amax_kernel, blocks, kThreads, 0, compute_stream(), codes, partials, x, n, packs,
+         scale, format);
   LLM_CUDA_CHECK_LAUNCH();
   fp8_amax_fold(amax, partials, static_cast<int>(blocks));
 }
