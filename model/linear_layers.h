@@ -100,6 +100,8 @@ class LinearLayers {
   void begin_delayed_step(const float* amax);
   // The running amaxes since begin_delayed_step (delayed_inputs() floats).
   void read_step_amax(float* out) const;
+  // begin_delayed_step set scales: the forward runs delayed scaling's kernels.
+  bool has_delayed_scales() const { return delayed_scales_; }
 
   // out (N, OC) = inp (N, K) @ weight (OC, K)^T (+ residual when not null).
   // inp_row_amax (N), when not null: the amax of each row of inp, which its

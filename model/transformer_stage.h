@@ -105,6 +105,9 @@ class TransformerStage final : public Transformer {
   void begin_fp8_delayed_step(const std::vector<float>& amax) override {
     LLM_CHECK(amax.empty() || static_cast<int>(amax.size()) == fp8_delayed_inputs(),
               "transformer: {} FP8 input amaxes for {} inputs", amax.size(), fp8_delayed_inputs());
+    // The first step with scales runs other kernels than the one before (no
+    // amax pass; the producers write the codes): its graphs are dropped.
+    if (!amax.empty() && !pieces_.linear.has_delayed_scales()) segments_.drop_graphs();
     pieces_.linear.begin_delayed_step(amax.empty() ? nullptr : amax.data() + first_fp8_input());
   }
   std::vector<float> fp8_step_amax() const override {
