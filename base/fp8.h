@@ -130,6 +130,13 @@ LLM_FP8_HOST_DEVICE inline Fp8Scale fp8_scale_from_amax(float amax, Fp8Format fo
   return s;
 }
 
+// codes[i] = float_to_fp8(x[i] * scale) for x's n values (as stored): a
+// scaled cast, the CPU twins' one expression of it.
+template <class T>
+void fp8_encode_row(uint8_t* codes, const T* x, size_t n, float scale, Fp8Format format) {
+  for (size_t i = 0; i < n; i++) codes[i] = float_to_fp8(to_float(x[i]) * scale, format);
+}
+
 // An amax as integer maxima: a value's magnitude as the bits of a float (a
 // bf16's widened exactly), so the largest bits are the largest magnitude in
 // any order, and a NaN's, above every number's, make the amax NaN (scale 1).

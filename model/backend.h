@@ -43,6 +43,7 @@ namespace llm {
   X(embedding_forward)       \
   X(embedding_backward)      \
   X(rmsnorm_forward)         \
+  X(rmsnorm_forward_fp8)     \
   X(rmsnorm_backward)        \
   X(qk_norm_forward)         \
   X(qk_norm_backward)        \
@@ -55,6 +56,7 @@ namespace llm {
   X(kv_cache_write)          \
   X(attention_cached)        \
   X(swiglu_forward)          \
+  X(swiglu_forward_fp8)      \
   X(swiglu_backward)         \
   X(matmul_forward)          \
   X(matmul_forward_residual) \
@@ -78,7 +80,9 @@ namespace llm {
   X(gather_columns)          \
   X(fp8_amax_scale)          \
   X(fp8_scale_from_row_amax) \
-  X(fp8_cast_transpose)
+  X(fp8_cast_transpose)      \
+  X(fp8_cast_amax)           \
+  X(fp8_amax_fold)
 
 // The typed ops of one storage type T (float or Bf16).
 template <class T>

@@ -53,10 +53,11 @@ class CapturedSegments {
 
   // Graphs captured so far (tests).
   int graphs() const { return static_cast<int>(captured_.size()); }
-
- private:
+  // Drops every graph and sighting: from now on a key's work is other
+  // kernels (FP8 delayed scaling's first step with scales).
   void drop_graphs();
 
+ private:
   const DeviceGraphs* graphs_;
   bool on_ = false;
   uint64_t epoch_ = 0;

@@ -31,8 +31,12 @@ LinearLayers<A>::LinearLayers(const Backend& backend, const ModelConfig& config,
     widest_input_ = std::max(widest_input_, static_cast<size_t>(cols));
     widest_output_ = std::max(widest_output_, static_cast<size_t>(rows));
   }
+  matrices_per_block_ = matrices.size();
   if (!fp8_) return;
   weights_.assign(layout.layers.count(), matrices);
+  for (size_t block = 0; block < weights_.size(); ++block)
+    for (size_t m = 0; m < matrices.size(); ++m)
+      weights_[block][m].input = static_cast<int>(block * matrices.size() + m);
   cast_version_.resize(layout.layers.count());
 }
 
@@ -46,6 +50,8 @@ void LinearLayers<A>::plan(BufferPlan& plan, size_t N, int slots) {
   plan.add(scales_, kScales);
   plan.add(input_row_amax_, N);
   plan.add(grad_row_amax_, 2 * N);
+  plan.add(delayed_input_scales_, static_cast<size_t>(delayed_inputs()));
+  plan.add(step_amax_, static_cast<size_t>(delayed_inputs()));
   for (std::vector<Fp8Weight>& block : weights_) {
     for (Fp8Weight& w : block) {
       const size_t n = static_cast<size_t>(w.rows) * w.cols;
@@ -63,10 +69,45 @@ typename LinearLayers<A>::Weight LinearLayers<A>::block_weight(int slot, int blo
   Weight weight{params + offsets_[row]};
   if (!fp8_) return weight;
   for (const Fp8Weight& w : weights_[block]) {
-    if (w.row == row) weight = {weight.values, &w, w.input_scales + slot};
+    if (w.row != row) continue;
+    Fp8Scale* input_scale = delayed_scales_ ? delayed_input_scales_ + w.input : w.input_scales + slot;
+    weight = {weight.values, &w, input_scale};
   }
   LLM_CHECK(weight.fp8, "transformer: no FP8 codes for a matrix the block table does not hold");
   return weight;
+}
+
+template <class A>
+Fp8InputCast LinearLayers<A>::input_cast(int block, int row) const {
+  Fp8InputCast cast{input_row_amax()};
+  if (!cast.row_amax || !delayed_scales_) return cast;
+  for (const Fp8Weight& w : weights_[block]) {
+    if (w.row <= row) continue;
+    cast.codes = input_;
+    cast.scale = delayed_input_scales_ + w.input;
+    return cast;
+  }
+  LLM_FAIL("transformer: no block matrix after table row {} reads an FP8 input", row);
+}
+
+template <class A>
+void LinearLayers<A>::begin_delayed_step(const float* amax) {
+  if (!fp8_) return;
+  const size_t n = static_cast<size_t>(delayed_inputs());
+  delayed_ = true;
+  delayed_scales_ = amax != nullptr;
+  if (delayed_scales_) {
+    std::vector<Fp8Scale> scales(n);
+    for (size_t i = 0; i < n; ++i) scales[i] = fp8_scale_from_amax(amax[i], Fp8Format::e4m3);
+    backend_.memory->to_device(delayed_input_scales_, scales.data(), n * sizeof(Fp8Scale));
+  }
+  f32_.fill_zero(step_amax_, n);
+}
+
+template <class A>
+void LinearLayers<A>::read_step_amax(float* out) const {
+  if (!fp8_) return;
+  backend_.memory->to_host(out, step_amax_, static_cast<size_t>(delayed_inputs()) * sizeof(float));
 }
 
 template <class A>
@@ -100,7 +141,18 @@ void LinearLayers<A>::forward(A* out, const A* inp, Weight weight, const A* resi
   if constexpr (std::is_same_v<A, Bf16>) {
     if (const Fp8Weight* w = weight.fp8) {
       constexpr Fp8Format e4m3 = Fp8Format::e4m3;
-      quantize(input_, nullptr, inp, N, K, weight.input_scale, e4m3, inp_row_amax);
+      float* step_amax = step_amax_ + w->input;
+      if (delayed_scales_) {
+        // Row amaxes come with the codes under delayed scaling (input_cast).
+        if (inp_row_amax)
+          backend_.fp8_amax_fold(step_amax, inp_row_amax, N);
+        else
+          backend_.fp8_cast_amax(input_, step_amax, inp, static_cast<size_t>(N) * K,
+                                 weight.input_scale, e4m3);
+      } else {
+        quantize(input_, nullptr, inp, N, K, weight.input_scale, e4m3, inp_row_amax);
+        if (delayed_) backend_.fp8_amax_fold(step_amax, &weight.input_scale->amax, 1);
+      }
       ops_.fp8_gemm(out, residual, input_, e4m3, weight.input_scale, w->codes, e4m3, w->scale, N,
                     OC, K, forward_accumulation_);
       return;
@@ -117,8 +169,9 @@ void LinearLayers<A>::forward(A* out, const A* inp, Weight weight, const A* resi
 // dout^T inp as (OC, N) . (K, N)^T, both K-contiguous. The input's scale is
 // the forward's: the input is the same tensor, bit for bit (the activation
 // the forward read, kept or recomputed by the same kernels, under tensor
-// parallelism each rank's own, under pipeline parallelism per slot); with
-// the fused amax off, an amax pass makes it again.
+// parallelism each rank's own, under pipeline parallelism per slot), and
+// under delayed scaling the step's scale; with the fused amax off under
+// current scaling, an amax pass makes it again.
 template <class A>
 void LinearLayers<A>::backward(A* dinp, float* dweight, const A* dout, const A* inp, Weight weight,
                                int N, int K, int OC, const float* dout_row_amax) {
@@ -131,8 +184,9 @@ void LinearLayers<A>::backward(A* dinp, float* dweight, const A* dout, const A* 
         ops_.fp8_gemm(dinp, nullptr, grad_, e5m2, grad_scale, w->codes_t, e4m3, w->scale, N, K, OC,
                       Fp8Accumulation::promoted);
       }
-      Fp8Scale* input_scale = fused_amax_ ? weight.input_scale : scales_ + kInputScale;
-      if (!fused_amax_) backend_.fp8_amax_scale(input_scale, inp, static_cast<size_t>(N) * K, e4m3);
+      const bool amax_pass = !fused_amax_ && !delayed_scales_;
+      Fp8Scale* input_scale = amax_pass ? scales_ + kInputScale : weight.input_scale;
+      if (amax_pass) backend_.fp8_amax_scale(input_scale, inp, static_cast<size_t>(N) * K, e4m3);
       backend_.fp8_cast_transpose(nullptr, input_, inp, N, K, input_scale, e4m3);
       f32_.fp8_gemm(dweight, dweight, grad_t_, e5m2, grad_scale, input_, e4m3, input_scale, OC, K,
                     N, Fp8Accumulation::promoted);

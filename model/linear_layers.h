@@ -9,10 +9,19 @@
 // unless told), the backward's always promoted (fp8_matmul.h). A forward
 // input's scale comes from the amaxes of its rows when the kernel that wrote
 // it (RMSNorm, SwiGLU) left them in input_row_amax(), else from an amax pass
-// over it: the same scale either way (base/fp8.h). The backward casts that
-// input again with the scale its forward kept (Weight::input_scale), and an
-// output gradient's scale comes from its rows' amaxes where its writer left
-// them (dout_row_amax), else from an amax pass (docs/training.md, "FP8").
+// over it: the same scale either way (base/fp8.h).
+// Delayed scaling (training.fp8_scaling = delayed): each forward input of a
+// block matrix has an entry (Fp8Weight::input); for a whole optimizer step
+// its scale is the one begin_delayed_step set from the amax history (so
+// every micro-batch and recomputation casts alike), each forward folds the
+// input's amax into the entry's running maximum, and the writer of the
+// input (RMSNorm, SwiGLU: input_cast) writes its codes too, so the forward
+// casts nothing; an input with no such writer is cast with its amax in the
+// same pass (fp8_cast_amax).
+// The backward casts a matmul's input again with the scale its forward
+// used (Weight::input_scale), and an output gradient's scale comes from its
+// rows' amaxes where its writer left them (dout_row_amax), else from an
+// amax pass (docs/training.md, "FP8").
 #pragma once
 
 #include <cstddef>
@@ -32,20 +41,30 @@ namespace llm {
 struct Fp8Weight {
   int row;                     // its row of the block table (block.h)
   int rows, cols;              // this rank's slice (OC, K)
+  int input = 0;               // its forward input's delayed-scaling entry: block x matrices + matrix
   uint8_t* codes = nullptr;    // (rows, cols)
   uint8_t* codes_t = nullptr;  // (cols, rows)
   Fp8Scale* scale = nullptr;
   // [activation slot] the scale the forward of that slot's micro-batch cast
-  // its input with, kept for its backward.
+  // its input with under current scaling, kept for its backward.
   Fp8Scale* input_scales = nullptr;
+};
+
+// What the kernel that writes a block matmul's forward input writes beside
+// it for the matmul's FP8 path (LinearLayers::input_cast); null: nothing.
+struct Fp8InputCast {
+  float* row_amax = nullptr;        // (N) each row's amax
+  uint8_t* codes = nullptr;         // (N, K) the input's e4m3 codes with `scale` (delayed scaling)
+  const Fp8Scale* scale = nullptr;  // in the backend's memory
 };
 
 template <class A>
 class LinearLayers {
  public:
   // A weight (OC, K) and, for a block matrix under fp8, its FP8 codes and
-  // where the forward keeps its input's scale for the backward of the same
-  // micro-batch.
+  // the scale of its input: where the forward keeps it for the backward of
+  // the same micro-batch, or under delayed scaling with scales set the
+  // step's delayed scale.
   struct Weight {
     const A* values;
     const Fp8Weight* fp8 = nullptr;
@@ -87,16 +106,37 @@ class LinearLayers {
   // pass, forward and backward, as before the fusion
   // (Transformer::set_fp8_fused_amax).
   void set_fused_amax(bool on) { fused_amax_ = on; }
+  // What the writer of the forward input of block `block`'s first matrix
+  // after table row `row` (the matrix that reads it) writes beside it:
+  // input_row_amax(), and under delayed scaling with scales set the codes
+  // and the scale (forward then casts nothing).
+  Fp8InputCast input_cast(int block, int row) const;
+
+  // precision fp8, delayed scaling: the FP8 forward inputs' slots, the
+  // stage's blocks times the matrices of a block.
+  int delayed_inputs() const { return static_cast<int>(weights_.size() * matrices_per_block_); }
+  int matrices_per_block() const { return static_cast<int>(matrices_per_block_); }
+  // From now on (an optimizer step) each slot's scale is
+  // fp8_scale_from_amax(amax[slot]), or (amax null: the history is empty)
+  // each input's own, as under current scaling; every slot's running amax
+  // is zeroed. Waits for the device's queued work.
+  void begin_delayed_step(const float* amax);
+  // The running amaxes since begin_delayed_step (delayed_inputs() floats).
+  void read_step_amax(float* out) const;
+  // begin_delayed_step set scales: the forward runs delayed scaling's kernels.
+  bool has_delayed_scales() const { return delayed_scales_; }
 
   // out (N, OC) = inp (N, K) @ weight (OC, K)^T (+ residual when not null).
   // inp_row_amax (N), when not null: the amax of each row of inp, which its
-  // writer left in input_row_amax() (used by the FP8 path; else ignored).
+  // writer left in input_row_amax() (used by the FP8 path; else ignored);
+  // under delayed scaling with scales set, its writer left inp's codes too
+  // (input_cast).
   void forward(A* out, const A* inp, Weight weight, const A* residual, int N, int K, int OC,
                const float* inp_row_amax = nullptr);
   // dinp (N, K) = dout (N, OC) @ weight (when dinp is not null), dweight
   // (OC, K) += dout^T inp. inp is the forward's input, bit for bit (also
-  // when recomputed), so under FP8 it is cast with the scale the forward
-  // kept (with the fused amax on). dout_row_amax (N), when not null: the
+  // when recomputed), so under FP8 it is cast with the forward's scale
+  // (unless the fused amax is off under current scaling). dout_row_amax (N), when not null: the
   // amax of each row of dout, which its writer left in one of the
   // *_grad_row_amax() buffers.
   void backward(A* dinp, float* dweight, const A* dout, const A* inp, Weight weight, int N, int K,
@@ -117,8 +157,11 @@ class LinearLayers {
   bool fp8_;
   Fp8Accumulation forward_accumulation_ = Fp8Accumulation::promoted;
   bool fused_amax_ = true;
+  bool delayed_ = false;                 // begin_delayed_step called: the forward records amaxes
+  bool delayed_scales_ = false;          // and set the scales
   size_t widest_input_, widest_output_;  // of the block matmuls: K and OC
   size_t rows_ = 0;                      // N of the plan
+  size_t matrices_per_block_ = 0;
   // precision fp8: one matmul's activation codes (forward: the input
   // row-major; backward: the output gradient both ways and the input
   // transposed), their scales, the input's and the output gradients' row
@@ -130,6 +173,8 @@ class LinearLayers {
   Fp8Scale* scales_ = nullptr;
   float* input_row_amax_ = nullptr;              // (N)
   float* grad_row_amax_ = nullptr;               // (2, N) residual's, then hidden's
+  Fp8Scale* delayed_input_scales_ = nullptr;     // (delayed_inputs()) delayed scaling's
+  float* step_amax_ = nullptr;                   // (delayed_inputs()) running maxima
   std::vector<std::vector<Fp8Weight>> weights_;  // [block of the stage][its matrix]
   std::vector<std::optional<uint64_t>> cast_version_;
 };

@@ -50,11 +50,15 @@ Group& TensorParallelSites<A>::tensor(TensorPayload payload) const {
 
 template <class A>
 void TensorParallelSites<A>::norm_gathered(A* xn, float* rstd, const A* x, const A* weight, int N,
-                                           float* row_amax) {
-  LLM_CHECK(!row_amax || tp_ == 1, "transformer: a gathered norm's row amaxes need tp = 1");
+                                           Fp8InputCast cast) {
+  LLM_CHECK(!cast.row_amax || tp_ == 1, "transformer: a gathered norm's row amaxes need tp = 1");
   const int n = N / tp_, C = static_cast<int>(shape_.C);
-  ops_.rmsnorm_forward(own_rows(xn, N), rstd, x, weight, n, C, static_cast<float>(config_.norm_eps),
-                       row_amax);
+  const float eps = static_cast<float>(config_.norm_eps);
+  if (cast.codes)
+    ops_.rmsnorm_forward_fp8(own_rows(xn, N), rstd, x, weight, n, C, eps, cast.row_amax, cast.codes,
+                             cast.scale);
+  else
+    ops_.rmsnorm_forward(own_rows(xn, N), rstd, x, weight, n, C, eps, cast.row_amax);
   if (tp_ > 1) {
     tensor(TensorPayload::activation_rows)
         .all_gather(own_rows(xn, N), xn, static_cast<size_t>(n) * C, wire_type());

@@ -47,11 +47,16 @@ class TensorParallelSites {
   // fp8 and tp = 1. Under tensor parallelism each rank norms its own rows and
   // the rows are gathered, so their amax would need a maximum over the group,
   // a collective per norm; the matmul's own amax pass reads the gathered rows.
-  float* norm_row_amax() const { return tp_ == 1 ? linear_.input_row_amax() : nullptr; }
+  // So for the codes of delayed scaling: norm_cast is the linear layers'
+  // input_cast for the matrix after the norm at table row `row` when tp = 1,
+  // nothing otherwise.
+  Fp8InputCast norm_cast(int block, int row) const {
+    return tp_ == 1 ? linear_.input_cast(block, row) : Fp8InputCast{};
+  }
   // xn (N, C) = rmsnorm of this rank's rows x (n, C), all rows all-gathered;
-  // row_amax (N), when not null (norm_row_amax()), each row's amax.
+  // cast (norm_cast's), each row's amax and the codes where it names them.
   void norm_gathered(A* xn, float* rstd, const A* x, const A* weight, int N,
-                     float* row_amax = nullptr);
+                     Fp8InputCast cast = {});
   // out (n, C) = residual + this rank's rows of inp (N, K) @ W^T summed over
   // the group (a row-parallel matmul, reduce-scattered); inp_row_amax as
   // LinearLayers::forward's (inp is this rank's columns of every row).

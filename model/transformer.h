@@ -127,6 +127,18 @@ class Transformer {
   // matmul that reads their output (on, the default), or each FP8 input's
   // scale comes from an amax pass over it (the same bits, one more read).
   virtual void set_fp8_fused_amax(bool on) = 0;
+  // precision fp8 with training.fp8_scaling = delayed (linear_layers.h): the
+  // block matmuls' FP8 forward inputs of the whole model, each matrix's of
+  // each block in block order (global block x matrices per block + matrix).
+  virtual int fp8_delayed_inputs() const = 0;
+  // From now on (an optimizer step) each input's scale comes from amax[input]
+  // (fp8_delayed_inputs() values, the amax history's maxima; empty: each
+  // input's own, the history being empty), and every running amax restarts
+  // at 0. Waits for the device's queued work.
+  virtual void begin_fp8_delayed_step(const std::vector<float>& amax) = 0;
+  // The inputs' running amaxes since begin_fp8_delayed_step: this stage's
+  // blocks', 0 for the others' (fp8_delayed_inputs() values).
+  virtual std::vector<float> fp8_step_amax() const = 0;
   // Graphs captured so far.
   virtual int device_graphs() const = 0;
   // The V logits of row `row` (= b * T + t) of the last forward or decode, as

@@ -99,6 +99,22 @@ class TransformerStage final : public Transformer {
     pieces_.linear.set_forward_accumulation(accumulation);
   }
   void set_fp8_fused_amax(bool on) override { pieces_.linear.set_fused_amax(on); }
+  int fp8_delayed_inputs() const override {
+    return config_.n_layers * pieces_.linear.matrices_per_block();
+  }
+  void begin_fp8_delayed_step(const std::vector<float>& amax) override {
+    LLM_CHECK(amax.empty() || static_cast<int>(amax.size()) == fp8_delayed_inputs(),
+              "transformer: {} FP8 input amaxes for {} inputs", amax.size(), fp8_delayed_inputs());
+    // The first step with scales runs other kernels than the one before (no
+    // amax pass; the producers write the codes): its graphs are dropped.
+    if (!amax.empty() && !pieces_.linear.has_delayed_scales()) segments_.drop_graphs();
+    pieces_.linear.begin_delayed_step(amax.empty() ? nullptr : amax.data() + first_fp8_input());
+  }
+  std::vector<float> fp8_step_amax() const override {
+    std::vector<float> amax(static_cast<size_t>(fp8_delayed_inputs()), 0.0f);
+    pieces_.linear.read_step_amax(amax.data() + first_fp8_input());
+    return amax;
+  }
 
  private:
   // Residual-stream entry `index` of a slot: this rank's rows.
@@ -107,6 +123,8 @@ class TransformerStage final : public Transformer {
     return {residual + static_cast<size_t>(index) * residual_stride(), rows,
             TensorParallelSites<A>::wire_type()};
   }
+  // The first of this stage's FP8 forward inputs among the whole model's.
+  int first_fp8_input() const { return layers_.begin * pieces_.linear.matrices_per_block(); }
   size_t residual_stride() const {
     return static_cast<size_t>(max_batch_) * (max_seq_ / tp_) * s_.C;
   }

@@ -111,7 +111,7 @@ void BackgroundSaver::start_write() {
 }
 
 std::optional<SaveReport> BackgroundSaver::start(const std::string& run_dir, int step,
-                                                 const Config& config) {
+                                                 const Config& config, const TrainerState& state) {
   const auto begin = Clock::now();
   // poll() completes a save as soon as every rank's part is done: one still
   // here is being written on some rank.
@@ -123,7 +123,7 @@ std::optional<SaveReport> BackgroundSaver::start(const std::string& run_dir, int
   waited_seconds_ = seconds_since(begin);
 
   auto flight = std::make_unique<Flight>();
-  flight->save = checkpoint_save_begin(run_dir, step, config, engine_, topology_);
+  flight->save = checkpoint_save_begin(run_dir, step, config, engine_, topology_, state);
   flight->save.show_progress = false;  // the step lines own the terminal
   if (!flight->save.shard_name.empty()) flight->slices = queue_copies();
   started_step_ = step;

@@ -61,9 +61,11 @@ class BackgroundSaver {
   BackgroundSaver& operator=(const BackgroundSaver&) = delete;
 
   // Completes the save in flight (waiting for it), then queues the copies of
-  // the state after `step` steps; returns the completed save's report, if
-  // any. stall_seconds() then holds the new save's stall.
-  std::optional<SaveReport> start(const std::string& run_dir, int step, const Config& config);
+  // the state after `step` steps (and the trainer's `state`, kept in its
+  // metadata); returns the completed save's report, if any. stall_seconds()
+  // then holds the new save's stall.
+  std::optional<SaveReport> start(const std::string& run_dir, int step, const Config& config,
+                                  const TrainerState& state = {});
   // Right before an optimizer update: the device runs the update only after
   // the copies queued by start() (without blocking the host).
   void before_update();

@@ -18,7 +18,8 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 CheckpointSave checkpoint_save_begin(const std::string& run_dir, int step, const Config& config,
-                                     ShardingEngine& engine, Topology& topology) {
+                                     ShardingEngine& engine, Topology& topology,
+                                     const TrainerState& state) {
   LLM_CHECK(step >= 0, "checkpoint_save: step {} is negative", step);
   Group& world = topology.world;
   engine.settle();  // an offloaded optimizer's deferred work, applied on every rank
@@ -48,6 +49,7 @@ CheckpointSave checkpoint_save_begin(const std::string& run_dir, int step, const
                    {"note", "data order and initialization are pure functions of (seed, step)"}}},
                  {"config", config_to_toml(config)},
                  {"tensors", tensor_index(layout_build(config.model))}};
+    if (!state.fp8_amax_history.empty()) save.meta["fp8_amax_history"] = state.fp8_amax_history;
     try {
       fs::remove_all(save.tmp_dir);  // the remains of an interrupted save
       fs::create_directories(save.tmp_dir);
@@ -100,9 +102,9 @@ void checkpoint_save_discard(const CheckpointSave& save) {
 }
 
 std::string checkpoint_save(const std::string& run_dir, int step, const Config& config,
-                            ShardingEngine& engine, Topology& topology) {
+                            ShardingEngine& engine, Topology& topology, const TrainerState& state) {
   Group& world = topology.world;
-  const CheckpointSave save = checkpoint_save_begin(run_dir, step, config, engine, topology);
+  const CheckpointSave save = checkpoint_save_begin(run_dir, step, config, engine, topology, state);
   try {
     checkpoint_save_shard(save, engine.owned_slices(), engine.layout());
     world.barrier();
@@ -123,6 +125,14 @@ int checkpoint_load(const std::string& path, ShardingEngine& engine, bool show_p
   CheckpointReader reader(path, meta, &progress);
   engine.load_state(reader, /*with_moments=*/true);
   return meta.at("step").get<int>();
+}
+
+TrainerState checkpoint_read_trainer_state(const std::string& path) {
+  const json meta = read_meta(path, nullptr);
+  TrainerState state;
+  if (meta.contains("fp8_amax_history"))
+    state.fp8_amax_history = meta["fp8_amax_history"].get<std::vector<std::vector<float>>>();
+  return state;
 }
 
 Config checkpoint_read_config(const std::string& path) {

@@ -32,12 +32,21 @@
 
 namespace llm {
 
+// The trainer's state beside the tensors, in meta.json (every rank holds the
+// same; world rank 0's is written).
+struct TrainerState {
+  // FP8 delayed scaling's amax history (trainer/fp8_amax_history.h), oldest
+  // step first; empty: none.
+  std::vector<std::vector<float>> fp8_amax_history;
+};
+
 // Collective over the world. Saves the state after `step` optimizer steps,
 // then prunes old checkpoints per checkpoint.keep_last / keep_every.
 // Returns the checkpoint's directory. A slow save shows rank 0's shard
 // being written on its terminal.
 std::string checkpoint_save(const std::string& run_dir, int step, const Config& config,
-                            ShardingEngine& engine, Topology& topology);
+                            ShardingEngine& engine, Topology& topology,
+                            const TrainerState& state = {});
 
 // One save, split into the phases a background save runs on different
 // threads: checkpoint_save_begin (collective, on the step loop), then
@@ -59,7 +68,8 @@ struct CheckpointSave {
 // Collective over the world: settles the engine's deferred work, creates the
 // temporary directory of the state after `step` steps, and returns the save.
 CheckpointSave checkpoint_save_begin(const std::string& run_dir, int step, const Config& config,
-                                     ShardingEngine& engine, Topology& topology);
+                                     ShardingEngine& engine, Topology& topology,
+                                     const TrainerState& state = {});
 // Local: writes this rank's shard of `slices` (a writer's; nothing on other
 // ranks) and its index, synced, into the temporary directory.
 void checkpoint_save_shard(const CheckpointSave& save, const std::vector<OwnedSlice>& slices,
@@ -76,6 +86,9 @@ void checkpoint_save_discard(const CheckpointSave& save);
 // the engine's layout; returns the saved step. Errors name the file. With
 // `show_progress` (rank 0), a slow load shows its bytes on the terminal.
 int checkpoint_load(const std::string& path, ShardingEngine& engine, bool show_progress);
+
+// The trainer state checkpoint `path` holds (validated; empty parts absent).
+TrainerState checkpoint_read_trainer_state(const std::string& path);
 
 // The resolved config a checkpoint was saved with (its model shape).
 Config checkpoint_read_config(const std::string& path);

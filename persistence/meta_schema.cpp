@@ -89,6 +89,19 @@ void validate_meta(const json& meta, const MetaSchema& schema) {
                 where, d, shape[d].dump());
     }
   }
+  if (meta.contains("fp8_amax_history")) {
+    // Steps of one amax per FP8 input each, oldest first.
+    const json& steps = schema.array(meta, "", "fp8_amax_history");
+    for (size_t s = 0; s < steps.size(); ++s) {
+      LLM_CHECK(steps[s].is_array() && steps[s].size() == steps[0].size(),
+                "{}: field 'fp8_amax_history[{}]' must be an array of {} amaxes", schema.path(), s,
+                steps[0].size());
+      for (const json& amax : steps[s])
+        LLM_CHECK(amax.is_number() && amax.get<double>() >= 0,
+                  "{}: field 'fp8_amax_history[{}]' holds {}, not an amax", schema.path(), s,
+                  amax.dump());
+    }
+  }
   const json& shards = schema.array(meta, "", "shards");
   LLM_CHECK(!shards.empty(), "{}: field 'shards' is empty", schema.path());
   for (size_t i = 0; i < shards.size(); ++i) {

@@ -1,5 +1,6 @@
 // meta.json, a checkpoint's index: its format name, step, world size, mode,
-// resolved config, the whole model's tensors and every shard's records.
+// resolved config, the whole model's tensors, every shard's records and the
+// trainer's state (checkpoint.h's TrainerState).
 // read_meta validates every field the loaders read before anything reads
 // it: a damaged file is one error naming the file and the field.
 #pragma once

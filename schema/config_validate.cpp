@@ -120,6 +120,10 @@ void config_validate(const Config& c) {
   // micro-batch) in 16-byte steps of one-byte codes.
   LLM_CHECK(c.parallel.reduce_dtype != Precision::fp8,
             "{}: parallel.reduce_dtype must be fp32 or bf16, got fp8", at("parallel.reduce_dtype"));
+  // Delayed scaling scales FP8 inputs.
+  LLM_CHECK(t.fp8_scaling == Fp8Scaling::current || t.precision == Precision::fp8,
+            "{}: training.fp8_scaling = delayed needs training.precision = fp8 (it is {})",
+            at({"training.fp8_scaling", "training.precision"}), to_string(t.precision));
   if (t.precision == Precision::fp8 && t.device == Device::cuda) {
     const std::pair<const char*, int64_t> dims[] = {
         {"model.dim", m.dim},

@@ -37,6 +37,13 @@ enum class Precision { fp32, bf16, fp8 };
 inline constexpr EnumName<Precision> kPrecisionNames[] = {
     {"fp32", Precision::fp32}, {"bf16", Precision::bf16}, {"fp8", Precision::fp8}};
 constexpr std::span<const EnumName<Precision>> enum_names(Precision) { return kPrecisionNames; }
+// training.fp8_scaling: where an FP8 forward input's scale comes from: its
+// own amax (current) or the amax history of earlier steps (delayed;
+// docs/training.md#fp8-linear-layers).
+enum class Fp8Scaling { current, delayed };
+inline constexpr EnumName<Fp8Scaling> kFp8ScalingNames[] = {{"current", Fp8Scaling::current},
+                                                            {"delayed", Fp8Scaling::delayed}};
+constexpr std::span<const EnumName<Fp8Scaling>> enum_names(Fp8Scaling) { return kFp8ScalingNames; }
 // Whether compute parameters and activations are bf16 (bf16 and fp8).
 constexpr bool stores_bf16(Precision precision) { return precision != Precision::fp32; }
 

@@ -49,6 +49,8 @@ struct TrainingConfig {
   int loss_chunk_tokens = 0;
   Precision precision = Precision::fp32;
   bool fp8_fast_accum = false;
+  Fp8Scaling fp8_scaling = Fp8Scaling::current;
+  int fp8_amax_history = 1024;
   Device device = Device::cpu;
   AttentionKernel attention = AttentionKernel::automatic;
   bool gemm_autotune = false;
@@ -124,6 +126,13 @@ struct TrainingConfig {
       "precision fp8 on a GPU: the forward's FP8 GEMMs sum in the tensor cores' fast, narrower "
       "accumulator, as Transformer Engine does; the backward's always promote to fp32 (the CPU "
       "sums in fp32 either way)");
+    v("fp8_scaling", fp8_scaling,
+      "precision fp8: current (each forward input scaled by its own amax) | delayed (the block "
+      "matmuls' forward inputs scaled by the largest amax of the last fp8_amax_history steps, "
+      "the cast fused into RMSNorm and SwiGLU)");
+    v("fp8_amax_history", fp8_amax_history,
+      "fp8_scaling = delayed: optimizer steps of amaxes a forward input's scale is the maximum of",
+      kPositive);
   }
 };
 

@@ -1,6 +1,7 @@
 // The whole model on the GPU against the CPU backend, on the tiny config
-// (world of one): losses and gradients of training steps in fp32, bf16 and fp8,
-// bit-identical repeats, and evaluation. Skips where there is no CUDA device.
+// (world of one): losses and gradients of training steps in fp32, bf16 and fp8
+// (current and delayed scaling), bit-identical repeats, and evaluation. Skips
+// where there is no CUDA device.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -121,6 +122,23 @@ TEST(GpuTrainer, Fp8StepsMatchTheCpuBackend) {
   RecordProperty(
       "worst_gradient_difference",
       std::to_string(max_abs_diff(gpu.first_grads, cpu.first_grads) / max_abs(cpu.first_grads)));
+}
+
+// fp8 with delayed scaling (training.fp8_scaling = delayed): the device's
+// producers write the codes and its cast records the amaxes; each backend
+// keeps its own history, whose amaxes differ by bf16 ulps at most, and a
+// power-of-two scale moves only where one crosses a binade: the fp8
+// tolerances above.
+TEST(GpuTrainer, Fp8DelayedStepsMatchTheCpuBackend) {
+  LLM_SKIP_WITHOUT_GPU();
+  const std::vector<std::string> delayed = {"training.precision=fp8",
+                                            "training.fp8_scaling=delayed"};
+  std::vector<std::string> on_gpu = delayed;
+  on_gpu.push_back("training.device=cuda");
+  Steps cpu = run_steps(tiny(delayed), 4);
+  Steps gpu = run_steps(tiny(on_gpu), 4);
+  for (int s = 0; s < 4; ++s) EXPECT_NEAR(gpu.losses[s], cpu.losses[s], 1e-2f) << "step " << s + 1;
+  EXPECT_LE(max_abs_diff(gpu.first_grads, cpu.first_grads), 5e-2f * max_abs(cpu.first_grads));
 }
 
 // The offloaded optimizer on a GPU (pinned host state, the worker's AdamW,

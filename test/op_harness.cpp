@@ -23,10 +23,10 @@ namespace llm::op_test {
 const std::vector<OpCase>& op_cases() {
   static const std::vector<OpCase> cases = [] {
     std::vector<OpCase> all;
-    for (auto family :
-         {cast_fill_residual_cases, embedding_rmsnorm_cases, qk_norm_cases, row_bias_cases,
-          rope_swiglu_cases, attention_cases, kv_cache_cases, matmul_cases,
-          cross_entropy_adamw_cases, columns_cases, fp8_cases, fp8_row_amax_cases}) {
+    for (auto family : {cast_fill_residual_cases, embedding_rmsnorm_cases, qk_norm_cases,
+                        row_bias_cases, rope_swiglu_cases, attention_cases, kv_cache_cases,
+                        matmul_cases, cross_entropy_adamw_cases, columns_cases, fp8_cases,
+                        fp8_row_amax_cases, fp8_delayed_cases}) {
       for (OpCase& c : family()) all.push_back(std::move(c));
     }
     return all;

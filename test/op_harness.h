@@ -109,6 +109,7 @@ std::vector<OpCase> columns_cases();              // op_cases_columns.cpp
 std::vector<OpCase> kv_cache_cases();             // op_cases_kv_cache.cpp
 std::vector<OpCase> fp8_cases();                  // op_cases_fp8.cpp
 std::vector<OpCase> fp8_row_amax_cases();         // op_cases_fp8_row_amax.cpp
+std::vector<OpCase> fp8_delayed_cases();          // op_cases_fp8_delayed.cpp
 const std::vector<OpCase>& op_cases();
 
 // ---- tolerances -----------------------------------------------------------------

@@ -27,6 +27,10 @@ void Trainer::restore_state() {
   if (!path.empty()) {
     const auto start = std::chrono::steady_clock::now();
     start_step_ = checkpoint_load(path, *engine_, /*show_progress=*/topology_.world.rank() == 0);
+    // A checkpoint of a run under current scaling has none: step 1 then
+    // scales as current scaling does.
+    if (fp8_history_)
+      fp8_history_->restore(checkpoint_read_trainer_state(path).fp8_amax_history, path);
     load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     resumed_from_ = path;
     const ConfigChanges changes = checkpoint_config_changes(path, config_);

@@ -139,6 +139,8 @@ Trainer::Trainer(Config config, Group& world, const Backend* backend_override)
   model_->set_device_graphs(t.cuda_graphs && backend.graphs);
   model_->set_fp8_forward_accumulation(t.fp8_fast_accum ? Fp8Accumulation::fast
                                                         : Fp8Accumulation::promoted);
+  if (t.fp8_scaling == Fp8Scaling::delayed)
+    fp8_history_.emplace(t.fp8_amax_history, static_cast<size_t>(model_->fp8_delayed_inputs()));
   if (config_.data.document_masking) {
     // Documents start at the tokenizer's BOS, which prepare writes first in
     // each, or after its EOS where it has no BOS.
@@ -181,9 +183,14 @@ void Trainer::check_save_step(int steps_done) const {
             config_.run_dir(), state_step_, steps_done);
 }
 
+TrainerState Trainer::trainer_state() const {
+  return {fp8_history_ ? fp8_history_->steps() : std::vector<std::vector<float>>{}};
+}
+
 std::string Trainer::save_checkpoint(int steps_done) {
   check_save_step(steps_done);
-  return checkpoint_save(config_.run_dir(), steps_done, config_, *engine_, topology_);
+  return checkpoint_save(config_.run_dir(), steps_done, config_, *engine_, topology_,
+                         trainer_state());
 }
 
 std::unique_ptr<BackgroundSaver> Trainer::background_saver() {
@@ -214,6 +221,8 @@ StepResult Trainer::train_step(int step, bool show_progress) {
       train_data_->kept_targets(static_cast<int64_t>(step) * t.batch_size, t.batch_size);
   const float dloss = 1.0f / static_cast<float>(std::max<int64_t>(kept, 1));
   const int dp = topology_.dp_size();
+  // Delayed scaling: the whole step's FP8 input scales from the history.
+  if (fp8_history_) model_->begin_fp8_delayed_step(fp8_history_->max());
   engine_->zero_grads();
   StepProgress progress(*engine_, model_->layout(), fmt::format("step {}/{}", step + 1, t.steps),
                         accumulation_steps_, t.recompute == Recompute::full,
@@ -255,6 +264,9 @@ StepResult Trainer::train_step(int step, bool show_progress) {
                                    (static_cast<double>(accumulation_steps_) * dp) *
                                    (all_targets / static_cast<double>(std::max<int64_t>(kept, 1))));
   result.kept_targets = kept;
+  // Every rank's step amaxes (each block's from the ranks that hold it) into
+  // the history, skipped step or not: the forward passes ran.
+  if (fp8_history_) fp8_history_->push(fp8_amax_world_max(host_world_, model_->fp8_step_amax()));
   result.grad_norm = engine_->grad_norm();
   LLM_CHECK(std::isfinite(result.loss) && std::isfinite(result.grad_norm),
             "step {}: loss {} / gradient norm {} is not finite (lower training.lr?)", step + 1,
@@ -361,7 +373,7 @@ void Trainer::run() {
     last_saved = done;
     if (saver_) {
       check_save_step(done);
-      if (auto previous = saver_->start(run_dir, done, config_))
+      if (auto previous = saver_->start(run_dir, done, config_, trainer_state()))
         log_save_completed(*previous, /*background=*/true, metrics_);
       log_save_started(*saver_);
       return;

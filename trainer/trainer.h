@@ -21,12 +21,14 @@
 #include "parallel/sharding_engine.h"
 #include "parallel/topology.h"
 #include "cost_models/memory_plan.h"
+#include "trainer/fp8_amax_history.h"
 #include "trainer/spike_guard.h"
 #include "trainer/step_result.h"
 
 namespace llm {
 
 class BackgroundSaver;  // persistence/background_save.h
+struct TrainerState;    // persistence/checkpoint.h
 
 // Where a run's TensorBoard event files go: logging.tensorboard's directory,
 // else <run dir>/tensorboard; "" when it is off.
@@ -66,6 +68,8 @@ class Trainer {
   Transformer& model() { return *model_; }
   const Config& config() const { return config_; }
   int accumulation_steps() const { return accumulation_steps_; }
+  // training.fp8_scaling = delayed: the amax history (else none).
+  const std::optional<Fp8AmaxHistory>& fp8_amax_history() const { return fp8_history_; }
 
  private:
   // Loads checkpoint.resume (or the run dir's latest with "auto"), else
@@ -87,6 +91,8 @@ class Trainer {
   // Rank 0's lines at the start of run(): the run's shape, memory and
   // offload, and the metrics log's start and memory records.
   void log_run_start(const StateBytes& state, size_t activations);
+  // What a checkpoint saves beside the tensors.
+  TrainerState trainer_state() const;
 
   Config config_;
   std::optional<Tokenizer> tokenizer_;  // data.tokenizer, loaded at start
@@ -103,6 +109,8 @@ class Trainer {
   int resumed_changes_ = 0;  // schedule settings that differ from the resumed checkpoint's
   double load_seconds_ = 0;
   std::unique_ptr<Transformer> model_;
+  // training.fp8_scaling = delayed: the amax history (else none).
+  std::optional<Fp8AmaxHistory> fp8_history_;
   std::unique_ptr<ShardingEngine> engine_;
   std::unique_ptr<DataLoader> train_data_;
   std::unique_ptr<DataLoader> val_data_;

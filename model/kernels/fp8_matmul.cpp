@@ -67,10 +67,28 @@ void fp8_cast_transpose(uint8_t* codes, uint8_t* codes_t, const Bf16* x, int row
 #pragma omp parallel for schedule(static)
   for (int r = 0; r < rows; r++)
     for (int c = 0; c < cols; c++) {
-      const uint8_t code = float_to_fp8(to_float(x[(size_t)r * cols + c]) * s, format);
+      uint8_t code;
+      fp8_encode_row(&code, x + (size_t)r * cols + c, 1, s, format);
       if (codes) codes[(size_t)r * cols + c] = code;
       if (codes_t) codes_t[(size_t)c * rows + r] = code;
     }
+}
+
+void fp8_cast_amax(uint8_t* codes, float* amax, const Bf16* x, size_t n, const Fp8Scale* scale,
+                   Fp8Format format) {
+  const float s = scale->scale;
+  uint32_t largest = fp8_magnitude_bits(*amax);
+#pragma omp parallel for schedule(static) reduction(max : largest)
+  for (size_t i = 0; i < n; i++) {
+    largest = std::max(largest, fp8_magnitude_bits(x[i]));
+    fp8_encode_row(codes + i, x + i, 1, s, format);
+  }
+  *amax = std::bit_cast<float>(largest);
+}
+
+void fp8_amax_fold(float* amax, const float* amaxes, int count) {
+  const float folded = fp8_amax_of(amaxes, static_cast<size_t>(std::max(count, 0)));
+  *amax = std::bit_cast<float>(std::max(fp8_magnitude_bits(*amax), fp8_magnitude_bits(folded)));
 }
 
 template <class T>

@@ -9,7 +9,10 @@
 // RMSNorm or SwiGLU forward wrote (fp8_scale_from_row_amax). Maxima of
 // magnitude bits (fp8_amax_device.cuh) are exact in any order, so the result
 // is the CPU's bits, and a NaN (bits above every number's) gives the CPU's
-// NaN amax.
+// NaN amax. Delayed scaling's fp8_cast_amax is the amax pass's first kernel
+// writing each element's code beside its maximum (16-byte loads, 8-byte
+// stores where aligned); a one-block kernel then folds the partials into the
+// running amax (fp8_amax_fold, which also folds a producer's row amaxes).
 // The cast reads each tile of x once, converts it (one fp32 multiply by the
 // power-of-two scale, then cvt.rn.satfinite: __nv_cvt_float_to_fp8), writes
 // the row-major codes and, through shared memory, the transposed ones, so
@@ -42,10 +45,6 @@ constexpr unsigned kAmaxBlocks = 8 * 132;
 // rows of `run` consecutive elements, then writes `run` transposed runs.
 constexpr int kCastThreads = 16;
 constexpr int kCastRun = 4;
-
-__device__ __forceinline__ __nv_fp8_interpretation_t interpretation(Fp8Format format) {
-  return format == Fp8Format::e4m3 ? __NV_E4M3 : __NV_E5M2;
-}
 
 // ---- kernels --------------------------------------------------------------------
 
@@ -81,6 +80,41 @@ __global__ void amax_scale_kernel(Fp8Scale* scale, const float* amaxes, size_t c
   if (threadIdx.x == 0) *scale = fp8_scale_from_amax(__uint_as_float(largest), format);
 }
 
+// codes[i] = fp8(x[i] * scale) over a grid-stride share of x (n), the first
+// `packs` 16-byte packs of x (8-byte packs of codes) and then the elements
+// after them, and partials[blockIdx.x] = the largest magnitude of that share.
+__global__ void cast_amax_kernel(uint8_t* codes, float* partials, const Bf16* x, size_t n,
+                                 size_t packs, const Fp8Scale* scale, Fp8Format format) {
+  using Codes = Pack<uint8_t, kPack<Bf16>>;
+  const float s = scale->scale;
+  uint32_t largest = 0;
+  const size_t first = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+  const size_t stride = (size_t)gridDim.x * blockDim.x;
+  const auto* packed = reinterpret_cast<const Pack<Bf16>*>(x);
+  for (size_t i = first; i < packs; i += stride) {
+    const Pack<Bf16> in = packed[i];
+    Codes out;
+#pragma unroll
+    for (int j = 0; j < kPack<Bf16>; j++) out.v[j] = fp8_code(load_f32(&in.v[j]), s, format);
+    reinterpret_cast<Codes*>(codes)[i] = out;
+    largest = max_magnitude_bits(largest, in);
+  }
+  for (size_t i = packs * kPack<Bf16> + first; i < n; i += stride) {
+    largest = MaxBits{}(largest, magnitude_bits(x[i]));
+    codes[i] = fp8_code(load_f32(&x[i]), s, format);
+  }
+  write_block_amax(partials + blockIdx.x, largest);
+}
+
+// *amax = the largest of *amax and `count` amaxes (one block).
+__global__ void amax_fold_kernel(float* amax, const float* amaxes, size_t count) {
+  uint32_t largest = 0;
+  for (size_t i = threadIdx.x; i < count; i += blockDim.x)
+    largest = MaxBits{}(largest, magnitude_bits(amaxes[i]));
+  largest = block_reduce(largest, 0u, MaxBits{});
+  if (threadIdx.x == 0) *amax = __uint_as_float(MaxBits{}(largest, magnitude_bits(*amax)));
+}
+
 // One tile of x (rows, cols), kCastThreads * kRun elements a side: codes
 // (row-major, when not null) and codes_t (cols, rows) (when not null). Block
 // (kCastThreads, kCastThreads); grid (column tiles, row tiles). kRun > 1
@@ -96,7 +130,6 @@ __global__ void cast_transpose_kernel(uint8_t* codes, uint8_t* codes_t, const Bf
   auto* tile = reinterpret_cast<uint8_t(*)[kSide + 4]>(tile_words);
   using Codes = Pack<uint8_t, kRun>;
   const float s = scale->scale;
-  const __nv_fp8_interpretation_t kind = interpretation(format);
   const int row0 = blockIdx.y * kSide, col0 = blockIdx.x * kSide;
   const int col = col0 + threadIdx.x * kRun;
 #pragma unroll
@@ -107,8 +140,7 @@ __global__ void cast_transpose_kernel(uint8_t* codes, uint8_t* codes_t, const Bf
     const Pack<Bf16, kRun> in = *reinterpret_cast<const Pack<Bf16, kRun>*>(x + at);
     Codes out;
 #pragma unroll
-    for (int i = 0; i < kRun; i++)
-      out.v[i] = __nv_cvt_float_to_fp8(load_f32(&in.v[i]) * s, __NV_SATFINITE, kind);
+    for (int i = 0; i < kRun; i++) out.v[i] = fp8_code(load_f32(&in.v[i]), s, format);
     if (codes) *reinterpret_cast<Codes*>(codes + at) = out;
     *reinterpret_cast<Codes*>(&tile[dy][threadIdx.x * kRun]) = out;
   }
@@ -171,6 +203,26 @@ void fp8_cast_transpose(uint8_t* codes, uint8_t* codes_t, const Bf16* x, int row
   else
     launch(cast_transpose_kernel<1>, grid, block, 0, compute_stream(), codes, codes_t, x, rows,
            cols, scale, format);
+  LLM_CUDA_CHECK_LAUNCH();
+}
+
+void fp8_cast_amax(uint8_t* codes, float* amax, const Bf16* x, size_t n, const Fp8Scale* scale,
+                   Fp8Format format) {
+  if (n == 0) return;
+  const bool aligned = is_aligned(x, sizeof(Pack<Bf16>)) && is_aligned(codes, kPack<Bf16>);
+  const size_t packs = aligned ? n / kPack<Bf16> : 0;
+  const unsigned blocks =
+      std::min(blocks_for(packs + (n - packs * kPack<Bf16>), kThreads), kAmaxBlocks);
+  auto* partials = static_cast<float*>(amax_partials().reserve(kAmaxBlocks * sizeof(float)));
+  launch(cast_amax_kernel, blocks, kThreads, 0, compute_stream(), codes, partials, x, n, packs,
+         scale, format);
+  LLM_CUDA_CHECK_LAUNCH();
+  fp8_amax_fold(amax, partials, static_cast<int>(blocks));
+}
+
+void fp8_amax_fold(float* amax, const float* amaxes, int count) {
+  launch(amax_fold_kernel, 1, kThreads, 0, compute_stream(), amax, amaxes,
+         (size_t)std::max(count, 0));
   LLM_CUDA_CHECK_LAUNCH();
 }
 

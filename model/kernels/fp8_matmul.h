@@ -7,6 +7,10 @@
 //                       rows, which the kernel that wrote it left beside it
 //                       (rmsnorm_forward's and swiglu_forward's row_amax):
 //                       no pass over the tensor;
+//   fp8_cast_amax       delayed scaling's cast: the codes with a given scale,
+//                       the tensor's amax folded into a running maximum in
+//                       the same pass; fp8_amax_fold folds amaxes (a
+//                       producer's row amaxes) into one;
 //   fp8_cast_transpose  the tensor's fp8 codes, fp8(x * scale), row-major
 //                       and/or transposed (cuBLASLt's FP8 GEMM reads both
 //                       operands K-contiguous, so a backward GEMM needs the
@@ -19,9 +23,10 @@
 //                       wgrad).
 // Invariants: the scale is 2^k, so the codes are exactly the format's
 // round-to-nearest-even, saturating rounding of x * 2^k and dividing by 2^k is
-// exact; the scale is computed from the tensor itself (current scaling), so a
-// call depends on no earlier step; every pointer is in the backend's memory
-// and nothing synchronizes with the host.
+// exact; fp8_amax_scale's scale is computed from the tensor itself (current
+// scaling), so a call depends on no earlier step (delayed scaling's scale
+// comes from earlier steps' amaxes: model/linear_layers.h); every pointer is
+// in the backend's memory and nothing synchronizes with the host.
 #pragma once
 
 #include <cstddef>
@@ -60,6 +65,14 @@ void fp8_scale_from_row_amax(Fp8Scale* scale, const float* row_amax, int rows, F
 void fp8_cast_transpose(uint8_t* codes, uint8_t* codes_t, const Bf16* x, int rows, int cols,
                         const Fp8Scale* scale, Fp8Format format);
 
+// codes (n) = fp8(x * scale->scale) of x (n), as fp8_cast_transpose's codes;
+// *amax = the larger of *amax and the largest |x| (fp8_amax_of; NaN wins).
+void fp8_cast_amax(uint8_t* codes, float* amax, const Bf16* x, size_t n, const Fp8Scale* scale,
+                   Fp8Format format);
+
+// *amax = the largest of *amax and amaxes' `count` values (fp8_amax_of).
+void fp8_amax_fold(float* amax, const float* amaxes, int count);
+
 // out (M, N) = a (M, K) @ b (N, K)^T * a_scale->inverse * b_scale->inverse
 // (+ c (M, N) when c is not null), the products summed in fp32 and rounded
 // once to T. c may be out for T = float (dweight += ...), not for Bf16.
@@ -80,6 +93,9 @@ void fp8_amax_scale(Fp8Scale* scale, const Bf16* x, size_t n, Fp8Format format);
 void fp8_scale_from_row_amax(Fp8Scale* scale, const float* row_amax, int rows, Fp8Format format);
 void fp8_cast_transpose(uint8_t* codes, uint8_t* codes_t, const Bf16* x, int rows, int cols,
                         const Fp8Scale* scale, Fp8Format format);
+void fp8_cast_amax(uint8_t* codes, float* amax, const Bf16* x, size_t n, const Fp8Scale* scale,
+                   Fp8Format format);
+void fp8_amax_fold(float* amax, const float* amaxes, int count);
 template <class T>
 void fp8_gemm(T* out, const T* c, const uint8_t* a, Fp8Format a_format, const Fp8Scale* a_scale,
               const uint8_t* b, Fp8Format b_format, const Fp8Scale* b_scale, int M, int N, int K,

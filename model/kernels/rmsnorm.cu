@@ -3,7 +3,8 @@
 // store, for float or Bf16 storage; the pieces QK-norm shares are in
 // rmsnorm_device.cuh, and the chunk-summing stage (sum_gain_partials) is here.
 // Forward: one block per row; with row_amax, the block also reduces the
-// magnitude bits of what it stored (fp8_amax_device.cuh) into the row's amax.
+// magnitude bits of what it stored (fp8_amax_device.cuh) into the row's amax,
+// and with codes each thread writes the e4m3 codes of what it stored.
 // Backward: one block per chunk of consecutive
 // rows; for each row it reduces sum(w * dy * x) over the block, adds the row's
 // dinp (and, with row_amax, reduces the row's amax of dinp as stored), and
@@ -50,10 +51,12 @@ unsigned threads_for_row(int C) {
 
 // One block per row n: rstd from the double sum of squares, then y = x * s * w
 // (and, when row_amax is not null, row_amax[n] = the largest |y| stored;
-// padding past C in an unaligned row is 0 and changes no maximum).
+// padding past C in an unaligned row is 0 and changes no maximum; when codes
+// is not null, codes (N, C) = the e4m3 codes of y as stored, with `scale`).
 template <class T, bool kAligned>
 __global__ void rmsnorm_forward_kernel(T* out, float* rstd, const T* inp, const T* weight, int C,
-                                       float eps, float* row_amax) {
+                                       float eps, float* row_amax, uint8_t* codes,
+                                       const Fp8Scale* scale) {
   const int n = blockIdx.x;
   const T* x = inp + (size_t)n * C;
   T* y = out + (size_t)n * C;
@@ -77,6 +80,13 @@ __global__ void rmsnorm_forward_kernel(T* out, float* rstd, const T* inp, const 
 #pragma unroll
     for (int k = 0; k < kPack<T>; k++) yv[k] = xv[k] * s * wv[k];
     store_pack<T, kAligned>(y, c0, C, yv);
+    if (codes) {
+      uint8_t* row_codes = codes + (size_t)n * C;
+#pragma unroll
+      for (int k = 0; k < kPack<T>; k++)
+        if (c0 + k < C)
+          row_codes[c0 + k] = fp8_code(stored_value<T>(yv[k]), scale->scale, Fp8Format::e4m3);
+    }
     if (row_amax) {
 #pragma unroll
       for (int k = 0; k < kPack<T>; k++)
@@ -185,20 +195,27 @@ void sum_gain_partials(float* dweight, const float* partials, int n_chunks, int 
 }
 
 template <class T>
-void rmsnorm_forward(T* out, float* rstd, const T* inp, const T* weight, int N, int C, float eps,
-                     float* row_amax) {
+void rmsnorm_forward_fp8(T* out, float* rstd, const T* inp, const T* weight, int N, int C,
+                         float eps, float* row_amax, uint8_t* codes, const Fp8Scale* scale) {
   if (N <= 0 || C <= 0) return;
   const unsigned threads = threads_for_row<T>(C);
   const bool aligned =
       C % kPack<T> == 0 && is_aligned(out, 16) && is_aligned(inp, 16) && is_aligned(weight, 16);
   if (aligned) {
     launch(rmsnorm_forward_kernel<T, true>, N, threads, 0, compute_stream(), out, rstd, inp, weight,
-           C, eps, row_amax);
+           C, eps, row_amax, codes, scale);
   } else {
     launch(rmsnorm_forward_kernel<T, false>, N, threads, 0, compute_stream(), out, rstd, inp,
-           weight, C, eps, row_amax);
+           weight, C, eps, row_amax, codes, scale);
   }
   LLM_CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+void rmsnorm_forward(T* out, float* rstd, const T* inp, const T* weight, int N, int C, float eps,
+                     float* row_amax) {
+  rmsnorm_forward_fp8(out, rstd, inp, weight, N, C, eps, row_amax, nullptr,
+                      static_cast<const Fp8Scale*>(nullptr));
 }
 
 template <class T>
@@ -234,6 +251,7 @@ void rmsnorm_backward(T* dinp, float* dweight, const T* dout, const T* inp, cons
 }
 
 LLM_INSTANTIATE_FOR_STORAGE_TYPES(rmsnorm_forward);
+LLM_INSTANTIATE_FOR_STORAGE_TYPES(rmsnorm_forward_fp8);
 LLM_INSTANTIATE_FOR_STORAGE_TYPES(rmsnorm_backward);
 
 }  // namespace llm::cuda

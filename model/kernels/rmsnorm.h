@@ -3,9 +3,14 @@
 // Invariant: forward saves rstd (one float per row) so backward never
 // recomputes the row statistics; backward accumulates (+=) into its outputs.
 // Either pass can write each output row's amax beside it (row_amax), so an
-// FP8 matmul that reads the output skips its own amax pass (base/fp8.h).
+// FP8 matmul that reads the output skips its own amax pass (base/fp8.h);
+// under delayed scaling the forward writes the matmul's e4m3 codes too
+// (rmsnorm_forward_fp8), so the matmul skips its cast as well.
 #pragma once
 
+#include <cstdint>
+
+#include "base/fp8.h"
 #include "base/storage_types.h"
 
 namespace llm::cpu {
@@ -16,6 +21,12 @@ namespace llm::cpu {
 template <class T>
 void rmsnorm_forward(T* out, float* rstd, const T* inp, const T* weight, int N, int C, float eps,
                      float* row_amax);
+
+// rmsnorm_forward, and in the same pass codes (N, C) = fp8_cast_transpose's
+// e4m3 codes of out (as stored) with `scale` (row-major); row_amax may be null.
+template <class T>
+void rmsnorm_forward_fp8(T* out, float* rstd, const T* inp, const T* weight, int N, int C,
+                         float eps, float* row_amax, uint8_t* codes, const Fp8Scale* scale);
 
 // dinp (N, C) += d(loss)/d(inp); dweight (C) += d(loss)/d(weight), summed over
 // rows in row order (deterministic); dout (N, C) is d(loss)/d(out). In bf16,
@@ -34,6 +45,9 @@ namespace llm::cuda {
 template <class T>
 void rmsnorm_forward(T* out, float* rstd, const T* inp, const T* weight, int N, int C, float eps,
                      float* row_amax);
+template <class T>
+void rmsnorm_forward_fp8(T* out, float* rstd, const T* inp, const T* weight, int N, int C,
+                         float eps, float* row_amax, uint8_t* codes, const Fp8Scale* scale);
 template <class T>
 void rmsnorm_backward(T* dinp, float* dweight, const T* dout, const T* inp, const T* weight,
                       const float* rstd, int N, int C, float* row_amax);

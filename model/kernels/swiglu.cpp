@@ -1,18 +1,19 @@
 // SwiGLU gating on the CPU: out = silu(gate) * up over rows of [gate | up],
 // one template over the storage type (float or Bf16); the math is fp32.
 // Invariant: purely elementwise per row; backward overwrites dh13; a row's
-// amax (either pass) is read back from the row just written.
+// amax (either pass) and its FP8 codes (forward) are read back from the row
+// just written.
 #include "model/kernels/swiglu.h"
 
 #include <cstddef>
 
 #include "model/kernels/cpu_exp.h"
-#include "base/fp8.h"
 
 namespace llm::cpu {
 
 template <class T>
-void swiglu_forward(T* out, const T* h13, int N, int F, float* row_amax) {
+void swiglu_forward_fp8(T* out, const T* h13, int N, int F, float* row_amax, uint8_t* codes,
+                        const Fp8Scale* scale) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; n++) {
     const T* gate = h13 + (size_t)n * 2 * F;
@@ -25,7 +26,13 @@ void swiglu_forward(T* out, const T* h13, int N, int F, float* row_amax) {
       store(o + i, g * sigmoid * to_float(up[i]));
     }
     if (row_amax) row_amax[n] = fp8_amax_of(o, F);
+    if (codes) fp8_encode_row(codes + (size_t)n * F, o, F, scale->scale, Fp8Format::e4m3);
   }
+}
+
+template <class T>
+void swiglu_forward(T* out, const T* h13, int N, int F, float* row_amax) {
+  swiglu_forward_fp8(out, h13, N, F, row_amax, nullptr, nullptr);
 }
 
 template <class T>
@@ -51,6 +58,7 @@ void swiglu_backward(T* dh13, const T* dout, const T* h13, int N, int F, float* 
 }
 
 LLM_INSTANTIATE_FOR_STORAGE_TYPES(swiglu_forward);
+LLM_INSTANTIATE_FOR_STORAGE_TYPES(swiglu_forward_fp8);
 LLM_INSTANTIATE_FOR_STORAGE_TYPES(swiglu_backward);
 
 }  // namespace llm::cpu

@@ -3,7 +3,8 @@
 // row; each thread takes 16 bytes of storage at a time (4 fp32 or 8 bf16
 // elements) when F and the buffers are aligned for it, one element otherwise;
 // with row_amax (either pass), the block also reduces the magnitude bits of
-// what it stored (fp8_amax_device.cuh) into the row's amax.
+// what it stored (fp8_amax_device.cuh) into the row's amax, and with codes
+// (forward) each thread writes the e4m3 codes of what it stored.
 // Invariant: purely elementwise per row, the same expressions as the CPU twin
 // (which uses its own vectorizable exp, within 2 ulp of expf); backward
 // overwrites dh13.
@@ -29,9 +30,11 @@ __device__ __forceinline__ float sigmoid(float g) { return 1.0f / (1.0f + expf(-
 
 // Row n: out[i] = silu(gate[i]) * up[i], kWidth elements per step (kWidth
 // divides F and the rows are aligned for kWidth-wide accesses); row_amax[n]
-// = the largest |out[i]| stored, when row_amax is not null.
+// = the largest |out[i]| stored, when row_amax is not null; codes (N, F) =
+// the e4m3 codes of out as stored, with `scale`, when codes is not null.
 template <class T, int kWidth>
-__global__ void swiglu_forward_kernel(T* out, const T* h13, int F, float* row_amax) {
+__global__ void swiglu_forward_kernel(T* out, const T* h13, int F, float* row_amax, uint8_t* codes,
+                                      const Fp8Scale* scale) {
   using Elems = Pack<T, kWidth>;
   const int n = blockIdx.x;
   const T* gate = h13 + (size_t)n * 2 * F;
@@ -47,6 +50,9 @@ __global__ void swiglu_forward_kernel(T* out, const T* h13, int F, float* row_am
       const float gv = load_f32(&g.v[k]);
       store_f32(&result.v[k], gv * sigmoid(gv) * load_f32(&u.v[k]));
       largest = MaxBits{}(largest, magnitude_bits(result.v[k]));
+      if (codes)
+        codes[(size_t)n * F + i + k] =
+            fp8_code(load_f32(&result.v[k]), scale->scale, Fp8Format::e4m3);
     }
     *reinterpret_cast<Elems*>(o + i) = result;
   }
@@ -109,12 +115,18 @@ void launch_rows(int F, std::initializer_list<const void*> buffers, Launch launc
 }  // namespace
 
 template <class T>
-void swiglu_forward(T* out, const T* h13, int N, int F, float* row_amax) {
+void swiglu_forward_fp8(T* out, const T* h13, int N, int F, float* row_amax, uint8_t* codes,
+                        const Fp8Scale* scale) {
   if (N <= 0 || F <= 0) return;
   launch_rows<T>(F, {out, h13}, [&](auto width, unsigned threads) {
     launch(swiglu_forward_kernel<T, decltype(width)::value>, N, threads, 0, compute_stream(), out,
-           h13, F, row_amax);
+           h13, F, row_amax, codes, scale);
   });
+}
+
+template <class T>
+void swiglu_forward(T* out, const T* h13, int N, int F, float* row_amax) {
+  swiglu_forward_fp8(out, h13, N, F, row_amax, nullptr, static_cast<const Fp8Scale*>(nullptr));
 }
 
 template <class T>
@@ -127,6 +139,7 @@ void swiglu_backward(T* dh13, const T* dout, const T* h13, int N, int F, float* 
 }
 
 LLM_INSTANTIATE_FOR_STORAGE_TYPES(swiglu_forward);
+LLM_INSTANTIATE_FOR_STORAGE_TYPES(swiglu_forward_fp8);
 LLM_INSTANTIATE_FOR_STORAGE_TYPES(swiglu_backward);
 
 }  // namespace llm::cuda

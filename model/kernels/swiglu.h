@@ -1,8 +1,13 @@
 // SwiGLU gating of the Llama MLP: out = silu(gate) * up, where the fused
 // up-projection output holds [gate | up] per row; storage type T (float or
-// Bf16), fp32 math rounded once on store.
+// Bf16), fp32 math rounded once on store. Under FP8 delayed scaling the
+// forward writes the next matmul's e4m3 codes beside its output
+// (swiglu_forward_fp8).
 #pragma once
 
+#include <cstdint>
+
+#include "base/fp8.h"
 #include "base/storage_types.h"
 
 namespace llm::cpu {
@@ -13,6 +18,12 @@ namespace llm::cpu {
 // FP8 matmul that reads out.
 template <class T>
 void swiglu_forward(T* out, const T* h13, int N, int F, float* row_amax);
+
+// swiglu_forward, and in the same pass codes (N, F) = fp8_cast_transpose's
+// e4m3 codes of out (as stored) with `scale` (row-major); row_amax may be null.
+template <class T>
+void swiglu_forward_fp8(T* out, const T* h13, int N, int F, float* row_amax, uint8_t* codes,
+                        const Fp8Scale* scale);
 
 // dh13 (N, 2F) is overwritten with [d gate | d up]; dout (N, F); row_amax
 // (N), when not null: each row's largest |dh13| as stored, as the forward's.
@@ -26,6 +37,9 @@ namespace llm::cuda {
 
 template <class T>
 void swiglu_forward(T* out, const T* h13, int N, int F, float* row_amax);
+template <class T>
+void swiglu_forward_fp8(T* out, const T* h13, int N, int F, float* row_amax, uint8_t* codes,
+                        const Fp8Scale* scale);
 template <class T>
 void swiglu_backward(T* dh13, const T* dout, const T* h13, int N, int F, float* row_amax);
 

@@ -3,8 +3,9 @@
 // (tensor_parallel_sites.h), with a gain held whole by every rank; under
 // precision fp8 with tp = 1 it writes each row's amax beside it, for the
 // matmul the next part runs on it (the qkv projection, the FFN's w13), and
-// its backward each row's amax of the residual stream's gradient, for the
-// row-parallel projection before it (the previous block's w2, attention's wo).
+// under delayed scaling that matmul's codes too; its backward writes each
+// row's amax of the residual stream's gradient, for the row-parallel
+// projection before it (the previous block's w2, attention's wo).
 #include "model/block_part.h"
 #include "model/tensor_parallel_sites.h"
 
@@ -20,15 +21,13 @@ class PreNorm final : public BlockPart<A> {
     activations.add(rstd_, s.n, Keep::cheap);
   }
   void pass(const BlockContext<A>& ctx, BlockFlow<A>& flow) const override {
-    flow.set_hidden(normed_.get(ctx.slot, ctx.block), ctx.sites.norm_row_amax());
+    flow.set_hidden(normed_.get(ctx.slot, ctx.block), cast(ctx).row_amax);
   }
   void forward(const BlockContext<A>& ctx, const BlockFlow<A>& in) override {
-    norm(ctx, in, ctx.sites.norm_row_amax());
+    norm(ctx, in, cast(ctx));
   }
   // Selective recomputation: the matmul after it is not run again.
-  void recompute(const BlockContext<A>& ctx, const BlockFlow<A>& in) override {
-    norm(ctx, in, nullptr);
-  }
+  void recompute(const BlockContext<A>& ctx, const BlockFlow<A>& in) override { norm(ctx, in, {}); }
   const A* backward(const BlockContext<A>& ctx, const BlockFlow<A>& in, const A* dout) override {
     ctx.sites.norm_backward(ctx.sites.gain_grad(ctx.grads, row_), dout, in.stream, ctx.param(row_),
                             rstd_.get(ctx.slot, ctx.block), ctx.N());
@@ -36,9 +35,12 @@ class PreNorm final : public BlockPart<A> {
   }
 
  private:
-  void norm(const BlockContext<A>& ctx, const BlockFlow<A>& in, float* row_amax) const {
+  Fp8InputCast cast(const BlockContext<A>& ctx) const {
+    return ctx.sites.norm_cast(ctx.block, row_);
+  }
+  void norm(const BlockContext<A>& ctx, const BlockFlow<A>& in, Fp8InputCast cast) const {
     ctx.sites.norm_gathered(normed_.get(ctx.slot, ctx.block), rstd_.get(ctx.slot, ctx.block),
-                            in.stream, ctx.param(row_), ctx.N(), row_amax);
+                            in.stream, ctx.param(row_), ctx.N(), cast);
   }
 
   int row_;

@@ -1,9 +1,10 @@
 // The SwiGLU feed-forward network: the fused gate and up projection
 // (column-parallel), silu(gate) * up, and the down projection (row-parallel)
 // added to the residual stream into the block's output. Under precision fp8
-// SwiGLU writes its rows' amaxes for w2's matmul, and its backward those of
-// dh13 for w13's (any tensor-parallel size: each rank's matmul quantizes its
-// own columns of g and dh13).
+// SwiGLU writes its rows' amaxes for w2's matmul (under delayed scaling that
+// matmul's codes too), and its backward those of dh13 for w13's (any
+// tensor-parallel size: each rank's matmul quantizes its own columns of g
+// and dh13).
 #include "model/block_part.h"
 #include "model/tensor_parallel_sites.h"
 
@@ -30,11 +31,15 @@ class SwigluFfn final : public BlockPart<A> {
     A* g = g_.get(ctx.slot, ctx.block);
     ctx.linear.forward(h13, in.hidden, weight(ctx, w13_row_), nullptr, N, C, 2 * F,
                        in.hidden_row_amax);
-    // After w13's matmul has read the norm's row amaxes from the same place.
-    float* g_row_amax = ctx.linear.input_row_amax();
-    ctx.ops.swiglu_forward(g, h13, N, F, g_row_amax);
+    // After w13's matmul has read the norm's row amaxes (and codes) from the same place.
+    const Fp8InputCast cast = ctx.linear.input_cast(ctx.block, w13_row_);
+    if (cast.codes)
+      ctx.ops.swiglu_forward_fp8(g, h13, N, F, cast.row_amax, cast.codes, cast.scale);
+    else
+      ctx.ops.swiglu_forward(g, h13, N, F, cast.row_amax);
     if (!in.output) return;
-    ctx.sites.row_parallel_forward(in.output, g, weight(ctx, w2_row_), in.stream, N, F, g_row_amax);
+    ctx.sites.row_parallel_forward(in.output, g, weight(ctx, w2_row_), in.stream, N, F,
+                                   cast.row_amax);
   }
   // Selective recomputation: w2's matmul is not run again.
   void recompute(const BlockContext<A>& ctx, const BlockFlow<A>&) override {

@@ -6,7 +6,8 @@
 #                  and PyTorch's SDPA (tools/gpu_kit/time_sdpa.py), on the
 #                  Llama 3 8B shape and on gpu_1b's, in the same run
 #   profile_8b     the 8B shape's step op by op (`./train bench --profile`, 2
-#                  blocks) in bf16 and fp8, with nvidia-smi sampling the SM
+#                  blocks) in bf16, fp8 and fp8 with delayed scaling
+#                  (training.fp8_scaling), with nvidia-smi sampling the SM
 #                  clock, power, temperature and throttle reasons every 200 ms
 #   fp8_loss_once  FP8 against bf16 over a corpus seen once: the text files
 #                  installed on the machine, each content once, up to
@@ -18,6 +19,9 @@
 #                  accumulation) against FP8 without it, and against bf16 when
 #                  fp8_loss_once ran before it, whose corpus and runs it takes
 #                  (else it builds them); the same checks
+#   fp8_delayed    FP8 with training.fp8_scaling = delayed against FP8's
+#                  current scaling, and against bf16 when fp8_loss_once ran
+#                  before it; its corpus and runs as fp8_fast_accum's
 # Environment: TRAIN (./train), OUT_DIR (where logs and metrics go, /tmp),
 # TORCH_PYTHON (a Python that imports torch; else the first that does),
 # ONCE_TOKENS, ONCE_VOCAB, ONCE_CONFIG, ONCE_ROOTS (/usr /opt), ONCE_OVERRIDES
@@ -67,10 +71,13 @@ step_profile_8b() {
   nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active \
     --format=csv,noheader,nounits -lms 200 > "$log" 2>&1 &
   smi=$!
-  for precision in bf16 fp8; do
+  for precision in bf16 fp8 fp8_delayed; do
     echo "== 8B shape, 2 blocks, $precision"
+    local scaling=()
+    [ "$precision" = fp8_delayed ] && precision=fp8 scaling=(--training.fp8_scaling=delayed)
     "$TRAIN" bench --config configs/llama8b.toml --model.n_layers=2 "${SHAPE_8B[@]}" \
-      --training.sample_tokens=0 --training.precision=$precision --bench-steps 3 --profile || rc=1
+      --training.sample_tokens=0 --training.precision=$precision "${scaling[@]}" \
+      --bench-steps 3 --profile || rc=1
   done
   kill $smi 2>/dev/null; wait $smi 2>/dev/null
   echo "== clocks while it ran: $(wc -l < "$log") samples in $log"
@@ -157,32 +164,39 @@ step_fp8_loss_once() {
     "$OUT_DIR/metrics_once_fp8.jsonl" --within 0.005
 }
 
-# FP8 with the forward GEMMs' fast accumulation against FP8 without (and
-# against bf16, when fp8_loss_once ran before it): the corpus and the fp8 run
-# of fp8_loss_once when it left them, else its own.
-step_fp8_fast_accum() {
+# One more fp8 pass named `name` with the overrides given, against FP8
+# without them (and against bf16, when fp8_loss_once ran before it): the
+# corpus and the fp8 run of fp8_loss_once when it left them, else its own.
+fp8_variant_pass() {
+  local name=$1 && shift
   once_corpus reuse || return 1
   if [ ! -s "$OUT_DIR/metrics_once_fp8.jsonl" ] || [ ! -d "${ONCE_WORK:-/tmp/once}/run_fp8" ]; then
     once_run fp8 --training.precision=fp8 || return 1
   fi
-  once_run fp8_fast_accum --training.precision=fp8 --training.fp8_fast_accum=true || return 1
+  once_run "$name" --training.precision=fp8 "$@" || return 1
   local status=0
   python3 tools/gpu_kit/compare_losses.py "$OUT_DIR/metrics_once_fp8.jsonl" \
-    "$OUT_DIR/metrics_once_fp8_fast_accum.jsonl" --within 0.005 || status=1
+    "$OUT_DIR/metrics_once_$name.jsonl" --within 0.005 || status=1
   if [ -s "$OUT_DIR/metrics_once_bf16.jsonl" ]; then
     python3 tools/gpu_kit/compare_losses.py "$OUT_DIR/metrics_once_bf16.jsonl" \
-      "$OUT_DIR/metrics_once_fp8_fast_accum.jsonl" --within 0.005 || status=1
+      "$OUT_DIR/metrics_once_$name.jsonl" --within 0.005 || status=1
   fi
   return $status
 }
+
+# FP8 with the forward GEMMs' fast accumulation.
+step_fp8_fast_accum() { fp8_variant_pass fp8_fast_accum --training.fp8_fast_accum=true; }
+
+# FP8 with delayed scaling.
+step_fp8_delayed() { fp8_variant_pass fp8_delayed --training.fp8_scaling=delayed; }
 
 [ $# -gt 0 ] || { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2; }
 status=0
 for step in "$@"; do
   case $step in
-    attention | profile_8b | fp8_loss_once | fp8_fast_accum) "step_$step" || status=1 ;;
+    attention | profile_8b | fp8_loss_once | fp8_fast_accum | fp8_delayed) "step_$step" || status=1 ;;
     *) echo "perf_steps.sh: unknown step $step (attention, profile_8b, fp8_loss_once," \
-         "fp8_fast_accum)" >&2; exit 2 ;;
+         "fp8_fast_accum, fp8_delayed)" >&2; exit 2 ;;
   esac
 done
 exit $status

@@ -75,6 +75,10 @@
 #               without it and against bf16, one more pass on fp8_loss_once's
 #               corpus (its own corpus when that step did not run); the same
 #               checks; its metrics.jsonl to $OUT
+#   fp8_delayed  perf_steps.sh fp8_delayed: FP8 with delayed scaling
+#               (training.fp8_scaling = delayed) against FP8's current
+#               scaling and against bf16, one more pass on the same corpus;
+#               the same checks; its metrics.jsonl to $OUT
 #   bench_offload ./train bench --offload on gpu_1b: device / ZeRO-Offload /
 #               delayed / ZenFlow step times, PCIe bytes and GPU idle (issue 15)
 #   generate_124m  two steps of the 124M shape on the tiny data (bf16), then
@@ -122,7 +126,7 @@ START=$(date +%s)
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$REPO"
 NCCL_STEPS="nccl_matrix_np2,user_command,nccl_stop,nccl_kill,nccl_short,nccl_matrix_np4"
-GPU_STEPS="env,nvidia_smi,mpi_smoke,fp8_probe,configure,build,linkage,attention,profile_8b,ctest_gpu,$NCCL_STEPS,gpu_modes,bench_124m,bench_1b,bench_1b_fast_backward,bench_1b_fp8,bench_graphs,bench_8b,fp8_loss_124m,masked_124m,pytorch_1b,pytorch_124m,fp8_loss_once,fp8_fast_accum,bench_offload,generate_124m,contention"
+GPU_STEPS="env,nvidia_smi,mpi_smoke,fp8_probe,configure,build,linkage,attention,profile_8b,ctest_gpu,$NCCL_STEPS,gpu_modes,bench_124m,bench_1b,bench_1b_fast_backward,bench_1b_fp8,bench_graphs,bench_8b,fp8_loss_124m,masked_124m,pytorch_1b,pytorch_124m,fp8_loss_once,fp8_fast_accum,fp8_delayed,bench_offload,generate_124m,contention"
 EMULATED=0
 LIMIT_SCALE=1  # the emulation's rehearsal: 4 (kernels on 2 CPU cores, not a GPU)
 KIT=gpu_kit/kit.tar.xz
@@ -155,7 +159,7 @@ for step in ${STEPS//,/ }; do
     all) expanded+=,$GPU_STEPS ;;
     nccl) expanded+=,env,nvidia_smi,configure,build,ctest_gpu,$NCCL_STEPS ;;
     bench) expanded+=,env,nvidia_smi,fp8_probe,configure,build,bench_124m,bench_1b,bench_1b_fast_backward,bench_1b_fp8,bench_graphs,bench_8b,fp8_loss_124m,masked_124m,pytorch_1b,pytorch_124m ;;
-    issue56) expanded+=,env,nvidia_smi,configure,build,attention,profile_8b,bench_8b,bench_1b,bench_1b_fp8,pytorch_1b,fp8_loss_once,fp8_fast_accum ;;
+    issue56) expanded+=,env,nvidia_smi,configure,build,attention,profile_8b,bench_8b,bench_1b,bench_1b_fp8,pytorch_1b,fp8_loss_once,fp8_fast_accum,fp8_delayed ;;
     *) expanded+=,$step ;;
   esac
 done
@@ -420,6 +424,7 @@ for size in 1b 124m; do
 done
 run_step fp8_loss_once 540 "$PERF fp8_loss_once"
 run_step fp8_fast_accum 540 "$PERF fp8_fast_accum"
+run_step fp8_delayed 540 "$PERF fp8_delayed"
 run_step bench_offload 300 "./train bench --config configs/gpu_1b.toml --offload --bench-steps 8"
 run_step generate_124m 180 "./train --config configs/gpu_124m.toml --data.train='data/tiny/train_*.bin' \
   --data.val='data/tiny/val_*.bin' --data.tokenizer=data/tiny/tokenizer.model --model.vocab_size=512 \
