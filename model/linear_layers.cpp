@@ -70,7 +70,8 @@ typename LinearLayers<A>::Weight LinearLayers<A>::block_weight(int slot, int blo
   if (!fp8_) return weight;
   for (const Fp8Weight& w : weights_[block]) {
     if (w.row != row) continue;
-    Fp8Scale* input_scale = delayed_scales_ ? delayed_input_scales_ + w.input : w.input_scales + slot;
+    Fp8Scale* input_scale =
+        delayed_scales_ ? delayed_input_scales_ + w.input : w.input_scales + slot;
     weight = {weight.values, &w, input_scale};
   }
   LLM_CHECK(weight.fp8, "transformer: no FP8 codes for a matrix the block table does not hold");

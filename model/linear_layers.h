@@ -41,7 +41,7 @@ namespace llm {
 struct Fp8Weight {
   int row;                     // its row of the block table (block.h)
   int rows, cols;              // this rank's slice (OC, K)
-  int input = 0;               // its forward input's delayed-scaling entry: block x matrices + matrix
+  int input = 0;               // its forward input's entry under delayed scaling
   uint8_t* codes = nullptr;    // (rows, cols)
   uint8_t* codes_t = nullptr;  // (cols, rows)
   Fp8Scale* scale = nullptr;
