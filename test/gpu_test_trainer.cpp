@@ -14,6 +14,7 @@
 #include "trainer/trainer.h"
 #include "parallel/comm.h"
 #include "test/gpu_test_support.h"
+#include "test/unit_values.h"
 
 namespace llm {
 namespace {
@@ -41,15 +42,9 @@ Steps run_steps(const Config& config, int steps) {
     StepResult r = trainer.train_step(s);
     out.losses.push_back(r.loss);
     out.grad_norms.push_back(r.grad_norm);
-    if (s == 0) {
-      // train_step zeroes gradients when it starts, so until step 2 the
-      // buffers hold step 1's reduced gradient.
-      for (size_t u = 0; u < layout.units.size(); ++u) {
-        std::vector<float> g(layout.units[u].numel);
-        trainer.engine().gather_grads(static_cast<int>(u), g.data());
-        out.first_grads.insert(out.first_grads.end(), g.begin(), g.end());
-      }
-    }
+    // train_step zeroes gradients when it starts, so until step 2 the
+    // buffers hold step 1's reduced gradient.
+    if (s == 0) out.first_grads = test_support::unit_grads(trainer.engine(), layout);
   }
   out.params = trainer.engine().gather_all_params();
   return out;

@@ -21,6 +21,7 @@
 #include "test/fp8_test_config.h"
 #include "test/random_tokens.h"
 #include "test/tiny_trainer.h"
+#include "test/unit_values.h"
 #include "trainer/fp8_amax_history.h"
 
 namespace llm {
@@ -131,19 +132,13 @@ std::vector<float> delayed_run_bits(bool fused, Recompute recompute) {
     }
     history.push(model->fp8_step_amax());
     if (step == 2) {
-      for (size_t u = 0; u < model->layout().units.size(); ++u) {
-        std::vector<float> g(model->layout().units[u].numel);
-        engine.gather_grads(static_cast<int>(u), g.data());
-        bits.insert(bits.end(), g.begin(), g.end());
-      }
+      const std::vector<float> grads = test_support::unit_grads(engine, model->layout());
+      bits.insert(bits.end(), grads.begin(), grads.end());
     }
     engine.optimizer_step({1e-2f, 1.0f, step + 1});
   }
-  for (size_t u = 0; u < model->layout().units.size(); ++u) {
-    std::vector<float> p(model->layout().units[u].numel);
-    engine.gather_params(static_cast<int>(u), p.data());
-    bits.insert(bits.end(), p.begin(), p.end());
-  }
+  const std::vector<float> params = test_support::unit_params(engine, model->layout());
+  bits.insert(bits.end(), params.begin(), params.end());
   return bits;
 }
 

@@ -11,6 +11,7 @@
 #include "parallel/sharding_engine.h"
 #include "test/fp8_test_config.h"
 #include "test/random_tokens.h"
+#include "test/unit_values.h"
 
 namespace llm {
 namespace {
@@ -113,12 +114,8 @@ TEST(Fp8Weights, KeptCodesGiveTheBitsOfCastingAtEveryUse) {
       model->stage_forward(units, 0, inputs.data(), targets.data(), kB, kT, 1.0f / kN);
       loss += model->stage_backward(units, 0, kB, kT);
     }
-    std::vector<float> all = {loss};
-    for (size_t u = 0; u < model->layout().units.size(); ++u) {
-      std::vector<float> g(model->layout().units[u].numel);
-      engine.gather_grads(static_cast<int>(u), g.data());
-      all.insert(all.end(), g.begin(), g.end());
-    }
+    std::vector<float> all = test_support::unit_grads(engine, model->layout());
+    all.insert(all.begin(), loss);
     return all;
   };
   const std::vector<float> kept = gradients(false), recast = gradients(true);

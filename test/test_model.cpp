@@ -20,6 +20,7 @@
 #include "parallel/sharding_engine.h"
 #include "test/naive_model.h"
 #include "test/random_tokens.h"
+#include "test/unit_values.h"
 #include "test/vector_source.h"
 
 namespace llm {
@@ -420,13 +421,7 @@ TEST(ActivationRecomputation, GradientsAreBitIdenticalAndMemoryShrinks) {
     engine.zero_grads();
     forward_backward(*model, engine, inputs, targets, B, T, 1.0f / N);
     *bytes = model->activation_bytes().total;
-    std::vector<float> all;
-    for (size_t u = 0; u < model->layout().units.size(); ++u) {
-      std::vector<float> g(model->layout().units[u].numel);
-      engine.gather_grads(static_cast<int>(u), g.data());
-      all.insert(all.end(), g.begin(), g.end());
-    }
-    return all;
+    return test_support::unit_grads(engine, model->layout());
   };
   size_t kept_bytes = 0;
   const std::vector<float> reference = gradients({Recompute::none, 1}, &kept_bytes);
