@@ -20,8 +20,8 @@ StagePieces<A>::StagePieces(const Backend& backend, const ModelConfig& config,
 
 template <class A>
 BufferPlan plan_stage(const ModelConfig& c, int B, int T, ModelSlice slice, int in_flight,
-                      RecomputePlan recompute, int loss_rows, StagePieces<A>& pieces,
-                      BlockActivations& activations, StageBuffers<A>& out, ActivationBytes& bytes) {
+                      int loss_rows, StagePieces<A>& pieces, BlockActivations& activations,
+                      StageBuffers<A>& out, ActivationBytes& bytes) {
   const int tp = slice.tp_size;
   const RankShape s(c, B, T, tp);
   const LayerRange layers = pipeline_stage_layers(c.n_layers, slice.pp_size, slice.pp_rank);
@@ -73,10 +73,10 @@ BufferPlan plan_stage(const ModelConfig& c, int B, int T, ModelSlice slice, int 
   return plan;
 }
 
-#define LLM_STAGE_BUFFERS(A)                                                                      \
-  template struct StagePieces<A>;                                                                 \
-  template BufferPlan plan_stage<A>(const ModelConfig&, int, int, ModelSlice, int, RecomputePlan, \
-                                    int, StagePieces<A>&, BlockActivations&, StageBuffers<A>&,    \
+#define LLM_STAGE_BUFFERS(A)                                                              \
+  template struct StagePieces<A>;                                                         \
+  template BufferPlan plan_stage<A>(const ModelConfig&, int, int, ModelSlice, int, int,   \
+                                    StagePieces<A>&, BlockActivations&, StageBuffers<A>&, \
                                     ActivationBytes&);
 LLM_STAGE_BUFFERS(float)
 LLM_STAGE_BUFFERS(Bf16)

@@ -61,7 +61,7 @@ struct StageBuffers {
 // the bytes by role. `activations` must outlive the binding.
 template <class A>
 BufferPlan plan_stage(const ModelConfig& config, int B, int T, ModelSlice slice, int in_flight,
-                      RecomputePlan recompute, int loss_rows, StagePieces<A>& pieces,
-                      BlockActivations& activations, StageBuffers<A>& out, ActivationBytes& bytes);
+                      int loss_rows, StagePieces<A>& pieces, BlockActivations& activations,
+                      StageBuffers<A>& out, ActivationBytes& bytes);
 
 }  // namespace llm

@@ -237,8 +237,7 @@ ActivationBytes planned_bytes(const ModelConfig& config, int B, int T, Recompute
   StageBuffers<A> unbound;
   ActivationBytes bytes;
   const int loss_rows = loss_chunk_rows(config, B * T, slice.tp_size, sizeof(A), loss_chunk_tokens);
-  plan_stage(config, B, T, slice, in_flight, recompute, loss_rows, pieces, activations, unbound,
-             bytes);
+  plan_stage(config, B, T, slice, in_flight, loss_rows, pieces, activations, unbound, bytes);
   return bytes;
 }
 

@@ -50,7 +50,7 @@ class TransformerStage final : public Transformer {
               "transformer: max_seq {} is not a multiple of the tensor-parallel size {}", max_seq,
               tp_);
     BufferPlan plan = plan_stage(config_, max_batch, max_seq, layout_.slice, split.in_flight,
-                                 recompute, loss_rows_, pieces_, activations_, buf_, bytes_);
+                                 loss_rows_, pieces_, activations_, buf_, bytes_);
     arena_ = Arena("activations", plan.bytes(), memory_);
     plan.bind(arena_);
     activations_.redirect();  // recomputed blocks work in the shared scratch
