@@ -69,8 +69,9 @@ struct BlockFlow {
   // them too (precision fp8: LinearLayers::input_row_amax); else null.
   const float* hidden_row_amax = nullptr;
   // hidden's q and k heads (fused qkv rows) carry RoPE already: the part that
-  // wrote them rotated them as it wrote (QK-norm), so attention does not
-  // rotate them in its forward nor turn their gradient back in its backward.
+  // wrote them rotated them as it wrote (QK-norm, or else the qkv bias), so
+  // attention does not rotate them in its forward nor turn their gradient
+  // back in its backward.
   bool qk_rotated = false;
 
   // hidden, its row amaxes and whether it is rotated always set together, so

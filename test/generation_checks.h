@@ -21,8 +21,9 @@ inline constexpr int kGenerationContext = 24;
 inline const std::vector<int32_t> kGenerationPrompt = {3, 17, 42, 8, 8, 60};
 
 // qk_norm: Qwen3's kind, whose QK-norm applies RoPE (from the decode
-// position when decoding) in its own pass.
-inline Config generation_config(Precision precision, bool qk_norm = false) {
+// position when decoding) in its own pass; qkv_bias: Qwen2's, whose bias pass
+// applies it (when no QK-norm follows).
+inline Config generation_config(Precision precision, bool qk_norm = false, bool qkv_bias = false) {
   Config c;
   c.path = "test";
   c.model.dim = 32;
@@ -35,6 +36,7 @@ inline Config generation_config(Precision precision, bool qk_norm = false) {
   c.training.seed = 11;
   c.training.precision = precision;
   c.model.qk_norm = qk_norm;
+  c.model.qkv_bias = qkv_bias;
   c.data.train = "unused";
   return c;
 }
@@ -54,8 +56,8 @@ struct Generator {
   InferenceParams params;
 
   explicit Generator(const Backend& backend, Precision precision = Precision::fp32,
-                     bool qk_norm = false)
-      : config(generation_config(precision, qk_norm)),
+                     bool qk_norm = false, bool qkv_bias = false)
+      : config(generation_config(precision, qk_norm, qkv_bias)),
         model(Transformer::create(config.model, 2, kGenerationContext, backend, {}, precision)),
         params(model->layout(), initial_params(config), backend, precision) {
     model->reserve_kv_cache(2, kGenerationContext);
@@ -79,8 +81,9 @@ struct Generator {
 // logits (of the second sample) are within tolerance x max |logit| of the
 // full forward's.
 inline void expect_decode_matches_forward(const Backend& backend, Precision precision,
-                                          double tolerance, bool qk_norm = false) {
-  Generator g(backend, precision, qk_norm);
+                                          double tolerance, bool qk_norm = false,
+                                          bool qkv_bias = false) {
+  Generator g(backend, precision, qk_norm, qkv_bias);
   std::vector<int32_t> tokens = kGenerationPrompt;
   std::vector<int32_t> batch(tokens);
   batch.insert(batch.end(), tokens.begin(), tokens.end());

@@ -31,6 +31,13 @@ TEST(GpuGenerate, CachedDecodeLogitsEqualTheFullForwardWithQkNormInBf16) {
   expect_decode_matches_forward(backend_cuda(), Precision::bf16, 2e-2, /*qk_norm=*/true);
 }
 
+// The q, k and v biases' kernel applies RoPE (no QK-norm), from the decode position when decoding.
+TEST(GpuGenerate, CachedDecodeLogitsEqualTheFullForwardWithQkvBiasInBf16) {
+  LLM_SKIP_WITHOUT_GPU();
+  expect_decode_matches_forward(backend_cuda(), Precision::bf16, 2e-2, /*qk_norm=*/false,
+                                /*qkv_bias=*/true);
+}
+
 TEST(GpuGenerate, GreedyTokensAreTheCpus) {
   LLM_SKIP_WITHOUT_GPU();
   SamplingOptions greedy;

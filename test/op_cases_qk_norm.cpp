@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "test/op_harness.h"
+#include "test/op_rope_angles.h"
 
 namespace llm::op_test {
 namespace {
@@ -299,64 +300,6 @@ constexpr QkRopeShape kCudaQkRopeShapes[] = {{2, 5, 4, 2, 64},  {3, 3, 2, 1, 24}
                                              {2, 3, 3, 1, 13},  {1, 4, 1, 1, 300},
                                              {293, 7, 2, 1, 8}, {1, 3, 2, 2, 128}};
 
-constexpr float kQkRopeTheta = 10000.0f;
-
-// Where the rows' angles come from: each row n at position n % T; packed
-// documents (random positions in [0, T)); decoding from position 7 (the
-// tables from row 7, no positions).
-enum class AngleSource { sequence, documents, decoding };
-constexpr AngleSource kAngleSources[] = {AngleSource::sequence, AngleSource::documents,
-                                         AngleSource::decoding};
-constexpr int kDecodeStart = 7;
-
-// The tables (kDecodeStart + T rows) and the two descriptions of one
-// source's angles on a backend: `fused`, as the parts give it to QK-norm
-// (rope_angles: the decode offset in the table pointers), and for the
-// composition the whole tables with each row's position spelled out
-// (decoding: kDecodeStart + n % T), so the offset is checked, not shared.
-struct QkRopeAngles {
-  Buffer<float> cos, sin;
-  Buffer<int32_t> positions;
-  RopeAngles fused;
-  const int32_t* composed_positions;
-
-  QkRopeAngles(const Backend& be, const QkRopeShape& s, AngleSource source, size_t offset,
-               std::mt19937& rng)
-      : cos(be, table(s, /*cosine=*/true), offset),
-        sin(be, table(s, /*cosine=*/false), offset),
-        positions(be, row_positions(s, source, rng)) {
-    const size_t decode_first = (size_t)kDecodeStart * (s.D / 2);
-    fused = source == AngleSource::decoding
-                ? RopeAngles{cos.get() + decode_first, sin.get() + decode_first, nullptr, s.T}
-                : RopeAngles{cos.get(), sin.get(),
-                             source == AngleSource::documents ? positions.get() : nullptr, s.T};
-    composed_positions = source == AngleSource::sequence ? nullptr : positions.get();
-  }
-
-  static Floats table(const QkRopeShape& s, bool cosine) {
-    const size_t count = (size_t)(kDecodeStart + s.T) * (s.D / 2);
-    Floats cos(count), sin(count);
-    backend_cpu().rope_table(cos.data(), sin.data(), kDecodeStart + s.T, s.D, kQkRopeTheta,
-                             RopeScaling{});
-    return cosine ? cos : sin;
-  }
-  static Ints row_positions(const QkRopeShape& s, AngleSource source, std::mt19937& rng) {
-    Ints positions(s.B * s.T);
-    std::uniform_int_distribution<int> draw(0, s.T - 1);
-    for (int n = 0; n < s.B * s.T; n++)
-      positions[n] = source == AngleSource::documents  ? draw(rng)
-                     : source == AngleSource::decoding ? kDecodeStart + n % s.T
-                                                       : n % s.T;
-    return positions;
-  }
-};
-
-const char* angle_source_name(AngleSource source) {
-  return source == AngleSource::sequence    ? "sequence"
-         : source == AngleSource::documents ? "documents"
-                                            : "decoding";
-}
-
 // Forward with RoPE against qk_norm_forward without it, then rope_forward on
 // its out, on the same backend: out and rstd the same bits (the fused pass
 // rounds y to T where the composition stores it, then rotates it with
@@ -376,7 +319,7 @@ void qk_norm_rope_forward(const OpRow& row) {
                      << " angles=" << angle_source_name(source) << " offset=" << offset);
         const QkInputs in = random_qk_inputs(s, rng, 2.0f, bf16 || row.cuda());
         const Backend& be = row.backend();
-        const QkRopeAngles angles(be, rs, source, offset, rng);
+        const RopeCaseAngles angles(be, rs.B, rs.T, D, source, offset, rng);
         Buffer<T> d_inp(be, stored<T>(in.inp), offset), d_q(be, stored<T>(in.q_weight), offset),
             d_k(be, stored<T>(in.k_weight), offset);
         Buffer<T> d_fused(be, nan_filled<T>(s.values()), offset),
@@ -422,7 +365,7 @@ void qk_norm_rope_backward(const OpRow& row) {
         const std::vector<T> dout = stored<T>(random_values(s.values(), rng, -1.0f, 1.0f, true));
         const Floats dq_prefill = random_floats(D, rng), dk_prefill = random_floats(D, rng);
         const Backend& be = row.backend();
-        const QkRopeAngles angles(be, rs, source, offset, rng);
+        const RopeCaseAngles angles(be, rs.B, rs.T, D, source, offset, rng);
         Buffer<T> d_inp(be, stored<T>(in.inp), offset), d_q(be, stored<T>(in.q_weight), offset),
             d_k(be, stored<T>(in.k_weight), offset), d_dout(be, dout, offset),
             d_dout_turned(be, dout, offset);

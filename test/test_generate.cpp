@@ -46,6 +46,13 @@ TEST(Generate, CachedDecodeLogitsEqualTheFullForwardWithQkNorm) {
   expect_decode_matches_forward(backend_cpu(), Precision::fp32, 1e-4, /*qk_norm=*/true);
 }
 
+// With the q, k and v biases (no QK-norm), whose pass applies RoPE (the
+// biases start at zero: the rotation's angles are what decoding changes).
+TEST(Generate, CachedDecodeLogitsEqualTheFullForwardWithQkvBias) {
+  expect_decode_matches_forward(backend_cpu(), Precision::fp32, 1e-4, /*qk_norm=*/false,
+                                /*qkv_bias=*/true);
+}
+
 TEST(Generate, GreedyWithTheCacheIsGreedyWithoutIt) {
   Generator g(backend_cpu());
   SamplingOptions greedy;

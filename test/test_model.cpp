@@ -156,17 +156,20 @@ TEST_P(ModelVsNaive, LossAndEveryParameterGradientMatch) {
 // several documents (token 1 is the BOS that starts one, or the EOS that
 // ends one, Qwen's way; a sequence's first tokens are a document too), the
 // targets that cross a boundary dropped as the data loader drops them, with
-// positions reset and not, with and without QK-norm (which applies RoPE at
-// the reset positions in its own pass). Loss and every gradient as above; and
+// positions reset and not, with neither, QK-norm or the q, k and v biases
+// (each of which applies RoPE at the reset positions in its own pass; the
+// biases random, as above). Loss and every gradient as above; and
 // the masked loss differs from the unmasked one, so the mask is not a no-op in
 // any form.
 TEST(DocumentMasking, LossAndEveryGradientMatchTheNaiveModel) {
   Config c = tiny_config(false, 4, 2);
   const int B = 2, T = 12, N = B * T;
   const int32_t marker = 1;
-  for (bool qk_norm : {false, true}) {
-    SCOPED_TRACE(qk_norm ? "QK-norm" : "no QK-norm");
+  for (auto [qk_norm, qkv_bias] :
+       {std::pair{false, false}, std::pair{true, false}, std::pair{false, true}}) {
+    SCOPED_TRACE(testing::Message() << "qk_norm " << qk_norm << " qkv_bias " << qkv_bias);
     c.model.qk_norm = qk_norm;
+    c.model.qkv_bias = qkv_bias;
     for (bool ends : {false, true}) {
       for (bool reset : {true, false}) {
         SCOPED_TRACE(ends ? "1 ends a document" : "1 starts a document");
@@ -186,6 +189,7 @@ TEST(DocumentMasking, LossAndEveryGradientMatchTheNaiveModel) {
         model->set_document_masking({marker, ends}, reset);
         Topology topology(comm_world(), c.parallel);
         ShardingEngine engine(model->layout(), c, backend_cpu(), topology);
+        if (qkv_bias) randomize_qkv_biases(model->layout(), engine);
         int kept = 0;
         for (int32_t target : targets) kept += target >= 0;
         engine.zero_grads();

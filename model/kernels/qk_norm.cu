@@ -58,14 +58,6 @@ __device__ void copy_head(T* dst, const T* src, int D, int lane) {
   }
 }
 
-// v rounded to T, as storing it in T and loading it back rounds it.
-template <class T>
-__device__ __forceinline__ float stored_value(float v) {
-  T stored;
-  store_f32(&stored, v);
-  return load_f32(&stored);
-}
-
 // The partners (rope_partner) of the kPack<T> columns from c0 of a head of
 // D, as load_pack loads those columns (0 past D or past the last pair): one
 // 16-byte load when kAligned (then D/2 is a multiple of kPack, so the pack
@@ -98,12 +90,6 @@ __device__ void rotate_pack(float (&own)[kPack<T>], const float (&partner)[kPack
     const int i = c < half ? c : c - half;
     own[k] = rope_rotated(own[k], partner[k], c >= half, cos[i], sign * sin[i]);
   }
-}
-
-// The table row of fused-qkv row n's angles (null without RoPE).
-__device__ __forceinline__ size_t rope_row(const RopeAngles& rope, size_t n, int D) {
-  const size_t position = rope.positions ? (size_t)rope.positions[n] : n % rope.T;
-  return position * (D / 2);
 }
 
 // The gradient of a normed head's columns from c0: dout's (dy), or, with a

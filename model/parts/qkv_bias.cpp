@@ -3,9 +3,14 @@
 // (after the matmul, in its storage type, so in bf16 after an FP8 GEMM), so
 // the part keeps nothing of its own and any recomputation redoes it with the
 // projection. Split by rows across a tensor-parallel group as wqkv is: each
-// rank holds its heads' biases. Backward: the biases' gradient is the
-// column sums of the output's gradient, which passes through unchanged. A
-// model with it is Hugging Face's qwen2. Kernels: model/kernels/row_bias.*.
+// rank holds its heads' biases. Without QK-norm (model.qk_norm, read from the
+// config: the part list puts QK-norm right after this part) the bias pass
+// also applies RoPE to the q and k heads and says so in the flow
+// (BlockFlow::qk_rotated), so the attention part skips its own RoPE; with
+// QK-norm, QK-norm rotates. Backward: the biases' gradient is the column sums
+// of the output's gradient, which passes through unchanged, or with RoPE
+// turned back in place first. A model with it is Hugging Face's qwen2.
+// Kernels: model/kernels/row_bias.*.
 #include "model/block_part.h"
 
 namespace llm {
@@ -16,16 +21,32 @@ class QkvBias final : public BlockPart<A> {
  public:
   explicit QkvBias(int row) : row_(row) {}
   void plan(BlockActivations&, const RankShape&) override {}
-  void pass(const BlockContext<A>&, BlockFlow<A>&) const override {}  // in place
-  void forward(const BlockContext<A>& ctx, const BlockFlow<A>& in) override {
-    ctx.ops.row_bias_forward(in.hidden, ctx.param(row_), ctx.N(), static_cast<int>(ctx.shape.QKV));
+  void pass(const BlockContext<A>& ctx, BlockFlow<A>& flow) const override {  // in place
+    flow.set_hidden(flow.hidden, flow.hidden_row_amax, rotates(ctx));
   }
+  void forward(const BlockContext<A>& ctx, const BlockFlow<A>& in) override {
+    const RankShape& s = ctx.shape;
+    ctx.ops.row_bias_forward(in.hidden, ctx.param(row_), ctx.N(), static_cast<int>(s.QKV),
+                             static_cast<int>(s.H + s.KV), static_cast<int>(s.D), angles(ctx));
+  }
+  // dout is the next part's backward scratch (attention's dqkv when this
+  // part rotates), which only this part and the projection's backward read:
+  // with RoPE it is turned back there, in place, and passed on.
   const A* backward(const BlockContext<A>& ctx, const BlockFlow<A>&, const A* dout) override {
-    ctx.ops.row_bias_backward(ctx.grad(row_), dout, ctx.N(), static_cast<int>(ctx.shape.QKV));
-    return dout;
+    const RankShape& s = ctx.shape;
+    A* dqkv = const_cast<A*>(dout);
+    ctx.ops.row_bias_backward(ctx.grad(row_), dqkv, ctx.N(), static_cast<int>(s.QKV),
+                              static_cast<int>(s.H + s.KV), static_cast<int>(s.D), angles(ctx));
+    return dqkv;
   }
 
  private:
+  // Whether this part applies RoPE: when no QK-norm part follows to do it.
+  static bool rotates(const BlockContext<A>& ctx) { return !ctx.config.qk_norm; }
+  static RopeAngles angles(const BlockContext<A>& ctx) {
+    return rotates(ctx) ? ctx.rope_angles() : RopeAngles{};
+  }
+
   int row_;
 };
 
