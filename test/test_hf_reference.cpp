@@ -187,7 +187,9 @@ TEST_P(HfReference, ExportedConfigUsesTransformersKeyNames) {
       EXPECT_EQ(ours[key], theirs[key]) << key;
     }
   }
-  if (GetParam().rope_scaling) EXPECT_EQ(ours["rope_scaling"], theirs["rope_scaling"]);
+  if (GetParam().rope_scaling) {
+    EXPECT_EQ(ours["rope_scaling"], theirs["rope_scaling"]);
+  }
 }
 
 // Imported and exported again, every tensor is transformers' own: the same
