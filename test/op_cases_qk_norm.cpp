@@ -309,14 +309,11 @@ template <class T>
 void qk_norm_rope_forward(const OpRow& row) {
   constexpr bool bf16 = std::is_same_v<T, Bf16>;
   std::mt19937 rng(304);
-  for (const QkRopeShape& rs : shapes_for(row, kCpuQkRopeShapes, kCudaQkRopeShapes)) {
-    const QkShape s = rs.qk();
-    const auto [N, H, KV, D] = s;
-    for (AngleSource source : kAngleSources) {
-      for (size_t offset : offsets_for(row)) {
-        SCOPED_TRACE(testing::Message()
-                     << "B=" << rs.B << " T=" << rs.T << " H=" << H << " KV=" << KV << " D=" << D
-                     << " angles=" << angle_source_name(source) << " offset=" << offset);
+  for_each_rope_case(
+      row, kCpuQkRopeShapes, kCudaQkRopeShapes,
+      [&](const QkRopeShape& rs, AngleSource source, size_t offset) {
+        const QkShape s = rs.qk();
+        const auto [N, H, KV, D] = s;
         const QkInputs in = random_qk_inputs(s, rng, 2.0f, bf16 || row.cuda());
         const Backend& be = row.backend();
         const RopeCaseAngles angles(be, rs.B, rs.T, D, source, offset, rng);
@@ -341,9 +338,7 @@ void qk_norm_rope_forward(const OpRow& row) {
           EXPECT_NE(std::memcmp(fused.data(), unrotated.data(), fused.size() * sizeof(T)), 0)
               << "out is the unrotated out";
         }
-      }
-    }
-  }
+      });
 }
 
 // Backward with RoPE against rope_backward on dout, then qk_norm_backward
@@ -353,14 +348,11 @@ template <class T>
 void qk_norm_rope_backward(const OpRow& row) {
   constexpr bool bf16 = std::is_same_v<T, Bf16>;
   std::mt19937 rng(305);
-  for (const QkRopeShape& rs : shapes_for(row, kCpuQkRopeShapes, kCudaQkRopeShapes)) {
-    const QkShape s = rs.qk();
-    const auto [N, H, KV, D] = s;
-    for (AngleSource source : kAngleSources) {
-      for (size_t offset : offsets_for(row)) {
-        SCOPED_TRACE(testing::Message()
-                     << "B=" << rs.B << " T=" << rs.T << " H=" << H << " KV=" << KV << " D=" << D
-                     << " angles=" << angle_source_name(source) << " offset=" << offset);
+  for_each_rope_case(
+      row, kCpuQkRopeShapes, kCudaQkRopeShapes,
+      [&](const QkRopeShape& rs, AngleSource source, size_t offset) {
+        const QkShape s = rs.qk();
+        const auto [N, H, KV, D] = s;
         const QkInputs in = random_qk_inputs(s, rng, 2.0f, bf16 || row.cuda());
         const std::vector<T> dout = stored<T>(random_values(s.values(), rng, -1.0f, 1.0f, true));
         const Floats dq_prefill = random_floats(D, rng), dk_prefill = random_floats(D, rng);
@@ -391,9 +383,7 @@ void qk_norm_rope_backward(const OpRow& row) {
                          "dinp vs rope_backward then qk_norm");
         expect_identical(d_dq.download(), d_dq_composed.download(), "dq_weight (+=)");
         expect_identical(d_dk.download(), d_dk_composed.download(), "dk_weight (+=)");
-      }
-    }
-  }
+      });
 }
 
 }  // namespace

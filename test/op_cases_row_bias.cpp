@@ -126,13 +126,10 @@ template <class T>
 void row_bias_rope_forward(const OpRow& row) {
   constexpr bool bf16 = std::is_same_v<T, Bf16>;
   std::mt19937 rng(306);
-  for (const QkvRopeShape& s : shapes_for(row, kCpuQkvRopeShapes, kCudaQkvRopeShapes)) {
-    const int N = s.N(), C = s.C(), rotated = s.H + s.KV;
-    for (AngleSource source : kAngleSources) {
-      for (size_t offset : offsets_for(row)) {
-        SCOPED_TRACE(testing::Message()
-                     << "B=" << s.B << " T=" << s.T << " H=" << s.H << " KV=" << s.KV << " D="
-                     << s.D << " angles=" << angle_source_name(source) << " offset=" << offset);
+  for_each_rope_case(
+      row, kCpuQkvRopeShapes, kCudaQkvRopeShapes,
+      [&](const QkvRopeShape& s, AngleSource source, size_t offset) {
+        const int N = s.N(), C = s.C(), rotated = s.H + s.KV;
         const std::vector<T> x = stored<T>(random_values(s.values(), rng, -2.0f, 2.0f, bf16));
         const std::vector<T> bias = stored<T>(random_values(C, rng, -2.0f, 2.0f, bf16));
         const Backend& be = row.backend();
@@ -148,9 +145,7 @@ void row_bias_rope_forward(const OpRow& row) {
         expect_identical(fused, d_composed.download(), "x vs row_bias then rope_forward");
         EXPECT_NE(std::memcmp(fused.data(), unrotated.data(), fused.size() * sizeof(T)), 0)
             << "x is the unrotated sum";
-      }
-    }
-  }
+      });
 }
 
 // Backward with RoPE against rope_backward on dout, then row_bias_backward
@@ -159,13 +154,10 @@ void row_bias_rope_forward(const OpRow& row) {
 template <class T>
 void row_bias_rope_backward(const OpRow& row) {
   std::mt19937 rng(307);
-  for (const QkvRopeShape& s : shapes_for(row, kCpuQkvRopeShapes, kCudaQkvRopeShapes)) {
-    const int N = s.N(), C = s.C(), rotated = s.H + s.KV;
-    for (AngleSource source : kAngleSources) {
-      for (size_t offset : offsets_for(row)) {
-        SCOPED_TRACE(testing::Message()
-                     << "B=" << s.B << " T=" << s.T << " H=" << s.H << " KV=" << s.KV << " D="
-                     << s.D << " angles=" << angle_source_name(source) << " offset=" << offset);
+  for_each_rope_case(
+      row, kCpuQkvRopeShapes, kCudaQkvRopeShapes,
+      [&](const QkvRopeShape& s, AngleSource source, size_t offset) {
+        const int N = s.N(), C = s.C(), rotated = s.H + s.KV;
         const std::vector<T> dout = stored<T>(random_values(s.values(), rng, -1.0f, 1.0f, true));
         const Floats before = random_floats(C, rng);  // backward accumulates
         const Backend& be = row.backend();
@@ -182,9 +174,7 @@ void row_bias_rope_backward(const OpRow& row) {
                          "dout vs rope_backward's turned dout");
         expect_identical(d_dbias.download(), d_dbias_composed.download(),
                          "dbias (+=) vs rope_backward then row_bias");
-      }
-    }
-  }
+      });
 }
 
 }  // namespace

@@ -27,6 +27,22 @@ inline const char* angle_source_name(AngleSource source) {
                                             : "decoding";
 }
 
+// check(shape, source, offset) for each of the row's shapes (shapes_for:
+// B sequences of T rows, H query and KV key heads of D), each angle source
+// and each buffer offset of the row, traced.
+template <class Shape, size_t kCpu, size_t kCuda, class Check>
+void for_each_rope_case(const OpRow& row, const Shape (&cpu)[kCpu], const Shape (&cuda)[kCuda],
+                        Check check) {
+  for (const Shape& s : shapes_for(row, cpu, cuda))
+    for (AngleSource source : kAngleSources)
+      for (size_t offset : offsets_for(row)) {
+        SCOPED_TRACE(testing::Message()
+                     << "B=" << s.B << " T=" << s.T << " H=" << s.H << " KV=" << s.KV << " D="
+                     << s.D << " angles=" << angle_source_name(source) << " offset=" << offset);
+        check(s, source, offset);
+      }
+}
+
 // The tables (kDecodeStart + T rows of heads of D) and the two descriptions
 // of one source's angles for B sequences of T rows on a backend: `fused`, as
 // the parts give it to a fused kernel (BlockContext::rope_angles: the decode
